@@ -1,0 +1,1 @@
+"""UHP <-> MCP Tasks bridge."""

@@ -1,0 +1,152 @@
+"""The typed events a run's log holds.
+
+Every event is written by the ledger in the same transaction as the state change it reports,
+with a per-run gapless ``seq`` starting at 1. Events carry bridge-local references
+(``run_ref``, ``task_ref``, ``op_ref``) and never the raw MCP ``taskId`` or any credential.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int = 0  # assigned by the ledger when the event is appended
+    run_ref: str = ""
+    at_ms: int = 0
+
+
+class _TaskEvent(_Event):
+    task_ref: str
+    tool: str
+    server: str  # server name as the server reported it (or its endpoint when unnamed)
+
+
+class RunRegistered(_Event):
+    type: Literal["run.registered"] = "run.registered"
+    uhp_server: str
+    response_id: str | None
+    session_id: str | None
+    harness_id: str | None
+
+
+class OuterIdsRecorded(_Event):
+    type: Literal["outer.ids_recorded"] = "outer.ids_recorded"
+    response_id: str
+    session_id: str | None
+
+
+class OuterStatusChanged(_Event):
+    type: Literal["outer.status_changed"] = "outer.status_changed"
+    previous: OuterStatus | None
+    status: OuterStatus
+
+
+class OuterTerminal(_Event):
+    type: Literal["outer.terminal"] = "outer.terminal"
+    status: OuterStatus
+    error: dict[str, Any] | None = None
+
+
+class DispatchUnknownOutcome(_Event):
+    type: Literal["call.unknown_outcome"] = "call.unknown_outcome"
+    op_ref: str
+    tool: str
+    server: str
+    previous: DispatchState
+    reason: str
+
+
+class ToolResultReceived(_Event):
+    type: Literal["call.result"] = "call.result"
+    op_ref: str
+    tool: str
+    server: str
+    is_error: bool
+    truncated: bool
+
+
+class TaskCreated(_TaskEvent):
+    type: Literal["task.created"] = "task.created"
+    op_ref: str
+    status: TaskStatus
+    ttl_ms: int | None
+    poll_interval_ms: int | None
+
+
+class TaskStatusChanged(_TaskEvent):
+    type: Literal["task.status_changed"] = "task.status_changed"
+    previous: TaskStatus
+    status: TaskStatus
+    status_message: str | None = None
+
+
+class TaskInputRequired(_TaskEvent):
+    type: Literal["task.input_required"] = "task.input_required"
+    key: str
+    method: str
+    params: dict[str, Any]
+
+
+class TaskInputAnswered(_TaskEvent):
+    type: Literal["task.input_answered"] = "task.input_answered"
+    key: str
+
+
+class TaskCancelRequested(_TaskEvent):
+    type: Literal["task.cancel_requested"] = "task.cancel_requested"
+    requested_by: str  # "host", "policy:<name>", "operator"
+
+
+class TaskLost(_TaskEvent):
+    type: Literal["task.lost"] = "task.lost"
+    reason: LostReason
+    detail: str = ""
+
+
+class TaskTerminal(_TaskEvent):
+    type: Literal["task.terminal"] = "task.terminal"
+    status: TaskStatus
+    superseded_lost: bool = False
+    result: Any = None  # the stored CallToolResult (or its truncation marker)
+    error: Any = None  # the stored JSON-RPC error object (or its truncation marker)
+    truncated: bool = False
+
+
+class Anomaly(_Event):
+    type: Literal["anomaly"] = "anomaly"
+    kind: str  # "status_regression", "reused_input_key", "malformed_reply", ...
+    detail: str
+    task_ref: str | None = None
+    op_ref: str | None = None
+
+
+BridgeEvent = Annotated[
+    RunRegistered
+    | OuterIdsRecorded
+    | OuterStatusChanged
+    | OuterTerminal
+    | DispatchUnknownOutcome
+    | ToolResultReceived
+    | TaskCreated
+    | TaskStatusChanged
+    | TaskInputRequired
+    | TaskInputAnswered
+    | TaskCancelRequested
+    | TaskLost
+    | TaskTerminal
+    | Anomaly,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[BridgeEvent] = TypeAdapter(BridgeEvent)
+
+
+def parse_event(data: str | bytes) -> BridgeEvent:
+    return EVENT_ADAPTER.validate_json(data)

@@ -1,0 +1,147 @@
+"""Ledger tables (SQLModel). Only :mod:`bridge.ledger.store` writes them.
+
+Every row carries the ``principal`` (principal/tenant) that created it, and every query in the
+store filters on it. Times the bridge observes are Unix epoch milliseconds (``*_ms``); times a
+server reported are kept verbatim as the ISO strings it sent (``server_*_at``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def _ms(nullable: bool = False) -> Column[int]:
+    return Column(BigInteger, nullable=nullable)
+
+
+class OuterResponse(SQLModel, table=True):
+    """One outer UHP response (a "run"), served by this harness or followed remotely."""
+
+    __tablename__ = "bridge_outer_responses"
+    __table_args__ = (
+        UniqueConstraint("principal", "uhp_server", "response_id", name="uq_outer_response"),
+        UniqueConstraint("principal", "idempotency_key", name="uq_outer_idempotency"),
+        Index("ix_outer_principal_updated", "principal", "updated_at_ms"),
+    )
+
+    ref: str = Field(primary_key=True, max_length=64)
+    principal: str = Field(max_length=200)
+    uhp_server: str = Field(max_length=500)  # base URL of the UHP server, or "local:<name>"
+    response_id: str | None = Field(default=None, max_length=200)
+    session_id: str | None = Field(default=None, max_length=200)
+    harness_id: str | None = Field(default=None, max_length=200)
+    status: str | None = Field(default=None, max_length=32)  # None until acknowledged
+    error_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    last_sequence: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    idempotency_key: str | None = Field(default=None, max_length=200)
+    event_seq: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    created_at_ms: int = Field(sa_column=_ms())
+    updated_at_ms: int = Field(sa_column=_ms())
+
+
+class DispatchIntent(SQLModel, table=True):
+    """A ``tools/call`` the bridge is about to send, committed before it is sent."""
+
+    __tablename__ = "bridge_dispatch_intents"
+    __table_args__ = (
+        UniqueConstraint("principal", "operation_id", name="uq_dispatch_operation"),
+        Index("ix_dispatch_principal_state", "principal", "state"),
+    )
+
+    ref: str = Field(primary_key=True, max_length=64)
+    principal: str = Field(max_length=200)
+    run_ref: str = Field(foreign_key="bridge_outer_responses.ref", index=True, max_length=64)
+    operation_id: str = Field(max_length=200)  # caller-chosen, stable across retries
+    server_endpoint: str = Field(max_length=500)
+    server_name: str | None = Field(default=None, max_length=200)
+    tool_name: str = Field(max_length=200)
+    args_digest: str = Field(max_length=64)
+    state: str = Field(max_length=16)
+    unknown_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    result_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    result_truncated: bool = False
+    task_ref: str | None = Field(default=None, max_length=64)
+    created_at_ms: int = Field(sa_column=_ms())
+    updated_at_ms: int = Field(sa_column=_ms())
+
+
+class InnerTask(SQLModel, table=True):
+    """One MCP task handle, linked to the outer response and session it was created under."""
+
+    __tablename__ = "bridge_inner_tasks"
+    __table_args__ = (
+        UniqueConstraint("principal", "server_endpoint", "task_id", name="uq_inner_task_id"),
+        Index("ix_inner_principal_due", "principal", "next_poll_due_ms"),
+    )
+
+    ref: str = Field(primary_key=True, max_length=64)
+    principal: str = Field(max_length=200)
+    run_ref: str = Field(foreign_key="bridge_outer_responses.ref", index=True, max_length=64)
+    op_ref: str = Field(foreign_key="bridge_dispatch_intents.ref", max_length=64)
+    response_id: str | None = Field(default=None, max_length=200)  # outer ids at creation
+    session_id: str | None = Field(default=None, max_length=200)
+    server_endpoint: str = Field(max_length=500)
+    server_name: str | None = Field(default=None, max_length=200)
+    server_version: str | None = Field(default=None, max_length=100)
+    credential_ref: str | None = Field(default=None, max_length=200)  # a name, never a token
+    tool_name: str = Field(max_length=200)
+    args_digest: str = Field(max_length=64)
+    task_id: str = Field(sa_column=Column(Text, nullable=False))  # raw; never leaves the ledger
+    status: str = Field(max_length=32)
+    status_message: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    lost_reason: str | None = Field(default=None, max_length=32)  # verdict, not a status
+    lost_detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    server_created_at: str | None = Field(default=None, max_length=64)
+    server_updated_at: str | None = Field(default=None, max_length=64)
+    ttl_ms: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    poll_interval_ms: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    next_poll_due_ms: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    result_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    error_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    outcome_truncated: bool = False
+    outcome_bytes: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    cancel_requested_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    terminal_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    created_at_ms: int = Field(sa_column=_ms())
+    updated_at_ms: int = Field(sa_column=_ms())
+
+
+class InputRequest(SQLModel, table=True):
+    """One ``inputRequests`` key of a task: seen, surfaced and answered at most once."""
+
+    __tablename__ = "bridge_input_requests"
+    __table_args__ = (UniqueConstraint("task_ref", "key", name="uq_input_request_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    principal: str = Field(max_length=200, index=True)
+    task_ref: str = Field(foreign_key="bridge_inner_tasks.ref", max_length=64)
+    key: str = Field(max_length=500)
+    method: str = Field(max_length=200)
+    params_json: str = Field(sa_column=Column(Text, nullable=False))
+    payload_digest: str = Field(max_length=64)
+    # digest of a different payload later seen under the same key (a reused key: an anomaly)
+    conflicting_digest: str | None = Field(default=None, max_length=64)
+    first_seen_ms: int = Field(sa_column=_ms())
+    surfaced_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    answer_digest: str | None = Field(default=None, max_length=64)
+    answered_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+
+
+class EventRecord(SQLModel, table=True):
+    """Append-only per-run event log; ``seq`` is gapless per run, starting at 1."""
+
+    __tablename__ = "bridge_events"
+    __table_args__ = (UniqueConstraint("run_ref", "seq", name="uq_event_run_seq"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    principal: str = Field(max_length=200)
+    run_ref: str = Field(foreign_key="bridge_outer_responses.ref", max_length=64)
+    seq: int = Field(sa_column=Column(BigInteger, nullable=False))
+    type: str = Field(max_length=64)
+    task_ref: str | None = Field(default=None, max_length=64)
+    payload_json: str = Field(sa_column=Column(Text, nullable=False))
+    at_ms: int = Field(sa_column=_ms())
+
+
+ALL_TABLES = (OuterResponse, DispatchIntent, InnerTask, InputRequest, EventRecord)

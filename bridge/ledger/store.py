@@ -1,0 +1,1042 @@
+"""The ledger: the only code that writes the bridge tables.
+
+Every write runs in one short transaction that (1) reads the current state, (2) asks the pure
+state machine in :mod:`bridge.lifecycle` what the observation means, (3) applies it and
+(4) appends the events that report it, with the run's next gapless sequence number. Either all
+of that commits or none of it does.
+
+Every read and write goes through a :class:`TenantLedger`, bound to one principal/tenant; its
+queries filter on that principal, so another tenant's rows are simply not there.
+
+SQLAlchemy Core on pooled connections is used rather than an ORM session per call: the ORM
+session, not the disk, dominates a durable write on these machines (see PERF-NOTES).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from sqlalchemy import Connection, Engine, Table, and_, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from bridge import events as ev
+from bridge.errors import (
+    ConflictingIds,
+    DuplicateTaskHandle,
+    InputAlreadyAnswered,
+    InvalidTransition,
+    NotFound,
+    OperationReused,
+    UnknownInputKey,
+)
+from bridge.ids import (
+    DISPATCH_PREFIX,
+    RUN_PREFIX,
+    TASK_PREFIX,
+    canonical_json,
+    digest_arguments,
+    new_ref,
+    sha256_hex,
+)
+from bridge.ledger import migrate
+from bridge.ledger.engine import create_ledger_engine, is_sqlite
+from bridge.ledger.models import (
+    DispatchIntent,
+    EventRecord,
+    InnerTask,
+    InputRequest,
+    OuterResponse,
+)
+from bridge.ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES, bound_json
+from bridge.ledger.views import (
+    DispatchView,
+    InputRequestView,
+    RunView,
+    TaskObservation,
+    TaskView,
+)
+from bridge.lifecycle import (
+    Change,
+    Decision,
+    DispatchState,
+    LostReason,
+    OuterStatus,
+    TaskStatus,
+    decide_outer,
+    decide_task,
+    may_advance_dispatch,
+    may_mark_lost,
+)
+
+RUNS = cast(Table, OuterResponse.__table__)  # type: ignore[attr-defined]
+DISPATCHES = cast(Table, DispatchIntent.__table__)  # type: ignore[attr-defined]
+TASKS = cast(Table, InnerTask.__table__)  # type: ignore[attr-defined]
+INPUTS = cast(Table, InputRequest.__table__)  # type: ignore[attr-defined]
+EVENTS = cast(Table, EventRecord.__table__)  # type: ignore[attr-defined]
+
+Clock = Callable[[], int]
+EventListener = Callable[[str, str, int], None]  # (principal, run_ref, last seq committed)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationOutcome:
+    """What applying one task observation did."""
+
+    decision: Decision
+    task: TaskView
+    events: tuple[ev.BridgeEvent, ...] = field(default=())
+
+    @property
+    def new_input_keys(self) -> tuple[str, ...]:
+        return tuple(e.key for e in self.events if isinstance(e, ev.TaskInputRequired))
+
+
+class Ledger:
+    """Owns the engine; hands out principal-scoped views with :meth:`for_principal`."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Clock = wall_clock_ms,
+        max_outcome_bytes: int = DEFAULT_MAX_OUTCOME_BYTES,
+    ) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.max_outcome_bytes = max_outcome_bytes
+        self._listeners: list[EventListener] = []
+
+    @classmethod
+    def open(
+        cls,
+        url: str | Path | None = None,
+        *,
+        upgrade: bool = True,
+        clock: Clock = wall_clock_ms,
+        max_outcome_bytes: int = DEFAULT_MAX_OUTCOME_BYTES,
+    ) -> Ledger:
+        """Open (and by default migrate) the ledger at ``url``: a SQLAlchemy URL or a file path."""
+        engine = create_ledger_engine(url)
+        if upgrade:
+            migrate.upgrade(engine)
+        return cls(engine, clock=clock, max_outcome_bytes=max_outcome_bytes)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def for_principal(self, principal: str) -> TenantLedger:
+        if not principal:
+            raise ValueError("a principal/tenant is required for every ledger access")
+        return TenantLedger(self, principal)
+
+    def add_listener(self, listener: EventListener) -> None:
+        """Called after each commit that appended events (in the committing thread)."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: EventListener) -> None:
+        self._listeners.remove(listener)
+
+    # -- transaction plumbing ------------------------------------------------------------
+    @contextmanager
+    def _write(self) -> Iterator[_Tx]:
+        tx = _Tx()
+        with self.engine.begin() as conn:
+            tx.conn = conn
+            yield tx
+        for principal, run_ref, seq in tx.appended.items_last():
+            for listener in list(self._listeners):
+                listener(principal, run_ref, seq)
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            # A plain deferred BEGIN on SQLite: readers must not queue behind the write lock.
+            yield conn.execution_options(bridge_read=True)
+
+    def _lock(self, conn: Connection) -> bool:
+        """Whether to add FOR UPDATE (SQLite serialises writers with BEGIN IMMEDIATE)."""
+        return not is_sqlite(self.engine)
+
+
+class _Appended:
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], int] = {}
+
+    def note(self, principal: str, run_ref: str, seq: int) -> None:
+        self._last[(principal, run_ref)] = seq
+
+    def items_last(self) -> list[tuple[str, str, int]]:
+        return [(p, r, s) for (p, r), s in self._last.items()]
+
+
+class _Tx:
+    conn: Connection
+
+    def __init__(self) -> None:
+        self.appended = _Appended()
+
+
+class TenantLedger:
+    """All ledger operations for one principal/tenant."""
+
+    def __init__(self, ledger: Ledger, principal: str) -> None:
+        self._ledger = ledger
+        self.principal = principal
+
+    @property
+    def now(self) -> int:
+        return self._ledger.clock()
+
+    # -- outer responses -----------------------------------------------------------------
+    def open_run(
+        self,
+        uhp_server: str,
+        *,
+        response_id: str | None = None,
+        session_id: str | None = None,
+        harness_id: str | None = None,
+        idempotency_key: str | None = None,
+        status: OuterStatus | None = None,
+    ) -> RunView:
+        """Register an outer response. Idempotent on the response id and on the idempotency key.
+
+        For a response this process will create on a remote UHP server, call this with the
+        ``idempotency_key`` *before* the POST, then :meth:`record_outer_ids` once it answers.
+        """
+        existing = self._find_existing_run(uhp_server, response_id, idempotency_key)
+        if existing is not None:
+            return existing
+        now = self.now
+        ref = new_ref(RUN_PREFIX)
+        try:
+            with self._ledger._write() as tx:
+                tx.conn.execute(
+                    insert(RUNS).values(
+                        ref=ref,
+                        principal=self.principal,
+                        uhp_server=uhp_server,
+                        response_id=response_id,
+                        session_id=session_id,
+                        harness_id=harness_id,
+                        status=status.value if status else None,
+                        idempotency_key=idempotency_key,
+                        event_seq=0,
+                        created_at_ms=now,
+                        updated_at_ms=now,
+                    )
+                )
+                self._append(
+                    tx,
+                    ref,
+                    ev.RunRegistered(
+                        uhp_server=uhp_server,
+                        response_id=response_id,
+                        session_id=session_id,
+                        harness_id=harness_id,
+                    ),
+                )
+        except IntegrityError:
+            # A concurrent registration of the same response or key won the race.
+            existing = self._find_existing_run(uhp_server, response_id, idempotency_key)
+            if existing is None:
+                raise
+            return existing
+        return self.get_run(ref)
+
+    def _find_existing_run(
+        self, uhp_server: str, response_id: str | None, idempotency_key: str | None
+    ) -> RunView | None:
+        if response_id is not None:
+            found = self.find_run(uhp_server, response_id)
+            if found is not None:
+                return found
+        if idempotency_key is not None:
+            return self.find_run_by_idempotency_key(idempotency_key)
+        return None
+
+    def record_outer_ids(
+        self,
+        run_ref: str,
+        *,
+        response_id: str,
+        session_id: str | None = None,
+        harness_id: str | None = None,
+    ) -> RunView:
+        """Record the ids a UHP server assigned. Set once; a different value is refused."""
+        with self._ledger._write() as tx:
+            row = self._run_row(tx.conn, run_ref, lock=True)
+            updates: dict[str, Any] = {}
+            for name, offered in (
+                ("response_id", response_id),
+                ("session_id", session_id),
+                ("harness_id", harness_id),
+            ):
+                held = getattr(row, name)
+                if offered is None or held == offered:
+                    continue
+                if held is not None:
+                    raise ConflictingIds(f"run {run_ref!r} already has a different {name}")
+                updates[name] = offered
+            if not updates:
+                return RunView.from_row(row)
+            tx.conn.execute(
+                update(RUNS)
+                .where(self._mine(RUNS), RUNS.c.ref == run_ref)
+                .values(updated_at_ms=self.now, **updates)
+            )
+            self._append(
+                tx,
+                run_ref,
+                ev.OuterIdsRecorded(
+                    response_id=updates.get("response_id", row.response_id),
+                    session_id=updates.get("session_id", row.session_id),
+                ),
+            )
+        return self.get_run(run_ref)
+
+    def observe_outer(
+        self,
+        run_ref: str,
+        status: OuterStatus,
+        *,
+        sequence: int | None = None,
+        error: Any = None,
+    ) -> Decision:
+        """Apply an observed UHP response status. Never touches any inner task."""
+        with self._ledger._write() as tx:
+            row = self._run_row(tx.conn, run_ref, lock=True)
+            current = OuterStatus(row.status) if row.status is not None else None
+            decision = decide_outer(current, status)
+            values: dict[str, Any] = {}
+            if sequence is not None and (row.last_sequence is None or sequence > row.last_sequence):
+                values["last_sequence"] = sequence
+            if decision.is_anomaly:
+                self._append(
+                    tx, run_ref, ev.Anomaly(kind="outer_status_regression", detail=decision.reason)
+                )
+            elif decision.records_status:
+                values["status"] = status.value
+                if status.is_terminal and error is not None:
+                    values["error_json"] = bound_json(error, self._ledger.max_outcome_bytes).text
+                self._append(tx, run_ref, ev.OuterStatusChanged(previous=current, status=status))
+                if status.is_terminal:
+                    self._append(tx, run_ref, ev.OuterTerminal(status=status, error=error))
+            if values:
+                values["updated_at_ms"] = self.now
+                tx.conn.execute(
+                    update(RUNS).where(self._mine(RUNS), RUNS.c.ref == run_ref).values(**values)
+                )
+        return decision
+
+    def record_outer_sequence(self, run_ref: str, sequence: int) -> bool:
+        """Advance the last seen stream ``sequence_number``; never moves it backwards."""
+        with self._ledger._write() as tx:
+            result = tx.conn.execute(
+                update(RUNS)
+                .where(
+                    self._mine(RUNS),
+                    RUNS.c.ref == run_ref,
+                    or_(RUNS.c.last_sequence.is_(None), RUNS.c.last_sequence < sequence),
+                )
+                .values(last_sequence=sequence, updated_at_ms=self.now)
+            )
+            if result.rowcount == 0:
+                self._run_row(tx.conn, run_ref)  # raises NotFound for a foreign/unknown run
+                return False
+        return True
+
+    def record_anomaly(
+        self,
+        run_ref: str,
+        kind: str,
+        detail: str,
+        *,
+        task_ref: str | None = None,
+        op_ref: str | None = None,
+    ) -> ev.Anomaly:
+        """Record something malformed or contradictory that was observed and ignored."""
+        with self._ledger._write() as tx:
+            self._run_row(tx.conn, run_ref)
+            appended = self._append(
+                tx, run_ref, ev.Anomaly(kind=kind, detail=detail, task_ref=task_ref, op_ref=op_ref)
+            )
+        return cast(ev.Anomaly, appended)
+
+    # -- dispatch intents ------------------------------------------------------------------
+    def begin_dispatch(
+        self,
+        run_ref: str,
+        *,
+        server_endpoint: str,
+        tool_name: str,
+        arguments: Any,
+        server_name: str | None = None,
+        operation_id: str | None = None,
+    ) -> DispatchView:
+        """Commit the intent to send a ``tools/call`` (state ``pending``) before sending it.
+
+        With an ``operation_id`` the call is idempotent: the same id returns the recorded
+        intent (whatever state it reached) instead of creating a second one, so a caller that
+        retries after a crash learns what already happened rather than dispatching twice.
+        """
+        args_digest = digest_arguments(arguments)
+        if operation_id is not None:
+            existing = self._dispatch_by_operation(operation_id)
+            if existing is not None:
+                self._check_same_operation(existing, run_ref, tool_name, args_digest)
+                return existing
+        ref = new_ref(DISPATCH_PREFIX)
+        now = self.now
+        try:
+            with self._ledger._write() as tx:
+                self._run_row(tx.conn, run_ref)
+                tx.conn.execute(
+                    insert(DISPATCHES).values(
+                        ref=ref,
+                        principal=self.principal,
+                        run_ref=run_ref,
+                        operation_id=operation_id or ref,
+                        server_endpoint=server_endpoint,
+                        server_name=server_name,
+                        tool_name=tool_name,
+                        args_digest=args_digest,
+                        state=DispatchState.PENDING.value,
+                        result_truncated=False,
+                        created_at_ms=now,
+                        updated_at_ms=now,
+                    )
+                )
+        except IntegrityError:
+            existing = self._dispatch_by_operation(operation_id) if operation_id else None
+            if existing is None:
+                raise
+            self._check_same_operation(existing, run_ref, tool_name, args_digest)
+            return existing
+        return self.get_dispatch(ref)
+
+    @staticmethod
+    def _check_same_operation(
+        existing: DispatchView, run_ref: str, tool_name: str, args_digest: str
+    ) -> None:
+        if (existing.run_ref, existing.tool_name, existing.args_digest) != (
+            run_ref,
+            tool_name,
+            args_digest,
+        ):
+            raise OperationReused(
+                f"operation id {existing.operation_id!r} was already used for another call"
+            )
+
+    def mark_dispatch_sent(self, op_ref: str) -> DispatchView:
+        """``pending -> sent``: committed just before the request leaves the process."""
+        with self._ledger._write() as tx:
+            row = self._dispatch_row(tx.conn, op_ref, lock=True)
+            self._advance_dispatch(tx.conn, row, DispatchState.SENT)
+        return self.get_dispatch(op_ref)
+
+    def mark_dispatch_unknown(self, op_ref: str, reason: str) -> DispatchView:
+        """The request may have left but no handle and no result came back: say so, loudly."""
+        with self._ledger._write() as tx:
+            row = self._dispatch_row(tx.conn, op_ref, lock=True)
+            previous = DispatchState(row.state)
+            self._advance_dispatch(tx.conn, row, DispatchState.UNKNOWN, unknown_reason=reason)
+            self._append(
+                tx,
+                row.run_ref,
+                ev.DispatchUnknownOutcome(
+                    op_ref=op_ref,
+                    tool=row.tool_name,
+                    server=row.server_name or row.server_endpoint,
+                    previous=previous,
+                    reason=reason,
+                ),
+            )
+        return self.get_dispatch(op_ref)
+
+    def record_immediate_result(self, op_ref: str, result: Any) -> DispatchView:
+        """The server answered the call with an ordinary ``CallToolResult``: record it."""
+        bounded = bound_json(result, self._ledger.max_outcome_bytes)
+        with self._ledger._write() as tx:
+            row = self._dispatch_row(tx.conn, op_ref, lock=True)
+            self._advance_dispatch(
+                tx.conn,
+                row,
+                DispatchState.RESULT,
+                result_json=bounded.text,
+                result_truncated=bounded.truncated,
+            )
+            self._append(
+                tx,
+                row.run_ref,
+                ev.ToolResultReceived(
+                    op_ref=op_ref,
+                    tool=row.tool_name,
+                    server=row.server_name or row.server_endpoint,
+                    is_error=bool(isinstance(result, dict) and result.get("isError")),
+                    truncated=bounded.truncated,
+                ),
+            )
+        return self.get_dispatch(op_ref)
+
+    def record_task_created(
+        self,
+        op_ref: str,
+        *,
+        task_id: str,
+        status: TaskStatus,
+        status_message: str | None = None,
+        server_created_at: str | None = None,
+        server_updated_at: str | None = None,
+        ttl_ms: int | None = None,
+        poll_interval_ms: int | None = None,
+        next_poll_due_ms: int | None = None,
+        server_version: str | None = None,
+        credential_ref: str | None = None,
+    ) -> TaskView:
+        """Commit a ``CreateTaskResult`` as an inner task linked to its run, ``sent -> task``.
+
+        The handle is durable when this returns; only then may it be handed to anyone.
+        """
+        now = self.now
+        ref = new_ref(TASK_PREFIX)
+        try:
+            with self._ledger._write() as tx:
+                op = self._dispatch_row(tx.conn, op_ref, lock=True)
+                run = self._run_row(tx.conn, op.run_ref)
+                self._advance_dispatch(tx.conn, op, DispatchState.TASK, task_ref=ref)
+                tx.conn.execute(
+                    insert(TASKS).values(
+                        ref=ref,
+                        principal=self.principal,
+                        run_ref=op.run_ref,
+                        op_ref=op_ref,
+                        response_id=run.response_id,
+                        session_id=run.session_id,
+                        server_endpoint=op.server_endpoint,
+                        server_name=op.server_name,
+                        server_version=server_version,
+                        credential_ref=credential_ref,
+                        tool_name=op.tool_name,
+                        args_digest=op.args_digest,
+                        task_id=task_id,
+                        status=status.value,
+                        status_message=status_message,
+                        server_created_at=server_created_at,
+                        server_updated_at=server_updated_at,
+                        ttl_ms=ttl_ms,
+                        poll_interval_ms=poll_interval_ms,
+                        # Even a task created terminal is polled once: its result comes from
+                        # tasks/get, and the handle is only let go once the result is stored.
+                        next_poll_due_ms=now if next_poll_due_ms is None else next_poll_due_ms,
+                        outcome_truncated=False,
+                        created_at_ms=now,
+                        updated_at_ms=now,
+                    )
+                )
+                self._append(
+                    tx,
+                    op.run_ref,
+                    ev.TaskCreated(
+                        task_ref=ref,
+                        tool=op.tool_name,
+                        server=op.server_name or op.server_endpoint,
+                        op_ref=op_ref,
+                        status=status,
+                        ttl_ms=ttl_ms,
+                        poll_interval_ms=poll_interval_ms,
+                    ),
+                )
+        except IntegrityError as exc:
+            holder = self._task_by_handle(self._dispatch_endpoint(op_ref), task_id)
+            if holder is None:
+                raise
+            detail = f"server returned the task handle already held by {holder.ref}"
+            self.record_anomaly(holder.run_ref, "duplicate_task_handle", detail, op_ref=op_ref)
+            raise DuplicateTaskHandle(f"dispatch {op_ref!r}: {detail}") from exc
+        return self.get_task(ref)
+
+    # -- inner tasks -------------------------------------------------------------------------
+    def observe_task(self, task_ref: str, observation: TaskObservation) -> ObservationOutcome:
+        """Apply one observation of a task through the state machine, with its events."""
+        appended: list[ev.BridgeEvent] = []
+        with self._ledger._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            current = TaskStatus(row.status)
+            observed = observation.status
+            decision = decide_task(current, observed, lost=row.lost_reason is not None)
+            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
+
+            if decision.is_anomaly:
+                appended.append(
+                    self._append(
+                        tx,
+                        row.run_ref,
+                        ev.Anomaly(
+                            kind="task_status_regression", detail=decision.reason, task_ref=task_ref
+                        ),
+                    )
+                )
+            else:
+                values = self._observation_values(row, observation)
+                if decision.records_status:
+                    values["status"] = observed.value
+                    appended.append(
+                        self._append(
+                            tx,
+                            row.run_ref,
+                            ev.TaskStatusChanged(
+                                **label.fields(),
+                                previous=current,
+                                status=observed,
+                                status_message=observation.status_message,
+                            ),
+                        )
+                    )
+                if observed.is_terminal and row.terminal_at_ms is None:
+                    appended.extend(
+                        self._store_terminal(tx, row, observation, decision, label, values)
+                    )
+                elif observed is TaskStatus.INPUT_REQUIRED and observation.input_requests:
+                    appended.extend(
+                        self._record_input_requests(tx, row, observation.input_requests, label)
+                    )
+                tx.conn.execute(
+                    update(TASKS).where(self._mine(TASKS), TASKS.c.ref == task_ref).values(**values)
+                )
+        return ObservationOutcome(decision, self.get_task(task_ref), tuple(appended))
+
+    def _observation_values(self, row: Any, observation: TaskObservation) -> dict[str, Any]:
+        values: dict[str, Any] = {"updated_at_ms": self.now}
+        if observation.status_message is not None:
+            values["status_message"] = observation.status_message
+        if observation.server_updated_at is not None:
+            values["server_updated_at"] = observation.server_updated_at
+        if observation.poll_interval_ms is not None:
+            values["poll_interval_ms"] = observation.poll_interval_ms
+        if observation.ttl_ms is not None:
+            values["ttl_ms"] = observation.ttl_ms
+        if row.terminal_at_ms is None and row.lost_reason is None:
+            values["next_poll_due_ms"] = observation.next_poll_due_ms
+        return values
+
+    def _store_terminal(
+        self,
+        tx: _Tx,
+        row: Any,
+        observation: TaskObservation,
+        decision: Decision,
+        label: _TaskLabel,
+        values: dict[str, Any],
+    ) -> list[ev.BridgeEvent]:
+        """Commit the terminal outcome; only then does the handle stop being polled."""
+        appended: list[ev.BridgeEvent] = []
+        status = observation.status
+        result = error = None
+        truncated = False
+        size: int | None = None
+        if status is TaskStatus.COMPLETED and observation.result is not None:
+            bounded = bound_json(observation.result, self._ledger.max_outcome_bytes)
+            values["result_json"], truncated, size = (
+                bounded.text,
+                bounded.truncated,
+                bounded.original_bytes,
+            )
+            result = json.loads(bounded.text)
+        elif status is TaskStatus.FAILED and observation.error is not None:
+            bounded = bound_json(observation.error, self._ledger.max_outcome_bytes)
+            values["error_json"], truncated, size = (
+                bounded.text,
+                bounded.truncated,
+                bounded.original_bytes,
+            )
+            error = json.loads(bounded.text)
+        elif status is not TaskStatus.CANCELLED:
+            missing = "result" if status is TaskStatus.COMPLETED else "error"
+            appended.append(
+                self._append(
+                    tx,
+                    row.run_ref,
+                    ev.Anomaly(
+                        kind="malformed_reply",
+                        detail=f"{status.value} task reported without its {missing}",
+                        task_ref=row.ref,
+                    ),
+                )
+            )
+        superseded = decision.change is Change.SUPERSEDE_LOST
+        values.update(
+            outcome_truncated=truncated,
+            outcome_bytes=size,
+            terminal_at_ms=self.now,
+            next_poll_due_ms=None,
+        )
+        if superseded:
+            values.update(lost_reason=None, lost_detail=None)
+        appended.append(
+            self._append(
+                tx,
+                row.run_ref,
+                ev.TaskTerminal(
+                    **label.fields(),
+                    status=status,
+                    superseded_lost=superseded,
+                    result=result,
+                    error=error,
+                    truncated=truncated,
+                ),
+            )
+        )
+        return appended
+
+    def _record_input_requests(
+        self, tx: _Tx, row: Any, requests: dict[str, dict[str, Any]], label: _TaskLabel
+    ) -> list[ev.BridgeEvent]:
+        """Record each new key once and surface it once; flag a key reused for a new payload."""
+        appended: list[ev.BridgeEvent] = []
+        known = {
+            r.key: r
+            for r in tx.conn.execute(
+                select(INPUTS).where(self._mine(INPUTS), INPUTS.c.task_ref == row.ref)
+            )
+        }
+        now = self.now
+        for key, request in requests.items():
+            method = str(request.get("method", ""))
+            params = request.get("params") or {}
+            digest = sha256_hex(canonical_json({"method": method, "params": params}))
+            seen = known.get(key)
+            if seen is None:
+                tx.conn.execute(
+                    insert(INPUTS).values(
+                        principal=self.principal,
+                        task_ref=row.ref,
+                        key=key,
+                        method=method,
+                        params_json=canonical_json(params).decode("utf-8"),
+                        payload_digest=digest,
+                        first_seen_ms=now,
+                        surfaced_at_ms=now,
+                    )
+                )
+                appended.append(
+                    self._append(
+                        tx,
+                        row.run_ref,
+                        ev.TaskInputRequired(
+                            **label.fields(), key=key, method=method, params=params
+                        ),
+                    )
+                )
+            elif digest not in (seen.payload_digest, seen.conflicting_digest):
+                tx.conn.execute(
+                    update(INPUTS).where(INPUTS.c.id == seen.id).values(conflicting_digest=digest)
+                )
+                appended.append(
+                    self._append(
+                        tx,
+                        row.run_ref,
+                        ev.Anomaly(
+                            kind="reused_input_key",
+                            detail=f"input key {key!r} reappeared with a different request",
+                            task_ref=row.ref,
+                        ),
+                    )
+                )
+        return appended
+
+    def mark_task_lost(
+        self,
+        task_ref: str,
+        reason: LostReason,
+        detail: str = "",
+        *,
+        next_poll_due_ms: int | None = None,
+    ) -> bool:
+        """Give up on a live handle with a reason. No-op on a terminal or already-lost task.
+
+        ``next_poll_due_ms`` keeps a low-rate look-out for a late terminal status (which would
+        supersede the verdict); by default a lost handle is no longer polled.
+        """
+        with self._ledger._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            if not may_mark_lost(TaskStatus(row.status), row.lost_reason is not None):
+                return False
+            tx.conn.execute(
+                update(TASKS)
+                .where(self._mine(TASKS), TASKS.c.ref == task_ref)
+                .values(
+                    lost_reason=reason.value,
+                    lost_detail=detail,
+                    next_poll_due_ms=next_poll_due_ms,
+                    updated_at_ms=self.now,
+                )
+            )
+            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
+            self._append(
+                tx, row.run_ref, ev.TaskLost(**label.fields(), reason=reason, detail=detail)
+            )
+        return True
+
+    def record_input_answer(self, task_ref: str, key: str, response: Any) -> InputRequestView:
+        """Record the host's answer to one input request key, exactly once per key.
+
+        Committed before ``tasks/update`` is sent, so a restart never sends a key twice.
+        """
+        with self._ledger._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            request = tx.conn.execute(
+                select(INPUTS).where(
+                    self._mine(INPUTS), INPUTS.c.task_ref == task_ref, INPUTS.c.key == key
+                )
+            ).first()
+            if request is None:
+                raise UnknownInputKey(f"task {task_ref!r} never asked for input key {key!r}")
+            if request.answered_at_ms is not None:
+                raise InputAlreadyAnswered(f"input key {key!r} of task {task_ref!r} was answered")
+            tx.conn.execute(
+                update(INPUTS)
+                .where(INPUTS.c.id == request.id)
+                .values(answer_digest=sha256_hex(canonical_json(response)), answered_at_ms=self.now)
+            )
+            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
+            self._append(tx, row.run_ref, ev.TaskInputAnswered(**label.fields(), key=key))
+        found = [r for r in self.input_requests(task_ref) if r.key == key]
+        return found[0]
+
+    def record_cancel_requested(self, task_ref: str, requested_by: str) -> bool:
+        """Record the intent to cancel (before ``tasks/cancel``). An ack never proves a stop."""
+        with self._ledger._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            if row.terminal_at_ms is not None:
+                return False
+            if row.cancel_requested_at_ms is None:
+                tx.conn.execute(
+                    update(TASKS)
+                    .where(self._mine(TASKS), TASKS.c.ref == task_ref)
+                    .values(cancel_requested_at_ms=self.now, updated_at_ms=self.now)
+                )
+            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
+            self._append(
+                tx, row.run_ref, ev.TaskCancelRequested(**label.fields(), requested_by=requested_by)
+            )
+        return True
+
+    def schedule_poll(self, task_ref: str, due_ms: int) -> None:
+        """Set when an open task is next due. Terminal and lost tasks are left alone."""
+        with self._ledger._write() as tx:
+            tx.conn.execute(
+                update(TASKS)
+                .where(
+                    self._mine(TASKS),
+                    TASKS.c.ref == task_ref,
+                    TASKS.c.terminal_at_ms.is_(None),
+                    TASKS.c.lost_reason.is_(None),
+                )
+                .values(next_poll_due_ms=due_ms)
+            )
+
+    # -- reads (every one filtered on the principal) -----------------------------------------
+    def get_run(self, run_ref: str) -> RunView:
+        with self._ledger._read() as conn:
+            return RunView.from_row(self._run_row(conn, run_ref))
+
+    def find_run(self, uhp_server: str, response_id: str) -> RunView | None:
+        with self._ledger._read() as conn:
+            row = conn.execute(
+                select(RUNS).where(
+                    self._mine(RUNS),
+                    RUNS.c.uhp_server == uhp_server,
+                    RUNS.c.response_id == response_id,
+                )
+            ).first()
+        return RunView.from_row(row) if row is not None else None
+
+    def find_run_by_idempotency_key(self, idempotency_key: str) -> RunView | None:
+        with self._ledger._read() as conn:
+            row = conn.execute(
+                select(RUNS).where(self._mine(RUNS), RUNS.c.idempotency_key == idempotency_key)
+            ).first()
+        return RunView.from_row(row) if row is not None else None
+
+    def list_runs(self, *, limit: int = 50, open_only: bool = False) -> list[RunView]:
+        query = select(RUNS).where(self._mine(RUNS))
+        if open_only:
+            query = query.where(
+                or_(RUNS.c.status.is_(None), RUNS.c.status == OuterStatus.IN_PROGRESS.value)
+            )
+        query = query.order_by(RUNS.c.updated_at_ms.desc(), RUNS.c.ref).limit(limit)
+        with self._ledger._read() as conn:
+            return [RunView.from_row(r) for r in conn.execute(query)]
+
+    def get_dispatch(self, op_ref: str) -> DispatchView:
+        with self._ledger._read() as conn:
+            return DispatchView.from_row(self._dispatch_row(conn, op_ref))
+
+    def list_dispatches(
+        self, *, run_ref: str | None = None, states: Sequence[DispatchState] | None = None
+    ) -> list[DispatchView]:
+        query = select(DISPATCHES).where(self._mine(DISPATCHES))
+        if run_ref is not None:
+            query = query.where(DISPATCHES.c.run_ref == run_ref)
+        if states is not None:
+            query = query.where(DISPATCHES.c.state.in_([s.value for s in states]))
+        with self._ledger._read() as conn:
+            rows = conn.execute(query.order_by(DISPATCHES.c.created_at_ms, DISPATCHES.c.ref))
+            return [DispatchView.from_row(r) for r in rows]
+
+    def get_task(self, task_ref: str) -> TaskView:
+        with self._ledger._read() as conn:
+            return TaskView.from_row(self._task_row(conn, task_ref))
+
+    def list_tasks(self, *, run_ref: str | None = None, open_only: bool = False) -> list[TaskView]:
+        query = select(TASKS).where(self._mine(TASKS))
+        if run_ref is not None:
+            query = query.where(TASKS.c.run_ref == run_ref)
+        if open_only:
+            query = query.where(TASKS.c.terminal_at_ms.is_(None), TASKS.c.lost_reason.is_(None))
+        with self._ledger._read() as conn:
+            rows = conn.execute(query.order_by(TASKS.c.created_at_ms, TASKS.c.ref))
+            return [TaskView.from_row(r) for r in rows]
+
+    def due_tasks(self, now_ms: int, *, limit: int = 500) -> list[TaskView]:
+        """Open tasks whose next poll is due, oldest due first."""
+        query = (
+            select(TASKS)
+            .where(
+                self._mine(TASKS),
+                TASKS.c.next_poll_due_ms.is_not(None),
+                TASKS.c.next_poll_due_ms <= now_ms,
+            )
+            .order_by(TASKS.c.next_poll_due_ms, TASKS.c.ref)
+            .limit(limit)
+        )
+        with self._ledger._read() as conn:
+            return [TaskView.from_row(r) for r in conn.execute(query)]
+
+    def input_requests(
+        self, task_ref: str, *, pending_only: bool = False
+    ) -> list[InputRequestView]:
+        query = select(INPUTS).where(self._mine(INPUTS), INPUTS.c.task_ref == task_ref)
+        if pending_only:
+            query = query.where(INPUTS.c.answered_at_ms.is_(None))
+        with self._ledger._read() as conn:
+            return [InputRequestView.from_row(r) for r in conn.execute(query.order_by(INPUTS.c.id))]
+
+    def events(
+        self, run_ref: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[ev.BridgeEvent]:
+        """The run's events with ``seq > after_seq``, in order."""
+        query = (
+            select(EVENTS.c.payload_json)
+            .where(self._mine(EVENTS), EVENTS.c.run_ref == run_ref, EVENTS.c.seq > after_seq)
+            .order_by(EVENTS.c.seq)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        with self._ledger._read() as conn:
+            return [ev.parse_event(text) for (text,) in conn.execute(query)]
+
+    # -- internals -----------------------------------------------------------------------------
+    def _mine(self, table: Table) -> Any:
+        return table.c.principal == self.principal
+
+    def _one(self, conn: Connection, table: Table, ref: str, kind: str, lock: bool) -> Any:
+        query = select(table).where(self._mine(table), table.c.ref == ref)
+        if lock and self._ledger._lock(conn):
+            query = query.with_for_update()
+        row = conn.execute(query).first()
+        if row is None:
+            raise NotFound(kind, ref)
+        return row
+
+    def _run_row(self, conn: Connection, ref: str, lock: bool = False) -> Any:
+        return self._one(conn, RUNS, ref, "run", lock)
+
+    def _dispatch_row(self, conn: Connection, ref: str, lock: bool = False) -> Any:
+        return self._one(conn, DISPATCHES, ref, "dispatch", lock)
+
+    def _task_row(self, conn: Connection, ref: str, lock: bool = False) -> Any:
+        return self._one(conn, TASKS, ref, "task", lock)
+
+    def _dispatch_by_operation(self, operation_id: str) -> DispatchView | None:
+        with self._ledger._read() as conn:
+            row = conn.execute(
+                select(DISPATCHES).where(
+                    self._mine(DISPATCHES), DISPATCHES.c.operation_id == operation_id
+                )
+            ).first()
+        return DispatchView.from_row(row) if row is not None else None
+
+    def _dispatch_endpoint(self, op_ref: str) -> str:
+        return self.get_dispatch(op_ref).server_endpoint
+
+    def _task_by_handle(self, server_endpoint: str, task_id: str) -> TaskView | None:
+        with self._ledger._read() as conn:
+            row = conn.execute(
+                select(TASKS).where(
+                    self._mine(TASKS),
+                    and_(TASKS.c.server_endpoint == server_endpoint, TASKS.c.task_id == task_id),
+                )
+            ).first()
+        return TaskView.from_row(row) if row is not None else None
+
+    def _advance_dispatch(
+        self, conn: Connection, row: Any, target: DispatchState, **values: Any
+    ) -> None:
+        current = DispatchState(row.state)
+        if not may_advance_dispatch(current, target):
+            raise InvalidTransition(
+                f"dispatch {row.ref!r} cannot go from {current.value} to {target.value}"
+            )
+        conn.execute(
+            update(DISPATCHES)
+            .where(self._mine(DISPATCHES), DISPATCHES.c.ref == row.ref)
+            .values(state=target.value, updated_at_ms=self.now, **values)
+        )
+
+    def _append(self, tx: _Tx, run_ref: str, event: ev.BridgeEvent) -> ev.BridgeEvent:
+        """Append ``event`` to the run's log with the next gapless sequence number.
+
+        The increment of the run's counter takes the run row's write lock, so concurrent
+        writers on one run serialise here and the sequence has no gaps and no duplicates.
+        """
+        seq = tx.conn.execute(
+            update(RUNS)
+            .where(self._mine(RUNS), RUNS.c.ref == run_ref)
+            .values(event_seq=RUNS.c.event_seq + 1)
+            .returning(RUNS.c.event_seq)
+        ).scalar_one()
+        stamped = event.model_copy(update={"seq": seq, "run_ref": run_ref, "at_ms": self.now})
+        tx.conn.execute(
+            insert(EVENTS).values(
+                principal=self.principal,
+                run_ref=run_ref,
+                seq=seq,
+                type=stamped.type,
+                task_ref=getattr(stamped, "task_ref", None),
+                payload_json=stamped.model_dump_json(),
+                at_ms=stamped.at_ms,
+            )
+        )
+        tx.appended.note(self.principal, run_ref, seq)
+        return stamped
+
+
+@dataclass(frozen=True, slots=True)
+class _TaskLabel:
+    task_ref: str
+    tool: str
+    server: str
+
+    def fields(self) -> dict[str, str]:
+        return {"task_ref": self.task_ref, "tool": self.tool, "server": self.server}

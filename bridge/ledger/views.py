@@ -1,0 +1,210 @@
+"""Immutable snapshots the ledger hands out. Callers never hold live ORM rows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    ref: str
+    principal: str
+    uhp_server: str
+    response_id: str | None
+    session_id: str | None
+    harness_id: str | None
+    status: OuterStatus | None
+    error: Any
+    last_sequence: int | None
+    idempotency_key: str | None
+    event_count: int
+    created_at_ms: int
+    updated_at_ms: int
+
+    @classmethod
+    def from_row(cls, row: Any) -> RunView:
+        return cls(
+            ref=row.ref,
+            principal=row.principal,
+            uhp_server=row.uhp_server,
+            response_id=row.response_id,
+            session_id=row.session_id,
+            harness_id=row.harness_id,
+            status=OuterStatus(row.status) if row.status is not None else None,
+            error=_loads(row.error_json),
+            last_sequence=row.last_sequence,
+            idempotency_key=row.idempotency_key,
+            event_count=row.event_seq,
+            created_at_ms=row.created_at_ms,
+            updated_at_ms=row.updated_at_ms,
+        )
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status is not None and self.status.is_terminal
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchView:
+    ref: str
+    principal: str
+    run_ref: str
+    operation_id: str
+    server_endpoint: str
+    server_name: str | None
+    tool_name: str
+    args_digest: str
+    state: DispatchState
+    unknown_reason: str | None
+    result: Any
+    result_truncated: bool
+    task_ref: str | None
+    created_at_ms: int
+    updated_at_ms: int
+
+    @classmethod
+    def from_row(cls, row: Any) -> DispatchView:
+        return cls(
+            ref=row.ref,
+            principal=row.principal,
+            run_ref=row.run_ref,
+            operation_id=row.operation_id,
+            server_endpoint=row.server_endpoint,
+            server_name=row.server_name,
+            tool_name=row.tool_name,
+            args_digest=row.args_digest,
+            state=DispatchState(row.state),
+            unknown_reason=row.unknown_reason,
+            result=_loads(row.result_json),
+            result_truncated=row.result_truncated,
+            task_ref=row.task_ref,
+            created_at_ms=row.created_at_ms,
+            updated_at_ms=row.updated_at_ms,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    ref: str
+    principal: str
+    run_ref: str
+    op_ref: str
+    response_id: str | None
+    session_id: str | None
+    server_endpoint: str
+    server_name: str | None
+    server_version: str | None
+    credential_ref: str | None
+    tool_name: str
+    args_digest: str
+    # The raw MCP taskId: needed to poll, never printed (repr=False) and never put in events.
+    task_id: str = field(repr=False)
+    status: TaskStatus
+    status_message: str | None
+    lost_reason: LostReason | None
+    lost_detail: str | None
+    server_created_at: str | None
+    server_updated_at: str | None
+    ttl_ms: int | None
+    poll_interval_ms: int | None
+    next_poll_due_ms: int | None
+    result: Any
+    error: Any
+    outcome_truncated: bool
+    outcome_bytes: int | None
+    cancel_requested_at_ms: int | None
+    terminal_at_ms: int | None
+    created_at_ms: int
+    updated_at_ms: int
+
+    @classmethod
+    def from_row(cls, row: Any) -> TaskView:
+        return cls(
+            ref=row.ref,
+            principal=row.principal,
+            run_ref=row.run_ref,
+            op_ref=row.op_ref,
+            response_id=row.response_id,
+            session_id=row.session_id,
+            server_endpoint=row.server_endpoint,
+            server_name=row.server_name,
+            server_version=row.server_version,
+            credential_ref=row.credential_ref,
+            tool_name=row.tool_name,
+            args_digest=row.args_digest,
+            task_id=row.task_id,
+            status=TaskStatus(row.status),
+            status_message=row.status_message,
+            lost_reason=LostReason(row.lost_reason) if row.lost_reason else None,
+            lost_detail=row.lost_detail,
+            server_created_at=row.server_created_at,
+            server_updated_at=row.server_updated_at,
+            ttl_ms=row.ttl_ms,
+            poll_interval_ms=row.poll_interval_ms,
+            next_poll_due_ms=row.next_poll_due_ms,
+            result=_loads(row.result_json),
+            error=_loads(row.error_json),
+            outcome_truncated=row.outcome_truncated,
+            outcome_bytes=row.outcome_bytes,
+            cancel_requested_at_ms=row.cancel_requested_at_ms,
+            terminal_at_ms=row.terminal_at_ms,
+            created_at_ms=row.created_at_ms,
+            updated_at_ms=row.updated_at_ms,
+        )
+
+    @property
+    def is_open(self) -> bool:
+        """Still watched: no stored terminal outcome and no lost verdict."""
+        return self.terminal_at_ms is None and self.lost_reason is None
+
+    @property
+    def server_label(self) -> str:
+        return self.server_name or self.server_endpoint
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequestView:
+    task_ref: str
+    key: str
+    method: str
+    params: Any
+    payload_digest: str
+    first_seen_ms: int
+    surfaced_at_ms: int | None
+    answered_at_ms: int | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> InputRequestView:
+        return cls(
+            task_ref=row.task_ref,
+            key=row.key,
+            method=row.method,
+            params=_loads(row.params_json),
+            payload_digest=row.payload_digest,
+            first_seen_ms=row.first_seen_ms,
+            surfaced_at_ms=row.surfaced_at_ms,
+            answered_at_ms=row.answered_at_ms,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskObservation:
+    """What one ``tasks/get`` (or a creation result, or a notification) said about a task."""
+
+    status: TaskStatus
+    status_message: str | None = None
+    server_updated_at: str | None = None
+    poll_interval_ms: int | None = None
+    ttl_ms: int | None = None
+    result: Any = None  # CallToolResult as a JSON-able dict, when completed
+    error: Any = None  # JSON-RPC error object, when failed
+    input_requests: dict[str, dict[str, Any]] | None = None  # key -> {method, params}
+    next_poll_due_ms: int | None = None  # when to look again, if still open
