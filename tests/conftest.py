@@ -1,0 +1,72 @@
+"""Shared fixtures: ledgers on both backends (SQLite file, throwaway PostgreSQL 15)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bridge.ledger.store import Ledger
+from tests.support.postgres import ThrowawayPostgres, fresh_database
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> Iterator[str]:
+    """URL of a PostgreSQL server: ``BRIDGE_TEST_PG_URL`` or one started for this session."""
+    given = os.environ.get("BRIDGE_TEST_PG_URL")
+    if given:
+        yield given
+        return
+    try:
+        server = ThrowawayPostgres()
+    except FileNotFoundError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI: {exc}")
+        pytest.skip(str(exc))
+    server.start()
+    try:
+        yield server.url()
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database URL, once per backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}"
+        return
+    admin = request.getfixturevalue("postgres_admin_url")
+    with fresh_database(admin) as url:
+        yield url
+
+
+class FakeClock:
+    """Injected clock in epoch milliseconds: tests move time explicitly, never sleep."""
+
+    def __init__(self, start_ms: int = 1_790_000_000_000) -> None:
+        self.now_ms = start_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def ledger(db_url: str, clock: FakeClock) -> Iterator[Ledger]:
+    opened = Ledger.open(db_url, clock=clock, max_outcome_bytes=4096)
+    try:
+        yield opened
+    finally:
+        opened.close()

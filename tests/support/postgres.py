@@ -1,0 +1,120 @@
+"""A throwaway PostgreSQL server for the test suite, on 127.0.0.1 only.
+
+Started from the ``initdb``/``pg_ctl`` binaries on the machine. ``initdb`` refuses to run as
+root, so under root the cluster is owned by and run as the unprivileged ``nobody`` user.
+The server is stopped and its files removed when the test session ends.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+UNPRIVILEGED_USER = "nobody"
+SUPERUSER = "bridge"
+
+
+def find_binary(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
+    return candidates[0] if candidates else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ThrowawayPostgres:
+    def __init__(self) -> None:
+        initdb, pg_ctl = find_binary("initdb"), find_binary("pg_ctl")
+        if not initdb or not pg_ctl:
+            raise FileNotFoundError("initdb/pg_ctl not found (PostgreSQL 15 binaries)")
+        self.initdb, self.pg_ctl = initdb, pg_ctl
+        self.base = Path(tempfile.mkdtemp(prefix="bridge-pg-"))
+        self.data = self.base / "data"
+        self.port = _free_port()
+        self.as_root = os.geteuid() == 0
+
+    def _run(self, *argv: str) -> None:
+        command = list(argv)
+        if self.as_root:
+            command = ["runuser", "-u", UNPRIVILEGED_USER, "--", *command]
+        subprocess.run(command, check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        if self.as_root:
+            shutil.chown(self.base, user=UNPRIVILEGED_USER)
+        self._run(
+            self.initdb,
+            "-D",
+            str(self.data),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
+        options = (
+            f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+            "-c max_connections=200"
+        )
+        self._run(
+            self.pg_ctl,
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.base / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+
+    def stop(self) -> None:
+        try:
+            self._run(self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+
+
+@contextmanager
+def fresh_database(admin_url: str) -> Iterator[str]:
+    """Create an empty database on the server behind ``admin_url``; drop it afterwards."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    url = make_url(admin_url)
+    name = "t_" + uuid.uuid4().hex[:16]
+    conninfo = dict(
+        host=url.host,
+        port=url.port,
+        user=url.username,
+        password=url.password,
+        dbname=url.database or "postgres",
+    )
+    with psycopg.connect(**conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(**conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

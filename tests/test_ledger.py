@@ -1,0 +1,346 @@
+"""The ledger's write-ahead paths, verdicts and bad inputs, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bridge import events as ev
+from bridge.errors import (
+    ConflictingIds,
+    DuplicateTaskHandle,
+    InputAlreadyAnswered,
+    InvalidTransition,
+    NotFound,
+    OperationReused,
+    UnknownInputKey,
+)
+from bridge.ids import digest_arguments
+from bridge.ledger.outcome import is_truncation_marker
+from bridge.ledger.store import Ledger
+from bridge.ledger.views import TaskObservation
+from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
+from tests.conftest import FakeClock
+from tests.support.builders import ENDPOINT, new_run, new_task
+
+APPROVAL = {"method": "elicitation/create", "params": {"message": "Approve 120 EUR?"}}
+
+
+def _types(ledger: Ledger, run_ref: str, principal: str = "acme") -> list[str]:
+    return [e.type for e in ledger.for_principal(principal).events(run_ref)]
+
+
+def test_dispatch_write_ahead_path_links_task_to_outer_ids(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant, response_id="resp_abc", session_id="hsess_abc")
+    op = tenant.begin_dispatch(
+        run.ref,
+        server_endpoint=ENDPOINT,
+        server_name="reports",
+        tool_name="generate_report",
+        arguments={"b": 1, "a": [1, 2]},
+    )
+    assert op.state is DispatchState.PENDING
+    assert op.args_digest == digest_arguments({"a": [1, 2], "b": 1})  # key order irrelevant
+    assert tenant.mark_dispatch_sent(op.ref).state is DispatchState.SENT
+    task = tenant.record_task_created(
+        op.ref, task_id="t-raw-1", status=TaskStatus.WORKING, ttl_ms=5_000, poll_interval_ms=250
+    )
+    assert (task.response_id, task.session_id, task.run_ref) == ("resp_abc", "hsess_abc", run.ref)
+    assert tenant.get_dispatch(op.ref).state is DispatchState.TASK
+    assert tenant.get_dispatch(op.ref).task_ref == task.ref
+    assert task.next_poll_due_ms == ledger.clock()
+    assert _types(ledger, run.ref) == ["run.registered", "task.created"]
+
+
+def test_settled_dispatch_never_moves(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    op = tenant.begin_dispatch(run.ref, server_endpoint=ENDPOINT, tool_name="lookup", arguments={})
+    with pytest.raises(InvalidTransition):
+        tenant.record_immediate_result(op.ref, {"content": []})  # never sent
+    tenant.mark_dispatch_sent(op.ref)
+    tenant.record_immediate_result(op.ref, {"content": [], "isError": True})
+    with pytest.raises(InvalidTransition):
+        tenant.mark_dispatch_unknown(op.ref, "late timeout")
+    with pytest.raises(InvalidTransition):
+        tenant.record_task_created(op.ref, task_id="x", status=TaskStatus.WORKING)
+    stored = tenant.get_dispatch(op.ref)
+    assert stored.state is DispatchState.RESULT and stored.result["isError"] is True
+    result_event = tenant.events(run.ref)[-1]
+    assert isinstance(result_event, ev.ToolResultReceived) and result_event.is_error
+
+
+def test_unknown_outcome_is_an_explicit_event(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    op = tenant.begin_dispatch(run.ref, server_endpoint=ENDPOINT, tool_name="pay", arguments={})
+    tenant.mark_dispatch_sent(op.ref)
+    tenant.mark_dispatch_unknown(op.ref, "read timeout after send")
+    last = tenant.events(run.ref)[-1]
+    assert isinstance(last, ev.DispatchUnknownOutcome)
+    assert last.previous is DispatchState.SENT and last.reason == "read timeout after send"
+    assert tenant.list_dispatches(states=[DispatchState.UNKNOWN])[0].ref == op.ref
+
+
+def test_operation_id_makes_dispatch_idempotent_and_refuses_reuse(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    first = tenant.begin_dispatch(
+        run.ref, server_endpoint=ENDPOINT, tool_name="pay", arguments={"n": 1}, operation_id="o1"
+    )
+    tenant.mark_dispatch_sent(first.ref)
+    again = tenant.begin_dispatch(
+        run.ref, server_endpoint=ENDPOINT, tool_name="pay", arguments={"n": 1}, operation_id="o1"
+    )
+    assert again.ref == first.ref and again.state is DispatchState.SENT
+    with pytest.raises(OperationReused):
+        tenant.begin_dispatch(
+            run.ref,
+            server_endpoint=ENDPOINT,
+            tool_name="pay",
+            arguments={"n": 2},
+            operation_id="o1",
+        )
+    assert len(tenant.list_dispatches(run_ref=run.ref)) == 1
+
+
+def test_duplicate_task_handle_is_refused_and_recorded(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    held = new_task(tenant, run.ref, task_id="same-handle")
+    op = tenant.begin_dispatch(run.ref, server_endpoint=ENDPOINT, tool_name="t", arguments={})
+    tenant.mark_dispatch_sent(op.ref)
+    with pytest.raises(DuplicateTaskHandle) as raised:
+        tenant.record_task_created(op.ref, task_id="same-handle", status=TaskStatus.WORKING)
+    assert "same-handle" not in str(raised.value)
+    anomaly = tenant.events(run.ref)[-1]
+    assert isinstance(anomaly, ev.Anomaly) and anomaly.kind == "duplicate_task_handle"
+    assert held.ref in anomaly.detail and "same-handle" not in anomaly.detail
+    assert tenant.get_dispatch(op.ref).state is DispatchState.SENT  # nothing half-written
+
+
+def test_input_requests_recorded_and_surfaced_once(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    waiting = TaskObservation(
+        status=TaskStatus.INPUT_REQUIRED, input_requests={"approve": APPROVAL}
+    )
+    first = tenant.observe_task(task.ref, waiting)
+    assert first.new_input_keys == ("approve",)
+    assert tenant.observe_task(task.ref, waiting).new_input_keys == ()
+    tenant.record_input_answer(task.ref, "approve", {"action": "accept"})
+    # The server is eventually consistent: the answered key may still show on later polls.
+    assert tenant.observe_task(task.ref, waiting).new_input_keys == ()
+    with pytest.raises(InputAlreadyAnswered):
+        tenant.record_input_answer(task.ref, "approve", {"action": "accept"})
+    with pytest.raises(UnknownInputKey):
+        tenant.record_input_answer(task.ref, "never-asked", {})
+    surfaced = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
+    assert len(surfaced) == 1
+    assert surfaced[0].method == "elicitation/create" and surfaced[0].params == APPROVAL["params"]
+    (request,) = tenant.input_requests(task.ref)
+    assert request.answered_at_ms is not None and request.surfaced_at_ms is not None
+    assert tenant.input_requests(task.ref, pending_only=True) == []
+
+
+def test_input_key_reused_for_a_different_request_is_an_anomaly_once(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    tenant.observe_task(
+        task.ref, TaskObservation(status=TaskStatus.INPUT_REQUIRED, input_requests={"k": APPROVAL})
+    )
+    other = {"method": "elicitation/create", "params": {"message": "Approve 9,999 EUR?"}}
+    for _ in range(3):
+        tenant.observe_task(
+            task.ref, TaskObservation(status=TaskStatus.INPUT_REQUIRED, input_requests={"k": other})
+        )
+    anomalies = [e for e in tenant.events(run.ref) if isinstance(e, ev.Anomaly)]
+    assert [a.kind for a in anomalies] == ["reused_input_key"]
+    (request,) = tenant.input_requests(task.ref)
+    assert request.params == APPROVAL["params"]  # the first request is what stays on record
+
+
+def test_terminal_result_is_stored_once_and_regressions_are_anomalies(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    result = {"content": [{"type": "text", "text": "done"}], "isError": False}
+    outcome = tenant.observe_task(task.ref, TaskObservation(TaskStatus.COMPLETED, result=result))
+    assert outcome.task.result == result and not outcome.task.is_open
+    assert outcome.task.next_poll_due_ms is None
+    for late in (TaskStatus.WORKING, TaskStatus.FAILED):
+        regression = tenant.observe_task(
+            task.ref, TaskObservation(late, error={"code": -32603, "message": "x"})
+        )
+        assert regression.decision.is_anomaly
+    again = tenant.observe_task(
+        task.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": [], "isError": True})
+    )
+    assert again.task.result == result and again.task.status is TaskStatus.COMPLETED
+    terminal_events = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskTerminal)]
+    assert len(terminal_events) == 1 and terminal_events[0].result == result
+    assert _types(ledger, run.ref).count("anomaly") == 2
+
+
+def test_task_created_terminal_stays_due_until_its_result_is_stored(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    op = tenant.begin_dispatch(run.ref, server_endpoint=ENDPOINT, tool_name="t", arguments={})
+    tenant.mark_dispatch_sent(op.ref)
+    task = tenant.record_task_created(op.ref, task_id="quick", status=TaskStatus.COMPLETED)
+    assert task.is_open and [t.ref for t in tenant.due_tasks(ledger.clock())] == [task.ref]
+    done = tenant.observe_task(
+        task.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": [], "isError": False})
+    )
+    assert not done.task.is_open and tenant.due_tasks(ledger.clock()) == []
+
+
+def test_completed_without_result_is_terminal_with_a_malformed_reply_anomaly(
+    ledger: Ledger,
+) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    outcome = tenant.observe_task(task.ref, TaskObservation(TaskStatus.COMPLETED))
+    assert outcome.task.status is TaskStatus.COMPLETED and outcome.task.result is None
+    kinds = [e.kind for e in outcome.events if isinstance(e, ev.Anomaly)]
+    assert kinds == ["malformed_reply"]
+
+
+def test_failed_task_keeps_its_error(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    error = {"code": -32603, "message": "renderer crashed"}
+    outcome = tenant.observe_task(task.ref, TaskObservation(TaskStatus.FAILED, error=error))
+    assert outcome.task.error == error and outcome.task.result is None
+
+
+def test_large_outcome_is_replaced_by_an_explicit_truncation_marker(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    big = {"content": [{"type": "text", "text": "x" * 10_000}], "isError": False}
+    outcome = tenant.observe_task(task.ref, TaskObservation(TaskStatus.COMPLETED, result=big))
+    stored = outcome.task
+    assert stored.outcome_truncated and is_truncation_marker(stored.result)
+    assert stored.result["original_bytes"] == stored.outcome_bytes > 4096
+    terminal = tenant.events(run.ref)[-1]
+    assert isinstance(terminal, ev.TaskTerminal) and terminal.truncated
+
+
+def test_lost_verdict_then_real_terminal_supersedes_it(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    assert tenant.mark_task_lost(task.ref, LostReason.SERVER_GONE, "connection refused")
+    assert not tenant.mark_task_lost(task.ref, LostReason.TTL_EXPIRED)  # only once
+    lost = tenant.get_task(task.ref)
+    assert lost.lost_reason is LostReason.SERVER_GONE and lost.status is TaskStatus.WORKING
+    assert not lost.is_open and tenant.list_tasks(open_only=True) == []
+    # A live status seen later is recorded, but the verdict stays.
+    still = tenant.observe_task(task.ref, TaskObservation(TaskStatus.INPUT_REQUIRED))
+    assert still.task.lost_reason is LostReason.SERVER_GONE
+    done = tenant.observe_task(
+        task.ref, TaskObservation(TaskStatus.CANCELLED, status_message="stopped by operator")
+    )
+    assert done.task.lost_reason is None and done.task.status is TaskStatus.CANCELLED
+    terminal = tenant.events(run.ref)[-1]
+    assert isinstance(terminal, ev.TaskTerminal) and terminal.superseded_lost
+    assert not tenant.mark_task_lost(task.ref, LostReason.NOT_FOUND)  # terminal is final
+
+
+def test_cancel_is_recorded_as_intent_only(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    assert tenant.record_cancel_requested(task.ref, "host")
+    after = tenant.get_task(task.ref)
+    assert after.status is TaskStatus.WORKING and after.cancel_requested_at_ms is not None
+    assert after.is_open  # an ack is not a stop: the handle is still watched
+    tenant.observe_task(
+        task.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": [], "isError": False})
+    )
+    assert not tenant.record_cancel_requested(task.ref, "host")
+
+
+def test_outer_lifecycle_is_recorded_without_touching_inner_tasks(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    tenant.observe_outer(run.ref, OuterStatus.CANCELLED, sequence=7)
+    assert tenant.get_task(task.ref).status is TaskStatus.WORKING
+    assert tenant.get_task(task.ref).is_open
+    regression = tenant.observe_outer(run.ref, OuterStatus.COMPLETED)
+    assert regression.is_anomaly
+    stored = tenant.get_run(run.ref)
+    assert stored.status is OuterStatus.CANCELLED and stored.last_sequence == 7
+    assert _types(ledger, run.ref)[-3:] == ["outer.status_changed", "outer.terminal", "anomaly"]
+
+
+def test_remote_run_registered_before_post_then_ids_recorded(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = tenant.open_run("http://127.0.0.1:8800", idempotency_key="idem-1")
+    assert run.status is None and run.response_id is None
+    assert tenant.open_run("http://127.0.0.1:8800", idempotency_key="idem-1").ref == run.ref
+    tenant.record_outer_ids(run.ref, response_id="resp_9", session_id="hsess9")
+    tenant.record_outer_ids(run.ref, response_id="resp_9")  # same ids again: no-op
+    with pytest.raises(ConflictingIds):
+        tenant.record_outer_ids(run.ref, response_id="resp_other")
+    found = tenant.find_run("http://127.0.0.1:8800", "resp_9")
+    assert found is not None and found.ref == run.ref
+    assert tenant.record_outer_sequence(run.ref, 3)
+    assert not tenant.record_outer_sequence(run.ref, 2)
+    assert tenant.get_run(run.ref).last_sequence == 3
+    assert _types(ledger, run.ref) == ["run.registered", "outer.ids_recorded"]
+
+
+def test_due_tasks_oldest_first_and_schedule_poll(ledger: Ledger, clock: FakeClock) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    a, b = new_task(tenant, run.ref), new_task(tenant, run.ref)
+    tenant.schedule_poll(a.ref, clock() + 500)
+    tenant.schedule_poll(b.ref, clock() + 100)
+    assert tenant.due_tasks(clock()) == []
+    clock.advance(1_000)
+    assert [t.ref for t in tenant.due_tasks(clock())] == [b.ref, a.ref]
+
+
+def test_events_never_carry_raw_task_ids(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    raw = "raw-secret-task-id-0123456789"
+    task = new_task(tenant, run.ref, task_id=raw)
+    tenant.observe_task(
+        task.ref, TaskObservation(TaskStatus.INPUT_REQUIRED, input_requests={"k": APPROVAL})
+    )
+    tenant.record_input_answer(task.ref, "k", {"action": "accept"})
+    tenant.record_cancel_requested(task.ref, "host")
+    tenant.mark_task_lost(task.ref, LostReason.TTL_EXPIRED)
+    tenant.observe_task(task.ref, TaskObservation(TaskStatus.FAILED, error={"code": 1}))
+    dumped = json.dumps([e.model_dump(mode="json") for e in tenant.events(run.ref)])
+    assert raw not in dumped and task.ref in dumped
+    assert raw not in repr(tenant.get_task(task.ref))
+
+
+def test_unknown_refs_raise_not_found(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    with pytest.raises(NotFound):
+        tenant.get_run("run_missing")
+    with pytest.raises(NotFound):
+        tenant.observe_task("tk_missing", TaskObservation(TaskStatus.WORKING))
+    with pytest.raises(NotFound):
+        tenant.begin_dispatch("run_missing", server_endpoint=ENDPOINT, tool_name="t", arguments={})
+
+
+def test_listener_hears_each_commit_that_appended_events(ledger: Ledger) -> None:
+    heard: list[tuple[str, str, int]] = []
+    ledger.add_listener(lambda p, r, s: heard.append((p, r, s)))
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    new_task(tenant, run.ref)  # begin/sent append nothing; created appends one
+    assert heard == [("acme", run.ref, 1), ("acme", run.ref, 2)]
