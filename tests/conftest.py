@@ -70,3 +70,22 @@ def ledger(db_url: str, clock: FakeClock) -> Iterator[Ledger]:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture
+def sqlite_ledger(tmp_path: Path, clock: FakeClock) -> Iterator[Ledger]:
+    opened = Ledger.open(tmp_path / "ledger.db", clock=clock)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def pg_ledger(postgres_admin_url: str, clock: FakeClock) -> Iterator[Ledger]:
+    with fresh_database(postgres_admin_url) as url:
+        opened = Ledger.open(url, clock=clock)
+        try:
+            yield opened
+        finally:
+            opened.close()

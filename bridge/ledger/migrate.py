@@ -6,18 +6,24 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
 
-def alembic_config(engine: Engine) -> Config:
+def alembic_config(engine: Engine | None = None) -> Config:
     config = Config(str(MIGRATIONS_DIR / "alembic.ini"))
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    config.set_main_option(
-        "sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%")
-    )
+    if engine is not None:
+        url = engine.url.render_as_string(hide_password=False)
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
+
+
+def head_revision() -> str | None:
+    """The newest revision the shipped migrations define."""
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

@@ -1,0 +1,139 @@
+"""Property-based: any sequence of observations applied through the ledger keeps its promises.
+
+* a task never leaves a terminal state, and its recorded terminal outcome is never lost or
+  replaced;
+* ``lost`` is a verdict beside the status: set only on a live handle, superseded (cleared) by
+  a real terminal status, never set after one;
+* each run's event sequence is exactly 1..n.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bridge.ledger.store import Ledger
+from bridge.ledger.views import TaskObservation, TaskView
+from bridge.lifecycle import LostReason, TaskStatus
+from tests.support.builders import new_run, new_task
+
+
+@dataclass(frozen=True)
+class Observe:
+    status: TaskStatus
+    payload: int  # distinguishes outcomes so a replaced result would be noticed
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MarkLost:
+    reason: LostReason
+
+
+@dataclass(frozen=True)
+class Answer:
+    key: str
+
+
+Action = Observe | MarkLost | Answer
+
+actions = st.one_of(
+    st.builds(
+        Observe,
+        st.sampled_from(list(TaskStatus)),
+        st.integers(0, 3),
+        st.lists(st.sampled_from(["a", "b", "c"]), max_size=2, unique=True).map(tuple),
+    ),
+    st.builds(MarkLost, st.sampled_from(list(LostReason))),
+    st.builds(Answer, st.sampled_from(["a", "b", "c"])),
+)
+
+
+def _observation(action: Observe) -> TaskObservation:
+    requests = {
+        k: {"method": "elicitation/create", "params": {"message": f"question {k}"}}
+        for k in action.keys
+    }
+    return TaskObservation(
+        status=action.status,
+        result={"content": [{"type": "text", "text": str(action.payload)}], "isError": False},
+        error={"code": -32603, "message": str(action.payload)},
+        input_requests=requests if action.status is TaskStatus.INPUT_REQUIRED else None,
+    )
+
+
+def _outcome(task: TaskView) -> tuple[Any, Any]:
+    return task.result, task.error
+
+
+def _apply(ledger: Ledger, task_ref: str, action: Action) -> None:
+    tenant = ledger.for_principal("acme")
+    if isinstance(action, Observe):
+        tenant.observe_task(task_ref, _observation(action))
+    elif isinstance(action, MarkLost):
+        tenant.mark_task_lost(task_ref, action.reason)
+    else:
+        pending = {r.key for r in tenant.input_requests(task_ref, pending_only=True)}
+        if action.key in pending:
+            tenant.record_input_answer(task_ref, action.key, {"action": "accept"})
+
+
+def _check_sequence(ledger: Ledger, run_ref: str) -> None:
+    tenant = ledger.for_principal("acme")
+    seqs = [e.seq for e in tenant.events(run_ref)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert tenant.get_run(run_ref).event_count == len(seqs)
+
+
+def _run_property(ledger: Ledger, script: list[Action]) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task_ref = new_task(tenant, run.ref).ref
+    terminal: TaskStatus | None = None
+    outcome: tuple[Any, Any] | None = None
+    for action in script:
+        before = tenant.get_task(task_ref)
+        _apply(ledger, task_ref, action)
+        after = tenant.get_task(task_ref)
+        if terminal is not None:
+            assert after.status == terminal, "a terminal status changed"
+            assert _outcome(after) == outcome, "a recorded terminal outcome changed"
+            assert after.lost_reason is None, "a lost verdict was set after a terminal status"
+        elif after.terminal_at_ms is not None:
+            terminal, outcome = after.status, _outcome(after)
+            assert isinstance(action, Observe) and action.status == terminal
+            assert after.lost_reason is None, "a terminal status did not supersede lost"
+        if isinstance(action, MarkLost) and before.is_open:
+            assert after.lost_reason is action.reason
+        if before.lost_reason is not None and after.terminal_at_ms is None:
+            assert after.lost_reason is before.lost_reason, "a live status cleared the verdict"
+    _check_sequence(ledger, run.ref)
+    surfaced = [e for e in tenant.events(run.ref) if e.type == "task.input_required"]
+    keys = [e.key for e in surfaced]
+    assert len(keys) == len(set(keys)), "an input key was surfaced twice"
+
+
+def _settings(examples: int) -> settings:
+    # Each example opens a fresh run in the same database, so a function-scoped ledger is fine.
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+
+
+@_settings(150)
+@given(script=st.lists(actions, max_size=25))
+def test_any_observation_sequence_on_sqlite(sqlite_ledger: Ledger, script: list[Action]) -> None:
+    _run_property(sqlite_ledger, script)
+
+
+@pytest.mark.postgres
+@_settings(40)
+@given(script=st.lists(actions, max_size=20))
+def test_any_observation_sequence_on_postgresql(pg_ledger: Ledger, script: list[Action]) -> None:
+    _run_property(pg_ledger, script)

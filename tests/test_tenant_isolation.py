@@ -1,0 +1,141 @@
+"""Every read and write path, called by a foreign principal, finds nothing and changes nothing."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bridge.errors import NotFound
+from bridge.ledger.store import Ledger, TenantLedger
+from bridge.ledger.views import TaskObservation
+from bridge.lifecycle import LostReason, OuterStatus, TaskStatus
+from tests.support.builders import ENDPOINT, new_run, new_task
+
+SERVER = "local:test-harness"
+
+
+@pytest.fixture
+def acme(ledger: Ledger) -> dict[str, Any]:
+    """A fully populated tenant: a run with a dispatch, a task and a pending input request."""
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant, response_id="resp_acme")
+    remote = tenant.open_run("http://127.0.0.1:8800", idempotency_key="idem-acme")
+    task = new_task(tenant, run.ref, task_id="acme-task-handle")
+    tenant.observe_task(
+        task.ref,
+        TaskObservation(
+            TaskStatus.INPUT_REQUIRED,
+            input_requests={"k": {"method": "elicitation/create", "params": {}}},
+        ),
+    )
+    return {"tenant": tenant, "run": run, "remote": remote, "task": task}
+
+
+def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, Callable[[], Any]]:
+    run, task = acme["run"], acme["task"]
+    return {
+        "get_run": lambda: foreign.get_run(run.ref),
+        "find_run": lambda: foreign.find_run(SERVER, "resp_acme"),
+        "find_run_by_idempotency_key": lambda: foreign.find_run_by_idempotency_key("idem-acme"),
+        "list_runs": lambda: foreign.list_runs(),
+        "get_dispatch": lambda: foreign.get_dispatch(task.op_ref),
+        "list_dispatches": lambda: (
+            foreign.list_dispatches(run_ref=run.ref) + foreign.list_dispatches()
+        ),
+        "get_task": lambda: foreign.get_task(task.ref),
+        "list_tasks": lambda: foreign.list_tasks(run_ref=run.ref) + foreign.list_tasks(),
+        "due_tasks": lambda: foreign.due_tasks(now + 10**9),
+        "input_requests": lambda: foreign.input_requests(task.ref),
+        "events": lambda: foreign.events(run.ref),
+    }
+
+
+def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+    run, task, remote = acme["run"], acme["task"], acme["remote"]
+    return {
+        "record_outer_ids": lambda: foreign.record_outer_ids(remote.ref, response_id="resp_x"),
+        "observe_outer": lambda: foreign.observe_outer(run.ref, OuterStatus.FAILED),
+        "record_outer_sequence": lambda: foreign.record_outer_sequence(run.ref, 99),
+        "record_anomaly": lambda: foreign.record_anomaly(run.ref, "x", "y"),
+        "begin_dispatch": lambda: foreign.begin_dispatch(
+            run.ref, server_endpoint=ENDPOINT, tool_name="t", arguments={}
+        ),
+        "mark_dispatch_sent": lambda: foreign.mark_dispatch_sent(task.op_ref),
+        "mark_dispatch_unknown": lambda: foreign.mark_dispatch_unknown(task.op_ref, "x"),
+        "record_immediate_result": lambda: foreign.record_immediate_result(task.op_ref, {}),
+        "record_task_created": lambda: foreign.record_task_created(
+            task.op_ref, task_id="x", status=TaskStatus.WORKING
+        ),
+        "observe_task": lambda: foreign.observe_task(
+            task.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": []})
+        ),
+        "mark_task_lost": lambda: foreign.mark_task_lost(task.ref, LostReason.NOT_FOUND),
+        "record_input_answer": lambda: foreign.record_input_answer(task.ref, "k", {}),
+        "record_cancel_requested": lambda: foreign.record_cancel_requested(task.ref, "x"),
+    }
+
+
+# Writes that cannot address a foreign record by construction (they create new ones, or are
+# filtered updates that silently match nothing), checked separately below.
+CREATES_OR_FILTERS = {"open_run", "schedule_poll"}
+
+
+def test_every_public_method_is_covered(ledger: Ledger, acme: dict[str, Any]) -> None:
+    foreign = ledger.for_principal("mallory")
+    public = {
+        name
+        for name, member in inspect.getmembers(TenantLedger)
+        if not name.startswith("_") and callable(member)
+    }
+    covered = set(_reads(foreign, acme, 0)) | set(_writes(foreign, acme)) | CREATES_OR_FILTERS
+    assert public == covered, f"add isolation checks for: {sorted(public - covered)}"
+
+
+def test_foreign_reads_find_nothing(ledger: Ledger, acme: dict[str, Any]) -> None:
+    foreign = ledger.for_principal("mallory")
+    for name, read in _reads(foreign, acme, ledger.clock()).items():
+        try:
+            found = read()
+        except NotFound:
+            continue
+        assert found in (None, []), f"{name} leaked another tenant's rows"
+    own = ledger.for_principal("acme")
+    assert own.get_task(acme["task"].ref).ref == acme["task"].ref  # the data is really there
+    assert len(own.list_runs()) == 2
+
+
+def test_foreign_writes_are_refused_and_change_nothing(
+    ledger: Ledger, acme: dict[str, Any]
+) -> None:
+    own = ledger.for_principal("acme")
+    before_events = own.events(acme["run"].ref)
+    before_task = own.get_task(acme["task"].ref)
+    foreign = ledger.for_principal("mallory")
+    for name, write in _writes(foreign, acme).items():
+        with pytest.raises(NotFound):
+            write()
+            pytest.fail(f"{name} accepted a foreign record")
+    foreign.schedule_poll(acme["task"].ref, 0)
+    assert own.events(acme["run"].ref) == before_events
+    assert own.get_task(acme["task"].ref) == before_task
+    assert own.get_run(acme["remote"].ref).response_id is None
+
+
+def test_same_ids_in_two_tenants_are_two_records(ledger: Ledger, acme: dict[str, Any]) -> None:
+    foreign = ledger.for_principal("mallory")
+    theirs = foreign.open_run(SERVER, response_id="resp_acme")
+    assert theirs.ref != acme["run"].ref and theirs.principal == "mallory"
+    mine = foreign.open_run("http://127.0.0.1:8800", idempotency_key="idem-acme")
+    assert mine.ref != acme["remote"].ref
+    task = new_task(foreign, theirs.ref, task_id="acme-task-handle")  # same raw id, other tenant
+    assert task.ref != acme["task"].ref
+    assert [r.ref for r in foreign.list_runs()] != []
+    assert acme["run"].ref not in {r.ref for r in foreign.list_runs()}
+
+
+def test_a_principal_is_required(ledger: Ledger) -> None:
+    with pytest.raises(ValueError):
+        ledger.for_principal("")
