@@ -1,0 +1,1 @@
+"""Example harnesses and MCP task servers that use the bridge (see docs/)."""
