@@ -68,7 +68,8 @@ class ToolResultReceived(_Event):
     op_ref: str
     tool: str
     server: str
-    is_error: bool
+    is_error: bool  # a CallToolResult with isError, or a JSON-RPC error reply
+    rpc_error: bool = False  # the server answered with a JSON-RPC error (nothing was started)
     truncated: bool
 
 
@@ -102,6 +103,19 @@ class TaskInputAnswered(_TaskEvent):
 class TaskCancelRequested(_TaskEvent):
     type: Literal["task.cancel_requested"] = "task.cancel_requested"
     requested_by: str  # "host", "policy:<name>", "operator"
+
+
+class TaskDetached(_TaskEvent):
+    type: Literal["task.detached"] = "task.detached"
+    requested_by: str
+
+
+class ServerUnreachable(_TaskEvent):
+    """The task's server has not answered for longer than the grace period: not (yet) lost."""
+
+    type: Literal["server.unreachable"] = "server.unreachable"
+    since_ms: int
+    detail: str
 
 
 class TaskLost(_TaskEvent):
@@ -139,6 +153,8 @@ BridgeEvent = Annotated[
     | TaskInputRequired
     | TaskInputAnswered
     | TaskCancelRequested
+    | TaskDetached
+    | ServerUnreachable
     | TaskLost
     | TaskTerminal
     | Anomaly,

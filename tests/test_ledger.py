@@ -344,3 +344,58 @@ def test_listener_hears_each_commit_that_appended_events(ledger: Ledger) -> None
     run = new_run(tenant)
     new_task(tenant, run.ref)  # begin/sent append nothing; created appends one
     assert heard == [("acme", run.ref, 1), ("acme", run.ref, 2)]
+
+
+def test_answers_are_kept_until_delivered(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    tenant.observe_task(
+        task.ref, TaskObservation(TaskStatus.INPUT_REQUIRED, input_requests={"k": APPROVAL})
+    )
+    tenant.record_input_answer(task.ref, "k", {"action": "accept", "content": {"ok": True}})
+    (pending,) = tenant.undelivered_answers()
+    assert pending.key == "k" and pending.answer == {"action": "accept", "content": {"ok": True}}
+    tenant.mark_answer_delivered(task.ref, "k")
+    assert tenant.undelivered_answers() == []
+    (request,) = tenant.input_requests(task.ref)
+    assert request.delivered_at_ms is not None and request.answer is None
+
+
+def test_detached_task_is_no_longer_watched_but_still_recorded(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    assert tenant.detach_task(task.ref, "host")
+    assert not tenant.detach_task(task.ref, "host")
+    detached = tenant.get_task(task.ref)
+    assert not detached.is_open and detached.next_poll_due_ms is None
+    assert detached.cancel_requested_at_ms is None  # detaching is not cancelling
+    assert tenant.list_tasks(open_only=True) == [] and tenant.due_tasks(10**15) == []
+    done = tenant.observe_task(
+        task.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": [], "isError": False})
+    )
+    assert done.task.status is TaskStatus.COMPLETED and done.task.next_poll_due_ms is None
+    assert "task.detached" in _types(ledger, run.ref)
+
+
+def test_rpc_error_reply_settles_the_dispatch_as_a_failed_result(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    op = tenant.begin_dispatch(run.ref, server_endpoint=ENDPOINT, tool_name="t", arguments={})
+    tenant.mark_dispatch_sent(op.ref)
+    settled = tenant.record_call_error(op.ref, {"code": -32021, "message": "needs tasks"})
+    assert settled.state is DispatchState.RESULT
+    assert settled.result == {"error": {"code": -32021, "message": "needs tasks"}}
+    event = tenant.events(run.ref)[-1]
+    assert isinstance(event, ev.ToolResultReceived) and event.rpc_error and event.is_error
+
+
+def test_server_unreachable_is_reported_on_the_tasks_run(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    tenant.record_server_unreachable(task.ref, 123, "connection refused")
+    event = tenant.events(run.ref)[-1]
+    assert isinstance(event, ev.ServerUnreachable) and event.task_ref == task.ref
+    assert tenant.get_task(task.ref).is_open  # unreachable is not lost

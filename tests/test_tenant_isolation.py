@@ -28,9 +28,13 @@ def acme(ledger: Ledger) -> dict[str, Any]:
         task.ref,
         TaskObservation(
             TaskStatus.INPUT_REQUIRED,
-            input_requests={"k": {"method": "elicitation/create", "params": {}}},
+            input_requests={
+                "k": {"method": "elicitation/create", "params": {}},
+                "k2": {"method": "elicitation/create", "params": {"n": 2}},
+            },
         ),
     )
+    tenant.record_input_answer(task.ref, "k2", {"action": "accept"})  # recorded, undelivered
     return {"tenant": tenant, "run": run, "remote": remote, "task": task}
 
 
@@ -50,6 +54,7 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "due_tasks": lambda: foreign.due_tasks(now + 10**9),
         "input_requests": lambda: foreign.input_requests(task.ref),
         "events": lambda: foreign.events(run.ref),
+        "undelivered_answers": lambda: foreign.undelivered_answers(),
     }
 
 
@@ -75,6 +80,10 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         "mark_task_lost": lambda: foreign.mark_task_lost(task.ref, LostReason.NOT_FOUND),
         "record_input_answer": lambda: foreign.record_input_answer(task.ref, "k", {}),
         "record_cancel_requested": lambda: foreign.record_cancel_requested(task.ref, "x"),
+        "mark_answer_delivered": lambda: foreign.mark_answer_delivered(task.ref, "k"),
+        "detach_task": lambda: foreign.detach_task(task.ref, "x"),
+        "record_server_unreachable": lambda: foreign.record_server_unreachable(task.ref, 0, "x"),
+        "record_call_error": lambda: foreign.record_call_error(task.op_ref, {"code": 1}),
     }
 
 

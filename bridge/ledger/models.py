@@ -102,6 +102,8 @@ class InnerTask(SQLModel, table=True):
     outcome_truncated: bool = False
     outcome_bytes: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     cancel_requested_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    # The caller stopped tracking the task without cancelling it (a bridge choice, not a status).
+    detached_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
     terminal_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
     created_at_ms: int = Field(sa_column=_ms())
     updated_at_ms: int = Field(sa_column=_ms())
@@ -125,7 +127,11 @@ class InputRequest(SQLModel, table=True):
     first_seen_ms: int = Field(sa_column=_ms())
     surfaced_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
     answer_digest: str | None = Field(default=None, max_length=64)
+    # Kept until delivered so a crash between recording and tasks/update can redeliver it
+    # (servers ignore keys already answered); cleared once delivered.
+    answer_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     answered_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    delivered_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
 
 
 class EventRecord(SQLModel, table=True):

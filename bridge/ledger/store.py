@@ -465,6 +465,12 @@ class TenantLedger:
 
     def record_immediate_result(self, op_ref: str, result: Any) -> DispatchView:
         """The server answered the call with an ordinary ``CallToolResult``: record it."""
+        is_error = bool(isinstance(result, dict) and result.get("isError"))
+        return self._settle_with_result(op_ref, result, is_error=is_error, rpc_error=False)
+
+    def _settle_with_result(
+        self, op_ref: str, result: Any, *, is_error: bool, rpc_error: bool
+    ) -> DispatchView:
         bounded = bound_json(result, self._ledger.max_outcome_bytes)
         with self._ledger._write() as tx:
             row = self._dispatch_row(tx.conn, op_ref, lock=True)
@@ -482,7 +488,8 @@ class TenantLedger:
                     op_ref=op_ref,
                     tool=row.tool_name,
                     server=row.server_name or row.server_endpoint,
-                    is_error=bool(isinstance(result, dict) and result.get("isError")),
+                    is_error=is_error,
+                    rpc_error=rpc_error,
                     truncated=bounded.truncated,
                 ),
             )
@@ -625,7 +632,7 @@ class TenantLedger:
             values["poll_interval_ms"] = observation.poll_interval_ms
         if observation.ttl_ms is not None:
             values["ttl_ms"] = observation.ttl_ms
-        if row.terminal_at_ms is None and row.lost_reason is None:
+        if row.terminal_at_ms is None and row.lost_reason is None and row.detached_at_ms is None:
             values["next_poll_due_ms"] = observation.next_poll_due_ms
         return values
 
@@ -806,7 +813,11 @@ class TenantLedger:
             tx.conn.execute(
                 update(INPUTS)
                 .where(INPUTS.c.id == request.id)
-                .values(answer_digest=sha256_hex(canonical_json(response)), answered_at_ms=self.now)
+                .values(
+                    answer_digest=sha256_hex(canonical_json(response)),
+                    answer_json=canonical_json(response).decode("utf-8"),
+                    answered_at_ms=self.now,
+                )
             )
             label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
             self._append(tx, row.run_ref, ev.TaskInputAnswered(**label.fields(), key=key))
@@ -831,6 +842,68 @@ class TenantLedger:
             )
         return True
 
+    def mark_answer_delivered(self, task_ref: str, key: str) -> None:
+        """``tasks/update`` carrying this key was acknowledged: drop the kept answer."""
+        with self._ledger._write() as tx:
+            self._task_row(tx.conn, task_ref)
+            tx.conn.execute(
+                update(INPUTS)
+                .where(self._mine(INPUTS), INPUTS.c.task_ref == task_ref, INPUTS.c.key == key)
+                .values(delivered_at_ms=self.now, answer_json=None)
+            )
+
+    def undelivered_answers(self) -> list[InputRequestView]:
+        """Answers recorded but not acknowledged by the server (to redeliver after a restart)."""
+        query = (
+            select(INPUTS)
+            .join(TASKS, TASKS.c.ref == INPUTS.c.task_ref)
+            .where(
+                self._mine(INPUTS),
+                self._mine(TASKS),
+                INPUTS.c.answered_at_ms.is_not(None),
+                INPUTS.c.delivered_at_ms.is_(None),
+                TASKS.c.terminal_at_ms.is_(None),
+            )
+            .order_by(INPUTS.c.id)
+        )
+        with self._ledger._read() as conn:
+            return [InputRequestView.from_row(r) for r in conn.execute(query)]
+
+    def detach_task(self, task_ref: str, requested_by: str) -> bool:
+        """Stop tracking a live task without cancelling it. No-op if terminal or detached."""
+        with self._ledger._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            if row.terminal_at_ms is not None or row.detached_at_ms is not None:
+                return False
+            tx.conn.execute(
+                update(TASKS)
+                .where(self._mine(TASKS), TASKS.c.ref == task_ref)
+                .values(detached_at_ms=self.now, next_poll_due_ms=None, updated_at_ms=self.now)
+            )
+            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
+            self._append(
+                tx, row.run_ref, ev.TaskDetached(**label.fields(), requested_by=requested_by)
+            )
+        return True
+
+    def record_server_unreachable(self, task_ref: str, since_ms: int, detail: str) -> None:
+        """Report on the task's run that its server has been unreachable since ``since_ms``."""
+        with self._ledger._write() as tx:
+            row = self._task_row(tx.conn, task_ref)
+            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
+            self._append(
+                tx,
+                row.run_ref,
+                ev.ServerUnreachable(**label.fields(), since_ms=since_ms, detail=detail),
+            )
+
+    def record_call_error(self, op_ref: str, error: dict[str, Any]) -> DispatchView:
+        """The server answered ``tools/call`` with a JSON-RPC error: a definite, failed reply.
+
+        Stored as the dispatch's result ``{"error": {code, message, data}}``; nothing started.
+        """
+        return self._settle_with_result(op_ref, {"error": error}, is_error=True, rpc_error=True)
+
     def schedule_poll(self, task_ref: str, due_ms: int) -> None:
         """Set when an open task is next due. Terminal and lost tasks are left alone."""
         with self._ledger._write() as tx:
@@ -841,6 +914,7 @@ class TenantLedger:
                     TASKS.c.ref == task_ref,
                     TASKS.c.terminal_at_ms.is_(None),
                     TASKS.c.lost_reason.is_(None),
+                    TASKS.c.detached_at_ms.is_(None),
                 )
                 .values(next_poll_due_ms=due_ms)
             )
@@ -903,7 +977,11 @@ class TenantLedger:
         if run_ref is not None:
             query = query.where(TASKS.c.run_ref == run_ref)
         if open_only:
-            query = query.where(TASKS.c.terminal_at_ms.is_(None), TASKS.c.lost_reason.is_(None))
+            query = query.where(
+                TASKS.c.terminal_at_ms.is_(None),
+                TASKS.c.lost_reason.is_(None),
+                TASKS.c.detached_at_ms.is_(None),
+            )
         with self._ledger._read() as conn:
             rows = conn.execute(query.order_by(TASKS.c.created_at_ms, TASKS.c.ref))
             return [TaskView.from_row(r) for r in rows]

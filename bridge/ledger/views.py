@@ -121,6 +121,7 @@ class TaskView:
     outcome_truncated: bool
     outcome_bytes: int | None
     cancel_requested_at_ms: int | None
+    detached_at_ms: int | None
     terminal_at_ms: int | None
     created_at_ms: int
     updated_at_ms: int
@@ -155,6 +156,7 @@ class TaskView:
             outcome_truncated=row.outcome_truncated,
             outcome_bytes=row.outcome_bytes,
             cancel_requested_at_ms=row.cancel_requested_at_ms,
+            detached_at_ms=row.detached_at_ms,
             terminal_at_ms=row.terminal_at_ms,
             created_at_ms=row.created_at_ms,
             updated_at_ms=row.updated_at_ms,
@@ -162,8 +164,8 @@ class TaskView:
 
     @property
     def is_open(self) -> bool:
-        """Still watched: no stored terminal outcome and no lost verdict."""
-        return self.terminal_at_ms is None and self.lost_reason is None
+        """Still watched: no stored terminal outcome, no lost verdict, not detached."""
+        return self.terminal_at_ms is None and self.lost_reason is None and not self.detached_at_ms
 
     @property
     def server_label(self) -> str:
@@ -180,6 +182,8 @@ class InputRequestView:
     first_seen_ms: int
     surfaced_at_ms: int | None
     answered_at_ms: int | None
+    delivered_at_ms: int | None
+    answer: Any  # kept only while the answer is recorded but not yet delivered
 
     @classmethod
     def from_row(cls, row: Any) -> InputRequestView:
@@ -192,6 +196,8 @@ class InputRequestView:
             first_seen_ms=row.first_seen_ms,
             surfaced_at_ms=row.surfaced_at_ms,
             answered_at_ms=row.answered_at_ms,
+            delivered_at_ms=row.delivered_at_ms,
+            answer=_loads(row.answer_json),
         )
 
 
