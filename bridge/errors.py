@@ -45,3 +45,41 @@ class UnknownInputKey(LedgerError):
 
 class InputAlreadyAnswered(LedgerError):
     """An input request key was answered before; keys are answered at most once."""
+
+
+class McpSideError(BridgeError):
+    """An error on the MCP side of the bridge."""
+
+
+class UnknownServer(McpSideError):
+    """No MCP server with that name (or endpoint) is configured and enabled."""
+
+
+class ServerUnreachable(McpSideError):
+    """The MCP server could not be reached; nothing was sent."""
+
+    def __init__(self, server: str, detail: str) -> None:
+        super().__init__(f"MCP server {server!r} unreachable: {detail}")
+        self.server = server
+        self.detail = detail
+
+
+class InvalidTaskResponse(McpSideError):
+    """The server answered with something the protocol forbids (for example a task result on a
+    request that did not declare the tasks capability, or a malformed task). The dispatch is
+    recorded as an unknown outcome and an anomaly event is written; nothing counts as success."""
+
+    def __init__(self, op_ref: str, detail: str) -> None:
+        super().__init__(f"dispatch {op_ref}: {detail}")
+        self.op_ref = op_ref
+        self.detail = detail
+
+
+class TaskRequestFailed(McpSideError):
+    """A ``tasks/get|update|cancel`` request failed (JSON-RPC error or transport failure)."""
+
+    def __init__(self, task_ref: str, detail: str, code: int | None = None) -> None:
+        super().__init__(f"task {task_ref}: {detail}")
+        self.task_ref = task_ref
+        self.detail = detail
+        self.code = code

@@ -89,15 +89,20 @@ class TaskStatusChanged(_TaskEvent):
 
 
 class TaskInputRequired(_TaskEvent):
+    """An input request for the host to answer under its own elicitation/sampling policy.
+
+    Named by ``input_ref``: the server's key may embed the raw task id, so it stays in the ledger.
+    """
+
     type: Literal["task.input_required"] = "task.input_required"
-    key: str
+    input_ref: str
     method: str
     params: dict[str, Any]
 
 
 class TaskInputAnswered(_TaskEvent):
     type: Literal["task.input_answered"] = "task.input_answered"
-    key: str
+    input_ref: str
 
 
 class TaskCancelRequested(_TaskEvent):

@@ -15,6 +15,7 @@ from typing import Any
 RUN_PREFIX = "run_"
 DISPATCH_PREFIX = "op_"
 TASK_PREFIX = "tk_"
+INPUT_PREFIX = "in_"
 
 
 def new_ref(prefix: str) -> str:

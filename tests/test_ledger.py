@@ -129,11 +129,12 @@ def test_input_requests_recorded_and_surfaced_once(ledger: Ledger) -> None:
         status=TaskStatus.INPUT_REQUIRED, input_requests={"approve": APPROVAL}
     )
     first = tenant.observe_task(task.ref, waiting)
-    assert first.new_input_keys == ("approve",)
-    assert tenant.observe_task(task.ref, waiting).new_input_keys == ()
-    tenant.record_input_answer(task.ref, "approve", {"action": "accept"})
+    (input_ref,) = first.new_input_refs
+    assert input_ref.startswith("in_")
+    assert tenant.observe_task(task.ref, waiting).new_input_refs == ()
+    tenant.record_input_answer(task.ref, input_ref, {"action": "accept"})
     # The server is eventually consistent: the answered key may still show on later polls.
-    assert tenant.observe_task(task.ref, waiting).new_input_keys == ()
+    assert tenant.observe_task(task.ref, waiting).new_input_refs == ()
     with pytest.raises(InputAlreadyAnswered):
         tenant.record_input_answer(task.ref, "approve", {"action": "accept"})
     with pytest.raises(UnknownInputKey):
@@ -356,7 +357,9 @@ def test_answers_are_kept_until_delivered(ledger: Ledger) -> None:
     tenant.record_input_answer(task.ref, "k", {"action": "accept", "content": {"ok": True}})
     (pending,) = tenant.undelivered_answers()
     assert pending.key == "k" and pending.answer == {"action": "accept", "content": {"ok": True}}
-    tenant.mark_answer_delivered(task.ref, "k")
+    with pytest.raises(UnknownInputKey):
+        tenant.mark_answer_delivered(task.ref, "k")  # by reference only, never by raw key
+    tenant.mark_answer_delivered(task.ref, pending.ref)
     assert tenant.undelivered_answers() == []
     (request,) = tenant.input_requests(task.ref)
     assert request.delivered_at_ms is not None and request.answer is None
@@ -399,3 +402,34 @@ def test_server_unreachable_is_reported_on_the_tasks_run(ledger: Ledger) -> None
     event = tenant.events(run.ref)[-1]
     assert isinstance(event, ev.ServerUnreachable) and event.task_ref == task.ref
     assert tenant.get_task(task.ref).is_open  # unreachable is not lost
+
+
+def test_server_text_quoting_the_raw_task_id_is_scrubbed_from_events(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    raw = "RAW-0123456789abcdef"
+    task = new_task(tenant, run.ref, task_id=raw)
+    tenant.observe_task(
+        task.ref,
+        TaskObservation(
+            TaskStatus.INPUT_REQUIRED,
+            status_message=f"task {raw} needs approval",
+            input_requests={f"{raw}:k1": {"method": "elicitation/create", "params": {"m": raw}}},
+        ),
+    )
+    (request,) = tenant.input_requests(task.ref)
+    tenant.record_input_answer(task.ref, request.ref, {"action": "accept"})
+    tenant.observe_task(
+        task.ref,
+        TaskObservation(
+            TaskStatus.COMPLETED,
+            result={"content": [{"type": "text", "text": f"{raw} done"}], "isError": False},
+        ),
+    )
+    tenant.record_anomaly(run.ref, "probe", "nothing raw here", task_ref=task.ref)
+    events = tenant.events(run.ref)
+    dumped = json.dumps([e.model_dump(mode="json") for e in events])
+    assert raw not in dumped
+    assert f"[{task.ref}] done" in dumped  # replaced by the reference, still valid JSON
+    assert request.key == f"{raw}:k1"  # the ledger keeps the raw key to answer the server
+    assert raw not in repr(request)

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bridge import events as ev
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import TaskObservation, TaskView
 from bridge.lifecycle import LostReason, TaskStatus
@@ -112,9 +113,10 @@ def _run_property(ledger: Ledger, script: list[Action]) -> None:
         if before.lost_reason is not None and after.terminal_at_ms is None:
             assert after.lost_reason is before.lost_reason, "a live status cleared the verdict"
     _check_sequence(ledger, run.ref)
-    surfaced = [e for e in tenant.events(run.ref) if e.type == "task.input_required"]
-    keys = [e.key for e in surfaced]
-    assert len(keys) == len(set(keys)), "an input key was surfaced twice"
+    surfaced = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
+    refs = [e.input_ref for e in surfaced]
+    assert len(refs) == len(set(refs)), "an input request was surfaced twice"
+    assert len(refs) == len(tenant.input_requests(task_ref)), "a new input key went unsurfaced"
 
 
 def _settings(examples: int) -> settings:

@@ -35,7 +35,8 @@ def acme(ledger: Ledger) -> dict[str, Any]:
         ),
     )
     tenant.record_input_answer(task.ref, "k2", {"action": "accept"})  # recorded, undelivered
-    return {"tenant": tenant, "run": run, "remote": remote, "task": task}
+    op_id = tenant.get_dispatch(task.op_ref).operation_id
+    return {"tenant": tenant, "run": run, "remote": remote, "task": task, "op_id": op_id}
 
 
 def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, Callable[[], Any]]:
@@ -46,6 +47,7 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "find_run_by_idempotency_key": lambda: foreign.find_run_by_idempotency_key("idem-acme"),
         "list_runs": lambda: foreign.list_runs(),
         "get_dispatch": lambda: foreign.get_dispatch(task.op_ref),
+        "find_dispatch": lambda: foreign.find_dispatch(acme["op_id"]),
         "list_dispatches": lambda: (
             foreign.list_dispatches(run_ref=run.ref) + foreign.list_dispatches()
         ),

@@ -113,9 +113,15 @@ class InputRequest(SQLModel, table=True):
     """One ``inputRequests`` key of a task: seen, surfaced and answered at most once."""
 
     __tablename__ = "bridge_input_requests"
-    __table_args__ = (UniqueConstraint("task_ref", "key", name="uq_input_request_key"),)
+    __table_args__ = (
+        UniqueConstraint("task_ref", "key", name="uq_input_request_key"),
+        UniqueConstraint("ref", name="uq_input_request_ref"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
+    # Bridge-local name of the request (``in_…``): server-minted keys may embed the raw taskId,
+    # so events name the request by this reference, never by its key.
+    ref: str | None = Field(default=None, max_length=64)
     principal: str = Field(max_length=200, index=True)
     task_ref: str = Field(foreign_key="bridge_inner_tasks.ref", max_length=64)
     key: str = Field(max_length=500)

@@ -37,6 +37,7 @@ from bridge.errors import (
 )
 from bridge.ids import (
     DISPATCH_PREFIX,
+    INPUT_PREFIX,
     RUN_PREFIX,
     TASK_PREFIX,
     canonical_json,
@@ -84,6 +85,17 @@ Clock = Callable[[], int]
 EventListener = Callable[[str, str, int], None]  # (principal, run_ref, last seq committed)
 
 
+def input_request_digest(method: str, params: Any) -> str:
+    """Identity of one input request's payload, to tell a repeat from a reused key."""
+    return sha256_hex(canonical_json({"method": method, "params": params}))
+
+
+def scrub_raw_id(payload_json: str, raw_id: str, ref: str) -> str:
+    """Replace a raw id inside a JSON document's strings by ``[ref]`` (keeps it valid JSON)."""
+    needle = json.dumps(raw_id)[1:-1]  # the id as it appears inside a JSON string
+    return payload_json.replace(needle, f"[{ref}]") if needle else payload_json
+
+
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -97,8 +109,8 @@ class ObservationOutcome:
     events: tuple[ev.BridgeEvent, ...] = field(default=())
 
     @property
-    def new_input_keys(self) -> tuple[str, ...]:
-        return tuple(e.key for e in self.events if isinstance(e, ev.TaskInputRequired))
+    def new_input_refs(self) -> tuple[str, ...]:
+        return tuple(e.input_ref for e in self.events if isinstance(e, ev.TaskInputRequired))
 
 
 class Ledger:
@@ -367,8 +379,12 @@ class TenantLedger:
         """Record something malformed or contradictory that was observed and ignored."""
         with self._ledger._write() as tx:
             self._run_row(tx.conn, run_ref)
+            raw_task_id = self._task_row(tx.conn, task_ref).task_id if task_ref else None
             appended = self._append(
-                tx, run_ref, ev.Anomaly(kind=kind, detail=detail, task_ref=task_ref, op_ref=op_ref)
+                tx,
+                run_ref,
+                ev.Anomaly(kind=kind, detail=detail, task_ref=task_ref, op_ref=op_ref),
+                raw_task_id=raw_task_id,
             )
         return cast(ev.Anomaly, appended)
 
@@ -607,6 +623,7 @@ class TenantLedger:
                                 status=observed,
                                 status_message=observation.status_message,
                             ),
+                            raw_task_id=row.task_id,
                         )
                     )
                 if observed.is_terminal and row.terminal_at_ms is None:
@@ -678,6 +695,7 @@ class TenantLedger:
                         detail=f"{status.value} task reported without its {missing}",
                         task_ref=row.ref,
                     ),
+                    raw_task_id=row.task_id,
                 )
             )
         superseded = decision.change is Change.SUPERSEDE_LOST
@@ -701,6 +719,7 @@ class TenantLedger:
                     error=error,
                     truncated=truncated,
                 ),
+                raw_task_id=row.task_id,
             )
         )
         return appended
@@ -720,11 +739,13 @@ class TenantLedger:
         for key, request in requests.items():
             method = str(request.get("method", ""))
             params = request.get("params") or {}
-            digest = sha256_hex(canonical_json({"method": method, "params": params}))
+            digest = input_request_digest(method, params)
             seen = known.get(key)
             if seen is None:
+                input_ref = new_ref(INPUT_PREFIX)
                 tx.conn.execute(
                     insert(INPUTS).values(
+                        ref=input_ref,
                         principal=self.principal,
                         task_ref=row.ref,
                         key=key,
@@ -740,8 +761,9 @@ class TenantLedger:
                         tx,
                         row.run_ref,
                         ev.TaskInputRequired(
-                            **label.fields(), key=key, method=method, params=params
+                            **label.fields(), input_ref=input_ref, method=method, params=params
                         ),
+                        raw_task_id=row.task_id,
                     )
                 )
             elif digest not in (seen.payload_digest, seen.conflicting_digest):
@@ -754,9 +776,10 @@ class TenantLedger:
                         row.run_ref,
                         ev.Anomaly(
                             kind="reused_input_key",
-                            detail=f"input key {key!r} reappeared with a different request",
+                            detail=f"input request {seen.ref} reappeared with a different payload",
                             task_ref=row.ref,
                         ),
+                        raw_task_id=row.task_id,
                     )
                 )
         return appended
@@ -790,26 +813,33 @@ class TenantLedger:
             )
             label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
             self._append(
-                tx, row.run_ref, ev.TaskLost(**label.fields(), reason=reason, detail=detail)
+                tx,
+                row.run_ref,
+                ev.TaskLost(**label.fields(), reason=reason, detail=detail),
+                raw_task_id=row.task_id,
             )
         return True
 
-    def record_input_answer(self, task_ref: str, key: str, response: Any) -> InputRequestView:
-        """Record the host's answer to one input request key, exactly once per key.
+    def record_input_answer(self, task_ref: str, input_ref: str, response: Any) -> InputRequestView:
+        """Record the host's answer to one input request, exactly once per request.
 
-        Committed before ``tasks/update`` is sent, so a restart never sends a key twice.
+        ``input_ref`` is the request's bridge reference (``in_…``, as events name it) or the
+        server's key. Committed before ``tasks/update`` is sent; the answer is kept until the
+        server acknowledges it, so a restart redelivers it instead of losing it.
         """
         with self._ledger._write() as tx:
             row = self._task_row(tx.conn, task_ref, lock=True)
             request = tx.conn.execute(
                 select(INPUTS).where(
-                    self._mine(INPUTS), INPUTS.c.task_ref == task_ref, INPUTS.c.key == key
+                    self._mine(INPUTS),
+                    INPUTS.c.task_ref == task_ref,
+                    or_(INPUTS.c.ref == input_ref, INPUTS.c.key == input_ref),
                 )
             ).first()
             if request is None:
-                raise UnknownInputKey(f"task {task_ref!r} never asked for input key {key!r}")
+                raise UnknownInputKey(f"task {task_ref!r} has no input request {input_ref!r}")
             if request.answered_at_ms is not None:
-                raise InputAlreadyAnswered(f"input key {key!r} of task {task_ref!r} was answered")
+                raise InputAlreadyAnswered(f"input request {request.ref} was already answered")
             tx.conn.execute(
                 update(INPUTS)
                 .where(INPUTS.c.id == request.id)
@@ -820,8 +850,13 @@ class TenantLedger:
                 )
             )
             label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
-            self._append(tx, row.run_ref, ev.TaskInputAnswered(**label.fields(), key=key))
-        found = [r for r in self.input_requests(task_ref) if r.key == key]
+            self._append(
+                tx,
+                row.run_ref,
+                ev.TaskInputAnswered(**label.fields(), input_ref=request.ref),
+                raw_task_id=row.task_id,
+            )
+        found = [r for r in self.input_requests(task_ref) if r.ref == request.ref]
         return found[0]
 
     def record_cancel_requested(self, task_ref: str, requested_by: str) -> bool:
@@ -838,19 +873,29 @@ class TenantLedger:
                 )
             label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
             self._append(
-                tx, row.run_ref, ev.TaskCancelRequested(**label.fields(), requested_by=requested_by)
+                tx,
+                row.run_ref,
+                ev.TaskCancelRequested(**label.fields(), requested_by=requested_by),
+                raw_task_id=row.task_id,
             )
         return True
 
-    def mark_answer_delivered(self, task_ref: str, key: str) -> None:
-        """``tasks/update`` carrying this key was acknowledged: drop the kept answer."""
+    def mark_answer_delivered(self, task_ref: str, input_ref: str) -> None:
+        """``tasks/update`` carrying this answer was acknowledged: drop the kept answer."""
         with self._ledger._write() as tx:
             self._task_row(tx.conn, task_ref)
-            tx.conn.execute(
+            updated = tx.conn.execute(
                 update(INPUTS)
-                .where(self._mine(INPUTS), INPUTS.c.task_ref == task_ref, INPUTS.c.key == key)
+                .where(
+                    self._mine(INPUTS),
+                    INPUTS.c.task_ref == task_ref,
+                    INPUTS.c.ref == input_ref,
+                    INPUTS.c.answered_at_ms.is_not(None),
+                )
                 .values(delivered_at_ms=self.now, answer_json=None)
             )
+            if updated.rowcount == 0:
+                raise UnknownInputKey(f"task {task_ref!r} has no answered request {input_ref!r}")
 
     def undelivered_answers(self) -> list[InputRequestView]:
         """Answers recorded but not acknowledged by the server (to redeliver after a restart)."""
@@ -882,7 +927,10 @@ class TenantLedger:
             )
             label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
             self._append(
-                tx, row.run_ref, ev.TaskDetached(**label.fields(), requested_by=requested_by)
+                tx,
+                row.run_ref,
+                ev.TaskDetached(**label.fields(), requested_by=requested_by),
+                raw_task_id=row.task_id,
             )
         return True
 
@@ -895,6 +943,7 @@ class TenantLedger:
                 tx,
                 row.run_ref,
                 ev.ServerUnreachable(**label.fields(), since_ms=since_ms, detail=detail),
+                raw_task_id=row.task_id,
             )
 
     def record_call_error(self, op_ref: str, error: dict[str, Any]) -> DispatchView:
@@ -951,6 +1000,10 @@ class TenantLedger:
         query = query.order_by(RUNS.c.updated_at_ms.desc(), RUNS.c.ref).limit(limit)
         with self._ledger._read() as conn:
             return [RunView.from_row(r) for r in conn.execute(query)]
+
+    def find_dispatch(self, operation_id: str) -> DispatchView | None:
+        """The dispatch recorded under a caller-chosen operation id, if any."""
+        return self._dispatch_by_operation(operation_id)
 
     def get_dispatch(self, op_ref: str) -> DispatchView:
         with self._ledger._read() as conn:
@@ -1082,11 +1135,20 @@ class TenantLedger:
             .values(state=target.value, updated_at_ms=self.now, **values)
         )
 
-    def _append(self, tx: _Tx, run_ref: str, event: ev.BridgeEvent) -> ev.BridgeEvent:
+    def _append(
+        self,
+        tx: _Tx,
+        run_ref: str,
+        event: ev.BridgeEvent,
+        *,
+        raw_task_id: str | None = None,
+    ) -> ev.BridgeEvent:
         """Append ``event`` to the run's log with the next gapless sequence number.
 
         The increment of the run's counter takes the run row's write lock, so concurrent
         writers on one run serialise here and the sequence has no gaps and no duplicates.
+        Server-supplied text (messages, results, input requests) may quote the raw task id;
+        every occurrence is replaced by the task's reference before the event is stored.
         """
         seq = tx.conn.execute(
             update(RUNS)
@@ -1095,14 +1157,20 @@ class TenantLedger:
             .returning(RUNS.c.event_seq)
         ).scalar_one()
         stamped = event.model_copy(update={"seq": seq, "run_ref": run_ref, "at_ms": self.now})
+        payload = stamped.model_dump_json()
+        task_ref = getattr(stamped, "task_ref", None)
+        if raw_task_id and task_ref:
+            scrubbed = scrub_raw_id(payload, raw_task_id, task_ref)
+            if scrubbed != payload:
+                payload, stamped = scrubbed, ev.parse_event(scrubbed)
         tx.conn.execute(
             insert(EVENTS).values(
                 principal=self.principal,
                 run_ref=run_ref,
                 seq=seq,
                 type=stamped.type,
-                task_ref=getattr(stamped, "task_ref", None),
-                payload_json=stamped.model_dump_json(),
+                task_ref=task_ref,
+                payload_json=payload,
                 at_ms=stamped.at_ms,
             )
         )

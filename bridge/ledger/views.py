@@ -174,20 +174,22 @@ class TaskView:
 
 @dataclass(frozen=True, slots=True)
 class InputRequestView:
+    ref: str
     task_ref: str
-    key: str
+    key: str = field(repr=False)  # server-minted; may embed the raw task id
     method: str
-    params: Any
+    params: Any = field(repr=False)  # server text; may quote the raw task id
     payload_digest: str
     first_seen_ms: int
     surfaced_at_ms: int | None
     answered_at_ms: int | None
     delivered_at_ms: int | None
-    answer: Any  # kept only while the answer is recorded but not yet delivered
+    answer: Any = field(repr=False)  # kept only until delivered; may be sensitive
 
     @classmethod
     def from_row(cls, row: Any) -> InputRequestView:
         return cls(
+            ref=row.ref,
             task_ref=row.task_ref,
             key=row.key,
             method=row.method,

@@ -1,0 +1,1 @@
+"""MCP side of the bridge: a durable Tasks requester on the official ``mcp`` SDK."""

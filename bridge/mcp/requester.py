@@ -1,0 +1,483 @@
+"""The durable Tasks requester: bridged ``tools/call`` with write-ahead, input, cancel, resume.
+
+Write-ahead order of one call (each step committed before the next happens):
+
+1. the dispatch intent (``pending``), with tool, argument digest and operation id;
+2. ``sent``, just before the request leaves;
+3. the handle (``task``) or the result (``result``) before anything is returned; or, when the
+   request may have left but nothing definite came back, ``unknown`` plus an event.
+
+A consequential call whose outcome is unknown is reported, never repeated; only a tool that is
+read-only or idempotent (by its annotations or the server's ``retry_safe_tools``) may be retried,
+and only when the caller's policy says so.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from types import TracebackType
+from typing import Any
+
+import anyio
+import mcp_types
+import pydantic
+from anyio.abc import TaskGroup
+
+from bridge.aio import LedgerRunner
+from bridge.errors import InvalidTaskResponse, TaskRequestFailed
+from bridge.ledger.store import Ledger, TenantLedger, input_request_digest, wall_clock_ms
+from bridge.ledger.views import DispatchView
+from bridge.lifecycle import DispatchState, LostReason, TaskStatus
+from bridge.mcp.failures import Failure, FailureKind, classify
+from bridge.mcp.outcomes import CallOutcome, InlineResult, RejectedCall, TaskHandle, UnknownOutcome
+from bridge.mcp.scheduler import PollScheduler, SchedulerConfig, deliver_answers
+from bridge.mcp.servers import (
+    CredentialResolver,
+    McpServerConfig,
+    ServerConnection,
+    ServerPool,
+    no_credentials,
+)
+from bridge.mcp.wire import (
+    INVALID_PARAMS,
+    CancelTaskRequest,
+    CreateTaskResult,
+    TaskIdParams,
+)
+
+
+class UnknownOutcomePolicy(StrEnum):
+    REPORT = "report"  # default: surface it, never repeat the call
+    RETRY_IF_SAFE = "retry_if_safe"  # repeat only read-only / idempotent / allow-listed tools
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeReport:
+    tasks_watched: int
+    dispatches_marked_unknown: int
+    answers_to_redeliver: int
+    cancels_to_resend: int
+
+
+class TaskRequester:
+    """Bridged MCP tool calls for any number of outer runs, with one poll scheduler."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        servers: Sequence[McpServerConfig],
+        *,
+        credentials: CredentialResolver = no_credentials,
+        scheduler: SchedulerConfig | None = None,
+        unknown_outcomes: UnknownOutcomePolicy = UnknownOutcomePolicy.REPORT,
+        max_unknown_retries: int = 1,
+        clock: Callable[[], int] = wall_clock_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self._servers = list(servers)
+        self._credentials = credentials
+        self._scheduler_config = scheduler
+        self.unknown_outcomes = unknown_outcomes
+        self.max_unknown_retries = max_unknown_retries
+        self._clock = clock
+        self._rng = rng
+        self.db = LedgerRunner()
+        self._tg: TaskGroup | None = None
+        self._pool: ServerPool | None = None
+        self._scheduler: PollScheduler | None = None
+
+    # -- lifetime ----------------------------------------------------------------------------
+    async def __aenter__(self) -> TaskRequester:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._pool = ServerPool(self._servers, self._tg, self._credentials)
+        self._scheduler = PollScheduler(
+            self.ledger,
+            self._pool,
+            self.db,
+            self._scheduler_config,
+            clock=self._clock,
+            rng=self._rng,
+        )
+        await self._tg.start(self._scheduler.run)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None and self._pool is not None
+        self._tg.cancel_scope.cancel()
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._pool.aclose()
+        finally:
+            await self._tg.__aexit__(exc_type, exc, tb)
+        return None
+
+    @property
+    def scheduler(self) -> PollScheduler:
+        if self._scheduler is None:
+            raise RuntimeError("use the requester inside 'async with'")
+        return self._scheduler
+
+    @property
+    def pool(self) -> ServerPool:
+        if self._pool is None:
+            raise RuntimeError("use the requester inside 'async with'")
+        return self._pool
+
+    # -- calls -------------------------------------------------------------------------------
+    async def call_tool(
+        self,
+        principal: str,
+        run_ref: str,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        operation_id: str | None = None,
+        declare_tasks: bool = True,
+        unknown_outcomes: UnknownOutcomePolicy | None = None,
+    ) -> CallOutcome:
+        """Call ``tool`` on ``server`` inside the outer run ``run_ref``, write-ahead.
+
+        ``operation_id`` makes the call idempotent across retries and restarts: a second call
+        with the same id returns what the first one recorded and sends nothing. Raises
+        :class:`~bridge.errors.ServerUnreachable` (nothing sent) or
+        :class:`~bridge.errors.InvalidTaskResponse` (recorded as unknown, with an anomaly).
+        """
+        tenant = self.ledger.for_principal(principal)
+        arguments = arguments or {}
+        if operation_id is not None:
+            previous = await self.db(tenant.find_dispatch, operation_id)
+            if previous is not None:
+                return await self._replay(tenant, previous, run_ref, tool, arguments)
+        connection = self.pool.connection(server, declare_tasks=declare_tasks)
+        await connection.session()  # unreachable -> raises here, before anything is recorded
+        config = connection.config
+        intent = await self.db(
+            tenant.begin_dispatch,
+            run_ref,
+            server_endpoint=config.endpoint,
+            server_name=config.name,
+            tool_name=tool,
+            arguments=arguments,
+            operation_id=operation_id,
+        )
+        outcome = await self._send(tenant, connection, intent, tool, arguments)
+        if isinstance(outcome, UnknownOutcome):
+            policy = unknown_outcomes or self.unknown_outcomes
+            outcome = await self._maybe_retry(
+                principal, run_ref, connection, intent, tool, arguments, outcome, policy
+            )
+        return outcome
+
+    async def _send(
+        self,
+        tenant: TenantLedger,
+        connection: ServerConnection,
+        intent: DispatchView,
+        tool: str,
+        arguments: dict[str, Any],
+    ) -> CallOutcome:
+        config = connection.config
+        await self.db(tenant.mark_dispatch_sent, intent.ref)
+        try:
+            session = await connection.session()
+            reply: Any = await session.call_tool(
+                tool,
+                arguments,
+                read_timeout_seconds=config.request_timeout_s,
+                allow_claimed=connection.declare_tasks,
+            )
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None:
+                await self.db(tenant.mark_dispatch_unknown, intent.ref, f"bridge error: {exc!r}")
+                raise
+            if failure.kind is FailureKind.MALFORMED:
+                await self._invalid_reply(tenant, intent, connection, exc, failure)
+            if failure.leaves_call_outcome_unknown:
+                await self.db(tenant.mark_dispatch_unknown, intent.ref, failure.detail)
+                return UnknownOutcome(intent.ref, failure.detail)
+            settled = await self.db(tenant.record_call_error, intent.ref, failure.as_error_object())
+            return RejectedCall(intent.ref, settled.result["error"])
+        if isinstance(reply, CreateTaskResult):
+            return await self._record_handle(tenant, connection, intent, reply)
+        result = _dump(reply)
+        settled = await self.db(tenant.record_immediate_result, intent.ref, result)
+        return InlineResult(intent.ref, settled.result, truncated=settled.result_truncated)
+
+    async def _record_handle(
+        self,
+        tenant: TenantLedger,
+        connection: ServerConnection,
+        intent: DispatchView,
+        created: CreateTaskResult,
+    ) -> TaskHandle:
+        now = self._clock()
+        interval = self.scheduler.interval_for(created.poll_interval_ms)
+        task = await self.db(
+            tenant.record_task_created,
+            intent.ref,
+            task_id=created.task_id,
+            status=TaskStatus(created.status),
+            status_message=created.status_message,
+            server_created_at=created.created_at,
+            server_updated_at=created.last_updated_at,
+            ttl_ms=created.ttl_ms,
+            poll_interval_ms=created.poll_interval_ms,
+            next_poll_due_ms=now + interval,
+            server_version=connection.info.version,
+            credential_ref=connection.config.credential_ref,
+        )
+        # Committed: only now is the handle watched and handed out.
+        self.scheduler.watch(tenant.principal, task, due_ms=now + interval)
+        return TaskHandle(intent.ref, task)
+
+    async def _invalid_reply(
+        self,
+        tenant: TenantLedger,
+        intent: DispatchView,
+        connection: ServerConnection,
+        exc: BaseException,
+        failure: Failure,
+    ) -> None:
+        if not connection.declare_tasks and _looks_like_task(exc):
+            kind = "task_on_undeclared_request"
+            detail = "server returned a task to a tools/call that did not declare tasks support"
+        else:
+            kind, detail = "malformed_reply", f"tools/call: {failure.detail}"
+        await self.db(tenant.mark_dispatch_unknown, intent.ref, detail)
+        await self.db(tenant.record_anomaly, intent.run_ref, kind, detail, op_ref=intent.ref)
+        raise InvalidTaskResponse(intent.ref, detail) from None
+
+    async def _maybe_retry(
+        self,
+        principal: str,
+        run_ref: str,
+        connection: ServerConnection,
+        intent: DispatchView,
+        tool: str,
+        arguments: dict[str, Any],
+        outcome: UnknownOutcome,
+        policy: UnknownOutcomePolicy,
+    ) -> CallOutcome:
+        if policy is not UnknownOutcomePolicy.RETRY_IF_SAFE:
+            return outcome
+        if not await self._safe_to_repeat(connection, tool):
+            return outcome
+        retries: list[CallOutcome] = []
+        for attempt in range(1, self.max_unknown_retries + 1):
+            retried = await self.call_tool(
+                principal,
+                run_ref,
+                connection.config.name,
+                tool,
+                arguments,
+                operation_id=f"{intent.operation_id}~retry{attempt}",
+                declare_tasks=connection.declare_tasks,
+                unknown_outcomes=UnknownOutcomePolicy.REPORT,
+            )
+            retries.append(retried)
+            if not isinstance(retried, UnknownOutcome):
+                break
+        return UnknownOutcome(outcome.op_ref, outcome.reason, retries=tuple(retries))
+
+    async def _safe_to_repeat(self, connection: ServerConnection, tool: str) -> bool:
+        if tool in connection.config.retry_safe_tools:
+            return True
+        try:
+            annotations = await connection.tool_annotations(tool)
+        except Exception:
+            return False  # cannot tell: treat as consequential
+        return bool(annotations and (annotations.read_only_hint or annotations.idempotent_hint))
+
+    async def _replay(
+        self,
+        tenant: TenantLedger,
+        previous: DispatchView,
+        run_ref: str,
+        tool: str,
+        arguments: dict[str, Any],
+    ) -> CallOutcome:
+        """Same operation id again: report what was recorded, send nothing."""
+        # begin_dispatch refuses the id if it was used for another call (OperationReused).
+        await self.db(
+            tenant.begin_dispatch,
+            run_ref,
+            server_endpoint=previous.server_endpoint,
+            server_name=previous.server_name,
+            tool_name=tool,
+            arguments=arguments,
+            operation_id=previous.operation_id,
+        )
+        state = previous.state
+        if state in (DispatchState.PENDING, DispatchState.SENT):
+            reason = "an earlier attempt with this operation id never recorded its outcome"
+            previous = await self.db(tenant.mark_dispatch_unknown, previous.ref, reason)
+            state = previous.state
+        if state is DispatchState.TASK:
+            assert previous.task_ref is not None
+            task = await self.db(tenant.get_task, previous.task_ref)
+            if task.is_open:
+                self.scheduler.watch(tenant.principal, task)
+            return TaskHandle(previous.ref, task, replayed=True)
+        if state is DispatchState.RESULT:
+            if isinstance(previous.result, dict) and set(previous.result) == {"error"}:
+                return RejectedCall(previous.ref, previous.result["error"], replayed=True)
+            return InlineResult(
+                previous.ref, previous.result, truncated=previous.result_truncated, replayed=True
+            )
+        return UnknownOutcome(previous.ref, previous.unknown_reason or "unknown", replayed=True)
+
+    # -- input, cancel, detach -------------------------------------------------------------
+    async def answer_input(
+        self, principal: str, task_ref: str, input_ref: str, response: Any
+    ) -> bool:
+        """Answer one input request of a task. Recorded first, then sent with ``tasks/update``.
+
+        ``input_ref`` names the request as the ``task.input_required`` event did (``in_…``).
+
+        Returns whether the server acknowledged it now; if not, the recorded answer is
+        redelivered before the task's next poll (servers ignore keys already answered).
+        Raises ``UnknownInputKey`` / ``InputAlreadyAnswered`` for a bad or repeated key.
+        """
+        tenant = self.ledger.for_principal(principal)
+        request = await self.db(tenant.record_input_answer, task_ref, input_ref, response)
+        task = await self.db(tenant.get_task, task_ref)
+        connection = self._connection_for(task.server_endpoint)
+        try:
+            if connection is None:
+                raise TaskRequestFailed(task_ref, "no enabled server has this endpoint")
+            await deliver_answers(connection, task, {request.key: response})
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is not None and failure.code == INVALID_PARAMS:
+                await self.db(
+                    tenant.mark_task_lost,
+                    task_ref,
+                    LostReason.NOT_FOUND,
+                    "tasks/update answered -32602 (unknown task)",
+                )
+                self.scheduler.forget(task_ref)
+                return False
+            if failure is None and not isinstance(exc, TaskRequestFailed):
+                raise
+            self.scheduler.mark_undelivered_answers(task_ref)
+            return False
+        await self.db(tenant.mark_answer_delivered, task_ref, request.ref)
+        self.scheduler.poll_soon(task_ref)
+        return True
+
+    async def cancel_task(self, principal: str, task_ref: str, requested_by: str = "host") -> bool:
+        """Ask the server to cancel (recorded first as intent). Returns whether it acknowledged.
+
+        An acknowledgement is not a stop: the task's status changes only when a poll sees it.
+        """
+        tenant = self.ledger.for_principal(principal)
+        if not await self.db(tenant.record_cancel_requested, task_ref, requested_by):
+            return False  # already terminal
+        task = await self.db(tenant.get_task, task_ref)
+        connection = self._connection_for(task.server_endpoint)
+        if connection is None:
+            return False
+        try:
+            session = await connection.session()
+            await session.send_request(
+                CancelTaskRequest(params=TaskIdParams(task_id=task.task_id)),
+                mcp_types.Result,
+                request_read_timeout_seconds=connection.config.request_timeout_s,
+            )
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None:
+                raise
+            if failure.code == INVALID_PARAMS:
+                await self.db(
+                    tenant.mark_task_lost,
+                    task_ref,
+                    LostReason.NOT_FOUND,
+                    "tasks/cancel answered -32602 (unknown task)",
+                )
+                self.scheduler.forget(task_ref)
+                return False
+            self.scheduler.mark_cancel_pending(task_ref)  # resent before the next poll
+            return False
+        self.scheduler.poll_soon(task_ref)
+        return True
+
+    async def detach_task(self, principal: str, task_ref: str, requested_by: str = "host") -> bool:
+        """Stop watching a task without cancelling it (recorded, with an event)."""
+        tenant = self.ledger.for_principal(principal)
+        detached = await self.db(tenant.detach_task, task_ref, requested_by)
+        self.scheduler.forget(task_ref)
+        return detached
+
+    def _connection_for(self, endpoint: str) -> ServerConnection | None:
+        config = self.pool.config_for_endpoint(endpoint)
+        return self.pool.connection(config.name) if config is not None else None
+
+    # -- restart -----------------------------------------------------------------------------
+    async def resume(
+        self, principals: Sequence[str], *, settle_in_flight_dispatches: bool = True
+    ) -> ResumeReport:
+        """Pick up every open handle of these principals after a restart (any process).
+
+        Dispatches left ``pending``/``sent`` by a process that died become ``unknown`` (with an
+        event): nobody can tell whether they reached the server. Only settle them when no other
+        live process is dispatching for these principals.
+        """
+        watched = unknown = answers = cancels = 0
+        for principal in principals:
+            tenant = self.ledger.for_principal(principal)
+            if settle_in_flight_dispatches:
+                stuck = await self.db(
+                    tenant.list_dispatches, states=[DispatchState.PENDING, DispatchState.SENT]
+                )
+                for dispatch in stuck:
+                    await self.db(
+                        tenant.mark_dispatch_unknown,
+                        dispatch.ref,
+                        f"process stopped with the call {dispatch.state.value}; outcome unknown",
+                    )
+                    unknown += 1
+            for task in await self.db(tenant.list_tasks, open_only=True):
+                self.scheduler.watch(principal, task)
+                requests = await self.db(tenant.input_requests, task.ref)
+                self.scheduler.seed_input_digests(
+                    task.ref, {r.key: input_request_digest(r.method, r.params) for r in requests}
+                )
+                if task.cancel_requested_at_ms is not None:
+                    self.scheduler.mark_cancel_pending(task.ref)
+                    cancels += 1
+                watched += 1
+            for answer in await self.db(tenant.undelivered_answers):
+                self.scheduler.mark_undelivered_answers(answer.task_ref)
+                answers += 1
+        return ResumeReport(watched, unknown, answers, cancels)
+
+
+def _dump(result: mcp_types.CallToolResult) -> dict[str, Any]:
+    dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dumped
+
+
+def _looks_like_task(exc: BaseException) -> bool:
+    """Did a reply that failed validation carry ``resultType: "task"``?"""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if not isinstance(exc, pydantic.ValidationError):
+        return False
+    for error in exc.errors():
+        candidate = error.get("input")
+        if isinstance(candidate, dict) and candidate.get("resultType") == "task":
+            return True
+    return "'task'" in str(exc)

@@ -1,0 +1,404 @@
+"""One poll scheduler per process, watching every open task handle.
+
+A single :class:`DueQueue` holds every handle's next due time; one loop pops what is due (oldest
+first) and runs each ``tasks/get`` as a short-lived task, bounded overall and per server. Each
+task's latest ``pollIntervalMs`` is honoured within a configurable floor and ceiling (a server
+answering 0 cannot make it spin), with jitter, and with exponential backoff while its server
+fails. Only observed *changes* are written to the ledger (with their events); the terminal
+result is committed before the handle leaves the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types
+from anyio.abc import TaskStatus as AnyioTaskStatus
+
+from bridge.aio import LedgerRunner
+from bridge.ledger.store import Ledger, input_request_digest, wall_clock_ms
+from bridge.ledger.views import TaskObservation, TaskView
+from bridge.lifecycle import LostReason, TaskStatus
+from bridge.mcp.due_queue import DueQueue
+from bridge.mcp.failures import Failure, FailureKind, classify
+from bridge.mcp.servers import ServerConnection, ServerPool
+from bridge.mcp.wire import (
+    INVALID_PARAMS,
+    CancelTaskRequest,
+    DetailedTask,
+    GetTaskRequest,
+    TaskIdParams,
+    UpdateTaskParams,
+    UpdateTaskRequest,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    floor_ms: int = 100  # never poll one task more often than this, whatever the server says
+    ceiling_ms: int = 30_000  # never wait longer than this between polls of a live task
+    default_interval_ms: int = 1_000  # when the server gives no pollIntervalMs
+    jitter: float = 0.1  # each interval is stretched by up to this fraction, at random
+    backoff_base_ms: int = 500  # first retry delay after a failed poll
+    backoff_max_ms: int = 30_000
+    per_server_concurrency: int = 16
+    max_in_flight: int = 64
+    unreachable_grace_ms: int = 30_000  # failing this long -> one server.unreachable event
+
+
+@dataclass(slots=True)
+class _Watch:
+    principal: str
+    view: TaskView
+    input_digests: dict[str, str] = field(default_factory=dict)
+    failures: int = 0
+    failing_since_ms: int | None = None
+    unreachable_reported: bool = False
+    last_anomaly: str | None = None
+    undelivered_answers: bool = False
+    cancel_pending: bool = False
+
+
+@dataclass(slots=True)
+class SchedulerStats:
+    polls: int = 0
+    writes: int = 0
+    failures: int = 0
+    lateness_ms: list[int] = field(default_factory=list)  # due -> started, per poll
+    keep_lateness: bool = False
+
+
+class PollScheduler:
+    def __init__(
+        self,
+        ledger: Ledger,
+        pool: ServerPool,
+        db: LedgerRunner,
+        config: SchedulerConfig | None = None,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._ledger = ledger
+        self._pool = pool
+        self._db = db
+        self.config = config or SchedulerConfig()
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._queue = DueQueue()
+        self._watched: dict[str, _Watch] = {}
+        self._limiters: dict[str, anyio.CapacityLimiter] = {}
+        self._in_flight = 0
+        self._wake = anyio.Event()
+        self.stats = SchedulerStats()
+
+    # -- what callers use ------------------------------------------------------------------
+    def watch(self, principal: str, task: TaskView, *, due_ms: int | None = None) -> None:
+        """Start (or keep) watching an open task; first poll at ``due_ms`` (default: now)."""
+        if not task.is_open:
+            return
+        current = self._watched.get(task.ref)
+        if current is None:
+            current = _Watch(principal, task)
+            self._watched[task.ref] = current
+        else:
+            current.view = task
+        self._queue.schedule(task.ref, self._clock() if due_ms is None else due_ms)
+        self._wake.set()
+
+    def seed_input_digests(self, task_ref: str, digests: dict[str, str]) -> None:
+        """Input keys already on record, so a restart does not treat them as new."""
+        watch = self._watched.get(task_ref)
+        if watch is not None:
+            watch.input_digests.update(digests)
+
+    def poll_soon(self, task_ref: str) -> None:
+        if task_ref in self._watched:
+            self._queue.schedule(task_ref, self._clock())
+            self._wake.set()
+
+    def mark_undelivered_answers(self, task_ref: str) -> None:
+        watch = self._watched.get(task_ref)
+        if watch is not None:
+            watch.undelivered_answers = True
+            self.poll_soon(task_ref)
+
+    def mark_cancel_pending(self, task_ref: str) -> None:
+        watch = self._watched.get(task_ref)
+        if watch is not None:
+            watch.cancel_pending = True
+            self.poll_soon(task_ref)
+
+    def forget(self, task_ref: str) -> None:
+        self._watched.pop(task_ref, None)
+        self._queue.discard(task_ref)
+
+    def is_watching(self, task_ref: str) -> bool:
+        return task_ref in self._watched
+
+    @property
+    def watched_count(self) -> int:
+        return len(self._watched)
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def run(self, *, task_status: AnyioTaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as polls:
+            task_status.started()
+            while True:
+                now = self._clock()
+                free = self.config.max_in_flight - self._in_flight
+                if free > 0:
+                    for task_ref, due in self._queue.pop_due(now, free):
+                        watch = self._watched.get(task_ref)
+                        if watch is None:
+                            continue
+                        if self.stats.keep_lateness:
+                            self.stats.lateness_ms.append(now - due)
+                        self._in_flight += 1
+                        polls.start_soon(self._poll_guarded, watch)
+                await self._sleep_until_next(free > 0)
+
+    async def _sleep_until_next(self, has_capacity: bool) -> None:
+        next_due = self._queue.next_due() if has_capacity else None
+        delay = 3600.0 if next_due is None else max(0, next_due - self._clock()) / 1000
+        if delay > 0:
+            with anyio.move_on_after(delay):
+                await self._wake.wait()
+        else:
+            await anyio.lowlevel.checkpoint()
+        self._wake = anyio.Event()
+
+    async def _poll_guarded(self, watch: _Watch) -> None:
+        try:
+            await self._poll(watch)
+        except Exception:  # a bug must not stop the scheduler; the handle is retried later
+            log.exception("poll of %s failed unexpectedly", watch.view.ref)
+            self._backoff(watch)
+        finally:
+            self._in_flight -= 1
+            self._wake.set()
+
+    # -- one poll --------------------------------------------------------------------------------
+    async def _poll(self, watch: _Watch) -> None:
+        task = watch.view
+        config = self._pool.config_for_endpoint(task.server_endpoint)
+        if config is None:
+            await self._lose(watch, LostReason.SERVER_GONE, "no enabled server has this endpoint")
+            return
+        connection = self._pool.connection(config.name)
+        limiter = self._limiters.setdefault(
+            config.name, anyio.CapacityLimiter(self.config.per_server_concurrency)
+        )
+        async with limiter:
+            self.stats.polls += 1
+            try:
+                if watch.cancel_pending:
+                    await self._send_cancel(connection, task)
+                    watch.cancel_pending = False
+                if watch.undelivered_answers:
+                    await self._deliver_answers(watch, connection)
+                session = await connection.session()
+                reply = await session.send_request(
+                    GetTaskRequest(params=TaskIdParams(task_id=task.task_id)),
+                    DetailedTask,
+                    request_read_timeout_seconds=config.request_timeout_s,
+                )
+            except Exception as exc:
+                failure = classify(exc)
+                if failure is None:
+                    raise
+                await self._on_failure(watch, failure)
+                return
+        await self._on_reply(watch, reply)
+
+    async def _send_cancel(self, connection: ServerConnection, task: TaskView) -> None:
+        session = await connection.session()
+        await session.send_request(
+            CancelTaskRequest(params=TaskIdParams(task_id=task.task_id)),
+            mcp_types.Result,  # an empty ack
+            request_read_timeout_seconds=connection.config.request_timeout_s,
+        )
+
+    async def _deliver_answers(self, watch: _Watch, connection: ServerConnection) -> None:
+        tenant = self._ledger.for_principal(watch.principal)
+        pending = [
+            a for a in await self._db(tenant.undelivered_answers) if a.task_ref == watch.view.ref
+        ]
+        if pending:
+            await deliver_answers(connection, watch.view, {a.key: a.answer for a in pending})
+            for answer in pending:
+                await self._db(tenant.mark_answer_delivered, watch.view.ref, answer.ref)
+        watch.undelivered_answers = False
+
+    async def _on_failure(self, watch: _Watch, failure: Failure) -> None:
+        now = self._clock()
+        self.stats.failures += 1
+        if failure.kind is FailureKind.RPC_ERROR and failure.code == INVALID_PARAMS:
+            await self._lose(watch, LostReason.NOT_FOUND, "server answered -32602 (unknown task)")
+            return
+        if await self._expire_if_past_ttl(watch, now):
+            return
+        tenant = self._ledger.for_principal(watch.principal)
+        if failure.kind in (FailureKind.NO_ANSWER, FailureKind.UNREACHABLE):
+            watch.failing_since_ms = watch.failing_since_ms or now
+            failing_for = now - watch.failing_since_ms
+            if failing_for >= self.config.unreachable_grace_ms and not watch.unreachable_reported:
+                watch.unreachable_reported = True
+                await self._db(
+                    tenant.record_server_unreachable,
+                    watch.view.ref,
+                    watch.failing_since_ms,
+                    failure.detail,
+                )
+        elif watch.last_anomaly != failure.detail:
+            watch.last_anomaly = failure.detail  # report each distinct bad reply once
+            await self._db(
+                tenant.record_anomaly,
+                watch.view.run_ref,
+                "malformed_reply" if failure.kind is FailureKind.MALFORMED else "poll_error",
+                f"tasks/get: {failure.detail}",
+                task_ref=watch.view.ref,
+            )
+        self._backoff(watch)
+
+    async def _on_reply(self, watch: _Watch, reply: DetailedTask) -> None:
+        task = watch.view
+        now = self._clock()
+        status = _parse_status(reply.status)
+        problem = None
+        if reply.task_id != task.task_id:
+            problem = "tasks/get answered for a different task id"
+        elif status is None:
+            problem = f"tasks/get reported an unknown status {reply.status[:40]!r}"
+        if problem is not None:
+            await self._on_failure(watch, Failure(FailureKind.MALFORMED, problem))
+            return
+        assert status is not None
+        watch.failures, watch.failing_since_ms, watch.unreachable_reported = 0, None, False
+        interval = self.interval_for(reply.poll_interval_ms or task.poll_interval_ms)
+        next_due = now + interval
+        requests = _input_requests(reply) if status is TaskStatus.INPUT_REQUIRED else None
+        if self._is_unchanged(watch, reply, status, requests):
+            self._queue.schedule(task.ref, next_due)
+        else:
+            tenant = self._ledger.for_principal(watch.principal)
+            observation = TaskObservation(
+                status=status,
+                status_message=reply.status_message,
+                server_updated_at=reply.last_updated_at,
+                poll_interval_ms=reply.poll_interval_ms,
+                ttl_ms=reply.ttl_ms,
+                result=reply.result,
+                error=reply.error,
+                input_requests=requests,
+                next_poll_due_ms=next_due,
+            )
+            outcome = await self._db(tenant.observe_task, task.ref, observation)
+            self.stats.writes += 1
+            watch.view = outcome.task
+            for key, request in (requests or {}).items():
+                watch.input_digests.setdefault(key, _digest(request))
+            if not outcome.task.is_open:
+                self.forget(task.ref)
+                return
+            self._queue.schedule(task.ref, next_due)
+        await self._expire_if_past_ttl(watch, now)
+
+    def _is_unchanged(
+        self,
+        watch: _Watch,
+        reply: DetailedTask,
+        status: TaskStatus,
+        requests: dict[str, dict[str, Any]] | None,
+    ) -> bool:
+        task = watch.view
+        if status is not task.status or status.is_terminal:
+            return False
+        if reply.status_message is not None and reply.status_message != task.status_message:
+            return False
+        if reply.poll_interval_ms is not None and reply.poll_interval_ms != task.poll_interval_ms:
+            return False
+        if reply.ttl_ms is not None and reply.ttl_ms != task.ttl_ms:
+            return False
+        for key, request in (requests or {}).items():
+            if watch.input_digests.get(key) != _digest(request):
+                return False  # a new key, or a known key with another payload (an anomaly)
+        return True
+
+    async def _expire_if_past_ttl(self, watch: _Watch, now: int) -> bool:
+        deadline = _ttl_deadline_ms(watch.view)
+        if deadline is None or now < deadline or not watch.view.is_open:
+            return False
+        await self._lose(watch, LostReason.TTL_EXPIRED, "createdAt + ttlMs passed, not terminal")
+        return True
+
+    async def _lose(self, watch: _Watch, reason: LostReason, detail: str) -> None:
+        tenant = self._ledger.for_principal(watch.principal)
+        await self._db(tenant.mark_task_lost, watch.view.ref, reason, detail)
+        self.forget(watch.view.ref)
+
+    # -- timing ------------------------------------------------------------------------------------
+    def interval_for(self, server_ms: int | None) -> int:
+        """The delay before the next poll: the server's interval, bounded, with jitter."""
+        base = self.config.default_interval_ms if server_ms is None else server_ms
+        bounded = min(max(base, self.config.floor_ms), self.config.ceiling_ms)
+        return int(bounded * (1 + self._rng.random() * self.config.jitter))
+
+    def _backoff(self, watch: _Watch) -> None:
+        watch.failures += 1
+        delay = min(
+            self.config.backoff_base_ms * 2 ** min(watch.failures - 1, 16),
+            self.config.backoff_max_ms,
+        )
+        delay = int(delay * (1 + self._rng.random() * self.config.jitter))
+        if watch.view.ref in self._watched:
+            self._queue.schedule(watch.view.ref, self._clock() + delay)
+
+
+async def deliver_answers(
+    connection: ServerConnection, task: TaskView, responses: dict[str, Any]
+) -> None:
+    """Send ``tasks/update`` with answers keyed exactly as the server named the requests."""
+    session = await connection.session()
+    await session.send_request(
+        UpdateTaskRequest(params=UpdateTaskParams(task_id=task.task_id, input_responses=responses)),
+        mcp_types.Result,  # an empty ack
+        request_read_timeout_seconds=connection.config.request_timeout_s,
+    )
+
+
+def _parse_status(value: str) -> TaskStatus | None:
+    try:
+        return TaskStatus(value)
+    except ValueError:
+        return None
+
+
+def _input_requests(reply: DetailedTask) -> dict[str, dict[str, Any]]:
+    requests: dict[str, dict[str, Any]] = {}
+    for key, request in (reply.input_requests or {}).items():
+        if isinstance(request, dict):
+            requests[str(key)] = {
+                "method": str(request.get("method", "")),
+                "params": request.get("params") or {},
+            }
+    return requests
+
+
+def _digest(request: dict[str, Any]) -> str:
+    return input_request_digest(request["method"], request["params"])
+
+
+def _ttl_deadline_ms(task: TaskView) -> int | None:
+    # Measured from when this bridge recorded the handle (never earlier than the server's
+    # createdAt), on the bridge's own clock, so clock skew cannot expire a handle early.
+    if task.ttl_ms is None:
+        return None
+    return task.created_at_ms + task.ttl_ms

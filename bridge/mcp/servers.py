@@ -1,0 +1,254 @@
+"""MCP server identities and long-lived SDK clients, one per server (shared, reconnecting).
+
+A fresh SDK client costs ~30 ms on these machines, so each configured server gets one
+``httpx2`` client and one long-lived SDK ``Client`` that is reused by every call and poll. The
+SDK ``Client`` must be entered and left in one task, so a small supervisor task owns it; when
+the transport breaks, the supervisor ends and the next request reconnects.
+
+Credentials are given by *reference*: the ledger stores ``credential_ref``; the host's resolver
+turns it into a bearer token only when a connection is opened.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types
+from anyio.abc import TaskGroup
+from mcp import Client, StdioServerParameters
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from bridge.errors import ServerUnreachable, UnknownServer
+from bridge.mcp.extension import TasksClientExtension
+
+log = logging.getLogger(__name__)
+
+CredentialResolver = Callable[[str], str | None]
+
+
+def no_credentials(_ref: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerConfig:
+    """One MCP server as a harness configures it (UHP ``mcpServers`` entry)."""
+
+    name: str
+    url: str | None = None  # Streamable HTTP endpoint
+    command: str | None = None  # or a stdio server: command + args
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    enabled: bool = True
+    credential_ref: str | None = None  # resolved to a bearer token at connect time
+    # Tools safe to repeat after an unknown outcome, beyond what their annotations say.
+    retry_safe_tools: frozenset[str] = frozenset()
+    request_timeout_s: float = 30.0
+    connect_timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if (self.url is None) == (self.command is None):
+            raise ValueError(f"server {self.name!r}: give exactly one of url or command")
+
+    @property
+    def endpoint(self) -> str:
+        """The stable identity a task handle is bound to."""
+        if self.url is not None:
+            return self.url
+        return "stdio:" + " ".join((self.command or "", *self.args))
+
+
+@dataclass(slots=True)
+class ServerInfo:
+    name: str | None = None
+    version: str | None = None
+
+
+@dataclass(slots=True)
+class _Live:
+    client: Client
+    stop: anyio.Event = field(default_factory=anyio.Event)
+
+
+class ServerConnection:
+    """A reconnecting SDK client for one server (tasks declared, or not)."""
+
+    def __init__(
+        self,
+        config: McpServerConfig,
+        *,
+        declare_tasks: bool,
+        http_client: httpx2.AsyncClient | None,
+        task_group: TaskGroup,
+    ) -> None:
+        self.config = config
+        self.declare_tasks = declare_tasks
+        self._http = http_client
+        self._tg = task_group
+        self._live: _Live | None = None
+        self._lock = anyio.Lock()
+        self.info = ServerInfo()
+        self._annotations: dict[str, mcp_types.ToolAnnotations | None] | None = None
+
+    async def session(self) -> ClientSession:
+        """A connected session, reconnecting if the previous transport broke."""
+        live = self._live
+        if live is not None:
+            return live.client.session
+        async with self._lock:
+            if self._live is None:
+                await self._connect()
+            assert self._live is not None
+            return self._live.client.session
+
+    async def _connect(self) -> None:
+        ready = anyio.Event()
+        failure: list[BaseException] = []
+
+        async def supervise() -> None:
+            live: _Live | None = None
+            try:
+                async with self._new_client() as client:
+                    live = _Live(client)
+                    self._live = live
+                    self._remember_info(client)
+                    ready.set()
+                    await live.stop.wait()
+            except Exception as exc:  # transport gone: the next request reconnects
+                failure.append(exc)
+                log.debug("connection to %s ended: %r", self.config.name, exc)
+            finally:
+                if self._live is live:
+                    self._live = None
+                ready.set()
+
+        self._tg.start_soon(supervise)
+        with anyio.move_on_after(self.config.connect_timeout_s) as scope:
+            await ready.wait()
+        if self._live is None:
+            detail = "connect timeout" if scope.cancelled_caught else _describe(failure)
+            raise ServerUnreachable(self.config.name, detail)
+
+    def _new_client(self) -> Client:
+        extensions = [TasksClientExtension()] if self.declare_tasks else []
+        if self.config.url is not None:
+            transport: Any = streamable_http_client(self.config.url, http_client=self._http)
+        else:
+            transport = StdioServerParameters(
+                command=self.config.command or "",
+                args=list(self.config.args),
+                env=dict(self.config.env) if self.config.env is not None else None,
+            )
+        return Client(transport, extensions=extensions, cache=None)
+
+    def _remember_info(self, client: Client) -> None:
+        info = client.server_info
+        if info is not None:
+            self.info = ServerInfo(name=info.name, version=info.version)
+
+    def reset(self) -> None:
+        """Drop the current transport (after a transport error); the next use reconnects."""
+        live, self._live = self._live, None
+        if live is not None:
+            live.stop.set()
+
+    async def tool_annotations(self, tool: str) -> mcp_types.ToolAnnotations | None:
+        """The tool's annotations from ``tools/list`` (fetched once per connection set-up)."""
+        if self._annotations is None:
+            session = await self.session()
+            found: dict[str, mcp_types.ToolAnnotations | None] = {}
+            cursor: str | None = None
+            while True:
+                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                listing = await session.list_tools(params=params)
+                for item in listing.tools:
+                    found[item.name] = item.annotations
+                cursor = listing.next_cursor
+                if not cursor:
+                    break
+            self._annotations = found
+        return self._annotations.get(tool)
+
+    async def close(self) -> None:
+        self.reset()
+
+
+def _describe(failure: list[BaseException]) -> str:
+    if not failure:
+        return "connection closed"
+    exc = failure[0]
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+class ServerPool:
+    """The configured servers and their shared connections, looked up by name or endpoint."""
+
+    def __init__(
+        self,
+        servers: list[McpServerConfig],
+        task_group: TaskGroup,
+        credentials: CredentialResolver = no_credentials,
+    ) -> None:
+        self._configs = {s.name: s for s in servers if s.enabled}
+        self._by_endpoint = {s.endpoint: s for s in self._configs.values()}
+        self._tg = task_group
+        self._credentials = credentials
+        self._http: dict[str, httpx2.AsyncClient] = {}
+        self._connections: dict[tuple[str, bool], ServerConnection] = {}
+
+    def config(self, name: str) -> McpServerConfig:
+        try:
+            return self._configs[name]
+        except KeyError:
+            raise UnknownServer(f"no enabled MCP server named {name!r}") from None
+
+    def config_for_endpoint(self, endpoint: str) -> McpServerConfig | None:
+        return self._by_endpoint.get(endpoint)
+
+    def connection(self, name: str, *, declare_tasks: bool = True) -> ServerConnection:
+        config = self.config(name)
+        key = (name, declare_tasks)
+        found = self._connections.get(key)
+        if found is None:
+            found = ServerConnection(
+                config,
+                declare_tasks=declare_tasks,
+                http_client=self._http_client(config),
+                task_group=self._tg,
+            )
+            self._connections[key] = found
+        return found
+
+    def _http_client(self, config: McpServerConfig) -> httpx2.AsyncClient | None:
+        if config.url is None:
+            return None
+        client = self._http.get(config.name)
+        if client is None:
+            headers: dict[str, str] = {}
+            if config.credential_ref is not None:
+                token = self._credentials(config.credential_ref)
+                if token:
+                    headers["Authorization"] = f"Bearer {token}"
+            # The logical per-request deadline is the SDK's (-32001); the socket read timeout
+            # only has to outlast it.
+            timeout = httpx2.Timeout(
+                config.request_timeout_s * 2 + 5, connect=config.connect_timeout_s
+            )
+            client = create_mcp_http_client(headers=headers, timeout=timeout)
+            self._http[config.name] = client
+        return client
+
+    async def aclose(self) -> None:
+        for connection in self._connections.values():
+            await connection.close()
+        for client in self._http.values():
+            await client.aclose()

@@ -1,0 +1,1 @@
+"""Real and adversarial MCP Tasks servers the test suite runs as subprocesses."""

@@ -1,0 +1,162 @@
+"""A real SEP-2663 Tasks server (FastMCP + fastmcp-tasks) for end-to-end tests.
+
+Run as ``python -m tests.servers.tasks_server --port P [--host 127.0.0.1] [--stdio]
+[--effects-file PATH]``. It uses fastmcp-tasks' own implementation of
+``io.modelcontextprotocol/tasks`` (in-process ``memory://`` Docket backend), so the bridge is
+tested against a server nobody in this repo wrote. Side effects are appended, one line each, to
+the effects file (``--effects-file`` or ``$TASKS_SERVER_EFFECTS``) so a test can count how often
+a non-idempotent action really happened, e.g. across retries and restarts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import mcp_types
+from fastmcp import Context, FastMCP
+from fastmcp.utilities.tasks import TaskConfig
+from fastmcp_tasks import TasksExtension
+from mcp.shared.exceptions import MCPError
+
+EFFECTS_ENV = "TASKS_SERVER_EFFECTS"
+# Short polls keep the tests fast; every task tool in this server uses the same config.
+TASK = TaskConfig(mode="required", poll_interval=timedelta(milliseconds=50))
+# Docket's default worker concurrency (10) would make tests that park many
+# ``wait_forever`` tasks stall the others; the memory:// backend is local, so go wide.
+WORKER_CONCURRENCY = 64
+GRACEFUL_SHUTDOWN_SECONDS = 1
+
+_effects_file: Path | None = None
+
+mcp = FastMCP("uhp-bridge-tasks-test-server")
+mcp.add_extension(TasksExtension(concurrency=WORKER_CONCURRENCY))
+
+
+def set_effects_file(path: str | os.PathLike[str] | None) -> None:
+    """Choose where side effects are recorded (``None``: env var, else nowhere)."""
+    global _effects_file
+    chosen = path if path is not None else os.environ.get(EFFECTS_ENV)
+    _effects_file = Path(chosen) if chosen else None
+
+
+def record(line: str) -> None:
+    """Append one side-effect line; O_APPEND keeps concurrent writers from interleaving."""
+    if _effects_file is None:
+        return
+    fd = os.open(_effects_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+@mcp.tool(task=TASK, annotations={"readOnlyHint": True, "idempotentHint": True})
+async def slow_report(quarter: str, seconds: float = 0.3) -> str:
+    """Read-only, idempotent work that takes a while: the happy path."""
+    await asyncio.sleep(seconds)
+    return f"report {quarter}"
+
+
+@mcp.tool(task=TASK, annotations={"destructiveHint": True, "idempotentHint": False})
+async def approve_payment(
+    amount: int, payment_key: str, ctx: Context
+) -> str | mcp_types.InputRequiredResult:
+    """Non-idempotent action gated on an in-task elicitation (input_required round)."""
+    answers = ctx.input_responses
+    if not answers:
+        schema = {
+            "type": "object",
+            "properties": {"approve": {"type": "boolean"}},
+            "required": ["approve"],
+        }
+        ask = mcp_types.ElicitRequest(
+            params=mcp_types.ElicitRequestFormParams(
+                message=f"Approve payment {payment_key} of {amount}?",
+                requested_schema=schema,
+            )
+        )
+        return mcp_types.InputRequiredResult(input_requests={"approve": ask})
+    answer = answers.get("approve")
+    if (
+        isinstance(answer, mcp_types.ElicitResult)
+        and answer.action == "accept"
+        and (answer.content or {}).get("approve") is True
+    ):
+        record(f"payment {payment_key} {amount}")
+        return f"approved {payment_key}"
+    return f"declined {payment_key}"
+
+
+@mcp.tool(task=TASK)
+async def wait_forever(seconds: float = 120) -> str:
+    """Stays ``working`` until cancelled via tasks/cancel (or the sleep ends)."""
+    await asyncio.sleep(seconds)
+    return "woke up"
+
+
+@mcp.tool(task=TASK)
+async def fail_rpc() -> str:
+    """A protocol fault: the task ends ``failed`` carrying this JSON-RPC error."""
+    raise MCPError(code=mcp_types.INTERNAL_ERROR, message="backend exploded")
+
+
+@mcp.tool(task=TASK)
+async def tool_error() -> str:
+    """A tool error: the task ends ``completed`` with ``isError: true``."""
+    raise ValueError("bad input")
+
+
+@mcp.tool
+async def echo(text: str) -> str:
+    """Never a task: answered inline even for a tasks-declaring client."""
+    return text
+
+
+@mcp.tool(task=TASK)
+async def record_effect(key: str, seconds: float = 0.0) -> str:
+    """Task with one countable side effect (after an optional delay)."""
+    await asyncio.sleep(seconds)
+    record(f"effect {key}")
+    return f"done {key}"
+
+
+@mcp.tool
+async def record_effect_inline(key: str) -> str:
+    """Inline (non-task) counterpart of ``record_effect``."""
+    record(f"effect {key}")
+    return f"done {key}"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--stdio", action="store_true", help="serve over stdio instead of HTTP")
+    parser.add_argument("--effects-file", default=None)
+    args = parser.parse_args(argv)
+    if args.host != "127.0.0.1":
+        parser.error("this test server binds 127.0.0.1 only")
+    set_effects_file(args.effects_file)
+    if args.stdio:
+        mcp.run(transport="stdio", show_banner=False)
+        return
+    if not args.port:
+        parser.error("--port is required for HTTP")
+    mcp.run(
+        transport="http",
+        host=args.host,
+        port=args.port,
+        path="/mcp",
+        show_banner=False,
+        # Do not let an open request hold up SIGTERM for long (tests stop servers often).
+        uvicorn_config={"timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS},
+    )
+
+
+if __name__ == "__main__":
+    main()

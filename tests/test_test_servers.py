@@ -1,0 +1,147 @@
+"""Smoke tests for the subprocess test servers the bridge's end-to-end tests rely on.
+
+If these fail, the fault is in the test servers or ``ServerProcess``, not in the bridge.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
+
+import anyio
+import mcp_types
+import pytest
+from mcp import Client
+from mcp.client import ClaimContext, ClientExtension, ResultClaim
+from pydantic import ConfigDict
+
+from tests.support.processes import ServerProcess
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class CreatedTask(mcp_types.Result):
+    """``resultType: "task"`` answer to tools/call, kept loose to accept fakes' shapes."""
+
+    model_config = ConfigDict(extra="allow")
+    result_type: Literal["task"]
+    task_id: str | None = None
+    status: str | None = None
+    poll_interval_ms: int | None = None
+
+
+class TaskIdParams(mcp_types.RequestParams):
+    task_id: str
+
+
+class GetTaskRequest(mcp_types.Request[TaskIdParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: TaskIdParams
+    name_param = "taskId"
+
+
+class TaskState(mcp_types.Result):
+    model_config = ConfigDict(extra="allow")
+    task_id: str
+    status: str
+    result: dict[str, Any] | None = None
+
+
+async def _no_auto_polling(created: CreatedTask, ctx: ClaimContext) -> mcp_types.CallToolResult:
+    raise AssertionError("tests use session.call_tool(..., allow_claimed=True)")
+
+
+class AcceptTasks(ClientExtension):
+    """Declares the tasks extension and accepts task handles (no polling of its own)."""
+
+    identifier = TASKS
+
+    def claims(self) -> Sequence[ResultClaim[Any]]:
+        return (ResultClaim(result_type="task", model=CreatedTask, resolve=_no_auto_polling),)
+
+
+async def get_task(client: Client, task_id: str) -> TaskState:
+    return await client.session.send_request(
+        GetTaskRequest(params=TaskIdParams(task_id=task_id)), TaskState
+    )
+
+
+async def create(client: Client, tool: str, arguments: dict[str, Any]) -> CreatedTask:
+    result = await client.session.call_tool(tool, arguments, allow_claimed=True)
+    assert isinstance(result, CreatedTask), result
+    assert result.task_id
+    return result
+
+
+@pytest.fixture(scope="module")
+def tasks_server() -> Iterator[ServerProcess]:
+    with ServerProcess("tests.servers.tasks_server") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def adversarial_server() -> Iterator[ServerProcess]:
+    with ServerProcess("tests.servers.adversarial_server") as server:
+        yield server
+
+
+@pytest.mark.anyio
+async def test_slow_report_task_completes(tasks_server: ServerProcess) -> None:
+    async with Client(tasks_server.url, extensions=[AcceptTasks()]) as client:
+        created = await create(client, "slow_report", {"quarter": "Q3", "seconds": 0.2})
+        assert created.status == "working"
+        assert created.task_id is not None
+        with anyio.fail_after(10):
+            while (state := await get_task(client, created.task_id)).status == "working":
+                await anyio.sleep(0.05)
+    assert state.status == "completed"
+    assert state.result is not None
+    assert state.result["content"][0]["text"] == "report Q3"
+    assert state.result["isError"] is False
+
+
+@pytest.mark.anyio
+async def test_echo_answers_inline(tasks_server: ServerProcess) -> None:
+    async with Client(tasks_server.url, extensions=[AcceptTasks()]) as client:
+        result = await client.session.call_tool("echo", {"text": "hi"}, allow_claimed=True)
+    assert isinstance(result, mcp_types.CallToolResult)
+    assert isinstance(result.content[0], mcp_types.TextContent)
+    assert result.content[0].text == "hi"
+
+
+@pytest.mark.anyio
+async def test_adversarial_regress_goes_back_to_working(
+    adversarial_server: ServerProcess,
+) -> None:
+    async with Client(adversarial_server.url, extensions=[AcceptTasks()]) as client:
+        created = await create(client, "regress", {})
+        assert created.task_id is not None
+        statuses = [(await get_task(client, created.task_id)).status for _ in range(3)]
+    assert statuses == ["completed", "working", "working"]
+
+
+@pytest.mark.anyio
+async def test_adversarial_stats_counts_gets(adversarial_server: ServerProcess) -> None:
+    async def stats(client: Client) -> dict[str, dict[str, int]]:
+        result = await client.session.call_tool("stats", {}, allow_claimed=True)
+        assert isinstance(result, mcp_types.CallToolResult)
+        assert isinstance(result.content[0], mcp_types.TextContent)
+        parsed: dict[str, dict[str, int]] = json.loads(result.content[0].text)
+        return parsed
+
+    async with Client(adversarial_server.url, extensions=[AcceptTasks()]) as client:
+        before = await stats(client)
+        created = await create(client, "poll_zero", {})
+        assert created.poll_interval_ms == 0
+        assert created.task_id is not None
+        for _ in range(4):
+            assert (await get_task(client, created.task_id)).status == "working"
+        after = await stats(client)
+    assert after["gets"]["poll_zero"] - before["gets"].get("poll_zero", 0) == 4
+    assert after["calls"]["poll_zero"] - before["calls"].get("poll_zero", 0) == 1
