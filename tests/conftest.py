@@ -10,6 +10,7 @@ import pytest
 
 from bridge.ledger.store import Ledger
 from tests.support.postgres import ThrowawayPostgres, fresh_database
+from tests.support.processes import ServerProcess
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -89,3 +90,35 @@ def pg_ledger(postgres_admin_url: str, clock: FakeClock) -> Iterator[Ledger]:
             yield opened
         finally:
             opened.close()
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def tasks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The real Tasks server (FastMCP + fastmcp-tasks) as a subprocess on 127.0.0.1."""
+    effects = tmp_path_factory.mktemp("effects") / "effects.log"
+    server = ServerProcess("tests.servers.tasks_server", args=["--effects-file", str(effects)])
+    server.effects_path = effects  # type: ignore[attr-defined]
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def adversarial_server() -> Iterator[ServerProcess]:
+    """The in-repo adversarial fake (malformed and contradictory wire behaviour)."""
+    with ServerProcess("tests.servers.adversarial_server") as server:
+        yield server
+
+
+@pytest.fixture
+def wall_ledger(tmp_path: Path) -> Iterator[Ledger]:
+    """A SQLite ledger on the wall clock, for tests where real servers set the pace."""
+    opened = Ledger.open(tmp_path / "ledger.db")
+    try:
+        yield opened
+    finally:
+        opened.close()

@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup
 
 from bridge.aio import LedgerRunner
 from bridge.errors import InvalidTaskResponse, TaskRequestFailed
-from bridge.ledger.store import Ledger, TenantLedger, input_request_digest, wall_clock_ms
+from bridge.ledger.store import Ledger, TenantLedger, input_request_digest
 from bridge.ledger.views import DispatchView
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
 from bridge.mcp.failures import Failure, FailureKind, classify
@@ -74,7 +74,7 @@ class TaskRequester:
         scheduler: SchedulerConfig | None = None,
         unknown_outcomes: UnknownOutcomePolicy = UnknownOutcomePolicy.REPORT,
         max_unknown_retries: int = 1,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.ledger = ledger
@@ -83,7 +83,7 @@ class TaskRequester:
         self._scheduler_config = scheduler
         self.unknown_outcomes = unknown_outcomes
         self.max_unknown_retries = max_unknown_retries
-        self._clock = clock
+        self._clock = clock or ledger.clock  # one clock for due times, TTLs and the ledger
         self._rng = rng
         self.db = LedgerRunner()
         self._tg: TaskGroup | None = None

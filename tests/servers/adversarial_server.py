@@ -129,6 +129,8 @@ class AdversarialTasks(Extension):
         self.tasks: dict[str, FakeTask] = {}
         self.gets: Counter[str] = Counter()
         self.calls: Counter[str] = Counter()
+        # tasks/* requests whose Mcp-Name header did not carry the task id (SEP-2663 MUST).
+        self.name_header: Counter[str] = Counter()
 
     def methods(self) -> Sequence[MethodBinding]:
         return [
@@ -138,7 +140,17 @@ class AdversarialTasks(Extension):
         ]
 
     def stats(self) -> dict[str, dict[str, int]]:
-        return {"gets": dict(self.gets), "calls": dict(self.calls)}
+        return {
+            "gets": dict(self.gets),
+            "calls": dict(self.calls),
+            "name_header": dict(self.name_header),
+        }
+
+    def _check_name_header(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        sent = headers.get("mcp-name") if headers is not None else None
+        self.name_header["ok" if sent == task_id else "missing_or_wrong"] += 1
 
     async def intercept_tool_call(
         self,
@@ -174,6 +186,7 @@ class AdversarialTasks(Extension):
 
     def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> FakeTask:
         require_client_extension(ctx, TASKS)
+        self._check_name_header(ctx, task_id)
         task = self.tasks.get(task_id)
         if task is None or task.vanished:
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"Task {task_id} not found")
