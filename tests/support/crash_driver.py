@@ -1,0 +1,96 @@
+"""A calling process that SIGKILLs itself at a chosen write-ahead step (for crash tests).
+
+    python -m tests.support.crash_driver --db PATH --server-url URL --run-ref REF \
+        --tool NAME --args JSON --operation-id ID --crash STEP
+
+It makes one real bridged call through :class:`TaskRequester`. The crash is injected by
+wrapping one ledger method so the process dies exactly before or after that durable step;
+nothing about the bridge itself is altered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from bridge.ledger.store import Ledger, TenantLedger
+from bridge.mcp.outcomes import TaskHandle
+from bridge.mcp.requester import TaskRequester
+from bridge.mcp.servers import McpServerConfig
+from tests.support.bridging import FAST
+
+# step name -> (ledger method, die before it runs?)
+CRASH_POINTS: dict[str, tuple[str, bool]] = {
+    "after_intent": ("begin_dispatch", False),
+    "after_sent": ("mark_dispatch_sent", False),
+    "before_handle": ("record_task_created", True),
+    "after_handle": ("record_task_created", False),
+    "before_result": ("record_immediate_result", True),
+    "after_answer_recorded": ("record_input_answer", False),
+}
+
+
+def _die() -> None:
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _inject(step: str) -> None:
+    method_name, before = CRASH_POINTS[step]
+    original: Callable[..., Any] = getattr(TenantLedger, method_name)
+
+    @functools.wraps(original)
+    def wrapper(self: TenantLedger, *args: Any, **kwargs: Any) -> Any:
+        if before:
+            _die()
+        result = original(self, *args, **kwargs)
+        _die()
+        return result
+
+    setattr(TenantLedger, method_name, wrapper)
+
+
+async def _run(args: argparse.Namespace) -> None:
+    ledger = Ledger.open(args.db)
+    servers = [McpServerConfig(name="tasks", url=args.server_url)]
+    async with TaskRequester(ledger, servers, scheduler=FAST) as requester:
+        outcome = await requester.call_tool(
+            "acme",
+            args.run_ref,
+            "tasks",
+            args.tool,
+            json.loads(args.args),
+            operation_id=args.operation_id,
+        )
+        if args.answer and isinstance(outcome, TaskHandle):
+            tenant = ledger.for_principal("acme")
+            with anyio.fail_after(15):
+                while not tenant.input_requests(outcome.task_ref):
+                    await anyio.sleep(0.02)
+            (request,) = tenant.input_requests(outcome.task_ref)
+            answer = {"action": "accept", "content": {"approve": True}}
+            await requester.answer_input("acme", outcome.task_ref, request.ref, answer)
+        print(type(outcome).__name__, flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    for name in ("--db", "--server-url", "--run-ref", "--tool", "--args", "--operation-id"):
+        parser.add_argument(name, required=True)
+    parser.add_argument("--crash", choices=sorted(CRASH_POINTS), required=True)
+    parser.add_argument("--answer", action="store_true", help="answer the input request")
+    args = parser.parse_args()
+    _inject(args.crash)
+    anyio.run(_run, args)
+
+
+if __name__ == "__main__":
+    main()

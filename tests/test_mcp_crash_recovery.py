@@ -1,0 +1,180 @@
+"""SIGKILL of the calling process between each write-ahead step, then recovery elsewhere.
+
+For every step: no handle that was committed is lost, no side effect is repeated (effects are
+counted by the server), and every ambiguity ends as an explicit ``unknown_outcome``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bridge import events as ev
+from bridge.ledger.store import Ledger
+from bridge.lifecycle import DispatchState, TaskStatus
+from bridge.mcp.outcomes import InlineResult, TaskHandle, UnknownOutcome
+from bridge.mcp.requester import TaskRequester
+from bridge.mcp.servers import McpServerConfig
+from tests.support.bridging import FAST, effects, wait_closed, wait_until
+from tests.support.builders import new_run
+from tests.support.processes import REPO_ROOT, ServerProcess
+
+pytestmark = pytest.mark.anyio
+
+# step -> (tool, arguments builder, answer the input?, what recovery must find)
+CASES = {
+    "after_intent": ("record_effect", False, "unknown", 0),
+    "after_sent": ("record_effect", False, "unknown", 0),
+    "before_handle": ("record_effect", False, "unknown", 1),
+    "after_handle": ("record_effect", False, "completed", 1),
+    "before_result": ("record_effect_inline", False, "unknown", 1),
+    "after_answer_recorded": ("approve_payment", True, "completed", 1),
+}
+
+
+# Steps where the request reached the server before the crash, so its effect happens anyway.
+ACTED_BEFORE_RECOVERY = {"before_handle", "before_result", "after_handle"}
+
+
+def _arguments(tool: str, key: str) -> dict[str, object]:
+    if tool == "approve_payment":
+        return {"amount": 7, "payment_key": key}
+    return {"key": key, "seconds": 0.2} if tool == "record_effect" else {"key": key}
+
+
+def _effect_line(tool: str, key: str) -> str:
+    return f"payment {key} 7" if tool == "approve_payment" else f"effect {key}"
+
+
+@pytest.mark.parametrize("step", sorted(CASES))
+async def test_kill_at_each_step_then_recover(
+    step: str, tmp_path: Path, tasks_server: ServerProcess
+) -> None:
+    tool, answer, expected, effect_count = CASES[step]
+    key = f"crash-{step}"
+    db = tmp_path / "ledger.db"
+    ledger = Ledger.open(db)
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    arguments = _arguments(tool, key)
+    command = [
+        sys.executable,
+        "-m",
+        "tests.support.crash_driver",
+        "--db",
+        str(db),
+        "--server-url",
+        tasks_server.url,
+        "--run-ref",
+        run.ref,
+        "--tool",
+        tool,
+        "--args",
+        json.dumps(arguments),
+        "--operation-id",
+        key,
+        "--crash",
+        step,
+    ] + (["--answer"] if answer else [])
+    died = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert died.returncode == -signal.SIGKILL, died.stderr[-2000:]
+
+    effects_path: Path = tasks_server.effects_path  # type: ignore[attr-defined]
+    line = _effect_line(tool, key)
+    if step in ACTED_BEFORE_RECOVERY:  # the server acted although the caller never learnt it
+        await wait_until(lambda: line in effects(effects_path))
+
+    servers = [McpServerConfig(name="tasks", url=tasks_server.url)]
+    async with TaskRequester(ledger, servers, scheduler=FAST) as requester:
+        report = await requester.resume(["acme"])
+        (dispatch,) = tenant.list_dispatches(run_ref=run.ref)
+        if expected == "unknown":
+            assert report.dispatches_marked_unknown == 1
+            assert dispatch.state is DispatchState.UNKNOWN
+            unknown = [
+                e for e in tenant.events(run.ref) if isinstance(e, ev.DispatchUnknownOutcome)
+            ]
+            assert len(unknown) == 1 and unknown[0].op_ref == dispatch.ref
+        else:
+            assert dispatch.state is DispatchState.TASK and dispatch.task_ref is not None
+            await wait_closed(tenant, dispatch.task_ref)
+            assert tenant.get_task(dispatch.task_ref).status is TaskStatus.COMPLETED
+        # The caller retrying with the same operation id learns the outcome; nothing is resent.
+        again = await requester.call_tool(
+            "acme", run.ref, "tasks", tool, arguments, operation_id=key
+        )
+        assert again.replayed
+        assert isinstance(again, UnknownOutcome if expected == "unknown" else TaskHandle)
+    assert effects(effects_path).count(line) == effect_count
+    ledger.close()
+
+
+async def test_second_process_resumes_a_handle_the_first_created(
+    tmp_path: Path, tasks_server: ServerProcess
+) -> None:
+    """Process A gets the handle and dies; process B polls, answers and finishes it."""
+    db = tmp_path / "ledger.db"
+    ledger = Ledger.open(db)
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    key = "resume-pay"
+    command = [
+        sys.executable,
+        "-m",
+        "tests.support.crash_driver",
+        "--db",
+        str(db),
+        "--server-url",
+        tasks_server.url,
+        "--run-ref",
+        run.ref,
+        "--tool",
+        "approve_payment",
+        "--args",
+        json.dumps(_arguments("approve_payment", key)),
+        "--operation-id",
+        key,
+        "--crash",
+        "after_handle",
+    ]
+    died = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert died.returncode == -signal.SIGKILL, died.stderr[-2000:]
+    (task,) = tenant.list_tasks(run_ref=run.ref)
+
+    servers = [McpServerConfig(name="tasks", url=tasks_server.url)]
+    async with TaskRequester(ledger, servers, scheduler=FAST) as requester:
+        assert (await requester.resume(["acme"])).tasks_watched == 1
+        (request,) = await wait_until(lambda: tenant.input_requests(task.ref))
+        answer = {"action": "accept", "content": {"approve": True}}
+        assert await requester.answer_input("acme", task.ref, request.ref, answer)
+        await wait_closed(tenant, task.ref)
+    done = tenant.get_task(task.ref)
+    assert done.status is TaskStatus.COMPLETED
+    assert done.result["content"][0]["text"] == f"approved {key}"
+    assert effects(tasks_server.effects_path).count(f"payment {key} 7") == 1  # type: ignore[attr-defined]
+    ledger.close()
+
+
+async def test_inline_replay_returns_the_recorded_result(
+    tmp_path: Path, tasks_server: ServerProcess
+) -> None:
+    ledger = Ledger.open(tmp_path / "ledger.db")
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    servers = [McpServerConfig(name="tasks", url=tasks_server.url)]
+    async with TaskRequester(ledger, servers, scheduler=FAST) as requester:
+        first = await requester.call_tool(
+            "acme", run.ref, "tasks", "record_effect_inline", {"key": "inline-1"}, operation_id="i1"
+        )
+        second = await requester.call_tool(
+            "acme", run.ref, "tasks", "record_effect_inline", {"key": "inline-1"}, operation_id="i1"
+        )
+    assert isinstance(first, InlineResult) and isinstance(second, InlineResult)
+    assert second.replayed and second.result == first.result
+    assert effects(tasks_server.effects_path).count("effect inline-1") == 1  # type: ignore[attr-defined]
+    ledger.close()
