@@ -166,6 +166,9 @@ BridgeEvent = Annotated[
     Field(discriminator="type"),
 ]
 
+# Events written on a bridged call's critical path (built without re-validation there).
+CallPathEvent = ToolResultReceived | TaskCreated
+
 EVENT_ADAPTER: TypeAdapter[BridgeEvent] = TypeAdapter(BridgeEvent)
 
 

@@ -29,7 +29,6 @@ pytestmark = pytest.mark.anyio
 # step -> (tool, arguments builder, answer the input?, what recovery must find)
 CASES = {
     "after_intent": ("record_effect", False, "unknown", 0),
-    "after_sent": ("record_effect", False, "unknown", 0),
     "before_handle": ("record_effect", False, "unknown", 1),
     "after_handle": ("record_effect", False, "completed", 1),
     "before_result": ("record_effect_inline", False, "unknown", 1),

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, Table, and_, insert, or_, select, update
@@ -47,6 +48,7 @@ from bridge.ids import (
 )
 from bridge.ledger import migrate
 from bridge.ledger.engine import create_ledger_engine, is_sqlite
+from bridge.ledger.hotpath import CallPathStatements, Cursor, DriverSession
 from bridge.ledger.models import (
     DispatchIntent,
     EventRecord,
@@ -80,6 +82,48 @@ DISPATCHES = cast(Table, DispatchIntent.__table__)  # type: ignore[attr-defined]
 TASKS = cast(Table, InnerTask.__table__)  # type: ignore[attr-defined]
 INPUTS = cast(Table, InputRequest.__table__)  # type: ignore[attr-defined]
 EVENTS = cast(Table, EventRecord.__table__)  # type: ignore[attr-defined]
+
+_DISPATCH_INSERT_COLUMNS = [
+    "ref",
+    "principal",
+    "run_ref",
+    "operation_id",
+    "server_endpoint",
+    "server_name",
+    "tool_name",
+    "args_digest",
+    "state",
+    "result_truncated",
+    "created_at_ms",
+    "updated_at_ms",
+]
+_TASK_INSERT_COLUMNS = [
+    "ref",
+    "principal",
+    "run_ref",
+    "op_ref",
+    "response_id",
+    "session_id",
+    "server_endpoint",
+    "server_name",
+    "server_version",
+    "credential_ref",
+    "tool_name",
+    "args_digest",
+    "task_id",
+    "status",
+    "status_message",
+    "server_created_at",
+    "server_updated_at",
+    "ttl_ms",
+    "poll_interval_ms",
+    "next_poll_due_ms",
+    "outcome_truncated",
+    "created_at_ms",
+    "updated_at_ms",
+]
+
+_EVENT_INSERT_COLUMNS = ["principal", "run_ref", "seq", "type", "task_ref", "payload_json", "at_ms"]
 
 Clock = Callable[[], int]
 EventListener = Callable[[str, str, int], None]  # (principal, run_ref, last seq committed)
@@ -127,6 +171,25 @@ class Ledger:
         self.clock = clock
         self.max_outcome_bytes = max_outcome_bytes
         self._listeners: list[EventListener] = []
+        self._driver = DriverSession(engine)
+        self._hot = CallPathStatements(
+            self._driver,
+            runs=RUNS,
+            dispatches=DISPATCHES,
+            tasks=TASKS,
+            events=EVENTS,
+            dispatch_columns=_DISPATCH_INSERT_COLUMNS,
+            task_columns=_TASK_INSERT_COLUMNS,
+            event_columns=[
+                "principal",
+                "run_ref",
+                "seq",
+                "type",
+                "task_ref",
+                "payload_json",
+                "at_ms",
+            ],
+        )
 
     @classmethod
     def open(
@@ -144,7 +207,12 @@ class Ledger:
         return cls(engine, clock=clock, max_outcome_bytes=max_outcome_bytes)
 
     def close(self) -> None:
+        self._driver.close()
         self.engine.dispose()
+
+    def _notify(self, principal: str, run_ref: str, seq: int) -> None:
+        for listener in list(self._listeners):
+            listener(principal, run_ref, seq)
 
     def for_principal(self, principal: str) -> TenantLedger:
         if not principal:
@@ -166,8 +234,7 @@ class Ledger:
             tx.conn = conn
             yield tx
         for principal, run_ref, seq in tx.appended.items_last():
-            for listener in list(self._listeners):
-                listener(principal, run_ref, seq)
+            self._notify(principal, run_ref, seq)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -398,47 +465,47 @@ class TenantLedger:
         arguments: Any,
         server_name: str | None = None,
         operation_id: str | None = None,
+        sent: bool = False,
     ) -> DispatchView:
-        """Commit the intent to send a ``tools/call`` (state ``pending``) before sending it.
+        """Commit the intent to send a ``tools/call`` before sending it.
 
-        With an ``operation_id`` the call is idempotent: the same id returns the recorded
-        intent (whatever state it reached) instead of creating a second one, so a caller that
-        retries after a crash learns what already happened rather than dispatching twice.
+        The intent is ``pending``; with ``sent=True`` it is committed directly as ``sent``
+        (the caller releases the request right after this commit), which saves a commit on the
+        call's critical path. With an ``operation_id`` the call is idempotent: the same id
+        returns the recorded intent (whatever state it reached) instead of creating a second
+        one, so a caller that retries after a crash learns what happened instead of resending.
         """
         args_digest = digest_arguments(arguments)
-        if operation_id is not None:
-            existing = self._dispatch_by_operation(operation_id)
-            if existing is not None:
-                self._check_same_operation(existing, run_ref, tool_name, args_digest)
-                return existing
         ref = new_ref(DISPATCH_PREFIX)
         now = self.now
+        values = {
+            "ref": ref,
+            "principal": self.principal,
+            "run_ref": run_ref,
+            "operation_id": operation_id or ref,
+            "server_endpoint": server_endpoint,
+            "server_name": server_name,
+            "tool_name": tool_name,
+            "args_digest": args_digest,
+            "state": (DispatchState.SENT if sent else DispatchState.PENDING).value,
+            "result_truncated": False,
+            "created_at_ms": now,
+            "updated_at_ms": now,
+        }
+        driver = self._ledger._driver
         try:
-            with self._ledger._write() as tx:
-                self._run_row(tx.conn, run_ref)
-                tx.conn.execute(
-                    insert(DISPATCHES).values(
-                        ref=ref,
-                        principal=self.principal,
-                        run_ref=run_ref,
-                        operation_id=operation_id or ref,
-                        server_endpoint=server_endpoint,
-                        server_name=server_name,
-                        tool_name=tool_name,
-                        args_digest=args_digest,
-                        state=DispatchState.PENDING.value,
-                        result_truncated=False,
-                        created_at_ms=now,
-                        updated_at_ms=now,
-                    )
-                )
-        except IntegrityError:
+            inserted = driver.execute_alone(self._ledger._hot.insert_dispatch, values)
+        except driver.integrity_error:
             existing = self._dispatch_by_operation(operation_id) if operation_id else None
             if existing is None:
                 raise
             self._check_same_operation(existing, run_ref, tool_name, args_digest)
             return existing
-        return self.get_dispatch(ref)
+        if inserted == 0:
+            raise NotFound("run", run_ref)
+        return DispatchView.from_row(
+            SimpleNamespace(**values, unknown_reason=None, result_json=None, task_ref=None)
+        )
 
     @staticmethod
     def _check_same_operation(
@@ -455,10 +522,11 @@ class TenantLedger:
 
     def mark_dispatch_sent(self, op_ref: str) -> DispatchView:
         """``pending -> sent``: committed just before the request leaves the process."""
-        with self._ledger._write() as tx:
-            row = self._dispatch_row(tx.conn, op_ref, lock=True)
-            self._advance_dispatch(tx.conn, row, DispatchState.SENT)
-        return self.get_dispatch(op_ref)
+        with self._ledger._driver.transaction() as cursor:
+            row = self._advance_on_call_path(
+                cursor, op_ref, DispatchState.PENDING, DispatchState.SENT
+            )
+        return DispatchView.from_row(row)
 
     def mark_dispatch_unknown(self, op_ref: str, reason: str) -> DispatchView:
         """The request may have left but no handle and no result came back: say so, loudly."""
@@ -488,28 +556,29 @@ class TenantLedger:
         self, op_ref: str, result: Any, *, is_error: bool, rpc_error: bool
     ) -> DispatchView:
         bounded = bound_json(result, self._ledger.max_outcome_bytes)
-        with self._ledger._write() as tx:
-            row = self._dispatch_row(tx.conn, op_ref, lock=True)
-            self._advance_dispatch(
-                tx.conn,
-                row,
+        with self._ledger._driver.transaction() as cursor:
+            row = self._advance_on_call_path(
+                cursor,
+                op_ref,
+                DispatchState.SENT,
                 DispatchState.RESULT,
                 result_json=bounded.text,
                 result_truncated=bounded.truncated,
             )
-            self._append(
-                tx,
+            _, seq = self._append_on_call_path(
+                cursor,
                 row.run_ref,
-                ev.ToolResultReceived(
-                    op_ref=op_ref,
-                    tool=row.tool_name,
-                    server=row.server_name or row.server_endpoint,
-                    is_error=is_error,
-                    rpc_error=rpc_error,
-                    truncated=bounded.truncated,
-                ),
+                ev.ToolResultReceived,
+                op_ref=op_ref,
+                tool=row.tool_name,
+                server=row.server_name or row.server_endpoint,
+                is_error=is_error,
+                rpc_error=rpc_error,
+                truncated=bounded.truncated,
             )
-        return self.get_dispatch(op_ref)
+        self._ledger._notify(self.principal, row.run_ref, seq)
+        stored = json.loads(bounded.text) if bounded.truncated else result
+        return DispatchView.from_row(row, result=stored)
 
     def record_task_created(
         self,
@@ -532,61 +601,123 @@ class TenantLedger:
         """
         now = self.now
         ref = new_ref(TASK_PREFIX)
+        driver = self._ledger._driver
         try:
-            with self._ledger._write() as tx:
-                op = self._dispatch_row(tx.conn, op_ref, lock=True)
-                run = self._run_row(tx.conn, op.run_ref)
-                self._advance_dispatch(tx.conn, op, DispatchState.TASK, task_ref=ref)
-                tx.conn.execute(
-                    insert(TASKS).values(
-                        ref=ref,
-                        principal=self.principal,
-                        run_ref=op.run_ref,
-                        op_ref=op_ref,
-                        response_id=run.response_id,
-                        session_id=run.session_id,
-                        server_endpoint=op.server_endpoint,
-                        server_name=op.server_name,
-                        server_version=server_version,
-                        credential_ref=credential_ref,
-                        tool_name=op.tool_name,
-                        args_digest=op.args_digest,
-                        task_id=task_id,
-                        status=status.value,
-                        status_message=status_message,
-                        server_created_at=server_created_at,
-                        server_updated_at=server_updated_at,
-                        ttl_ms=ttl_ms,
-                        poll_interval_ms=poll_interval_ms,
-                        # Even a task created terminal is polled once: its result comes from
-                        # tasks/get, and the handle is only let go once the result is stored.
-                        next_poll_due_ms=now if next_poll_due_ms is None else next_poll_due_ms,
-                        outcome_truncated=False,
-                        created_at_ms=now,
-                        updated_at_ms=now,
-                    )
+            with driver.transaction() as cursor:
+                op = self._advance_on_call_path(
+                    cursor, op_ref, DispatchState.SENT, DispatchState.TASK, task_ref=ref
                 )
-                self._append(
-                    tx,
+                run_ids, seq = self._append_on_call_path(
+                    cursor,
                     op.run_ref,
-                    ev.TaskCreated(
-                        task_ref=ref,
-                        tool=op.tool_name,
-                        server=op.server_name or op.server_endpoint,
-                        op_ref=op_ref,
-                        status=status,
-                        ttl_ms=ttl_ms,
-                        poll_interval_ms=poll_interval_ms,
-                    ),
+                    ev.TaskCreated,
+                    task_ref=ref,
+                    tool=op.tool_name,
+                    server=op.server_name or op.server_endpoint,
+                    op_ref=op_ref,
+                    status=status,
+                    ttl_ms=ttl_ms,
+                    poll_interval_ms=poll_interval_ms,
                 )
-        except IntegrityError as exc:
+                values = {
+                    "ref": ref,
+                    "principal": self.principal,
+                    "run_ref": op.run_ref,
+                    "op_ref": op_ref,
+                    "response_id": run_ids["response_id"],
+                    "session_id": run_ids["session_id"],
+                    "server_endpoint": op.server_endpoint,
+                    "server_name": op.server_name,
+                    "server_version": server_version,
+                    "credential_ref": credential_ref,
+                    "tool_name": op.tool_name,
+                    "args_digest": op.args_digest,
+                    "task_id": task_id,
+                    "status": status.value,
+                    "status_message": status_message,
+                    "server_created_at": server_created_at,
+                    "server_updated_at": server_updated_at,
+                    "ttl_ms": ttl_ms,
+                    "poll_interval_ms": poll_interval_ms,
+                    # Even a task created terminal is polled once: its result comes from
+                    # tasks/get, and the handle is only let go once the result is stored.
+                    "next_poll_due_ms": now if next_poll_due_ms is None else next_poll_due_ms,
+                    "outcome_truncated": False,
+                    "created_at_ms": now,
+                    "updated_at_ms": now,
+                }
+                cursor.run(self._ledger._hot.insert_task, values)
+        except driver.integrity_error as exc:
             holder = self._task_by_handle(self._dispatch_endpoint(op_ref), task_id)
             if holder is None:
                 raise
             detail = f"server returned the task handle already held by {holder.ref}"
             self.record_anomaly(holder.run_ref, "duplicate_task_handle", detail, op_ref=op_ref)
             raise DuplicateTaskHandle(f"dispatch {op_ref!r}: {detail}") from exc
-        return self.get_task(ref)
+        self._ledger._notify(self.principal, op.run_ref, seq)
+        return TaskView.from_row(SimpleNamespace(**values, **_UNSET_TASK_FIELDS))
+
+    def _advance_on_call_path(
+        self,
+        cursor: Cursor,
+        op_ref: str,
+        expected: DispatchState,
+        target: DispatchState,
+        *,
+        result_json: str | None = None,
+        result_truncated: bool = False,
+        task_ref: str | None = None,
+    ) -> Any:
+        """Guarded ``expected -> target`` move of a dispatch, returning the updated row."""
+        assert may_advance_dispatch(expected, target)
+        row = cursor.one(
+            self._ledger._hot.advance_dispatch,
+            {
+                "op_ref": op_ref,
+                "principal": self.principal,
+                "from_state": expected.value,
+                "to_state": target.value,
+                "now": self.now,
+                "result_json": result_json,
+                "result_truncated": result_truncated,
+                "task_ref": task_ref,
+            },
+        )
+        if row is None:
+            current = self.get_dispatch(op_ref).state  # NotFound for a foreign/unknown ref
+            raise InvalidTransition(
+                f"dispatch {op_ref!r} cannot go from {current.value} to {target.value}"
+            )
+        return SimpleNamespace(**row)
+
+    def _append_on_call_path(
+        self, cursor: Cursor, run_ref: str, event_type: type[ev.CallPathEvent], **fields: Any
+    ) -> tuple[dict[str, Any], int]:
+        """:meth:`_append` for the driver-level transactions of the call path.
+
+        The event is built with ``model_construct``: its fields come from the ledger's own
+        rows and typed arguments, so validating them again would only cost time.
+        """
+        run = cursor.one(
+            self._ledger._hot.next_seq, {"run_ref": run_ref, "principal": self.principal}
+        )
+        if run is None:
+            raise NotFound("run", run_ref)
+        seq = int(run["event_seq"])
+        event = event_type.model_construct(seq=seq, run_ref=run_ref, at_ms=self.now, **fields)
+        cursor.run(
+            self._ledger._hot.insert_event,
+            {
+                "principal": self.principal,
+                "run_ref": run_ref,
+                "seq": seq,
+                "type": event.type,
+                "task_ref": fields.get("task_ref"),
+                "payload_json": event.model_dump_json(),
+                "at_ms": event.at_ms,
+            },
+        )
+        return run, seq
 
     # -- inner tasks -------------------------------------------------------------------------
     def observe_task(self, task_ref: str, observation: TaskObservation) -> ObservationOutcome:
@@ -1176,6 +1307,18 @@ class TenantLedger:
         )
         tx.appended.note(self.principal, run_ref, seq)
         return stamped
+
+
+_UNSET_TASK_FIELDS: dict[str, Any] = {
+    "lost_reason": None,
+    "lost_detail": None,
+    "result_json": None,
+    "error_json": None,
+    "outcome_bytes": None,
+    "cancel_requested_at_ms": None,
+    "detached_at_ms": None,
+    "terminal_at_ms": None,
+}
 
 
 @dataclass(frozen=True, slots=True)

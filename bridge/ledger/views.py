@@ -8,6 +8,8 @@ from typing import Any
 
 from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
 
+_FROM_ROW: Any = object()
+
 
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
@@ -71,7 +73,8 @@ class DispatchView:
     updated_at_ms: int
 
     @classmethod
-    def from_row(cls, row: Any) -> DispatchView:
+    def from_row(cls, row: Any, *, result: Any = _FROM_ROW) -> DispatchView:
+        """A view of a dispatch row; ``result`` spares re-parsing a result already in hand."""
         return cls(
             ref=row.ref,
             principal=row.principal,
@@ -83,7 +86,7 @@ class DispatchView:
             args_digest=row.args_digest,
             state=DispatchState(row.state),
             unknown_reason=row.unknown_reason,
-            result=_loads(row.result_json),
+            result=_loads(row.result_json) if result is _FROM_ROW else result,
             result_truncated=row.result_truncated,
             task_ref=row.task_ref,
             created_at_ms=row.created_at_ms,

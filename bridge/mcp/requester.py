@@ -2,9 +2,10 @@
 
 Write-ahead order of one call (each step committed before the next happens):
 
-1. the dispatch intent (``pending``), with tool, argument digest and operation id;
-2. ``sent``, just before the request leaves;
-3. the handle (``task``) or the result (``result``) before anything is returned; or, when the
+1. the dispatch intent, with tool, argument digest and operation id, committed as ``sent``
+   immediately before the request is handed to the transport (one commit, not two: on the
+   critical path every commit counts);
+2. the handle (``task``) or the result (``result``) before anything is returned; or, when the
    request may have left but nothing definite came back, ``unknown`` plus an event.
 
 A consequential call whose outcome is unknown is reported, never repeated; only a tool that is
@@ -28,6 +29,7 @@ from anyio.abc import TaskGroup
 
 from bridge.aio import LedgerRunner
 from bridge.errors import InvalidTaskResponse, TaskRequestFailed
+from bridge.ledger.engine import is_sqlite
 from bridge.ledger.store import Ledger, TenantLedger, input_request_digest
 from bridge.ledger.views import DispatchView
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
@@ -85,7 +87,7 @@ class TaskRequester:
         self.max_unknown_retries = max_unknown_retries
         self._clock = clock or ledger.clock  # one clock for due times, TTLs and the ledger
         self._rng = rng
-        self.db = LedgerRunner()
+        self.db = LedgerRunner(inline=is_sqlite(ledger.engine))
         self._tg: TaskGroup | None = None
         self._pool: ServerPool | None = None
         self._scheduler: PollScheduler | None = None
@@ -170,6 +172,7 @@ class TaskRequester:
             tool_name=tool,
             arguments=arguments,
             operation_id=operation_id,
+            sent=True,  # committed as released: the request leaves right after this commit
         )
         outcome = await self._send(tenant, connection, intent, tool, arguments)
         if isinstance(outcome, UnknownOutcome):
@@ -188,7 +191,6 @@ class TaskRequester:
         arguments: dict[str, Any],
     ) -> CallOutcome:
         config = connection.config
-        await self.db(tenant.mark_dispatch_sent, intent.ref)
         try:
             session = await connection.session()
             reply: Any = await session.call_tool(

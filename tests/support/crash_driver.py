@@ -29,8 +29,7 @@ from tests.support.bridging import FAST
 
 # step name -> (ledger method, die before it runs?)
 CRASH_POINTS: dict[str, tuple[str, bool]] = {
-    "after_intent": ("begin_dispatch", False),
-    "after_sent": ("mark_dispatch_sent", False),
+    "after_intent": ("begin_dispatch", False),  # committed as sent, request not yet sent
     "before_handle": ("record_task_created", True),
     "after_handle": ("record_task_created", False),
     "before_result": ("record_immediate_result", True),
