@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck clean
+.PHONY: demo test bench lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,9 +19,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+bench: $(STAMP)
+	$(PY) -m bench.run
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check bridge harness_examples tests
-	$(VENV)/bin/ruff format --check bridge harness_examples tests
+	$(VENV)/bin/ruff check bridge harness_examples tests bench
+	$(VENV)/bin/ruff format --check bridge harness_examples tests bench
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

@@ -35,7 +35,9 @@ def machine() -> str:
     try:
         sqlite = subprocess.run(
             ["python3", "-c", "import sqlite3;print(sqlite3.sqlite_version)"],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         ).stdout.strip()
     except OSError:
         sqlite = "?"

@@ -13,7 +13,7 @@ from bridge import events as ev
 from bridge.errors import InputAlreadyAnswered, ServerUnreachable
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
-from bridge.mcp.outcomes import InlineResult, TaskHandle
+from bridge.mcp.outcomes import InlineResult, RejectedCall, TaskHandle
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
 from tests.support.bridging import FAST, effects, event_types, wait_closed, wait_until
@@ -206,3 +206,18 @@ async def test_stdio_transport_runs_a_task_to_completion(wall_ledger: Ledger) ->
     done = tenant.get_task(outcome.task_ref)
     assert done.status is TaskStatus.COMPLETED and _text(done.result) == "report Q1"
     assert done.server_endpoint.startswith("stdio:")
+
+
+async def test_task_only_tool_without_the_declaration_is_rejected_missing_capability(
+    requester: TaskRequester, wall_ledger: Ledger
+) -> None:
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    outcome = await requester.call_tool(
+        PRINCIPAL, run.ref, "tasks", "slow_report", {"quarter": "Q2"}, declare_tasks=False
+    )
+    assert isinstance(outcome, RejectedCall) and outcome.missing_tasks_capability
+    assert outcome.code == -32021
+    dispatch = tenant.get_dispatch(outcome.op_ref)
+    assert dispatch.state is DispatchState.RESULT and dispatch.result["error"]["code"] == -32021
+    assert tenant.list_tasks(run_ref=run.ref) == []

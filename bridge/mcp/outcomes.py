@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.ledger.views import TaskView
+from bridge.mcp.wire import MISSING_CAPABILITY_CODES
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,11 @@ class RejectedCall:
     def code(self) -> int | None:
         code = self.error.get("code") if isinstance(self.error, dict) else None
         return code if isinstance(code, int) else None
+
+    @property
+    def missing_tasks_capability(self) -> bool:
+        """The server can serve this call only as a task (-32021; -32003 in older drafts)."""
+        return self.code in MISSING_CAPABILITY_CODES
 
 
 @dataclass(frozen=True, slots=True)

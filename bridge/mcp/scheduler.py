@@ -71,7 +71,8 @@ class SchedulerStats:
     polls: int = 0
     writes: int = 0
     failures: int = 0
-    lateness_ms: list[int] = field(default_factory=list)  # due -> started, per poll
+    # (due_ms, lateness_ms, task_ref) per poll, only when keep_lateness is set (benchmarks)
+    lateness: list[tuple[int, int, str]] = field(default_factory=list)
     keep_lateness: bool = False
 
 
@@ -169,10 +170,8 @@ class PollScheduler:
                         watch = self._watched.get(task_ref)
                         if watch is None:
                             continue
-                        if self.stats.keep_lateness:
-                            self.stats.lateness_ms.append(now - due)
                         self._in_flight += 1
-                        polls.start_soon(self._poll_guarded, watch)
+                        polls.start_soon(self._poll_guarded, watch, due)
                 await self._sleep_until_next(free > 0)
 
     async def _sleep_until_next(self, has_capacity: bool) -> None:
@@ -185,9 +184,9 @@ class PollScheduler:
             await anyio.lowlevel.checkpoint()
         self._wake = anyio.Event()
 
-    async def _poll_guarded(self, watch: _Watch) -> None:
+    async def _poll_guarded(self, watch: _Watch, due_ms: int) -> None:
         try:
-            await self._poll(watch)
+            await self._poll(watch, due_ms)
         except Exception:  # a bug must not stop the scheduler; the handle is retried later
             log.exception("poll of %s failed unexpectedly", watch.view.ref)
             self._backoff(watch)
@@ -196,7 +195,7 @@ class PollScheduler:
             self._wake.set()
 
     # -- one poll --------------------------------------------------------------------------------
-    async def _poll(self, watch: _Watch) -> None:
+    async def _poll(self, watch: _Watch, due_ms: int | None = None) -> None:
         task = watch.view
         config = self._pool.config_for_endpoint(task.server_endpoint)
         if config is None:
@@ -208,6 +207,9 @@ class PollScheduler:
         )
         async with limiter:
             self.stats.polls += 1
+            if self.stats.keep_lateness and due_ms is not None:
+                # Measured when the request is about to leave, after any queueing here.
+                self.stats.lateness.append((due_ms, self._clock() - due_ms, task.ref))
             try:
                 if watch.cancel_pending:
                     await self._send_cancel(connection, task)
