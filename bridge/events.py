@@ -54,6 +54,22 @@ class OuterTerminal(_Event):
     error: dict[str, Any] | None = None
 
 
+class OuterStreamLost(_Event):
+    """The outer run's event stream broke (dropped, stalled, gap, malformed frame)."""
+
+    type: Literal["outer.stream_lost"] = "outer.stream_lost"
+    reason: str
+    last_sequence: int | None
+
+
+class OuterResumed(_Event):
+    """Following the outer run again: by ``Last-Event-ID`` or by re-reading the response."""
+
+    type: Literal["outer.resumed"] = "outer.resumed"
+    mode: Literal["last_event_id", "reread"]
+    after_sequence: int | None
+
+
 class DispatchUnknownOutcome(_Event):
     type: Literal["call.unknown_outcome"] = "call.unknown_outcome"
     op_ref: str
@@ -151,6 +167,8 @@ BridgeEvent = Annotated[
     | OuterIdsRecorded
     | OuterStatusChanged
     | OuterTerminal
+    | OuterStreamLost
+    | OuterResumed
     | DispatchUnknownOutcome
     | ToolResultReceived
     | TaskCreated
@@ -165,6 +183,9 @@ BridgeEvent = Annotated[
     | Anomaly,
     Field(discriminator="type"),
 ]
+
+# Events about one task handle (they all carry task_ref, tool and server).
+TaskEventLike = _TaskEvent
 
 # Events written on a bridged call's critical path (built without re-validation there).
 CallPathEvent = ToolResultReceived | TaskCreated

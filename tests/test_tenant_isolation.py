@@ -67,6 +67,8 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         "observe_outer": lambda: foreign.observe_outer(run.ref, OuterStatus.FAILED),
         "record_outer_sequence": lambda: foreign.record_outer_sequence(run.ref, 99),
         "record_anomaly": lambda: foreign.record_anomaly(run.ref, "x", "y"),
+        "record_stream_lost": lambda: foreign.record_stream_lost(run.ref, "x", 3),
+        "record_stream_resumed": lambda: foreign.record_stream_resumed(run.ref, "reread", 3),
         "begin_dispatch": lambda: foreign.begin_dispatch(
             run.ref, server_endpoint=ENDPOINT, tool_name="t", arguments={}
         ),

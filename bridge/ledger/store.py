@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from sqlalchemy import Connection, Engine, Table, and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -433,6 +433,31 @@ class TenantLedger:
                 self._run_row(tx.conn, run_ref)  # raises NotFound for a foreign/unknown run
                 return False
         return True
+
+    def record_stream_lost(self, run_ref: str, reason: str, last_sequence: int | None) -> None:
+        """The outer stream broke; the response itself is unaffected (it continues server-side)."""
+        with self._ledger._write() as tx:
+            self._run_row(tx.conn, run_ref, lock=True)
+            if last_sequence is not None:
+                tx.conn.execute(
+                    update(RUNS)
+                    .where(
+                        self._mine(RUNS),
+                        RUNS.c.ref == run_ref,
+                        or_(RUNS.c.last_sequence.is_(None), RUNS.c.last_sequence < last_sequence),
+                    )
+                    .values(last_sequence=last_sequence, updated_at_ms=self.now)
+                )
+            self._append(
+                tx, run_ref, ev.OuterStreamLost(reason=reason, last_sequence=last_sequence)
+            )
+
+    def record_stream_resumed(
+        self, run_ref: str, mode: Literal["last_event_id", "reread"], after_sequence: int | None
+    ) -> None:
+        with self._ledger._write() as tx:
+            self._run_row(tx.conn, run_ref)
+            self._append(tx, run_ref, ev.OuterResumed(mode=mode, after_sequence=after_sequence))
 
     def record_anomaly(
         self,
