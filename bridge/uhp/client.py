@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 import httpx
+import pydantic
 from httpx_sse import EventSource
 
 from bridge.aio import LedgerRunner
@@ -60,6 +61,7 @@ from bridge.uhp.models import (
 )
 
 _TRANSPORT_ERRORS = (httpx.TransportError,)  # includes timeouts and dropped connections
+STUCK_FAULTS_BEFORE_REREAD = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,16 +376,37 @@ class ResponseFollower:
         return self.final
 
     async def aclose(self) -> None:
+        """Stop following (a client-side cut): the last delivered sequence is committed, so a
+        later :meth:`UhpClient.follow` resumes exactly after it."""
         source, self._state.source = self._state.source, None
         if source is not None:
             await source.aclose()
+        if self._state.last_seq > self._state.checkpointed_seq:
+            await self._checkpoint()
+
+    async def __aenter__(self) -> ResponseFollower:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def _events(self) -> AsyncIterator[StreamEvent]:
         client, state = self._client, self._state
         reconnects = 0
+        stuck_faults = 0  # consecutive faults without a single new event
         while True:
             source = state.source
             state.source = None
+            if source is None and stuck_faults >= STUCK_FAULTS_BEFORE_REREAD:
+                # The server keeps breaking the stream at the same place: stop streaming and
+                # take the stored response, the source of truth.
+                assert state.response_id is not None
+                response = await client.get_response(state.response_id)
+                after = state.last_seq if state.last_seq >= 0 else None
+                await client.db(client.tenant.record_stream_resumed, state.run_ref, "reread", after)
+                final = await self._reread_until_terminal(response)
+                yield terminal_event_for(final)
+                return
             if source is None:
                 reopened = await self._reopen()
                 if isinstance(reopened, ResponseObject):
@@ -391,6 +414,7 @@ class ResponseFollower:
                     yield terminal_event_for(final)
                     return
                 source = reopened
+            seen_before = state.last_seq
             try:
                 async for event in self._read(source):
                     yield event
@@ -398,6 +422,7 @@ class ResponseFollower:
                         return
                 raise StreamFault("stream_ended", "the stream closed before a terminal event")
             except (StreamFault, *_TRANSPORT_ERRORS) as exc:
+                stuck_faults = stuck_faults + 1 if state.last_seq == seen_before else 1
                 reason = exc.kind if isinstance(exc, StreamFault) else type(exc).__name__
                 last = state.last_seq if state.last_seq >= 0 else None
                 await client.db(client.tenant.record_stream_lost, state.run_ref, reason, last)
@@ -411,40 +436,42 @@ class ResponseFollower:
 
     async def _read(self, source: httpx.Response) -> AsyncIterator[StreamEvent]:
         client, state = self._client, self._state
+        checkpoint_every = client.follow_config.checkpoint_interval_ms
         content_type = source.headers.get("content-type", "")
         if "text/event-stream" not in content_type:
             raise StreamFault("not_a_stream", f"server answered {content_type or 'no type'}")
         async for sse in EventSource(source).aiter_sse():
+            if not sse.data:
+                # A comment (": keep-alive") and its blank line: the SSE spec dispatches no
+                # event for an empty data buffer; httpx-sse still reports one after an id.
+                continue
             try:
-                data = json.loads(sse.data)
-            except ValueError:
-                await self._anomaly("malformed_frame", f"undecodable frame after {state.last_seq}")
-                raise StreamFault("malformed_frame", "a frame was not JSON") from None
-            if not isinstance(data, dict) or not isinstance(data.get("type"), str):
-                await self._anomaly(
-                    "malformed_frame", f"frame without a type after {state.last_seq}"
-                )
-                raise StreamFault("malformed_frame", "a frame had no type")
-            seq = data.get("sequence_number")
-            if not isinstance(seq, int) or isinstance(seq, bool):
-                await self._anomaly("missing_sequence", f"{data['type']} had no sequence_number")
+                # pydantic-core parses and checks in one pass (faster than json.loads alone);
+                # unknown fields and event types are kept, a missing type is malformed.
+                event = StreamEvent.model_validate_json(sse.data)
+            except pydantic.ValidationError:
+                detail = f"undecodable or untyped frame after sequence {state.last_seq}"
+                await self._anomaly("malformed_frame", detail)
+                raise StreamFault("malformed_frame", detail) from None
+            seq = event.sequence_number
+            if seq is None:
+                await self._anomaly("missing_sequence", f"{event.type[:60]} had no sequence_number")
                 raise StreamFault("missing_sequence", "an event had no sequence_number")
             if seq <= state.last_seq:
-                if data["type"] in ("response.completed", "response.incomplete", "response.failed"):
+                if event.is_terminal:
                     await self._anomaly("duplicate_terminal", f"terminal event {seq} repeated")
                 continue  # already delivered: a replay is never delivered twice
             if seq != state.last_seq + 1:
                 detail = f"expected sequence {state.last_seq + 1}, got {seq}"
                 await self._anomaly("sequence_gap", detail)
                 raise StreamFault("sequence_gap", detail)
-            event = StreamEvent.model_validate(data)
             if event.response is not None and state.response_id is None:
                 state.response_id = event.response.id
                 await client._record_response(state.run_ref, event.response)
             state.last_seq = seq
             if event.is_terminal:
                 await self._finish(event)
-            else:
+            elif client.ledger.clock() - state.checkpointed_at_ms >= checkpoint_every:
                 await self._checkpoint()
             yield event
 
@@ -459,12 +486,11 @@ class ResponseFollower:
         await client._record_response(state.run_ref, response)
 
     async def _checkpoint(self) -> None:
+        """Commit the last seen sequence (at most every ``checkpoint_interval_ms``)."""
         client, state = self._client, self._state
-        now = client.ledger.clock()
-        if now - state.checkpointed_at_ms >= client.follow_config.checkpoint_interval_ms:
-            state.checkpointed_at_ms = now
-            state.checkpointed_seq = state.last_seq
-            await client.db(client.tenant.record_outer_sequence, state.run_ref, state.last_seq)
+        state.checkpointed_at_ms = client.ledger.clock()
+        state.checkpointed_seq = state.last_seq
+        await client.db(client.tenant.record_outer_sequence, state.run_ref, state.last_seq)
 
     async def _anomaly(self, kind: str, detail: str) -> None:
         client = self._client

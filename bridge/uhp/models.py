@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from bridge.lifecycle import OuterStatus
 
@@ -89,7 +89,7 @@ class StreamEvent(_Open):
     """One SSE event. ``sequence_number`` is None only for a re-read stand-in (``synthetic``)."""
 
     type: str
-    sequence_number: int | None = None
+    sequence_number: StrictInt | None = None
     response: ResponseObject | None = None
     synthetic: bool = False  # built from a re-read of the stored response, not received
 

@@ -1,0 +1,843 @@
+"""A TEST UHP server with FAULT INJECTION, for tests of a UHP *client*. Not for production.
+
+A small but real Unified Harness Protocol server (Starlette, in-memory state only: a restart
+forgets everything). The "harness" behind it is a deterministic script, no model: the request's
+``input`` string is a space-separated list of directives (other words are ignored):
+
+``words=N``          (default 5) emit N text deltas ``"w0 "``, ``"w1 "``, ... in one message item
+``delay_ms=D``       (default 20) pause before each delta
+``fail``             end ``failed`` (error code ``harness_error``); partial output is kept
+``cut_after=K``      the FIRST stream of this response is closed abruptly (no terminal chunk,
+                     no terminal event) after K events were sent on it; the task goes on
+``skip_seq=K``       every stream of this response leaves out the event whose sequence is K
+``missing_seq_at=K`` the event whose sequence is K is sent without ``sequence_number`` (and
+                     without an ``id:`` line), in every stream
+``dup_terminal``     the terminal event is sent twice (same sequence number), in every stream
+``malformed_at=K``   after the event whose sequence is K, one broken frame ``data: {not json``
+``silence_ms=S``     after ``response.created`` the task pauses S ms; meanwhile streams of this
+                     response send ``: keep-alive`` every 100 ms (otherwise every 15 s)
+``slow_post_ms=S``   the first POST answers only after S ms; the task starts immediately, so a
+                     retry with the same Idempotency-Key gets the same response (no delay)
+``vendor_events``    also emit ``bridge.mcp_task.created`` / ``bridge.mcp_task.completed``
+
+All ``K`` values above except ``cut_after`` are *sequence numbers* (0-based), not counts. The
+stored event log is always correct and gapless; faults exist only on the wire.
+
+Event sequence of ``words=N``: ``response.created``, ``response.in_progress``,
+``response.output_item.added``, ``response.content_part.added``, N x
+``response.output_text.delta``, ``response.output_text.done``, ``response.content_part.done``,
+``response.output_item.done``, ``response.completed``. A cancelled task ends with
+``response.failed`` whose ``response.status`` is ``cancelled``.
+
+Endpoints: ``GET /v1/uhp`` (no auth), ``GET /v1/harnesses[/{id}]``, ``GET /v1/models``,
+``POST /v1/responses``, ``GET /v1/responses/{id}`` (``?stream=true`` or
+``Accept: text/event-stream`` streams the log after ``Last-Event-ID``, unless resumption is
+disabled), ``POST /v1/responses/{id}/cancel``, ``POST /v1/sessions/{id}/cancel`` and, for
+tests, ``GET /_test/stats`` (no auth: executions per Idempotency-Key, number of responses).
+
+Run: ``python -m tests.servers.uhp_server --port P [--token T ...] [--no-last-event-id]``
+(127.0.0.1 only; ``--token`` may be repeated to get several principals; default
+``test-token``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import copy
+import json
+import secrets
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from bridge import events as ev
+from bridge.lifecycle import TaskStatus
+from bridge.uhp.adapter import to_uhp_event
+
+VERSIONS = ("2026-08-11", "2026-09-28")
+DEFAULT_VERSION = "2026-09-28"
+HARNESS_ID = "chrn_test"
+DEFAULT_MODEL = "test-model"
+DEFAULT_TOKEN = "test-token"
+KEEPALIVE_SECONDS = 15.0
+SILENCE_KEEPALIVE_SECONDS = 0.1
+#: The sessions chapter asks for a cancel answer within a second; the scripted task stops at
+#: once, so the cancel endpoints wait up to this long to answer with the terminal response.
+CANCEL_WAIT_SECONDS = 1.0
+GRACEFUL_SHUTDOWN_SECONDS = 1
+
+TERMINAL_STATUSES = frozenset({"completed", "failed", "incomplete", "cancelled"})
+TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_TERMINAL_EVENT_FOR = {
+    "completed": "response.completed",
+    "incomplete": "response.incomplete",
+    "failed": "response.failed",
+    "cancelled": "response.failed",
+}
+#: Body fields this server acts on. Any other field the request carries is named in
+#: ``metadata.ignored_fields`` (from 2026-09-28): the reserved ``tools`` and ``include``, and
+#: also ``instructions``, ``store``, ``max_step``, ``timeout_seconds``, which the scripted
+#: harness does not honour.
+KNOWN_FIELDS = frozenset(
+    {"input", "model", "metadata", "stream", "background", "previous_response_id"}
+)
+KEEPALIVE_FRAME = b": keep-alive\n\n"
+MALFORMED_FRAME = b"data: {not json\n\n"
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class ApiError(Exception):
+    """A request failure, answered with the UHP error envelope."""
+
+    def __init__(
+        self,
+        status: int,
+        type_: str,
+        code: str,
+        message: str,
+        *,
+        param: str | None = None,
+        detail: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type_
+        self.code = code
+        self.message = message
+        self.param = param
+        self.detail = detail
+        self.headers = headers
+
+    def response(self) -> JSONResponse:
+        body = {
+            "error": {
+                "type": self.type,
+                "code": self.code,
+                "message": self.message,
+                "param": self.param,
+                "detail": self.detail,
+            }
+        }
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+def _invalid(message: str, param: str | None = None, code: str = "invalid_value") -> ApiError:
+    return ApiError(400, "invalid_request_error", code, message, param=param)
+
+
+def _not_found(what: str, ident: str) -> ApiError:
+    return ApiError(404, "invalid_request_error", f"{what}_not_found", f"No {what} {ident!r}.")
+
+
+async def _api_error_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def _http_error_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
+    return ApiError(exc.status_code, "invalid_request_error", code, str(exc.detail)).response()
+
+
+# --------------------------------------------------------------------------- the script
+
+
+@dataclass(frozen=True)
+class Script:
+    """The directives parsed from a request's ``input``."""
+
+    words: int = 5
+    delay_ms: int = 20
+    fail: bool = False
+    cut_after: int | None = None
+    skip_seq: int | None = None
+    missing_seq_at: int | None = None
+    dup_terminal: bool = False
+    malformed_at: int | None = None
+    silence_ms: int = 0
+    slow_post_ms: int = 0
+    vendor_events: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> Script:
+        kinds = {f.name: f.type for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for token in text.split():
+            name, sep, raw = token.partition("=")
+            if name not in kinds:
+                continue  # prose, not a directive
+            if kinds[name] == "bool":
+                if sep:
+                    raise _invalid(f"Directive {name!r} takes no value.", "input")
+                values[name] = True
+                continue
+            try:
+                number = int(raw)
+            except ValueError:
+                raise _invalid(f"Directive {token!r} needs an integer value.", "input") from None
+            if number < 0:
+                raise _invalid(f"Directive {token!r} must not be negative.", "input")
+            values[name] = number
+        return cls(**values)
+
+
+def _input_text(value: Any) -> str:
+    """The text of ``input``: a string, or the text parts of a list of input items."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise _invalid("'input' must be a string or a list of input items.", "input")
+    texts: list[str] = []
+    for item in value:
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, dict):
+            content = item.get("content", item.get("text"))
+            if isinstance(content, str):
+                texts.append(content)
+            elif isinstance(content, list):
+                texts.extend(
+                    str(part["text"])
+                    for part in content
+                    if isinstance(part, dict) and isinstance(part.get("text"), str)
+                )
+    return " ".join(texts)
+
+
+# --------------------------------------------------------------------------- state
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}{secrets.token_hex(12)}"
+
+
+@dataclass(eq=False)
+class ResponseRecord:
+    """One response: its live object, its event log and the task producing both."""
+
+    id: str
+    owner: str
+    session_id: str
+    harness_id: str
+    script: Script
+    response: dict[str, Any]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    streams_opened: int = 0
+    silent: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        return self.response["status"] in TERMINAL_STATUSES
+
+    def snapshot(self) -> dict[str, Any]:
+        return copy.deepcopy(self.response)
+
+    def notify(self) -> None:
+        """Wake every stream following this log."""
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    def emit(self, type_: str, **payload: Any) -> None:
+        self.events.append({"type": type_, "sequence_number": len(self.events), **payload})
+        self.notify()
+
+    def finish(self, status: str, error: dict[str, Any] | None = None) -> None:
+        for item in self.response["output"]:
+            if item.get("status") == "in_progress":
+                item["status"] = "incomplete"
+        self.response["status"] = status
+        self.response["error"] = error
+        self.emit(_TERMINAL_EVENT_FOR[status], response=self.snapshot())
+        self.done.set()
+
+    def cancel(self) -> None:
+        if not self.terminal and self.task is not None:
+            self.task.cancel()
+
+
+class ServerState:
+    def __init__(self, tokens: Sequence[str], resumption: bool) -> None:
+        self.tokens = frozenset(tokens)
+        self.resumption = resumption
+        self.responses: dict[str, ResponseRecord] = {}
+        self.sessions: dict[str, list[ResponseRecord]] = {}
+        self.idempotency: dict[tuple[str, str], ResponseRecord] = {}
+        self.executions: Counter[str] = Counter()
+
+    def response_for(self, token: str, response_id: str) -> ResponseRecord:
+        rec = self.responses.get(response_id)
+        if rec is None or rec.owner != token:  # out of scope answers 404, never 403
+            raise _not_found("response", response_id)
+        return rec
+
+    def session_for(self, token: str, session_id: str) -> list[ResponseRecord]:
+        chain = self.sessions.get(session_id)
+        if not chain or chain[0].owner != token:
+            raise _not_found("session", session_id)
+        return chain
+
+
+# --------------------------------------------------------------------------- the harness
+
+
+async def _run(rec: ResponseRecord) -> None:
+    """The scripted harness: appends to ``rec.events`` and never depends on any client."""
+    script = rec.script
+    try:
+        rec.emit("response.created", response=rec.snapshot())
+        if script.silence_ms:
+            rec.silent = True
+            rec.notify()
+            await asyncio.sleep(script.silence_ms / 1000)
+            rec.silent = False
+        rec.emit("response.in_progress", response=rec.snapshot())
+        if script.vendor_events:
+            _emit_bridge_event(rec, _vendor_created())
+        item: dict[str, Any] = {
+            "id": _new_id("msg_"),
+            "type": "message",
+            "role": "assistant",
+            "status": "in_progress",
+            "content": [],
+        }
+        rec.response["output"].append(item)
+        where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+        rec.emit("response.output_item.added", output_index=0, item=copy.deepcopy(item))
+        part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
+        item["content"].append(part)
+        rec.emit("response.content_part.added", **where, part=copy.deepcopy(part))
+        for index in range(script.words):
+            await asyncio.sleep(script.delay_ms / 1000)
+            delta = f"w{index} "
+            part["text"] += delta
+            rec.emit("response.output_text.delta", **where, delta=delta)
+        if script.fail:
+            item["status"] = "incomplete"
+            rec.emit("response.output_item.done", output_index=0, item=copy.deepcopy(item))
+            error = {"code": "harness_error", "message": "Scripted failure ('fail' directive)."}
+            rec.finish("failed", error)
+            return
+        rec.emit("response.output_text.done", **where, text=part["text"])
+        rec.emit("response.content_part.done", **where, part=copy.deepcopy(part))
+        item["status"] = "completed"
+        rec.emit("response.output_item.done", output_index=0, item=copy.deepcopy(item))
+        if script.vendor_events:
+            _emit_bridge_event(rec, _vendor_completed())
+        rec.finish("completed")
+    except asyncio.CancelledError:
+        # Our own task: a cancel request (or server shutdown) ends it as ``cancelled``, with
+        # the partial output kept. Swallowed on purpose; nobody awaits this task.
+        rec.silent = False
+        if not rec.terminal:
+            rec.finish("cancelled")
+
+
+# Vendor events come from the bridge's own adapter, exactly as a harness serving UHP emits them.
+_VENDOR_TASK = {"task_ref": "tk_scripted", "tool": "generate_report", "server": "reports"}
+
+
+def _vendor_created() -> ev.BridgeEvent:
+    return ev.TaskCreated(
+        seq=2,
+        run_ref="run_scripted",
+        op_ref="op_scripted",
+        status=TaskStatus.WORKING,
+        ttl_ms=60_000,
+        poll_interval_ms=500,
+        **_VENDOR_TASK,
+    )
+
+
+def _vendor_completed() -> ev.BridgeEvent:
+    return ev.TaskTerminal(
+        seq=4,
+        run_ref="run_scripted",
+        status=TaskStatus.COMPLETED,
+        result={"content": [{"type": "text", "text": "report ready"}], "isError": False},
+        **_VENDOR_TASK,
+    )
+
+
+def _emit_bridge_event(rec: ResponseRecord, event: ev.BridgeEvent) -> None:
+    body = to_uhp_event(event)
+    assert body is not None
+    kind = body.pop("type")
+    rec.emit(kind, **body)
+
+
+def _ensure_terminal(rec: ResponseRecord) -> Any:
+    """Done-callback: a task cancelled before its first step never entered ``_run``'s
+    handler; it still has to end ``cancelled`` in the log."""
+
+    def callback(task: asyncio.Task[None]) -> None:
+        if not rec.terminal:
+            if not rec.events:
+                rec.emit("response.created", response=rec.snapshot())
+            rec.finish("cancelled")
+
+    return callback
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+class _CutConnection(Exception):
+    """Raised by a stream generator to drop the connection without finishing the body."""
+
+
+class EventStreamResponse(StreamingResponse):
+    """SSE response that can end abruptly: on ``_CutConnection`` the final (empty) body chunk
+    is never sent, so uvicorn closes the socket mid-body and the client sees a broken
+    transfer, not a clean end of stream."""
+
+    media_type = "text/event-stream"
+
+    async def stream_response(self, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        try:
+            async for chunk in self.body_iterator:
+                data = chunk if isinstance(chunk, bytes | memoryview) else chunk.encode()
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+        except _CutConnection:
+            return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _frame(event: dict[str, Any], with_sequence: bool = True) -> bytes:
+    if not with_sequence:
+        stripped = {k: v for k, v in event.items() if k != "sequence_number"}
+        return f"data: {json.dumps(stripped)}\n\n".encode()
+    return f"id: {event['sequence_number']}\ndata: {json.dumps(event)}\n\n".encode()
+
+
+async def _follow(rec: ResponseRecord, start: int, first: bool) -> AsyncIterator[bytes]:
+    """The log from ``start`` on, live until terminal, with this response's wire faults."""
+    script = rec.script
+    cut = script.cut_after if first else None
+    if cut == 0:
+        raise _CutConnection
+    index, sent = start, 0
+    while True:
+        while index < len(rec.events):
+            event = rec.events[index]
+            seq = index
+            index += 1
+            if seq == script.skip_seq:
+                continue
+            frame = _frame(event, with_sequence=seq != script.missing_seq_at)
+            yield frame
+            sent += 1
+            if script.dup_terminal and event["type"] in TERMINAL_EVENTS:
+                yield frame
+            if seq == script.malformed_at:
+                yield MALFORMED_FRAME
+            if cut is not None and sent >= cut:
+                raise _CutConnection
+        if rec.terminal:
+            return
+        # No await since the length check above, so no event can slip in unnoticed.
+        changed = rec.changed
+        interval = SILENCE_KEEPALIVE_SECONDS if rec.silent else KEEPALIVE_SECONDS
+        try:
+            await asyncio.wait_for(changed.wait(), interval)
+        except TimeoutError:
+            yield KEEPALIVE_FRAME
+
+
+def _stream(rec: ResponseRecord, start: int = 0) -> Response:
+    first = rec.streams_opened == 0
+    rec.streams_opened += 1
+    return EventStreamResponse(
+        _follow(rec, start, first),
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _resume_start(request: Request) -> int:
+    """Where a stream starts: after the ``Last-Event-ID`` sequence number, or at 0."""
+    raw = request.headers.get("last-event-id")
+    if raw is None or not raw.strip():
+        return 0
+    try:
+        return max(int(raw.strip()) + 1, 0)
+    except ValueError:
+        raise _invalid(
+            f"Last-Event-ID {raw!r} is not a sequence number.", "Last-Event-ID"
+        ) from None
+
+
+# --------------------------------------------------------------------------- endpoints
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.uhp
+    return state
+
+
+def _served_version(request: Request) -> str:
+    return str(request.scope.get("state", {}).get("uhp_version", DEFAULT_VERSION))
+
+
+def _authenticate(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(
+            401,
+            "authentication_error",
+            "missing_credential",
+            "An 'Authorization: Bearer <token>' header is required.",
+            headers=challenge,
+        )
+    if token.strip() not in _state(request).tokens:
+        raise ApiError(
+            401,
+            "authentication_error",
+            "invalid_credential",
+            "The bearer token is not valid.",
+            headers=challenge,
+        )
+    return token.strip()
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise _invalid("The request body is not valid JSON.", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise _invalid("The request body must be a JSON object.", code="invalid_json")
+    return body
+
+
+def _flag(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise _invalid(f"'{name}' must be a boolean.", name)
+    return value
+
+
+async def discovery(request: Request) -> Response:
+    return JSONResponse(
+        {
+            "object": "uhp.discovery",
+            "protocol": "uhp",
+            "versions": list(VERSIONS),
+            "default_version": DEFAULT_VERSION,
+            "conformance_class": "core",
+            "capabilities": {
+                "streaming": True,
+                "sessions": True,
+                "cancellation": True,
+                "idempotency": True,
+                "stream_resumption": _state(request).resumption,
+            },
+        }
+    )
+
+
+_HARNESS = {
+    "id": HARNESS_ID,
+    "object": "harness",
+    "name": "Scripted test harness",
+    "base": "scripted",
+    "model": DEFAULT_MODEL,
+    "description": "Deterministic scripted harness of the UHP test server (no model).",
+    "created_at": 0,
+}
+
+
+async def list_harnesses(request: Request) -> Response:
+    _authenticate(request)
+    return JSONResponse({"object": "list", "data": [_HARNESS]})
+
+
+async def get_harness(request: Request) -> Response:
+    _authenticate(request)
+    harness_id = request.path_params["harness_id"]
+    if harness_id != HARNESS_ID:
+        raise _not_found("harness", harness_id)
+    return JSONResponse(_HARNESS)
+
+
+async def list_models(request: Request) -> Response:
+    _authenticate(request)
+    model = {"id": DEFAULT_MODEL, "object": "model", "created": 0, "owned_by": "uhp-test-server"}
+    return JSONResponse({"object": "list", "data": [model]})
+
+
+async def _answer(
+    request: Request, rec: ResponseRecord, *, stream: bool, background: bool, replay: bool
+) -> Response:
+    if stream:
+        # A first request streams from 0; a repeat (same Idempotency-Key) may resume.
+        start = _resume_start(request) if replay and _state(request).resumption else 0
+        return _stream(rec, start)
+    if not background:
+        await rec.done.wait()
+    return JSONResponse(rec.snapshot())
+
+
+async def create_response(request: Request) -> Response:
+    state = _state(request)
+    token = _authenticate(request)
+    body = await _json_object(request)
+    stream = _flag(body, "stream")
+    background = _flag(body, "background")
+    key = request.headers.get("idempotency-key")
+    if key is not None:
+        first = state.idempotency.get((token, key))
+        if first is not None:  # the first request's response; never a second execution
+            return await _answer(request, first, stream=stream, background=background, replay=True)
+
+    if "input" not in body:
+        raise _invalid("'input' is required.", "input", code="missing_required_parameter")
+    script = Script.parse(_input_text(body["input"]))
+    model = body.get("model") or DEFAULT_MODEL
+    if not isinstance(model, str):
+        raise _invalid("'model' must be a string.", "model")
+    metadata = body.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise _invalid("'metadata' must be an object.", "metadata")
+    harness_id = metadata.get("harness_id") or HARNESS_ID
+    if harness_id != HARNESS_ID:
+        raise _not_found("harness", str(harness_id))
+
+    previous_id = body.get("previous_response_id")
+    if previous_id is not None:
+        if not isinstance(previous_id, str):
+            raise _invalid("'previous_response_id' must be a string.", "previous_response_id")
+        previous = state.response_for(token, previous_id)
+        if previous.harness_id != harness_id:
+            raise ApiError(
+                409,
+                "invalid_request_error",
+                "harness_mismatch",
+                "A session continues with the harness that started it.",
+                param="metadata.harness_id",
+            )
+        session_id = previous.session_id
+        busy = [r.id for r in state.sessions[session_id] if not r.terminal]
+        if busy:
+            raise ApiError(
+                409,
+                "invalid_request_error",
+                "session_busy",
+                f"Session {session_id} is running {busy[0]}; retry once it is terminal.",
+                detail={"in_flight_response_id": busy[0]},
+            )
+    else:
+        session_id = _new_id("hsess")
+
+    out_metadata = {**metadata, "session_id": session_id, "harness_id": harness_id}
+    ignored = sorted(set(body) - KNOWN_FIELDS)
+    if ignored and _served_version(request) >= "2026-09-28":
+        out_metadata["ignored_fields"] = ignored
+    response_id = _new_id("resp_")
+    rec = ResponseRecord(
+        id=response_id,
+        owner=token,
+        session_id=session_id,
+        harness_id=harness_id,
+        script=script,
+        response={
+            "id": response_id,
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "in_progress",
+            "error": None,
+            "output": [],
+            "model": model,
+            "usage": None,
+            "metadata": out_metadata,
+            "previous_response_id": previous_id,
+            "store": True,
+        },
+    )
+    # From the idempotency lookup to here nothing awaits: two concurrent requests with one
+    # key cannot both get past the lookup.
+    state.responses[response_id] = rec
+    state.sessions.setdefault(session_id, []).append(rec)
+    if key is not None:
+        state.idempotency[(token, key)] = rec
+        state.executions[key] += 1
+    rec.task = asyncio.create_task(_run(rec), name=f"uhp-task-{response_id}")
+    rec.task.add_done_callback(_ensure_terminal(rec))
+    if script.slow_post_ms:
+        await asyncio.sleep(script.slow_post_ms / 1000)
+    return await _answer(request, rec, stream=stream, background=background, replay=False)
+
+
+async def get_response(request: Request) -> Response:
+    state = _state(request)
+    token = _authenticate(request)
+    rec = state.response_for(token, request.path_params["response_id"])
+    wants_stream = request.query_params.get("stream", "").lower() in {"true", "1"} or (
+        "text/event-stream" in request.headers.get("accept", "")
+    )
+    if wants_stream and state.resumption:
+        return _stream(rec, _resume_start(request))
+    return JSONResponse(rec.snapshot())
+
+
+async def _cancel_and_wait(recs: Sequence[ResponseRecord]) -> None:
+    for rec in recs:
+        rec.cancel()
+    for rec in recs:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(rec.done.wait(), CANCEL_WAIT_SECONDS)
+
+
+async def cancel_response(request: Request) -> Response:
+    token = _authenticate(request)
+    rec = _state(request).response_for(token, request.path_params["response_id"])
+    await _cancel_and_wait([rec])  # a terminal response is returned unchanged
+    return JSONResponse(rec.snapshot())
+
+
+async def cancel_session(request: Request) -> Response:
+    token = _authenticate(request)
+    session_id = request.path_params["session_id"]
+    chain = _state(request).session_for(token, session_id)
+    in_flight = [rec for rec in chain if not rec.terminal]
+    await _cancel_and_wait(in_flight)
+    return JSONResponse(
+        {
+            "id": session_id,
+            "object": "session",
+            "harness_id": chain[0].harness_id,
+            "cancelled_response_ids": [rec.id for rec in in_flight],
+            "responses": [{"id": rec.id, "status": rec.response["status"]} for rec in chain],
+        }
+    )
+
+
+async def stats(request: Request) -> Response:
+    state = _state(request)
+    return JSONResponse({"executions": dict(state.executions), "responses": len(state.responses)})
+
+
+# --------------------------------------------------------------------------- app
+
+
+class UHPVersionMiddleware:
+    """Rejects unsupported ``UHP-Version`` request headers and stamps the served version on
+    every response, errors and streams included."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        requested = Headers(scope=scope).get("uhp-version")
+        if requested is not None and requested.strip() not in VERSIONS:
+            error = ApiError(
+                400,
+                "invalid_request_error",
+                "unsupported_protocol_version",
+                f"UHP-Version {requested!r} is not supported.",
+                param="UHP-Version",
+                detail={"supported": list(VERSIONS)},
+                headers={"UHP-Version": DEFAULT_VERSION},
+            )
+            await error.response()(scope, receive, send)
+            return
+        served = requested.strip() if requested is not None else DEFAULT_VERSION
+        scope.setdefault("state", {})["uhp_version"] = served
+
+        async def send_with_version(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)["UHP-Version"] = served
+            await send(message)
+
+        await self.app(scope, receive, send_with_version)
+
+
+def create_app(tokens: Sequence[str] = (DEFAULT_TOKEN,), resumption: bool = True) -> ASGIApp:
+    """The ASGI app (usable in-process too); state lives in the returned app only."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        tasks = [rec.task for rec in state.responses.values() if rec.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    state = ServerState(tokens, resumption)
+    app = Starlette(
+        routes=[
+            Route("/v1/uhp", discovery, methods=["GET"]),
+            Route("/v1/harnesses", list_harnesses, methods=["GET"]),
+            Route("/v1/harnesses/{harness_id}", get_harness, methods=["GET"]),
+            Route("/v1/models", list_models, methods=["GET"]),
+            Route("/v1/responses", create_response, methods=["POST"]),
+            Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
+            Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
+            Route("/v1/sessions/{session_id}/cancel", cancel_session, methods=["POST"]),
+            Route("/_test/stats", stats, methods=["GET"]),
+        ],
+        exception_handlers={ApiError: _api_error_handler, HTTPException: _http_error_handler},
+        lifespan=lifespan,
+    )
+    app.state.uhp = state
+    return UHPVersionMiddleware(app)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="UHP TEST server with fault injection (tests of UHP clients only)."
+    )
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument(
+        "--token",
+        action="append",
+        help=f"accepted bearer token; repeat for several principals (default {DEFAULT_TOKEN!r})",
+    )
+    parser.add_argument(
+        "--no-last-event-id",
+        action="store_true",
+        help="disable Last-Event-ID resumption (GET /v1/responses/{id} always answers JSON)",
+    )
+    args = parser.parse_args(argv)
+    app = create_app(args.token or [DEFAULT_TOKEN], resumption=not args.no_last_event_id)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    )
+
+
+if __name__ == "__main__":
+    main()
