@@ -10,6 +10,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -17,7 +18,12 @@ from bridge import events as ev
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import OuterStatus
 from bridge.uhp.client import FollowConfig, RetryPolicy, UhpClient
-from bridge.uhp.errors import UhpAuthError, UhpInvalidRequest, UhpNotFound
+from bridge.uhp.errors import (
+    UhpAuthError,
+    UhpInvalidRequest,
+    UhpNotFound,
+    UhpQuotaExhausted,
+)
 from bridge.uhp.models import StreamEvent
 from tests.support.processes import REPO_ROOT, ServerProcess
 
@@ -299,7 +305,6 @@ async def test_session_continuation_and_busy_session(
 async def test_standard_client_reads_a_stream_with_bridge_events(
     uhp_server: ServerProcess,
 ) -> None:
-    import anyio
     import harnessrouter
 
     def collect() -> tuple[str, list[str]]:
@@ -365,3 +370,60 @@ async def test_sigkilled_follower_is_resumed_by_a_new_process(
     run = ledger.for_principal("acme").get_run(run_ref)
     assert run.status is OuterStatus.COMPLETED and run.last_sequence == rest[-1].sequence_number
     ledger.close()
+
+
+async def _attempts(server: ServerProcess, key: str | None) -> int:
+    async with httpx.AsyncClient() as plain:
+        stats = (await plain.get(f"{_base(server)}/_test/stats")).json()
+    return int(stats["post_attempts"][key])
+
+
+@pytest.mark.parametrize(
+    ("directives", "attempts"),
+    [
+        ("reject_status=429 reject_times=2 retry_after_ms=150", 3),  # after Retry-After
+        ("reject_status=503 reject_times=2", 3),  # server error: backoff and jitter
+    ],
+)
+async def test_retryable_rejections_are_retried_with_the_same_key(
+    wall_ledger: Ledger, uhp_server: ServerProcess, directives: str, attempts: int
+) -> None:
+    async with UhpClient(
+        _base(uhp_server),
+        token=TOKEN,
+        ledger=wall_ledger,
+        principal="acme",
+        retry=RetryPolicy(base_delay_s=0.05),
+    ) as retrying:
+        started = anyio.current_time()
+        created = await retrying.create_response(f"words=1 {directives}", harness_id=HARNESS)
+        elapsed = anyio.current_time() - started
+    assert created.response.status == "completed"
+    key = wall_ledger.for_principal("acme").get_run(created.run_ref).idempotency_key
+    assert await _attempts(uhp_server, key) == attempts
+    if "retry_after_ms=150" in directives:
+        assert elapsed >= 0.3  # two waits of Retry-After
+
+
+@pytest.mark.parametrize(
+    ("directives", "error"),
+    [
+        ("reject_status=429 quota reject_times=5", UhpQuotaExhausted),
+        ("reject_status=400 reject_times=5", UhpInvalidRequest),
+    ],
+)
+async def test_final_rejections_are_not_retried(
+    wall_ledger: Ledger, uhp_server: ServerProcess, directives: str, error: type[Exception]
+) -> None:
+    async with UhpClient(
+        _base(uhp_server),
+        token=TOKEN,
+        ledger=wall_ledger,
+        principal="acme",
+        retry=RetryPolicy(base_delay_s=0.05),
+    ) as retrying:
+        with pytest.raises(error):
+            await retrying.create_response(f"words=1 {directives}", harness_id=HARNESS)
+    (run,) = wall_ledger.for_principal("acme").list_runs()
+    assert run.response_id is None  # registered before the POST; no response was created
+    assert await _attempts(uhp_server, run.idempotency_key) == 1

@@ -174,6 +174,13 @@ class Script:
     silence_ms: int = 0
     slow_post_ms: int = 0
     vendor_events: bool = False
+    # Request faults: the first ``reject_times`` POSTs with this Idempotency-Key are refused
+    # with ``reject_status`` (429 rate_limited, or quota_exhausted with ``quota``; 503; 400),
+    # with ``Retry-After`` when ``retry_after_ms`` is given.
+    reject_status: int = 0
+    reject_times: int = 0
+    retry_after_ms: int | None = None
+    quota: bool = False
 
     @classmethod
     def parse(cls, text: str) -> Script:
@@ -196,6 +203,20 @@ class Script:
                 raise _invalid(f"Directive {token!r} must not be negative.", "input")
             values[name] = number
         return cls(**values)
+
+
+def _scripted_rejection(script: Script) -> ApiError:
+    headers = None
+    if script.retry_after_ms is not None:
+        headers = {"Retry-After": f"{script.retry_after_ms / 1000:.3f}"}
+    if script.reject_status == 429:
+        code = "quota_exhausted" if script.quota else "rate_limited"
+        return ApiError(429, "rate_limit_error", code, "Scripted rejection.", headers=headers)
+    if script.reject_status >= 500:
+        return ApiError(
+            script.reject_status, "server_error", "harness_unavailable", "Scripted rejection."
+        )
+    return ApiError(400, "invalid_request_error", "invalid_input", "Scripted rejection.")
 
 
 def _input_text(value: Any) -> str:
@@ -283,6 +304,7 @@ class ServerState:
         self.sessions: dict[str, list[ResponseRecord]] = {}
         self.idempotency: dict[tuple[str, str], ResponseRecord] = {}
         self.executions: Counter[str] = Counter()
+        self.post_attempts: Counter[str] = Counter()  # per idempotency key, rejected or not
 
     def response_for(self, token: str, response_id: str) -> ResponseRecord:
         rec = self.responses.get(response_id)
@@ -621,6 +643,10 @@ async def create_response(request: Request) -> Response:
     if "input" not in body:
         raise _invalid("'input' is required.", "input", code="missing_required_parameter")
     script = Script.parse(_input_text(body["input"]))
+    attempt_key = key or _input_text(body["input"])
+    state.post_attempts[attempt_key] += 1
+    if script.reject_times and state.post_attempts[attempt_key] <= script.reject_times:
+        raise _scripted_rejection(script)
     model = body.get("model") or DEFAULT_MODEL
     if not isinstance(model, str):
         raise _invalid("'model' must be a string.", "model")
@@ -742,7 +768,13 @@ async def cancel_session(request: Request) -> Response:
 
 async def stats(request: Request) -> Response:
     state = _state(request)
-    return JSONResponse({"executions": dict(state.executions), "responses": len(state.responses)})
+    return JSONResponse(
+        {
+            "executions": dict(state.executions),
+            "responses": len(state.responses),
+            "post_attempts": dict(state.post_attempts),
+        }
+    )
 
 
 # --------------------------------------------------------------------------- app
