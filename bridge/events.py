@@ -131,6 +131,23 @@ class TaskDetached(_TaskEvent):
     requested_by: str
 
 
+class StepRecoverableFailure(_TaskEvent):
+    """The outer step gave up waiting for the task (deadline, or a ``fail_recoverable``
+    policy). The handle is kept and still watched: the step can be retried or resumed."""
+
+    type: Literal["step.recoverable_failure"] = "step.recoverable_failure"
+    reason: str
+
+
+class OpenTasksAtOuterEnd(_Event):
+    """The outer run ended with inner tasks still open (``on_outer_end="report"``)."""
+
+    type: Literal["outer.open_tasks"] = "outer.open_tasks"
+    status: OuterStatus
+    task_refs: list[str]
+    action: Literal["reported", "cancel_requested"]
+
+
 class ServerUnreachable(_TaskEvent):
     """The task's server has not answered for longer than the grace period: not (yet) lost."""
 
@@ -177,6 +194,8 @@ BridgeEvent = Annotated[
     | TaskInputAnswered
     | TaskCancelRequested
     | TaskDetached
+    | StepRecoverableFailure
+    | OpenTasksAtOuterEnd
     | ServerUnreachable
     | TaskLost
     | TaskTerminal

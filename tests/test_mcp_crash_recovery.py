@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge import Bridge
 from bridge import events as ev
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState, TaskStatus
@@ -89,8 +90,11 @@ async def test_kill_at_each_step_then_recover(
         await wait_until(lambda: line in effects(effects_path))
 
     servers = [McpServerConfig(name="tasks", url=tasks_server.url)]
-    async with TaskRequester(ledger, servers, scheduler=FAST) as requester:
-        report = await requester.resume(["acme"])
+    # Recovery through the public facade: Bridge.recover() runs on start.
+    async with Bridge(ledger, principals=["acme"], mcp_servers=servers, scheduler=FAST) as bridge:
+        report = bridge.last_recovery
+        assert report is not None
+        requester = bridge.requester
         (dispatch,) = tenant.list_dispatches(run_ref=run.ref)
         if expected == "unknown":
             assert report.dispatches_marked_unknown == 1
@@ -109,7 +113,9 @@ async def test_kill_at_each_step_then_recover(
         )
         assert again.replayed
         assert isinstance(again, UnknownOutcome if expected == "unknown" else TaskHandle)
-    assert effects(effects_path).count(line) == effect_count
+    assert effects(effects_path).count(line) == effect_count  # no side effect repeated
+    seqs = [e.seq for e in tenant.events(run.ref)]
+    assert seqs == list(range(1, len(seqs) + 1))  # gapless across the crash
     ledger.close()
 
 

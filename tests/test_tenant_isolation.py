@@ -87,6 +87,10 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         "mark_answer_delivered": lambda: foreign.mark_answer_delivered(task.ref, "k"),
         "detach_task": lambda: foreign.detach_task(task.ref, "x"),
         "record_server_unreachable": lambda: foreign.record_server_unreachable(task.ref, 0, "x"),
+        "record_step_failure": lambda: foreign.record_step_failure(task.ref, "x"),
+        "record_open_tasks_at_end": lambda: foreign.record_open_tasks_at_end(
+            run.ref, OuterStatus.COMPLETED, [task.ref], "reported"
+        ),
         "record_call_error": lambda: foreign.record_call_error(task.op_ref, {"code": 1}),
     }
 

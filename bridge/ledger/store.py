@@ -1090,6 +1090,33 @@ class TenantLedger:
             )
         return True
 
+    def record_step_failure(self, task_ref: str, reason: str) -> None:
+        """The outer step stopped waiting for this task; the handle stays as it is."""
+        with self._ledger._write() as tx:
+            row = self._task_row(tx.conn, task_ref)
+            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
+            self._append(
+                tx,
+                row.run_ref,
+                ev.StepRecoverableFailure(**label.fields(), reason=reason),
+                raw_task_id=row.task_id,
+            )
+
+    def record_open_tasks_at_end(
+        self,
+        run_ref: str,
+        status: OuterStatus,
+        task_refs: list[str],
+        action: Literal["reported", "cancel_requested"],
+    ) -> None:
+        with self._ledger._write() as tx:
+            self._run_row(tx.conn, run_ref)
+            self._append(
+                tx,
+                run_ref,
+                ev.OpenTasksAtOuterEnd(status=status, task_refs=task_refs, action=action),
+            )
+
     def record_server_unreachable(self, task_ref: str, since_ms: int, detail: str) -> None:
         """Report on the task's run that its server has been unreachable since ``since_ms``."""
         with self._ledger._write() as tx:

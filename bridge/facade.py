@@ -1,0 +1,438 @@
+"""The Bridge: one small async API over the ledger, the MCP requester and the UHP client.
+
+Two reconcile loops run side by side and never derive one lifecycle from the other:
+
+* the **outer loop** follows remote UHP responses (stream or re-read) — or, for a run the
+  harness serves itself, records the statuses the harness reports;
+* the **inner loop** is the poll scheduler watching every open MCP task handle.
+
+The only link between them is the ids recorded in the ledger. Where they must interact (the
+outer run is cancelled or ends while inner tasks are open), a policy the harness chose decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from bridge import events as ev
+from bridge.errors import BridgeError
+from bridge.ledger.store import Ledger
+from bridge.ledger.views import InputRequestView, RunView, TaskView
+from bridge.lifecycle import OuterStatus, TaskStatus
+from bridge.mcp.outcomes import CallOutcome, TaskHandle
+from bridge.mcp.requester import ResumeReport, TaskRequester
+from bridge.mcp.scheduler import SchedulerConfig
+from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
+from bridge.policies import OnOuterCancel, OnOuterEnd, Policies, WaitMode
+from bridge.uhp.client import FollowConfig, ResponseFollower, UhpClient
+
+LOCAL_SERVER_PREFIX = "local:"
+SUBSCRIBE_POLL_S = 0.25  # events written by other processes are picked up this often
+
+
+@dataclass(frozen=True, slots=True)
+class UhpServerConfig:
+    """A remote UHP server the bridge may follow runs on. The token is given by reference."""
+
+    name: str
+    base_url: str
+    credential_ref: str
+
+
+# -- what a bridged step returns ---------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TaskSettled:
+    """The step waited and the task reached a terminal status (or was declared lost)."""
+
+    op_ref: str
+    task: TaskView
+
+    @property
+    def status(self) -> TaskStatus:
+        return self.task.status
+
+    @property
+    def lost(self) -> bool:
+        return self.task.lost_reason is not None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPending:
+    """``detach``: the handle is durable and watched; the result arrives later as an event."""
+
+    op_ref: str
+    task: TaskView
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailedRecoverably:
+    """The step stopped waiting (deadline, or ``fail_recoverable``). Not a result: the handle
+    is kept and watched, a ``step.recoverable_failure`` event says so."""
+
+    op_ref: str
+    task: TaskView
+    reason: str
+
+
+StepOutcome = CallOutcome | TaskSettled | TaskPending | StepFailedRecoverably
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    tasks_watched: int = 0
+    dispatches_marked_unknown: int = 0
+    answers_to_redeliver: int = 0
+    cancels_to_resend: int = 0
+    remote_runs_resumed: int = 0
+    served_runs_open: list[str] = field(default_factory=list)
+    # Surfaced before the restart and still unanswered: offer them to the host again, keyed by
+    # input_ref (the same reference the original task.input_required event carried).
+    pending_inputs: list[InputRequestView] = field(default_factory=list)
+
+
+class _Notifier:
+    """Wakes subscribers when this process commits events for a run."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._waiting: dict[str, anyio.Event] = {}
+        self._token = anyio.lowlevel.current_token()
+        self._loop_thread = threading.get_ident()
+        ledger.add_listener(self._on_commit)
+
+    def close(self) -> None:
+        self._ledger.remove_listener(self._on_commit)
+
+    def _on_commit(self, _principal: str, run_ref: str, _seq: int) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._fire(run_ref)
+            return
+        with contextlib.suppress(RuntimeError):  # loop gone: pollers still see the event
+            anyio.from_thread.run_sync(self._fire, run_ref, token=self._token)
+
+    def _fire(self, run_ref: str) -> None:
+        event = self._waiting.pop(run_ref, None)
+        if event is not None:
+            event.set()
+
+    async def wait(self, run_ref: str, timeout: float) -> None:
+        event = self._waiting.setdefault(run_ref, anyio.Event())
+        with anyio.move_on_after(timeout):
+            await event.wait()
+
+
+class Bridge:
+    """Open with ``async with Bridge.open(...)``; see docs/embed-in-a-harness guide."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        principals: Sequence[str],
+        mcp_servers: Sequence[McpServerConfig] = (),
+        uhp_servers: Sequence[UhpServerConfig] = (),
+        credentials: CredentialResolver = no_credentials,
+        policies: Policies | None = None,
+        scheduler: SchedulerConfig | None = None,
+        follow: FollowConfig | None = None,
+        recover_on_start: bool = True,
+        owns_ledger: bool = False,
+    ) -> None:
+        if not principals:
+            raise ValueError("a bridge serves at least one principal/tenant")
+        self.ledger = ledger
+        self.principals = tuple(principals)
+        self.policies = policies or Policies()
+        self._uhp_servers = {s.name: s for s in uhp_servers}
+        self._credentials = credentials
+        self._follow = follow
+        self._recover_on_start = recover_on_start
+        self._owns_ledger = owns_ledger
+        self.requester = TaskRequester(
+            ledger, mcp_servers, credentials=credentials, scheduler=scheduler
+        )
+        self._tg: TaskGroup | None = None
+        self._notifier: _Notifier | None = None
+        self._uhp_clients: dict[tuple[str, str], UhpClient] = {}
+        self.last_recovery: RecoveryReport | None = None
+
+    @classmethod
+    def open(cls, url: str | Path | None = None, **options: Any) -> Bridge:
+        """A bridge on a ledger URL (SQLite file path by default; ``postgresql://…``)."""
+        return cls(Ledger.open(url), owns_ledger=True, **options)
+
+    async def __aenter__(self) -> Bridge:
+        self._notifier = _Notifier(self.ledger)
+        await self.requester.__aenter__()
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        if self._recover_on_start:
+            self.last_recovery = await self.recover()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._tg is not None and self._notifier is not None
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(exc_type, exc, tb)
+        for client in self._uhp_clients.values():
+            await client.__aexit__(None, None, None)
+        await self.requester.__aexit__(exc_type, exc, tb)
+        self._notifier.close()
+        if self._owns_ledger:
+            self.ledger.close()
+
+    def _scope(self, principal: str) -> None:
+        if principal not in self.principals:
+            raise BridgeError(f"principal {principal!r} is not in this bridge's scope")
+
+    # -- outer runs ------------------------------------------------------------------------
+    async def register_served_run(
+        self,
+        principal: str,
+        *,
+        response_id: str,
+        session_id: str | None,
+        harness_id: str | None,
+        harness: str = "harness",
+    ) -> RunView:
+        """Record a response this harness serves itself (it already knows its ids)."""
+        self._scope(principal)
+        tenant = self.ledger.for_principal(principal)
+        return await self.requester.db(
+            tenant.open_run,
+            LOCAL_SERVER_PREFIX + harness,
+            response_id=response_id,
+            session_id=session_id,
+            harness_id=harness_id,
+            status=OuterStatus.IN_PROGRESS,
+        )
+
+    async def record_outer_status(
+        self, principal: str, run_ref: str, status: OuterStatus, *, error: Any = None
+    ) -> None:
+        """The harness reports its own response's status (served runs). Inner tasks are not
+        touched, except as the outer-cancel / outer-end policies say."""
+        self._scope(principal)
+        tenant = self.ledger.for_principal(principal)
+        decision = await self.requester.db(tenant.observe_outer, run_ref, status, error=error)
+        if decision.records_status and status.is_terminal:
+            await self._apply_outer_policies(principal, run_ref, status)
+
+    async def start_remote_run(
+        self, principal: str, uhp_server: str, input: Any, **request: Any
+    ) -> ResponseFollower:
+        """Start a streaming response on a remote UHP server. The returned follower yields its
+        events; if nobody consumes them, call :meth:`follow_remote_run` to reconcile in the
+        background instead."""
+        self._scope(principal)
+        client = await self._uhp_client(principal, uhp_server)
+        return await client.stream_response(input, **request)
+
+    def follow_remote_run(self, principal: str, follower: ResponseFollower) -> None:
+        """The outer reconcile loop for one remote run: follow it to its terminal state in the
+        background, then apply the outer-end policies."""
+        assert self._tg is not None
+        self._tg.start_soon(self._reconcile_remote, principal, follower)
+
+    async def _reconcile_remote(self, principal: str, follower: ResponseFollower) -> None:
+        async with follower:
+            final = await follower.until_terminal()
+        status = final.outer_status
+        if status is not None and status.is_terminal:
+            await self._apply_outer_policies(principal, follower.run_ref, status)
+
+    async def _uhp_client(self, principal: str, name: str) -> UhpClient:
+        key = (principal, name)
+        client = self._uhp_clients.get(key)
+        if client is None:
+            config = self._uhp_servers.get(name)
+            if config is None:
+                raise BridgeError(f"no UHP server named {name!r} is configured")
+            token = self._credentials(config.credential_ref) or ""
+            client = UhpClient(
+                config.base_url,
+                token=token,
+                ledger=self.ledger,
+                principal=principal,
+                follow=self._follow,
+            )
+            await client.__aenter__()
+            self._uhp_clients[key] = client
+        return client
+
+    async def _apply_outer_policies(
+        self, principal: str, run_ref: str, status: OuterStatus
+    ) -> None:
+        tenant = self.ledger.for_principal(principal)
+        open_tasks = await self.requester.db(tenant.list_tasks, run_ref=run_ref, open_only=True)
+        if not open_tasks:
+            return
+        refs = [t.ref for t in open_tasks]
+        if status is OuterStatus.CANCELLED and (
+            self.policies.on_outer_cancel is OnOuterCancel.CANCEL_INNER
+        ):
+            await self.requester.db(
+                tenant.record_open_tasks_at_end, run_ref, status, refs, "cancel_requested"
+            )
+            for task in open_tasks:
+                await self.requester.cancel_task(principal, task.ref, "policy:outer_cancelled")
+            return
+        if self.policies.on_outer_end is OnOuterEnd.REPORT:
+            await self.requester.db(
+                tenant.record_open_tasks_at_end, run_ref, status, refs, "reported"
+            )
+            for task in open_tasks:
+                await self.requester.detach_task(principal, task.ref, "policy:outer_ended")
+
+    # -- inner steps -------------------------------------------------------------------------
+    async def call_tool(
+        self,
+        principal: str,
+        run_ref: str,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        operation_id: str | None = None,
+        wait: WaitMode | None = None,
+        wait_deadline_s: float | None = None,
+    ) -> StepOutcome:
+        """One bridged MCP tool call inside an outer run, waited for as the policy says."""
+        self._scope(principal)
+        policy = self.policies.for_tool(server, tool)
+        mode = wait or policy.wait
+        outcome = await self.requester.call_tool(
+            principal,
+            run_ref,
+            server,
+            tool,
+            arguments,
+            operation_id=operation_id,
+            unknown_outcomes=policy.unknown_outcomes,
+        )
+        if not isinstance(outcome, TaskHandle):
+            return outcome
+        task = outcome.task
+        if not task.is_open or mode is WaitMode.DETACH:
+            return (
+                TaskSettled(outcome.op_ref, task)
+                if not task.is_open
+                else (TaskPending(outcome.op_ref, task))
+            )
+        tenant = self.ledger.for_principal(principal)
+        if mode is WaitMode.FAIL_RECOVERABLE:
+            reason = "the call became a task and the policy does not wait for tasks"
+            await self.requester.db(tenant.record_step_failure, task.ref, reason)
+            return StepFailedRecoverably(outcome.op_ref, task, reason)
+        deadline = wait_deadline_s if wait_deadline_s is not None else policy.wait_deadline_s
+        return await self._wait(principal, outcome.op_ref, task, deadline, mode is WaitMode.ASK)
+
+    async def _wait(
+        self, principal: str, op_ref: str, task: TaskView, deadline_s: float, ask: bool
+    ) -> StepOutcome:
+        """Block until the task closes. ASK does not count time spent waiting for input."""
+        assert self._notifier is not None
+        tenant = self.ledger.for_principal(principal)
+        budget = deadline_s
+        while True:
+            current = await self.requester.db(tenant.get_task, task.ref)
+            if not current.is_open:
+                return TaskSettled(op_ref, current)
+            if budget <= 0:
+                reason = f"the step's wait deadline ({deadline_s:g} s) passed"
+                await self.requester.db(tenant.record_step_failure, task.ref, reason)
+                return StepFailedRecoverably(op_ref, current, reason)
+            started = anyio.current_time()
+            await self._notifier.wait(current.run_ref, min(budget, SUBSCRIBE_POLL_S))
+            waiting_for_host = ask and current.status is TaskStatus.INPUT_REQUIRED
+            if not waiting_for_host:
+                budget -= anyio.current_time() - started
+
+    async def answer_input(
+        self, principal: str, task_ref: str, input_ref: str, response: Any
+    ) -> bool:
+        """Answer an input request the host decided on (``task.input_required`` event)."""
+        self._scope(principal)
+        return await self.requester.answer_input(principal, task_ref, input_ref, response)
+
+    async def cancel_task(self, principal: str, task_ref: str) -> bool:
+        self._scope(principal)
+        return await self.requester.cancel_task(principal, task_ref, "host")
+
+    async def detach_task(self, principal: str, task_ref: str) -> bool:
+        """Stop watching a task without cancelling it."""
+        self._scope(principal)
+        return await self.requester.detach_task(principal, task_ref, "host")
+
+    # -- events ------------------------------------------------------------------------------
+    async def subscribe(
+        self, principal: str, run_ref: str, *, after_seq: int = 0
+    ) -> AsyncIterator[ev.BridgeEvent]:
+        """The run's events after ``after_seq``, in order, then live. Reconnect with the last
+        ``seq`` you saw: nothing is missed and nothing is seen twice."""
+        self._scope(principal)
+        assert self._notifier is not None
+        tenant = self.ledger.for_principal(principal)
+        last = after_seq
+        while True:
+            batch = await self.requester.db(tenant.events, run_ref, after_seq=last, limit=500)
+            for event in batch:
+                last = event.seq
+                yield event
+            if not batch:
+                await self._notifier.wait(run_ref, SUBSCRIBE_POLL_S)
+
+    # -- recovery ----------------------------------------------------------------------------
+    async def recover(self, *, settle_in_flight_dispatches: bool = True) -> RecoveryReport:
+        """Pick up everything open in this bridge's scope after a restart."""
+        resumed: ResumeReport = await self.requester.resume(
+            self.principals, settle_in_flight_dispatches=settle_in_flight_dispatches
+        )
+        report = RecoveryReport(
+            tasks_watched=resumed.tasks_watched,
+            dispatches_marked_unknown=resumed.dispatches_marked_unknown,
+            answers_to_redeliver=resumed.answers_to_redeliver,
+            cancels_to_resend=resumed.cancels_to_resend,
+        )
+        for principal in self.principals:
+            tenant = self.ledger.for_principal(principal)
+            for task in await self.requester.db(tenant.list_tasks, open_only=True):
+                pending = await self.requester.db(
+                    tenant.input_requests, task.ref, pending_only=True
+                )
+                report.pending_inputs.extend(pending)
+            for run in await self.requester.db(tenant.list_runs, open_only=True, limit=10_000):
+                if run.uhp_server.startswith(LOCAL_SERVER_PREFIX):
+                    report.served_runs_open.append(run.ref)
+                elif run.response_id is not None and await self._resume_remote(principal, run):
+                    report.remote_runs_resumed += 1
+        return report
+
+    async def _resume_remote(self, principal: str, run: RunView) -> bool:
+        name = next(
+            (
+                s.name
+                for s in self._uhp_servers.values()
+                if s.base_url.rstrip("/") == run.uhp_server
+            ),
+            None,
+        )
+        if name is None:
+            return False
+        client = await self._uhp_client(principal, name)
+        self.follow_remote_run(principal, await client.follow(run.ref))
+        return True

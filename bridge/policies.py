@@ -1,0 +1,58 @@
+"""The explicit choices a harness makes about nested MCP tasks (pure data, no I/O).
+
+Nothing about one lifecycle is inferred from the other; where the two must interact, a policy
+the harness chose says how. Every default is the safe one: never cancel what the harness did
+not ask to cancel, never repeat what may have happened, never invent a result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from bridge.mcp.requester import UnknownOutcomePolicy
+
+
+class WaitMode(StrEnum):
+    """How the outer step waits for an inner task."""
+
+    WAIT = "wait"  # block the step until terminal, or until the deadline (recoverable failure)
+    DETACH = "detach"  # return at once; the result arrives later as a task.terminal event
+    ASK = "ask"  # block; input_required is surfaced and the wait pauses for the host's answer
+    FAIL_RECOVERABLE = "fail_recoverable"  # the step fails (recoverably) if it becomes a task
+
+
+class OnOuterCancel(StrEnum):
+    LEAVE_RUNNING = "leave_running"  # default: a cancelled response cancels nothing inside it
+    CANCEL_INNER = "cancel_inner"  # opt-in: send tasks/cancel (recorded as intent)
+
+
+class OnOuterEnd(StrEnum):
+    KEEP_WATCHING = "keep_watching"  # default: open tasks are still polled to their end
+    REPORT = "report"  # one outer.open_tasks event, then they are no longer watched
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    wait: WaitMode = WaitMode.WAIT
+    wait_deadline_s: float = 120.0  # for WAIT and ASK (ASK does not count input time)
+    unknown_outcomes: UnknownOutcomePolicy = UnknownOutcomePolicy.REPORT
+
+
+@dataclass(frozen=True, slots=True)
+class Policies:
+    """Per tool (``"server.tool"`` or ``"tool"``), per server, then the default."""
+
+    default: ToolPolicy = ToolPolicy()
+    per_server: dict[str, ToolPolicy] = field(default_factory=dict)
+    per_tool: dict[str, ToolPolicy] = field(default_factory=dict)
+    on_outer_cancel: OnOuterCancel = OnOuterCancel.LEAVE_RUNNING
+    on_outer_end: OnOuterEnd = OnOuterEnd.KEEP_WATCHING
+
+    def for_tool(self, server: str, tool: str) -> ToolPolicy:
+        return (
+            self.per_tool.get(f"{server}.{tool}")
+            or self.per_tool.get(tool)
+            or self.per_server.get(server)
+            or self.default
+        )
