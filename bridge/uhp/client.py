@@ -51,6 +51,7 @@ from bridge.uhp.errors import (
 from bridge.uhp.models import (
     PREFERRED_VERSION,
     SUPPORTED_VERSIONS,
+    TERMINAL_EVENT_TYPES,
     VERSION_HEADER,
     Discovery,
     ErrorEnvelope,
@@ -416,9 +417,54 @@ class ResponseFollower:
                 source = reopened
             seen_before = state.last_seq
             try:
-                async for event in self._read(source):
+                # The per-event path is inlined here (one generator layer, no per-event
+                # coroutine): it runs tens of thousands of times a second.
+                checkpoint_every = client.follow_config.checkpoint_interval_ms
+                clock = client.ledger.clock
+                content_type = source.headers.get("content-type", "")
+                if "text/event-stream" not in content_type:
+                    raise StreamFault(
+                        "not_a_stream", f"server answered {content_type or 'no type'}"
+                    )
+                async for sse in EventSource(source).aiter_sse():
+                    if not sse.data:
+                        # A comment (": keep-alive") and its blank line: the SSE spec
+                        # dispatches no event for an empty data buffer (httpx-sse does).
+                        continue
+                    try:
+                        # pydantic-core parses and checks in one pass (faster than json.loads
+                        # alone); unknown fields and types are kept, a missing type is malformed.
+                        event = StreamEvent.model_validate_json(sse.data)
+                    except pydantic.ValidationError:
+                        detail = f"undecodable or untyped frame after sequence {state.last_seq}"
+                        await self._anomaly("malformed_frame", detail)
+                        raise StreamFault("malformed_frame", detail) from None
+                    seq = event.sequence_number
+                    if seq is None:
+                        await self._anomaly(
+                            "missing_sequence", f"{event.type[:60]} had no sequence_number"
+                        )
+                        raise StreamFault("missing_sequence", "an event had no sequence_number")
+                    if seq != state.last_seq + 1:
+                        if seq <= state.last_seq:
+                            if event.type in TERMINAL_EVENT_TYPES:
+                                await self._anomaly(
+                                    "duplicate_terminal", f"terminal event {seq} repeated"
+                                )
+                            continue  # already delivered: a replay is never delivered twice
+                        detail = f"expected sequence {state.last_seq + 1}, got {seq}"
+                        await self._anomaly("sequence_gap", detail)
+                        raise StreamFault("sequence_gap", detail)
+                    if event.response is not None and state.response_id is None:
+                        state.response_id = event.response.id
+                        await client._record_response(state.run_ref, event.response)
+                    state.last_seq = seq
+                    if event.type in TERMINAL_EVENT_TYPES:
+                        await self._finish(event)
+                    elif clock() - state.checkpointed_at_ms >= checkpoint_every:
+                        await self._checkpoint()
                     yield event
-                    if event.is_terminal:
+                    if event.type in TERMINAL_EVENT_TYPES:
                         return
                 raise StreamFault("stream_ended", "the stream closed before a terminal event")
             except (StreamFault, *_TRANSPORT_ERRORS) as exc:
@@ -433,47 +479,6 @@ class ResponseFollower:
                 await client._sleep(client._backoff(min(reconnects, 5)) / 4)
             finally:
                 await source.aclose()
-
-    async def _read(self, source: httpx.Response) -> AsyncIterator[StreamEvent]:
-        client, state = self._client, self._state
-        checkpoint_every = client.follow_config.checkpoint_interval_ms
-        content_type = source.headers.get("content-type", "")
-        if "text/event-stream" not in content_type:
-            raise StreamFault("not_a_stream", f"server answered {content_type or 'no type'}")
-        async for sse in EventSource(source).aiter_sse():
-            if not sse.data:
-                # A comment (": keep-alive") and its blank line: the SSE spec dispatches no
-                # event for an empty data buffer; httpx-sse still reports one after an id.
-                continue
-            try:
-                # pydantic-core parses and checks in one pass (faster than json.loads alone);
-                # unknown fields and event types are kept, a missing type is malformed.
-                event = StreamEvent.model_validate_json(sse.data)
-            except pydantic.ValidationError:
-                detail = f"undecodable or untyped frame after sequence {state.last_seq}"
-                await self._anomaly("malformed_frame", detail)
-                raise StreamFault("malformed_frame", detail) from None
-            seq = event.sequence_number
-            if seq is None:
-                await self._anomaly("missing_sequence", f"{event.type[:60]} had no sequence_number")
-                raise StreamFault("missing_sequence", "an event had no sequence_number")
-            if seq <= state.last_seq:
-                if event.is_terminal:
-                    await self._anomaly("duplicate_terminal", f"terminal event {seq} repeated")
-                continue  # already delivered: a replay is never delivered twice
-            if seq != state.last_seq + 1:
-                detail = f"expected sequence {state.last_seq + 1}, got {seq}"
-                await self._anomaly("sequence_gap", detail)
-                raise StreamFault("sequence_gap", detail)
-            if event.response is not None and state.response_id is None:
-                state.response_id = event.response.id
-                await client._record_response(state.run_ref, event.response)
-            state.last_seq = seq
-            if event.is_terminal:
-                await self._finish(event)
-            elif client.ledger.clock() - state.checkpointed_at_ms >= checkpoint_every:
-                await self._checkpoint()
-            yield event
 
     async def _finish(self, event: StreamEvent) -> None:
         client, state = self._client, self._state
