@@ -753,7 +753,6 @@ class TenantLedger:
             current = TaskStatus(row.status)
             observed = observation.status
             decision = decide_task(current, observed, lost=row.lost_reason is not None)
-            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
 
             if decision.is_anomaly:
                 appended.append(
@@ -770,25 +769,20 @@ class TenantLedger:
                 if decision.records_status:
                     values["status"] = observed.value
                     appended.append(
-                        self._append(
+                        self._append_task_event(
                             tx,
-                            row.run_ref,
-                            ev.TaskStatusChanged(
-                                **label.fields(),
-                                previous=current,
-                                status=observed,
-                                status_message=observation.status_message,
-                            ),
-                            raw_task_id=row.task_id,
+                            row,
+                            ev.TaskStatusChanged,
+                            previous=current,
+                            status=observed,
+                            status_message=observation.status_message,
                         )
                     )
                 if observed.is_terminal and row.terminal_at_ms is None:
-                    appended.extend(
-                        self._store_terminal(tx, row, observation, decision, label, values)
-                    )
+                    appended.extend(self._store_terminal(tx, row, observation, decision, values))
                 elif observed is TaskStatus.INPUT_REQUIRED and observation.input_requests:
                     appended.extend(
-                        self._record_input_requests(tx, row, observation.input_requests, label)
+                        self._record_input_requests(tx, row, observation.input_requests)
                     )
                 tx.conn.execute(
                     update(TASKS).where(self._mine(TASKS), TASKS.c.ref == task_ref).values(**values)
@@ -815,7 +809,6 @@ class TenantLedger:
         row: Any,
         observation: TaskObservation,
         decision: Decision,
-        label: _TaskLabel,
         values: dict[str, Any],
     ) -> list[ev.BridgeEvent]:
         """Commit the terminal outcome; only then does the handle stop being polled."""
@@ -864,24 +857,21 @@ class TenantLedger:
         if superseded:
             values.update(lost_reason=None, lost_detail=None)
         appended.append(
-            self._append(
+            self._append_task_event(
                 tx,
-                row.run_ref,
-                ev.TaskTerminal(
-                    **label.fields(),
-                    status=status,
-                    superseded_lost=superseded,
-                    result=result,
-                    error=error,
-                    truncated=truncated,
-                ),
-                raw_task_id=row.task_id,
+                row,
+                ev.TaskTerminal,
+                status=status,
+                superseded_lost=superseded,
+                result=result,
+                error=error,
+                truncated=truncated,
             )
         )
         return appended
 
     def _record_input_requests(
-        self, tx: _Tx, row: Any, requests: dict[str, dict[str, Any]], label: _TaskLabel
+        self, tx: _Tx, row: Any, requests: dict[str, dict[str, Any]]
     ) -> list[ev.BridgeEvent]:
         """Record each new key once and surface it once; flag a key reused for a new payload."""
         appended: list[ev.BridgeEvent] = []
@@ -913,13 +903,13 @@ class TenantLedger:
                     )
                 )
                 appended.append(
-                    self._append(
+                    self._append_task_event(
                         tx,
-                        row.run_ref,
-                        ev.TaskInputRequired(
-                            **label.fields(), input_ref=input_ref, method=method, params=params
-                        ),
-                        raw_task_id=row.task_id,
+                        row,
+                        ev.TaskInputRequired,
+                        input_ref=input_ref,
+                        method=method,
+                        params=params,
                     )
                 )
             elif digest not in (seen.payload_digest, seen.conflicting_digest):
@@ -967,13 +957,7 @@ class TenantLedger:
                     updated_at_ms=self.now,
                 )
             )
-            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
-            self._append(
-                tx,
-                row.run_ref,
-                ev.TaskLost(**label.fields(), reason=reason, detail=detail),
-                raw_task_id=row.task_id,
-            )
+            self._append_task_event(tx, row, ev.TaskLost, reason=reason, detail=detail)
         return True
 
     def record_input_answer(self, task_ref: str, input_ref: str, response: Any) -> InputRequestView:
@@ -1005,13 +989,7 @@ class TenantLedger:
                     answered_at_ms=self.now,
                 )
             )
-            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
-            self._append(
-                tx,
-                row.run_ref,
-                ev.TaskInputAnswered(**label.fields(), input_ref=request.ref),
-                raw_task_id=row.task_id,
-            )
+            self._append_task_event(tx, row, ev.TaskInputAnswered, input_ref=request.ref)
         found = [r for r in self.input_requests(task_ref) if r.ref == request.ref]
         return found[0]
 
@@ -1027,13 +1005,7 @@ class TenantLedger:
                     .where(self._mine(TASKS), TASKS.c.ref == task_ref)
                     .values(cancel_requested_at_ms=self.now, updated_at_ms=self.now)
                 )
-            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
-            self._append(
-                tx,
-                row.run_ref,
-                ev.TaskCancelRequested(**label.fields(), requested_by=requested_by),
-                raw_task_id=row.task_id,
-            )
+            self._append_task_event(tx, row, ev.TaskCancelRequested, requested_by=requested_by)
         return True
 
     def mark_answer_delivered(self, task_ref: str, input_ref: str) -> None:
@@ -1081,26 +1053,14 @@ class TenantLedger:
                 .where(self._mine(TASKS), TASKS.c.ref == task_ref)
                 .values(detached_at_ms=self.now, next_poll_due_ms=None, updated_at_ms=self.now)
             )
-            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
-            self._append(
-                tx,
-                row.run_ref,
-                ev.TaskDetached(**label.fields(), requested_by=requested_by),
-                raw_task_id=row.task_id,
-            )
+            self._append_task_event(tx, row, ev.TaskDetached, requested_by=requested_by)
         return True
 
     def record_step_failure(self, task_ref: str, reason: str) -> None:
         """The outer step stopped waiting for this task; the handle stays as it is."""
         with self._ledger._write() as tx:
             row = self._task_row(tx.conn, task_ref)
-            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
-            self._append(
-                tx,
-                row.run_ref,
-                ev.StepRecoverableFailure(**label.fields(), reason=reason),
-                raw_task_id=row.task_id,
-            )
+            self._append_task_event(tx, row, ev.StepRecoverableFailure, reason=reason)
 
     def record_open_tasks_at_end(
         self,
@@ -1121,13 +1081,7 @@ class TenantLedger:
         """Report on the task's run that its server has been unreachable since ``since_ms``."""
         with self._ledger._write() as tx:
             row = self._task_row(tx.conn, task_ref)
-            label = _TaskLabel(task_ref, row.tool_name, row.server_name or row.server_endpoint)
-            self._append(
-                tx,
-                row.run_ref,
-                ev.ServerUnreachable(**label.fields(), since_ms=since_ms, detail=detail),
-                raw_task_id=row.task_id,
-            )
+            self._append_task_event(tx, row, ev.ServerUnreachable, since_ms=since_ms, detail=detail)
 
     def record_call_error(self, op_ref: str, error: dict[str, Any]) -> DispatchView:
         """The server answered ``tools/call`` with a JSON-RPC error: a definite, failed reply.
@@ -1318,6 +1272,19 @@ class TenantLedger:
             .values(state=target.value, updated_at_ms=self.now, **values)
         )
 
+    def _append_task_event(
+        self, tx: _Tx, row: Any, event_type: type[ev.TaskEventLike], **fields: Any
+    ) -> ev.BridgeEvent:
+        """Append an event about the task in ``row`` (its reference, tool and server filled in;
+        its raw id scrubbed from whatever the server said)."""
+        event = event_type(
+            task_ref=row.ref,
+            tool=row.tool_name,
+            server=row.server_name or row.server_endpoint,
+            **fields,
+        )
+        return self._append(tx, row.run_ref, cast(ev.BridgeEvent, event), raw_task_id=row.task_id)
+
     def _append(
         self,
         tx: _Tx,
@@ -1371,13 +1338,3 @@ _UNSET_TASK_FIELDS: dict[str, Any] = {
     "detached_at_ms": None,
     "terminal_at_ms": None,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class _TaskLabel:
-    task_ref: str
-    tool: str
-    server: str
-
-    def fields(self) -> dict[str, str]:
-        return {"task_ref": self.task_ref, "tool": self.tool, "server": self.server}
