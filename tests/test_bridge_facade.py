@@ -106,7 +106,7 @@ async def test_ask_waits_for_the_hosts_answer(bridge: Bridge, wall_ledger: Ledge
     async def host() -> None:  # the host answers under its own policy, via the bridge
         async for event in bridge.subscribe(P, run_ref):
             if isinstance(event, ev.TaskInputRequired):
-                await anyio.sleep(0.5)  # a human takes a while: not counted against the wait
+                await anyio.sleep(2.0)  # a human takes a while: not counted against the wait
                 answer = {"action": "accept", "content": {"approve": True}}
                 await bridge.answer_input(P, event.task_ref, event.input_ref, answer)
                 return

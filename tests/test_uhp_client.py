@@ -198,11 +198,11 @@ async def test_duplicated_terminal_event_is_delivered_once(
 async def test_keep_alive_comments_feed_the_inactivity_timeout(
     wall_ledger: Ledger, uhp_server: ServerProcess
 ) -> None:
-    short = FollowConfig(inactivity_timeout_s=0.5, reread_interval_s=0.05)
+    short = FollowConfig(inactivity_timeout_s=1.0, reread_interval_s=0.05)
     async with UhpClient(
         _base(uhp_server), token=TOKEN, ledger=wall_ledger, principal="acme", follow=short
     ) as quick:
-        follower = await quick.stream_response("words=2 silence_ms=1500", harness_id=HARNESS)
+        follower = await quick.stream_response("words=2 silence_ms=2500", harness_id=HARNESS)
         events = await _collect(follower)
     assert events[-1].type == "response.completed" and not events[-1].synthetic
     assert "outer.stream_lost" not in _types(wall_ledger, follower.run_ref)
