@@ -120,7 +120,7 @@ async def test_ask_waits_for_the_hosts_answer(bridge: Bridge, wall_ledger: Ledge
             "approve_payment",
             {"amount": 3, "payment_key": "ask-1"},
             wait=WaitMode.ASK,
-            wait_deadline_s=0.4,
+            wait_deadline_s=1.5,
         )
     assert isinstance(step, TaskSettled) and step.status is TaskStatus.COMPLETED
     assert step.task.result["content"][0]["text"] == "approved ask-1"
