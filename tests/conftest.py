@@ -122,3 +122,14 @@ def wall_ledger(tmp_path: Path) -> Iterator[Ledger]:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture
+def wall_pg_ledger(postgres_admin_url: str) -> Iterator[Ledger]:
+    """A PostgreSQL ledger on the wall clock (writes from async code go to worker threads)."""
+    with fresh_database(postgres_admin_url) as url:
+        opened = Ledger.open(url)
+        try:
+            yield opened
+        finally:
+            opened.close()

@@ -322,3 +322,25 @@ async def test_remote_outer_run_is_reconciled_and_resumed_after_restart(
         await wait_until(lambda: tenant.get_run(run_ref).status is OuterStatus.COMPLETED)
         resumed = [e for e in tenant.events(run_ref) if isinstance(e, ev.OuterResumed)]
         assert resumed and resumed[0].after_sequence == 5
+
+
+@pytest.mark.postgres
+async def test_bridge_on_postgresql_detach_subscribe_and_recover(
+    wall_pg_ledger: Ledger, tasks_server: ServerProcess
+) -> None:
+    async with Bridge(
+        wall_pg_ledger, principals=[P], mcp_servers=_servers(tasks_server), scheduler=FAST
+    ) as bridge:
+        run_ref = await _served_run(bridge, "pg")
+        arguments = {"quarter": "Q1", "seconds": 0.2}
+        step = await bridge.call_tool(
+            P, run_ref, "tasks", "slow_report", arguments, wait=WaitMode.DETACH
+        )
+        assert isinstance(step, TaskPending)
+        async for event in bridge.subscribe(P, run_ref):  # woken from worker-thread commits
+            if isinstance(event, ev.TaskTerminal):
+                break
+        await bridge.record_outer_status(P, run_ref, OuterStatus.COMPLETED)
+    tenant = wall_pg_ledger.for_principal(P)
+    assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
+    _gapless(wall_pg_ledger, run_ref)
