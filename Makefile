@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m bridge.smoke
+	$(PY) -m harness_examples.demo
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

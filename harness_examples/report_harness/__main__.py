@@ -1,0 +1,59 @@
+"""Command line: ``python -m harness_examples.report_harness``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+
+from harness_examples.report_harness.config import TOKENS_ENV, ConfigError, load_config
+from harness_examples.report_harness.server import create_app
+
+GRACEFUL_SHUTDOWN_SECONDS = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness_examples.report_harness",
+        description="A native UHP harness server (class Core) with a deterministic scripted "
+        "agent whose MCP tool calls go through the bridge.",
+        epilog=f"Bearer tokens: the config file's 'tokens' list and/or ${TOKENS_ENV} "
+        "(comma-separated). See the package docstring for the config format and the "
+        "scripted agent's instructions.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8800, help="TCP port (default 8800)")
+    parser.add_argument(
+        "--config", required=True, help="JSON config file: harnesses, tokens, credentials"
+    )
+    parser.add_argument(
+        "--db",
+        default="report-harness.db",
+        help="database for responses, event logs and the bridge ledger: a SQLite file path "
+        "or a postgresql:// URL (default report-harness.db)",
+    )
+    parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper())
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        sys.exit(f"report_harness: {exc}")
+    uvicorn.run(
+        create_app(config, args.db),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    )
+
+
+if __name__ == "__main__":
+    main()
