@@ -22,8 +22,13 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span
 
 from bridge import events as ev
+from bridge import telemetry
 from bridge.errors import BridgeError
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import InputRequestView, RunView, TaskView
@@ -163,6 +168,7 @@ class Bridge:
         self._tg: TaskGroup | None = None
         self._notifier: _Notifier | None = None
         self._uhp_clients: dict[tuple[str, str], UhpClient] = {}
+        self._outer_spans: dict[str, Span] = {}  # run_ref -> live uhp.response span
         self.last_recovery: RecoveryReport | None = None
 
     @classmethod
@@ -186,6 +192,10 @@ class Bridge:
         tb: TracebackType | None,
     ) -> None:
         assert self._tg is not None and self._notifier is not None
+        for span in self._outer_spans.values():
+            span.set_attribute("bridge.suspended", True)  # the run goes on in a later process
+            span.end()
+        self._outer_spans.clear()
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(exc_type, exc, tb)
         for client in self._uhp_clients.values():
@@ -212,7 +222,7 @@ class Bridge:
         """Record a response this harness serves itself (it already knows its ids)."""
         self._scope(principal)
         tenant = self.ledger.for_principal(principal)
-        return await self.requester.db(
+        run = await self.requester.db(
             tenant.open_run,
             LOCAL_SERVER_PREFIX + harness,
             response_id=response_id,
@@ -220,6 +230,34 @@ class Bridge:
             harness_id=harness_id,
             status=OuterStatus.IN_PROGRESS,
         )
+        return await self._start_outer_span(principal, run, served=True)
+
+    async def _start_outer_span(self, principal: str, run: RunView, *, served: bool) -> RunView:
+        """Start the run's ``uhp.response`` span; a run already traced (by an earlier process)
+        continues its recorded trace."""
+        if run.ref in self._outer_spans:
+            return run
+        resumed = run.trace_id is not None
+        span = telemetry.start_outer_span(run, served=served, resumed=resumed)
+        self._outer_spans[run.ref] = span
+        ids = telemetry.span_ids(span)
+        if ids is not None and not resumed:
+            tenant = self.ledger.for_principal(principal)
+            await self.requester.db(tenant.record_trace_context, run.ref, *ids)
+            return await self.requester.db(tenant.get_run, run.ref)
+        return run
+
+    def _end_outer_span(self, run_ref: str, status: OuterStatus) -> None:
+        span = self._outer_spans.pop(run_ref, None)
+        if span is not None:
+            telemetry.end_outer_span(span, status.value)
+
+    async def _outer_context(self, principal: str, run_ref: str) -> Context | None:
+        span = self._outer_spans.get(run_ref)
+        if span is not None:
+            return trace.set_span_in_context(span)
+        run = await self.requester.db(self.ledger.for_principal(principal).get_run, run_ref)
+        return telemetry.remote_context(run.trace_id, run.span_id)
 
     async def record_outer_status(
         self, principal: str, run_ref: str, status: OuterStatus, *, error: Any = None
@@ -230,6 +268,7 @@ class Bridge:
         tenant = self.ledger.for_principal(principal)
         decision = await self.requester.db(tenant.observe_outer, run_ref, status, error=error)
         if decision.records_status and status.is_terminal:
+            self._end_outer_span(run_ref, status)
             await self._apply_outer_policies(principal, run_ref, status)
 
     async def start_remote_run(
@@ -240,7 +279,12 @@ class Bridge:
         background instead."""
         self._scope(principal)
         client = await self._uhp_client(principal, uhp_server)
-        return await client.stream_response(input, **request)
+        follower = await client.stream_response(input, **request)
+        run = await self.requester.db(
+            self.ledger.for_principal(principal).get_run, follower.run_ref
+        )
+        await self._start_outer_span(principal, run, served=False)
+        return follower
 
     def follow_remote_run(self, principal: str, follower: ResponseFollower) -> None:
         """The outer reconcile loop for one remote run: follow it to its terminal state in the
@@ -253,6 +297,7 @@ class Bridge:
             final = await follower.until_terminal()
         status = final.outer_status
         if status is not None and status.is_terminal:
+            self._end_outer_span(follower.run_ref, status)
             await self._apply_outer_policies(principal, follower.run_ref, status)
 
     async def _uhp_client(self, principal: str, name: str) -> UhpClient:
@@ -315,15 +360,21 @@ class Bridge:
         self._scope(principal)
         policy = self.policies.for_tool(server, tool)
         mode = wait or policy.wait
-        outcome = await self.requester.call_tool(
-            principal,
-            run_ref,
-            server,
-            tool,
-            arguments,
-            operation_id=operation_id,
-            unknown_outcomes=policy.unknown_outcomes,
-        )
+        parent = await self._outer_context(principal, run_ref)
+        token = otel_context.attach(parent) if parent is not None else None
+        try:
+            outcome = await self.requester.call_tool(
+                principal,
+                run_ref,
+                server,
+                tool,
+                arguments,
+                operation_id=operation_id,
+                unknown_outcomes=policy.unknown_outcomes,
+            )
+        finally:
+            if token is not None:
+                otel_context.detach(token)
         if not isinstance(outcome, TaskHandle):
             return outcome
         task = outcome.task
@@ -416,7 +467,10 @@ class Bridge:
                 )
                 report.pending_inputs.extend(pending)
             for run in await self.requester.db(tenant.list_runs, open_only=True, limit=10_000):
-                if run.uhp_server.startswith(LOCAL_SERVER_PREFIX):
+                served = run.uhp_server.startswith(LOCAL_SERVER_PREFIX)
+                if run.trace_id is not None:  # continue the run's trace in this process
+                    await self._start_outer_span(principal, run, served=served)
+                if served:
                     report.served_runs_open.append(run.ref)
                 elif run.response_id is not None and await self._resume_remote(principal, run):
                     report.remote_runs_resumed += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,3 +134,19 @@ def wall_pg_ledger(postgres_admin_url: str) -> Iterator[Ledger]:
             yield opened
         finally:
             opened.close()
+
+
+@pytest.fixture(scope="session")
+def span_exporter() -> Iterator[Any]:
+    """One in-memory span exporter behind the global tracer provider (set once per process)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    yield exporter
+    exporter.clear()

@@ -66,6 +66,7 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         "record_outer_ids": lambda: foreign.record_outer_ids(remote.ref, response_id="resp_x"),
         "observe_outer": lambda: foreign.observe_outer(run.ref, OuterStatus.FAILED),
         "record_outer_sequence": lambda: foreign.record_outer_sequence(run.ref, 99),
+        "record_trace_context": lambda: foreign.record_trace_context(run.ref, "0" * 32, "0" * 16),
         "record_anomaly": lambda: foreign.record_anomaly(run.ref, "x", "y"),
         "record_stream_lost": lambda: foreign.record_stream_lost(run.ref, "x", 3),
         "record_stream_resumed": lambda: foreign.record_stream_resumed(run.ref, "reread", 3),

@@ -36,6 +36,9 @@ class OuterResponse(SQLModel, table=True):
     last_sequence: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     idempotency_key: str | None = Field(default=None, max_length=200)
     event_seq: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    # W3C ids of the run's outer span, so a process that resumes the run continues its trace.
+    trace_id: str | None = Field(default=None, max_length=32)
+    span_id: str | None = Field(default=None, max_length=16)
     created_at_ms: int = Field(sa_column=_ms())
     updated_at_ms: int = Field(sa_column=_ms())
 
@@ -62,6 +65,9 @@ class DispatchIntent(SQLModel, table=True):
     result_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     result_truncated: bool = False
     task_ref: str | None = Field(default=None, max_length=64)
+    # W3C ids of the tools/call span, which the task's lifetime span links to.
+    trace_id: str | None = Field(default=None, max_length=32)
+    span_id: str | None = Field(default=None, max_length=16)
     created_at_ms: int = Field(sa_column=_ms())
     updated_at_ms: int = Field(sa_column=_ms())
 

@@ -94,6 +94,8 @@ _DISPATCH_INSERT_COLUMNS = [
     "args_digest",
     "state",
     "result_truncated",
+    "trace_id",
+    "span_id",
     "created_at_ms",
     "updated_at_ms",
 ]
@@ -417,6 +419,16 @@ class TenantLedger:
                 )
         return decision
 
+    def record_trace_context(self, run_ref: str, trace_id: str, span_id: str) -> None:
+        """Remember the run's outer span (W3C ids) so a later process continues its trace."""
+        with self._ledger._write() as tx:
+            self._run_row(tx.conn, run_ref)
+            tx.conn.execute(
+                update(RUNS)
+                .where(self._mine(RUNS), RUNS.c.ref == run_ref)
+                .values(trace_id=trace_id, span_id=span_id)
+            )
+
     def record_outer_sequence(self, run_ref: str, sequence: int) -> bool:
         """Advance the last seen stream ``sequence_number``; never moves it backwards."""
         with self._ledger._write() as tx:
@@ -491,6 +503,8 @@ class TenantLedger:
         server_name: str | None = None,
         operation_id: str | None = None,
         sent: bool = False,
+        trace_id: str | None = None,
+        span_id: str | None = None,
     ) -> DispatchView:
         """Commit the intent to send a ``tools/call`` before sending it.
 
@@ -514,6 +528,8 @@ class TenantLedger:
             "args_digest": args_digest,
             "state": (DispatchState.SENT if sent else DispatchState.PENDING).value,
             "result_truncated": False,
+            "trace_id": trace_id,
+            "span_id": span_id,
             "created_at_ms": now,
             "updated_at_ms": now,
         }

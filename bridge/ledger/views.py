@@ -28,6 +28,8 @@ class RunView:
     last_sequence: int | None
     idempotency_key: str | None
     event_count: int
+    trace_id: str | None
+    span_id: str | None
     created_at_ms: int
     updated_at_ms: int
 
@@ -45,6 +47,8 @@ class RunView:
             last_sequence=row.last_sequence,
             idempotency_key=row.idempotency_key,
             event_count=row.event_seq,
+            trace_id=row.trace_id,
+            span_id=row.span_id,
             created_at_ms=row.created_at_ms,
             updated_at_ms=row.updated_at_ms,
         )
@@ -69,6 +73,8 @@ class DispatchView:
     result: Any
     result_truncated: bool
     task_ref: str | None
+    trace_id: str | None
+    span_id: str | None
     created_at_ms: int
     updated_at_ms: int
 
@@ -89,6 +95,8 @@ class DispatchView:
             result=_loads(row.result_json) if result is _FROM_ROW else result,
             result_truncated=row.result_truncated,
             task_ref=row.task_ref,
+            trace_id=row.trace_id,
+            span_id=row.span_id,
             created_at_ms=row.created_at_ms,
             updated_at_ms=row.updated_at_ms,
         )

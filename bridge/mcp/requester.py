@@ -27,6 +27,7 @@ import mcp_types
 import pydantic
 from anyio.abc import TaskGroup
 
+from bridge import telemetry
 from bridge.aio import LedgerRunner
 from bridge.errors import InvalidTaskResponse, TaskRequestFailed
 from bridge.ledger.engine import is_sqlite
@@ -49,6 +50,7 @@ from bridge.mcp.wire import (
     CreateTaskResult,
     TaskIdParams,
 )
+from bridge.redaction import install_log_redaction
 
 
 class UnknownOutcomePolicy(StrEnum):
@@ -94,6 +96,7 @@ class TaskRequester:
 
     # -- lifetime ----------------------------------------------------------------------------
     async def __aenter__(self) -> TaskRequester:
+        install_log_redaction()  # the SDK logs whole messages, taskId included, at DEBUG
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._pool = ServerPool(self._servers, self._tg, self._credentials)
@@ -105,6 +108,7 @@ class TaskRequester:
             clock=self._clock,
             rng=self._rng,
         )
+        self._scheduler.on_closed = self.emit_task_span
         await self._tg.start(self._scheduler.run)
         return self
 
@@ -164,17 +168,25 @@ class TaskRequester:
         connection = self.pool.connection(server, declare_tasks=declare_tasks)
         await connection.session()  # unreachable -> raises here, before anything is recorded
         config = connection.config
-        intent = await self.db(
-            tenant.begin_dispatch,
-            run_ref,
-            server_endpoint=config.endpoint,
-            server_name=config.name,
-            tool_name=tool,
-            arguments=arguments,
-            operation_id=operation_id,
-            sent=True,  # committed as released: the request leaves right after this commit
-        )
-        outcome = await self._send(tenant, connection, intent, tool, arguments)
+        with telemetry.tool_call_span(config.url, tool) as span:
+            ids = telemetry.span_ids(span)
+            intent = await self.db(
+                tenant.begin_dispatch,
+                run_ref,
+                server_endpoint=config.endpoint,
+                server_name=config.name,
+                tool_name=tool,
+                arguments=arguments,
+                operation_id=operation_id,
+                sent=True,  # committed as released: the request leaves right after this commit
+                trace_id=ids[0] if ids else None,
+                span_id=ids[1] if ids else None,
+            )
+            outcome = await self._send(tenant, connection, intent, tool, arguments)
+            if isinstance(outcome, RejectedCall):
+                telemetry.mark_rpc_error(span, outcome.code, "rpc_error")
+            elif isinstance(outcome, UnknownOutcome):
+                telemetry.mark_rpc_error(span, None, "unknown_outcome")
         if isinstance(outcome, UnknownOutcome):
             policy = unknown_outcomes or self.unknown_outcomes
             outcome = await self._maybe_retry(
@@ -363,13 +375,7 @@ class TaskRequester:
         except Exception as exc:
             failure = classify(exc)
             if failure is not None and failure.code == INVALID_PARAMS:
-                await self.db(
-                    tenant.mark_task_lost,
-                    task_ref,
-                    LostReason.NOT_FOUND,
-                    "tasks/update answered -32602 (unknown task)",
-                )
-                self.scheduler.forget(task_ref)
+                await self._lose_not_found(principal, task_ref, "tasks/update")
                 return False
             if failure is None and not isinstance(exc, TaskRequestFailed):
                 raise
@@ -403,13 +409,7 @@ class TaskRequester:
             if failure is None:
                 raise
             if failure.code == INVALID_PARAMS:
-                await self.db(
-                    tenant.mark_task_lost,
-                    task_ref,
-                    LostReason.NOT_FOUND,
-                    "tasks/cancel answered -32602 (unknown task)",
-                )
-                self.scheduler.forget(task_ref)
+                await self._lose_not_found(principal, task_ref, "tasks/cancel")
                 return False
             self.scheduler.mark_cancel_pending(task_ref)  # resent before the next poll
             return False
@@ -422,6 +422,28 @@ class TaskRequester:
         detached = await self.db(tenant.detach_task, task_ref, requested_by)
         self.scheduler.forget(task_ref)
         return detached
+
+    async def _lose_not_found(self, principal: str, task_ref: str, method: str) -> None:
+        tenant = self.ledger.for_principal(principal)
+        detail = f"{method} answered -32602 (unknown task)"
+        await self.db(tenant.mark_task_lost, task_ref, LostReason.NOT_FOUND, detail)
+        self.scheduler.forget(task_ref)
+        self.emit_task_span(principal, task_ref)
+
+    def emit_task_span(self, principal: str, task_ref: str) -> None:
+        """Emit the lifetime span of a task that just closed (when tracing is configured)."""
+        if not telemetry.enabled():
+            return
+        tenant = self.ledger.for_principal(principal)
+        task = tenant.get_task(task_ref)
+        if task.terminal_at_ms is None and task.lost_reason is None:
+            return  # detached, not ended: its lifetime is not over
+        dispatch = tenant.get_dispatch(task.op_ref)
+        run = tenant.get_run(task.run_ref)
+        events = tenant.events(task.run_ref)
+        telemetry.emit_task_span(
+            task, run, dispatch.trace_id, dispatch.span_id, events, self.ledger.clock()
+        )
 
     def _connection_for(self, endpoint: str) -> ServerConnection | None:
         config = self.pool.config_for_endpoint(endpoint)

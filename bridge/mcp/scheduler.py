@@ -99,6 +99,8 @@ class PollScheduler:
         self._in_flight = 0
         self._wake = anyio.Event()
         self.stats = SchedulerStats()
+        # Called with (principal, task_ref) when a watched handle closes (terminal or lost).
+        self.on_closed: Callable[[str, str], None] | None = None
 
     # -- what callers use ------------------------------------------------------------------
     def watch(self, principal: str, task: TaskView, *, due_ms: int | None = None) -> None:
@@ -319,6 +321,7 @@ class PollScheduler:
                 watch.input_digests.setdefault(key, _digest(request))
             if not outcome.task.is_open:
                 self.forget(task.ref)
+                self._closed(watch)
                 return
             self._queue.schedule(task.ref, next_due)
         await self._expire_if_past_ttl(watch, now)
@@ -355,6 +358,14 @@ class PollScheduler:
         tenant = self._ledger.for_principal(watch.principal)
         await self._db(tenant.mark_task_lost, watch.view.ref, reason, detail)
         self.forget(watch.view.ref)
+        self._closed(watch)
+
+    def _closed(self, watch: _Watch) -> None:
+        if self.on_closed is not None:
+            try:
+                self.on_closed(watch.principal, watch.view.ref)
+            except Exception:  # telemetry must never break polling
+                log.exception("closing hook failed for %s", watch.view.ref)
 
     # -- timing ------------------------------------------------------------------------------------
     def interval_for(self, server_ms: int | None) -> int:
