@@ -198,3 +198,30 @@ def _event_attributes(event: ev.BridgeEvent) -> dict[str, Any]:
         if value is not None:
             attributes[f"bridge.event.{name}"] = str(getattr(value, "value", value))
     return attributes
+
+
+def setup_tracing(service_name: str = "uhp-mcp-bridge", otlp_endpoint: str | None = None) -> None:
+    """Install an SDK tracer provider for a process that has none (a convenience for hosts).
+
+    With ``otlp_endpoint`` spans go to that OTLP/HTTP collector (the ``otlp`` extra:
+    ``pip install 'uhp-mcp-bridge[otlp]'``); otherwise they are printed to the console.
+    A host that configures OpenTelemetry itself does not need this.
+    """
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SpanExporter,
+    )
+
+    exporter: SpanExporter
+    if otlp_endpoint is not None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=otlp_endpoint)
+    else:
+        exporter = ConsoleSpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
