@@ -1,5 +1,5 @@
 """Traces of a run with two nested tasks, one of which outlives a process restart; and no raw
-task id or bearer token in spans, events or logs of a full run."""
+task id or bearer token in the spans, events, logs or CLI output of a full run."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 from opentelemetry.trace import SpanKind
+from typer.testing import CliRunner
 
 from bridge import Bridge, McpServerConfig, OuterStatus, TaskPending, TaskSettled, WaitMode
+from bridge.cli.app import app
 from bridge.ledger.store import Ledger
 from tests.support.bridging import FAST, wait_closed
 from tests.support.processes import ServerProcess
@@ -124,8 +126,16 @@ async def test_trace_of_a_run_spanning_a_restart(
         default=str,
     )
     logs = caplog.text
+    runner = CliRunner()
+    cli_output = ""
+    for command in (["show", run.ref], ["timeline", run.ref], ["events", run.ref, "--json"]):
+        result = runner.invoke(app, ["--db", str(db), "--principal", P, *command])
+        assert result.exit_code == 0, result.output
+        cli_output += result.output
+    assert pending.task.ref in cli_output
     for secret in [*raw_ids, TOKEN]:
         assert secret not in spans_text
         assert secret not in events
         assert secret not in logs
+        assert secret not in cli_output
     assert db.read_bytes().find(TOKEN.encode()) == -1  # never stored in the ledger

@@ -1,0 +1,2 @@
+"""The ``bridge`` operator CLI: read a ledger (runs, show, timeline, events) and act on it
+through the :class:`bridge.facade.Bridge` (recover, cancel-task, answer, db upgrade)."""
