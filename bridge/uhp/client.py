@@ -63,6 +63,7 @@ from bridge.uhp.models import (
 
 _TRANSPORT_ERRORS = (httpx.TransportError,)  # includes timeouts and dropped connections
 STUCK_FAULTS_BEFORE_REREAD = 3
+CHECKPOINT_PROBE = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,6 +427,8 @@ class ResponseFollower:
                     raise StreamFault(
                         "not_a_stream", f"server answered {content_type or 'no type'}"
                     )
+                parse = StreamEvent.model_validate_json  # bound once: this loop is hot
+                terminal_types = TERMINAL_EVENT_TYPES
                 async for sse in EventSource(source).aiter_sse():
                     if not sse.data:
                         # A comment (": keep-alive") and its blank line: the SSE spec
@@ -434,7 +437,7 @@ class ResponseFollower:
                     try:
                         # pydantic-core parses and checks in one pass (faster than json.loads
                         # alone); unknown fields and types are kept, a missing type is malformed.
-                        event = StreamEvent.model_validate_json(sse.data)
+                        event = parse(sse.data)
                     except pydantic.ValidationError:
                         detail = f"undecodable or untyped frame after sequence {state.last_seq}"
                         await self._anomaly("malformed_frame", detail)
@@ -459,13 +462,16 @@ class ResponseFollower:
                         state.response_id = event.response.id
                         await client._record_response(state.run_ref, event.response)
                     state.last_seq = seq
-                    if event.type in TERMINAL_EVENT_TYPES:
+                    if event.type in terminal_types:
                         await self._finish(event)
-                    elif clock() - state.checkpointed_at_ms >= checkpoint_every:
+                        yield event
+                        return
+                    # The clock is read every CHECKPOINT_PROBE events, not on every one.
+                    if (
+                        not seq % CHECKPOINT_PROBE or checkpoint_every == 0
+                    ) and clock() - state.checkpointed_at_ms >= checkpoint_every:
                         await self._checkpoint()
                     yield event
-                    if event.type in TERMINAL_EVENT_TYPES:
-                        return
                 raise StreamFault("stream_ended", "the stream closed before a terminal event")
             except (StreamFault, *_TRANSPORT_ERRORS) as exc:
                 stuck_faults = stuck_faults + 1 if state.last_seq == seen_before else 1
