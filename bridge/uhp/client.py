@@ -429,6 +429,7 @@ class ResponseFollower:
                     )
                 parse = StreamEvent.model_validate_json  # bound once: this loop is hot
                 terminal_types = TERMINAL_EVENT_TYPES
+                expected = state.last_seq + 1
                 async for sse in EventSource(source).aiter_sse():
                     if not sse.data:
                         # A comment (": keep-alive") and its blank line: the SSE spec
@@ -448,20 +449,21 @@ class ResponseFollower:
                             "missing_sequence", f"{event.type[:60]} had no sequence_number"
                         )
                         raise StreamFault("missing_sequence", "an event had no sequence_number")
-                    if seq != state.last_seq + 1:
-                        if seq <= state.last_seq:
+                    if seq != expected:
+                        if seq < expected:
                             if event.type in TERMINAL_EVENT_TYPES:
                                 await self._anomaly(
                                     "duplicate_terminal", f"terminal event {seq} repeated"
                                 )
                             continue  # already delivered: a replay is never delivered twice
-                        detail = f"expected sequence {state.last_seq + 1}, got {seq}"
+                        detail = f"expected sequence {expected}, got {seq}"
                         await self._anomaly("sequence_gap", detail)
                         raise StreamFault("sequence_gap", detail)
-                    if event.response is not None and state.response_id is None:
+                    if state.response_id is None and event.response is not None:
                         state.response_id = event.response.id
                         await client._record_response(state.run_ref, event.response)
                     state.last_seq = seq
+                    expected = seq + 1
                     if event.type in terminal_types:
                         await self._finish(event)
                         yield event
