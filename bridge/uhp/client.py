@@ -29,7 +29,10 @@ from typing import Any
 import anyio
 import httpx
 import pydantic
-from httpx_sse import EventSource
+from httpx_sse import ServerSentEvent
+
+# The library's decoders, used per chunk (see _sse_frames); pinned to httpx-sse 0.4.
+from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
 from bridge.aio import LedgerRunner
 from bridge.ledger.engine import is_sqlite
@@ -430,7 +433,7 @@ class ResponseFollower:
                 parse = StreamEvent.model_validate_json  # bound once: this loop is hot
                 terminal_types = TERMINAL_EVENT_TYPES
                 expected = state.last_seq + 1
-                async for sse in EventSource(source).aiter_sse():
+                async for sse in _sse_frames(source):
                     if not sse.data:
                         # A comment (": keep-alive") and its blank line: the SSE spec
                         # dispatches no event for an empty data buffer (httpx-sse does).
@@ -551,6 +554,25 @@ class ResponseFollower:
         self.final = response
         await client._record_response(state.run_ref, response)
         return response
+
+
+async def _sse_frames(source: httpx.Response) -> AsyncIterator[ServerSentEvent]:
+    """The SSE events of a response, decoded a whole network chunk at a time.
+
+    httpx-sse's own line and event decoders, driven per chunk instead of through its per-line
+    async generators: on this path each async hop per line costs as much as parsing the event.
+    """
+    lines = SSELineDecoder()
+    frames = SSEDecoder()
+    async for text in source.aiter_text():
+        for line in lines.decode(text):
+            frame = frames.decode(line)
+            if frame is not None:
+                yield frame
+    for line in lines.flush():
+        frame = frames.decode(line)
+        if frame is not None:
+            yield frame
 
 
 def _body(
