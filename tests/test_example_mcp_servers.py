@@ -9,31 +9,28 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, closing
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import httpx
 import mcp_types
 import pytest
 from mcp import Client, MCPError
-from mcp.client import ClaimContext, ClientExtension, ResultClaim
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from pydantic import ConfigDict
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from bridge.mcp.wire import TASKS_EXTENSION, CreateTaskResult, DetailedTask
 from harness_examples.mcp_servers.auth import bearer_middleware, resolve_token
+from tests.support.mcp_client import connect, get_task, start_task, update_task
 from tests.support.processes import ServerProcess
 
-TASKS = "io.modelcontextprotocol/tasks"
 REPORT_MODULE = "harness_examples.mcp_servers.report_server"
 PAYMENTS_MODULE = "harness_examples.mcp_servers.payments_server"
 REPORT_TOKEN = "report-secret"
@@ -47,90 +44,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-# --- minimal SEP-2663 client side (see /work/notes/mcp-sdk-tasks.md §2-3) ---------------------
-
-
-class CreatedTask(mcp_types.Result):
-    """``resultType: "task"`` answer to tools/call."""
-
-    model_config = ConfigDict(extra="allow")
-    result_type: Literal["task"]
-    task_id: str
-    status: str
-    poll_interval_ms: int | None = None
-
-
-class TaskIdParams(mcp_types.RequestParams):
-    task_id: str
-
-
-class UpdateTaskParams(TaskIdParams):
-    input_responses: dict[str, Any]
-
-
-class GetTaskRequest(mcp_types.Request[TaskIdParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    params: TaskIdParams
-    name_param = "taskId"
-
-
-class UpdateTaskRequest(mcp_types.Request[UpdateTaskParams, Literal["tasks/update"]]):
-    method: Literal["tasks/update"] = "tasks/update"
-    params: UpdateTaskParams
-    name_param = "taskId"
-
-
-class TaskState(mcp_types.Result):
-    """``tasks/get`` answer (a DetailedTask)."""
-
-    model_config = ConfigDict(extra="allow")
-    task_id: str
-    status: str
-    status_message: str | None = None
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    input_requests: dict[str, Any] | None = None
-
-
-async def _no_auto_polling(created: CreatedTask, ctx: ClaimContext) -> mcp_types.CallToolResult:
-    raise AssertionError("these tests call session.call_tool(..., allow_claimed=True)")
-
-
-class AcceptTasks(ClientExtension):
-    """Declares the tasks extension and hands task handles back unpolled."""
-
-    identifier = TASKS
-
-    def claims(self) -> Sequence[ResultClaim[Any]]:
-        return (ResultClaim(result_type="task", model=CreatedTask, resolve=_no_auto_polling),)
-
-
-@asynccontextmanager
-async def connect(url: str, token: str, *, tasks: bool = True) -> AsyncIterator[Client]:
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    extensions = [AcceptTasks()] if tasks else []
-    async with (
-        http,
-        Client(streamable_http_client(url, http_client=http), extensions=extensions) as c,
-    ):
-        yield c
-
-
-async def start_task(client: Client, tool: str, arguments: dict[str, Any]) -> CreatedTask:
-    result = await client.session.call_tool(tool, arguments, allow_claimed=True)
-    assert isinstance(result, CreatedTask), result
-    return result
-
-
-async def get_task(client: Client, task_id: str) -> TaskState:
-    return await client.session.send_request(
-        GetTaskRequest(params=TaskIdParams(task_id=task_id)), TaskState
-    )
-
-
 async def poll_until(
-    client: Client, task_id: str, statuses: set[str], seen: list[TaskState] | None = None
-) -> TaskState:
+    client: Client, task_id: str, statuses: set[str], seen: list[DetailedTask] | None = None
+) -> DetailedTask:
     """Poll ``tasks/get`` until the task reaches one of ``statuses`` (deadline-bounded)."""
     with anyio.fail_after(DEADLINE_SECONDS):
         while True:
@@ -143,14 +59,7 @@ async def poll_until(
             await anyio.sleep(POLL_SECONDS)
 
 
-async def update_task(client: Client, task_id: str, responses: dict[str, Any]) -> None:
-    await client.session.send_request(
-        UpdateTaskRequest(params=UpdateTaskParams(task_id=task_id, input_responses=responses)),
-        mcp_types.Result,
-    )
-
-
-def result_text(state: TaskState) -> str:
+def result_text(state: DetailedTask) -> str:
     assert state.status == "completed", state
     assert state.result is not None
     assert state.result["isError"] is False, state.result
@@ -205,7 +114,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
 @pytest.mark.anyio
 async def test_generate_report_is_a_task_with_progress(servers: Servers) -> None:
     args = {"quarter": "2026-Q3", "sections": 2, "seconds_per_section": 0.4}
-    seen: list[TaskState] = []
+    seen: list[DetailedTask] = []
     async with connect(servers.report.url, REPORT_TOKEN) as client:
         created = await start_task(client, "generate_report", args)
         assert created.status == "working"
@@ -226,7 +135,7 @@ async def test_generate_report_is_a_task_with_progress(servers: Servers) -> None
 @pytest.mark.anyio
 async def test_report_tool_annotations_and_required_task(servers: Servers) -> None:
     async with connect(servers.report.url, REPORT_TOKEN) as client:
-        assert TASKS in (client.server_capabilities.extensions or {})
+        assert TASKS_EXTENSION in (client.server_capabilities.extensions or {})
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     annotations = tools["generate_report"].annotations
     assert annotations is not None
@@ -245,7 +154,7 @@ async def test_report_tool_annotations_and_required_task(servers: Servers) -> No
 
 async def pay_until_input_required(
     client: Client, payment_key: str
-) -> tuple[CreatedTask, TaskState]:
+) -> tuple[CreateTaskResult, DetailedTask]:
     args = {"amount": 120, "currency": "EUR", "payee": "ACME Corp", "payment_key": payment_key}
     created = await start_task(client, "approve_payment", args)
     state = await poll_until(client, created.task_id, {"input_required", "completed", "failed"})

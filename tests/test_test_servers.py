@@ -6,19 +6,18 @@ If these fail, the fault is in the test servers or ``ServerProcess``, not in the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import mcp_types
 import pytest
 from mcp import Client
-from mcp.client import ClaimContext, ClientExtension, ResultClaim
-from pydantic import ConfigDict
 
+from bridge.mcp.extension import TasksClientExtension
+from bridge.mcp.wire import CreateTaskResult
+from tests.support.mcp_client import get_task, start_task
 from tests.support.processes import ServerProcess
-
-TASKS = "io.modelcontextprotocol/tasks"
 
 
 @pytest.fixture
@@ -26,55 +25,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class CreatedTask(mcp_types.Result):
-    """``resultType: "task"`` answer to tools/call, kept loose to accept fakes' shapes."""
-
-    model_config = ConfigDict(extra="allow")
-    result_type: Literal["task"]
-    task_id: str | None = None
-    status: str | None = None
-    poll_interval_ms: int | None = None
-
-
-class TaskIdParams(mcp_types.RequestParams):
-    task_id: str
-
-
-class GetTaskRequest(mcp_types.Request[TaskIdParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    params: TaskIdParams
-    name_param = "taskId"
-
-
-class TaskState(mcp_types.Result):
-    model_config = ConfigDict(extra="allow")
-    task_id: str
-    status: str
-    result: dict[str, Any] | None = None
-
-
-async def _no_auto_polling(created: CreatedTask, ctx: ClaimContext) -> mcp_types.CallToolResult:
-    raise AssertionError("tests use session.call_tool(..., allow_claimed=True)")
-
-
-class AcceptTasks(ClientExtension):
-    """Declares the tasks extension and accepts task handles (no polling of its own)."""
-
-    identifier = TASKS
-
-    def claims(self) -> Sequence[ResultClaim[Any]]:
-        return (ResultClaim(result_type="task", model=CreatedTask, resolve=_no_auto_polling),)
-
-
-async def get_task(client: Client, task_id: str) -> TaskState:
-    return await client.session.send_request(
-        GetTaskRequest(params=TaskIdParams(task_id=task_id)), TaskState
-    )
-
-
-async def create(client: Client, tool: str, arguments: dict[str, Any]) -> CreatedTask:
-    result = await client.session.call_tool(tool, arguments, allow_claimed=True)
-    assert isinstance(result, CreatedTask), result
+async def create(client: Client, tool: str, arguments: dict[str, Any]) -> CreateTaskResult:
+    result = await start_task(client, tool, arguments)
     assert result.task_id
     return result
 
@@ -93,7 +45,7 @@ def adversarial_server() -> Iterator[ServerProcess]:
 
 @pytest.mark.anyio
 async def test_slow_report_task_completes(tasks_server: ServerProcess) -> None:
-    async with Client(tasks_server.url, extensions=[AcceptTasks()]) as client:
+    async with Client(tasks_server.url, extensions=[TasksClientExtension()]) as client:
         created = await create(client, "slow_report", {"quarter": "Q3", "seconds": 0.2})
         assert created.status == "working"
         assert created.task_id is not None
@@ -108,7 +60,7 @@ async def test_slow_report_task_completes(tasks_server: ServerProcess) -> None:
 
 @pytest.mark.anyio
 async def test_echo_answers_inline(tasks_server: ServerProcess) -> None:
-    async with Client(tasks_server.url, extensions=[AcceptTasks()]) as client:
+    async with Client(tasks_server.url, extensions=[TasksClientExtension()]) as client:
         result = await client.session.call_tool("echo", {"text": "hi"}, allow_claimed=True)
     assert isinstance(result, mcp_types.CallToolResult)
     assert isinstance(result.content[0], mcp_types.TextContent)
@@ -119,7 +71,7 @@ async def test_echo_answers_inline(tasks_server: ServerProcess) -> None:
 async def test_adversarial_regress_goes_back_to_working(
     adversarial_server: ServerProcess,
 ) -> None:
-    async with Client(adversarial_server.url, extensions=[AcceptTasks()]) as client:
+    async with Client(adversarial_server.url, extensions=[TasksClientExtension()]) as client:
         created = await create(client, "regress", {})
         assert created.task_id is not None
         statuses = [(await get_task(client, created.task_id)).status for _ in range(3)]
@@ -135,7 +87,7 @@ async def test_adversarial_stats_counts_gets(adversarial_server: ServerProcess) 
         parsed: dict[str, dict[str, int]] = json.loads(result.content[0].text)
         return parsed
 
-    async with Client(adversarial_server.url, extensions=[AcceptTasks()]) as client:
+    async with Client(adversarial_server.url, extensions=[TasksClientExtension()]) as client:
         before = await stats(client)
         created = await create(client, "poll_zero", {})
         assert created.poll_interval_ms == 0
