@@ -47,6 +47,41 @@ def _arguments(tool: str, key: str) -> dict[str, object]:
     return {"key": key, "seconds": 0.2} if tool == "record_effect" else {"key": key}
 
 
+def _run_until_killed(
+    db: Path,
+    server_url: str,
+    run_ref: str,
+    tool: str,
+    arguments: dict[str, object],
+    operation_id: str,
+    crash: str,
+    *,
+    answer: bool = False,
+) -> None:
+    """Run one bridged call in a separate process that SIGKILLs itself at ``crash``."""
+    command = [
+        sys.executable,
+        "-m",
+        "tests.support.crash_driver",
+        "--db",
+        str(db),
+        "--server-url",
+        server_url,
+        "--run-ref",
+        run_ref,
+        "--tool",
+        tool,
+        "--args",
+        json.dumps(arguments),
+        "--operation-id",
+        operation_id,
+        "--crash",
+        crash,
+    ] + (["--answer"] if answer else [])
+    died = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert died.returncode == -signal.SIGKILL, died.stderr[-2000:]
+
+
 def _effect_line(tool: str, key: str) -> str:
     return f"payment {key} 7" if tool == "approve_payment" else f"effect {key}"
 
@@ -62,27 +97,7 @@ async def test_kill_at_each_step_then_recover(
     tenant = ledger.for_principal("acme")
     run = new_run(tenant)
     arguments = _arguments(tool, key)
-    command = [
-        sys.executable,
-        "-m",
-        "tests.support.crash_driver",
-        "--db",
-        str(db),
-        "--server-url",
-        tasks_server.url,
-        "--run-ref",
-        run.ref,
-        "--tool",
-        tool,
-        "--args",
-        json.dumps(arguments),
-        "--operation-id",
-        key,
-        "--crash",
-        step,
-    ] + (["--answer"] if answer else [])
-    died = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
-    assert died.returncode == -signal.SIGKILL, died.stderr[-2000:]
+    _run_until_killed(db, tasks_server.url, run.ref, tool, arguments, key, step, answer=answer)
 
     effects_path: Path = tasks_server.effects_path  # type: ignore[attr-defined]
     line = _effect_line(tool, key)
@@ -128,27 +143,10 @@ async def test_second_process_resumes_a_handle_the_first_created(
     tenant = ledger.for_principal("acme")
     run = new_run(tenant)
     key = "resume-pay"
-    command = [
-        sys.executable,
-        "-m",
-        "tests.support.crash_driver",
-        "--db",
-        str(db),
-        "--server-url",
-        tasks_server.url,
-        "--run-ref",
-        run.ref,
-        "--tool",
-        "approve_payment",
-        "--args",
-        json.dumps(_arguments("approve_payment", key)),
-        "--operation-id",
-        key,
-        "--crash",
-        "after_handle",
-    ]
-    died = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
-    assert died.returncode == -signal.SIGKILL, died.stderr[-2000:]
+    arguments = _arguments("approve_payment", key)
+    _run_until_killed(
+        db, tasks_server.url, run.ref, "approve_payment", arguments, key, "after_handle"
+    )
     (task,) = tenant.list_tasks(run_ref=run.ref)
 
     servers = [McpServerConfig(name="tasks", url=tasks_server.url)]
