@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -38,10 +39,13 @@ def _servers(server: ServerProcess) -> list[McpServerConfig]:
 
 @pytest.fixture
 async def bridge(wall_ledger: Ledger, tasks_server: ServerProcess) -> AsyncIterator[Bridge]:
-    async with Bridge(
-        wall_ledger, principals=[P], mcp_servers=_servers(tasks_server), scheduler=FAST
-    ) as opened:
+    async with _bridge(wall_ledger, tasks_server) as opened:
         yield opened
+
+
+def _bridge(ledger: Ledger, server: ServerProcess, **options: Any) -> Bridge:
+    """A bridge on ``ledger`` for principal P, polling the test Tasks ``server`` quickly."""
+    return Bridge(ledger, principals=[P], mcp_servers=_servers(server), scheduler=FAST, **options)
 
 
 async def _served_run(bridge: Bridge, name: str) -> str:
@@ -164,13 +168,7 @@ async def test_outer_cancel_with_opt_in_sends_tasks_cancel(
     wall_ledger: Ledger, tasks_server: ServerProcess
 ) -> None:
     policies = Policies(on_outer_cancel=OnOuterCancel.CANCEL_INNER)
-    async with Bridge(
-        wall_ledger,
-        principals=[P],
-        mcp_servers=_servers(tasks_server),
-        scheduler=FAST,
-        policies=policies,
-    ) as bridge:
+    async with _bridge(wall_ledger, tasks_server, policies=policies) as bridge:
         run_ref = await _served_run(bridge, "cancel-optin")
         step = await bridge.call_tool(P, run_ref, "tasks", "wait_forever", {}, wait=WaitMode.DETACH)
         assert isinstance(step, TaskPending)
@@ -205,13 +203,7 @@ async def test_outer_end_report_policy_lists_and_releases_open_tasks(
     wall_ledger: Ledger, tasks_server: ServerProcess
 ) -> None:
     policies = Policies(on_outer_end=OnOuterEnd.REPORT)
-    async with Bridge(
-        wall_ledger,
-        principals=[P],
-        mcp_servers=_servers(tasks_server),
-        scheduler=FAST,
-        policies=policies,
-    ) as bridge:
+    async with _bridge(wall_ledger, tasks_server, policies=policies) as bridge:
         run_ref = await _served_run(bridge, "end-report")
         step = await bridge.call_tool(P, run_ref, "tasks", "wait_forever", {}, wait=WaitMode.DETACH)
         assert isinstance(step, TaskPending)
@@ -328,9 +320,7 @@ async def test_remote_outer_run_is_reconciled_and_resumed_after_restart(
 async def test_bridge_on_postgresql_detach_subscribe_and_recover(
     wall_pg_ledger: Ledger, tasks_server: ServerProcess
 ) -> None:
-    async with Bridge(
-        wall_pg_ledger, principals=[P], mcp_servers=_servers(tasks_server), scheduler=FAST
-    ) as bridge:
+    async with _bridge(wall_pg_ledger, tasks_server) as bridge:
         run_ref = await _served_run(bridge, "pg")
         arguments = {"quarter": "Q1", "seconds": 0.2}
         step = await bridge.call_tool(
