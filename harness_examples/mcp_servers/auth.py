@@ -1,4 +1,4 @@
-"""Optional static bearer-token protection for the example MCP servers.
+"""How the example MCP servers are served: stdio, or HTTP behind an optional bearer token.
 
 The bridge never stores secrets itself: a server config names a credential *reference* and the
 harness resolves it into an ``Authorization`` header. These examples show the server side of
@@ -15,10 +15,14 @@ from __future__ import annotations
 import argparse
 import hmac
 import os
+from typing import TYPE_CHECKING
 
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 __all__ = ["BearerTokenMiddleware", "add_token_argument", "bearer_middleware", "resolve_token"]
 
@@ -87,3 +91,30 @@ def resolve_token(cli_value: str | None, env_var: str) -> str | None:
     """``--token`` if given, else the environment variable (unset or empty: no token)."""
     chosen = cli_value if cli_value is not None else os.environ.get(env_var)
     return chosen or None
+
+
+GRACEFUL_SHUTDOWN_SECONDS = 1  # a parked task must not hold SIGTERM for long
+
+
+def check_transport(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse a token on stdio (no headers there) and HTTP without a port."""
+    if args.stdio and args.token is not None:
+        parser.error("--token protects HTTP only; stdio has no headers")
+    if not args.stdio and not args.port:
+        parser.error("--port is required for HTTP")
+
+
+def serve(mcp: FastMCP, args: argparse.Namespace, token_env: str) -> None:
+    """Run ``mcp`` over stdio, or Streamable HTTP at ``/mcp`` behind the bearer check."""
+    if args.stdio:
+        mcp.run(transport="stdio", show_banner=False)
+        return
+    mcp.run(
+        transport="http",
+        host=args.host,
+        port=args.port,
+        path="/mcp",
+        show_banner=False,
+        middleware=bearer_middleware(resolve_token(args.token, token_env)),
+        uvicorn_config={"timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS},
+    )

@@ -36,11 +36,10 @@ from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks import TasksExtension
 from pydantic import Field
 
-from harness_examples.mcp_servers.auth import add_token_argument, bearer_middleware, resolve_token
+from harness_examples.mcp_servers.auth import add_token_argument, check_transport, serve
 
 TOKEN_ENV = "PAYMENTS_SERVER_TOKEN"
 POLL_INTERVAL = timedelta(milliseconds=200)
-GRACEFUL_SHUTDOWN_SECONDS = 1
 APPROVAL_KEY = "approve"  # the tool's own input key (the wire key is minted by fastmcp-tasks)
 APPROVAL_SCHEMA: dict[str, object] = {
     "type": "object",
@@ -158,23 +157,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--ledger", required=True, help="SQLite file recording payments")
     add_token_argument(parser, TOKEN_ENV)
     args = parser.parse_args(argv)
-    if args.stdio and args.token is not None:
-        parser.error("--token protects HTTP only; stdio has no headers")
-    if not args.stdio and not args.port:
-        parser.error("--port is required for HTTP")
+    check_transport(parser, args)
     open_ledger(args.ledger)
-    if args.stdio:
-        mcp.run(transport="stdio", show_banner=False)
-        return
-    mcp.run(
-        transport="http",
-        host=args.host,
-        port=args.port,
-        path="/mcp",
-        show_banner=False,
-        middleware=bearer_middleware(resolve_token(args.token, TOKEN_ENV)),
-        uvicorn_config={"timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS},
-    )
+    serve(mcp, args, TOKEN_ENV)
 
 
 if __name__ == "__main__":

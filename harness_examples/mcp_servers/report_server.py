@@ -29,11 +29,10 @@ from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks import TasksExtension
 from pydantic import Field
 
-from harness_examples.mcp_servers.auth import add_token_argument, bearer_middleware, resolve_token
+from harness_examples.mcp_servers.auth import add_token_argument, check_transport, serve
 
 TOKEN_ENV = "REPORT_SERVER_TOKEN"
 POLL_INTERVAL = timedelta(milliseconds=200)
-GRACEFUL_SHUTDOWN_SECONDS = 1
 SECTION_TITLES = ("Revenue", "Costs", "Headcount", "Pipeline", "Risks", "Outlook")
 MAX_SECTIONS = 12
 MAX_SECONDS_PER_SECTION = 60.0
@@ -84,22 +83,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--stdio", action="store_true", help="serve over stdio instead of HTTP")
     add_token_argument(parser, TOKEN_ENV)
     args = parser.parse_args(argv)
-    if args.stdio:
-        if args.token is not None:
-            parser.error("--token protects HTTP only; stdio has no headers")
-        mcp.run(transport="stdio", show_banner=False)
-        return
-    if not args.port:
-        parser.error("--port is required for HTTP")
-    mcp.run(
-        transport="http",
-        host=args.host,
-        port=args.port,
-        path="/mcp",
-        show_banner=False,
-        middleware=bearer_middleware(resolve_token(args.token, TOKEN_ENV)),
-        uvicorn_config={"timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS},
-    )
+    check_transport(parser, args)
+    serve(mcp, args, TOKEN_ENV)
 
 
 if __name__ == "__main__":
