@@ -36,7 +36,7 @@ from bridge.ledger.views import DispatchView
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
 from bridge.mcp.failures import Failure, FailureKind, classify
 from bridge.mcp.outcomes import CallOutcome, InlineResult, RejectedCall, TaskHandle, UnknownOutcome
-from bridge.mcp.scheduler import PollScheduler, SchedulerConfig, deliver_answers
+from bridge.mcp.scheduler import PollScheduler, SchedulerConfig, deliver_answers, send_cancel
 from bridge.mcp.servers import (
     CredentialResolver,
     McpServerConfig,
@@ -46,9 +46,7 @@ from bridge.mcp.servers import (
 )
 from bridge.mcp.wire import (
     INVALID_PARAMS,
-    CancelTaskRequest,
     CreateTaskResult,
-    TaskIdParams,
 )
 from bridge.redaction import install_log_redaction
 
@@ -398,12 +396,7 @@ class TaskRequester:
         if connection is None:
             return False
         try:
-            session = await connection.session()
-            await session.send_request(
-                CancelTaskRequest(params=TaskIdParams(task_id=task.task_id)),
-                mcp_types.Result,
-                request_read_timeout_seconds=connection.config.request_timeout_s,
-            )
+            await send_cancel(connection, task)
         except Exception as exc:
             failure = classify(exc)
             if failure is None:

@@ -214,7 +214,7 @@ class PollScheduler:
                 self.stats.lateness.append((due_ms, self._clock() - due_ms, task.ref))
             try:
                 if watch.cancel_pending:
-                    await self._send_cancel(connection, task)
+                    await send_cancel(connection, task)
                     watch.cancel_pending = False
                 if watch.undelivered_answers:
                     await self._deliver_answers(watch, connection)
@@ -231,14 +231,6 @@ class PollScheduler:
                 await self._on_failure(watch, failure)
                 return
         await self._on_reply(watch, reply)
-
-    async def _send_cancel(self, connection: ServerConnection, task: TaskView) -> None:
-        session = await connection.session()
-        await session.send_request(
-            CancelTaskRequest(params=TaskIdParams(task_id=task.task_id)),
-            mcp_types.Result,  # an empty ack
-            request_read_timeout_seconds=connection.config.request_timeout_s,
-        )
 
     async def _deliver_answers(self, watch: _Watch, connection: ServerConnection) -> None:
         tenant = self._ledger.for_principal(watch.principal)
@@ -383,6 +375,16 @@ class PollScheduler:
         delay = int(delay * (1 + self._rng.random() * self.config.jitter))
         if watch.view.ref in self._watched:
             self._queue.schedule(watch.view.ref, self._clock() + delay)
+
+
+async def send_cancel(connection: ServerConnection, task: TaskView) -> None:
+    """Send ``tasks/cancel`` (an empty ack means only that the request was taken)."""
+    session = await connection.session()
+    await session.send_request(
+        CancelTaskRequest(params=TaskIdParams(task_id=task.task_id)),
+        mcp_types.Result,
+        request_read_timeout_seconds=connection.config.request_timeout_s,
+    )
 
 
 async def deliver_answers(
