@@ -4,8 +4,12 @@
 answers ``working`` for any task id it is asked about (the bench registers handles in the
 ledger directly, so 10,000 handles do not need 10,000 creations). A task id of the form
 ``bench-<interval_ms>-<n>`` gets that ``pollIntervalMs``; others ``--poll-interval-ms``.
-It counts ``tasks/get`` per task id so the bench can check
-that no handle was starved. Run: ``python -m bench.fast_tasks_server --port P``.
+An id ``done-<interval_ms>-<k>-<n>`` also completes on its k-th ``tasks/get``.
+It counts ``tasks/get`` per task id so the bench can check that no handle was starved; with
+``--log-polls`` it also keeps every ``tasks/get`` (task id, server time, the caller's bearer
+token as its name) for the ``poll_log`` tool, which the scale-out test reads to check that no
+task was polled by two replicas within one interval.
+Run: ``python -m bench.fast_tasks_server --port P``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -39,9 +44,11 @@ def _now() -> str:
 class ParkedTasks(Extension):
     identifier = TASKS
 
-    def __init__(self, poll_interval_ms: int) -> None:
+    def __init__(self, poll_interval_ms: int, log_polls: bool = False) -> None:
         self.poll_interval_ms = poll_interval_ms
         self.gets: Counter[str] = Counter()
+        self.log_polls = log_polls
+        self.poll_log: list[tuple[str, float, str]] = []  # (task id, server ms, caller)
 
     def methods(self) -> Sequence[MethodBinding]:
         return [MethodBinding("tasks/get", TaskIdParams, self.get, protocol_versions=MODERN)]
@@ -49,17 +56,23 @@ class ParkedTasks(Extension):
     def _task(self, task_id: str) -> dict[str, Any]:
         now = _now()
         interval = self.poll_interval_ms
+        status = "working"
         parts = task_id.split("-")
-        if len(parts) == 3 and parts[0] == "bench" and parts[1].isdigit():
+        if len(parts) >= 3 and parts[0] in ("bench", "done") and parts[1].isdigit():
             interval = int(parts[1])
-        return {
+        if len(parts) == 4 and parts[0] == "done" and parts[2].isdigit():
+            status = "completed" if self.gets[task_id] >= int(parts[2]) else "working"
+        task: dict[str, Any] = {
             "taskId": task_id,
-            "status": "working",
+            "status": status,
             "createdAt": now,
             "lastUpdatedAt": now,
             "ttlMs": None,
             "pollIntervalMs": interval,
         }
+        if status == "completed":
+            task["result"] = {"content": [{"type": "text", "text": "done"}], "isError": False}
+        return task
 
     async def intercept_tool_call(
         self,
@@ -73,11 +86,16 @@ class ParkedTasks(Extension):
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
         self.gets[params.task_id] += 1
+        if self.log_polls:
+            request = ctx.request
+            auth = request.headers.get("authorization", "") if request is not None else ""
+            caller = auth.removeprefix("Bearer ") or "anonymous"
+            self.poll_log.append((params.task_id, time.monotonic() * 1000, caller))
         return {"resultType": "complete", **self._task(params.task_id)}
 
 
-def build(poll_interval_ms: int) -> tuple[MCPServer, ParkedTasks]:
-    extension = ParkedTasks(poll_interval_ms)
+def build(poll_interval_ms: int, log_polls: bool = False) -> tuple[MCPServer, ParkedTasks]:
+    extension = ParkedTasks(poll_interval_ms, log_polls)
     server = MCPServer("bench-fast-tasks", extensions=[extension])
 
     @server.tool()
@@ -95,6 +113,11 @@ def build(poll_interval_ms: int) -> tuple[MCPServer, ParkedTasks]:
         """tasks/get count per task id, as JSON."""
         return json.dumps(dict(extension.gets))
 
+    @server.tool()
+    async def poll_log() -> str:
+        """Every tasks/get as [task id, server ms, caller] (with --log-polls), as JSON."""
+        return json.dumps(extension.poll_log)
+
     return server, extension
 
 
@@ -102,8 +125,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--poll-interval-ms", type=int, default=1000)
+    parser.add_argument("--log-polls", action="store_true")
     args = parser.parse_args(argv)
-    server, _ = build(args.poll_interval_ms)
+    server, _ = build(args.poll_interval_ms, args.log_polls)
     app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

@@ -83,3 +83,16 @@ class TaskRequestFailed(McpSideError):
         self.task_ref = task_ref
         self.detail = detail
         self.code = code
+
+
+class LeaseLost(LedgerError):
+    """A leased write was refused: the row is no longer held by this replica incarnation.
+
+    Another replica took it over (this one's membership lapsed) or it was released; the
+    observation this replica was about to write may be stale, so it is dropped, not written.
+    """
+
+    def __init__(self, kind: str, ref: str) -> None:
+        super().__init__(f"{kind} {ref!r} is no longer leased to this replica")
+        self.kind = kind
+        self.ref = ref

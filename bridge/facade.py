@@ -6,6 +6,11 @@ Two reconcile loops run side by side and never derive one lifecycle from the oth
   harness serves itself, records the statuses the harness reports;
 * the **inner loop** is the poll scheduler watching every open MCP task handle.
 
+With a :class:`~bridge.replica.ReplicaConfig`, several bridges (harness replicas) share one
+PostgreSQL ledger: each open handle and each remotely followed run is leased to exactly one of
+them at a time (see :mod:`bridge.replica`); any replica can call tools, answer, cancel and
+subscribe.
+
 The only link between them is the ids recorded in the ledger. Where they must interact (the
 outer run is cancelled or ends while inner tasks are open), a policy the harness chose decides.
 """
@@ -29,7 +34,8 @@ from opentelemetry.trace import Span
 
 from bridge import events as ev
 from bridge import telemetry
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, LeaseLost
+from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import InputRequestView, RunView, TaskView
 from bridge.lifecycle import OuterStatus, TaskStatus
@@ -38,6 +44,7 @@ from bridge.mcp.requester import ResumeReport, TaskRequester
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
 from bridge.policies import OnOuterCancel, OnOuterEnd, Policies, WaitMode
+from bridge.replica import ReplicaConfig, ReplicaLeases
 from bridge.uhp.client import FollowConfig, ResponseFollower, UhpClient
 
 LOCAL_SERVER_PREFIX = "local:"
@@ -151,6 +158,7 @@ class Bridge:
         follow: FollowConfig | None = None,
         recover_on_start: bool = True,
         owns_ledger: bool = False,
+        replica: ReplicaConfig | None = None,
     ) -> None:
         if not principals:
             raise ValueError("a bridge serves at least one principal/tenant")
@@ -170,6 +178,9 @@ class Bridge:
         self._uhp_clients: dict[tuple[str, str], UhpClient] = {}
         self._outer_spans: dict[str, Span] = {}  # run_ref -> live uhp.response span
         self.last_recovery: RecoveryReport | None = None
+        self._replica_config = replica
+        self.replica: ReplicaLeases | None = None
+        self._leased_follows: dict[str, anyio.CancelScope] = {}  # run_ref -> its follower
 
     @classmethod
     def open(cls, url: str | Path | None = None, **options: Any) -> Bridge:
@@ -181,9 +192,29 @@ class Bridge:
         await self.requester.__aenter__()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        if self._replica_config is not None:
+            await self._join_replicas(self._replica_config)
         if self._recover_on_start:
             self.last_recovery = await self.recover()
+        if self.replica is not None:
+            await self._tg.start(self.replica.run)
         return self
+
+    async def _join_replicas(self, config: ReplicaConfig) -> None:
+        replica = ReplicaLeases(self.ledger, config, self.principals, self.requester.db)
+        await replica.register()
+        self.requester.attach_replica(replica)
+        replica.on_runs = self._follow_claimed
+        replica.on_lost = self._drop_leased
+        replica.followed_runs = lambda: len(self._leased_follows)
+        replica.uhp_servers = [s.base_url.rstrip("/") for s in self._uhp_servers.values()]
+        self.replica = replica
+
+    def _drop_leased(self) -> None:
+        """This replica's membership lapsed: stop every leased poll and follower."""
+        self.requester.scheduler.forget_leased()
+        for scope in self._leased_follows.values():
+            scope.cancel()
 
     async def __aexit__(
         self,
@@ -198,6 +229,9 @@ class Bridge:
         self._outer_spans.clear()
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(exc_type, exc, tb)
+        if self.replica is not None:
+            with anyio.CancelScope(shield=True):
+                await self.replica.retire()  # the others take over now, not a lease later
         for client in self._uhp_clients.values():
             await client.__aexit__(None, None, None)
         await self.requester.__aexit__(exc_type, exc, tb)
@@ -292,9 +326,31 @@ class Bridge:
         assert self._tg is not None
         self._tg.start_soon(self._reconcile_remote, principal, follower)
 
+    async def _follow_claimed(
+        self, principal: str, member: Membership, runs: list[RunView]
+    ) -> None:
+        """Runs this replica just claimed: follow each from its recorded sequence."""
+        for run in runs:
+            name = self._uhp_server_named(run.uhp_server)
+            if name is None or run.ref in self._leased_follows:
+                continue
+            client = await self._uhp_client(principal, name)
+            if run.trace_id is not None:
+                await self._start_outer_span(principal, run, served=False)
+            self.follow_remote_run(principal, await client.follow(run.ref, lease=member))
+
     async def _reconcile_remote(self, principal: str, follower: ResponseFollower) -> None:
-        async with follower:
-            final = await follower.until_terminal()
+        with anyio.CancelScope() as scope:
+            self._leased_follows[follower.run_ref] = scope
+            try:
+                async with follower:
+                    final = await follower.until_terminal()
+            except LeaseLost:
+                return  # another replica follows it now
+            finally:
+                self._leased_follows.pop(follower.run_ref, None)
+        if scope.cancelled_caught:
+            return
         status = final.outer_status
         if status is not None and status.is_terminal:
             self._end_outer_span(follower.run_ref, status)
@@ -316,8 +372,25 @@ class Bridge:
                 follow=self._follow,
             )
             await client.__aenter__()
+            if self.replica is not None:
+                client.lease_run = self._lease_run_for(principal)
             self._uhp_clients[key] = client
         return client
+
+    def _lease_run_for(self, principal: str) -> Any:
+        replica = self.replica
+        assert replica is not None
+
+        async def lease(run_ref: str) -> Membership | None:
+            return await replica.adopt_run(principal, run_ref)
+
+        return lease
+
+    def _uhp_server_named(self, base_url: str) -> str | None:
+        return next(
+            (s.name for s in self._uhp_servers.values() if s.base_url.rstrip("/") == base_url),
+            None,
+        )
 
     async def _apply_outer_policies(
         self, principal: str, run_ref: str, status: OuterStatus
@@ -449,42 +522,61 @@ class Bridge:
 
     # -- recovery ----------------------------------------------------------------------------
     async def recover(self, *, settle_in_flight_dispatches: bool = True) -> RecoveryReport:
-        """Pick up everything open in this bridge's scope after a restart."""
-        resumed: ResumeReport = await self.requester.resume(
-            self.principals, settle_in_flight_dispatches=settle_in_flight_dispatches
-        )
-        report = RecoveryReport(
-            tasks_watched=resumed.tasks_watched,
-            dispatches_marked_unknown=resumed.dispatches_marked_unknown,
-            answers_to_redeliver=resumed.answers_to_redeliver,
-            cancels_to_resend=resumed.cancels_to_resend,
-        )
+        """Pick up everything open in this bridge's scope after a restart.
+
+        Single process: watch every open handle, resume every followed run, and (by default)
+        settle dispatches left ``pending``/``sent`` as unknown. Leased mode (a replica among
+        several): claim what no live replica holds, and settle only dispatches whose
+        dispatching replica incarnation is gone — another replica's call may still be in
+        flight.
+        """
+        if self.replica is not None:
+            report = await self._claim_everything_free()
+        else:
+            resumed: ResumeReport = await self.requester.resume(
+                self.principals, settle_in_flight_dispatches=settle_in_flight_dispatches
+            )
+            report = RecoveryReport(
+                tasks_watched=resumed.tasks_watched,
+                dispatches_marked_unknown=resumed.dispatches_marked_unknown,
+                answers_to_redeliver=resumed.answers_to_redeliver,
+                cancels_to_resend=resumed.cancels_to_resend,
+            )
         for principal in self.principals:
             tenant = self.ledger.for_principal(principal)
-            for task in await self.requester.db(tenant.list_tasks, open_only=True):
-                pending = await self.requester.db(
-                    tenant.input_requests, task.ref, pending_only=True
-                )
-                report.pending_inputs.extend(pending)
+            report.pending_inputs.extend(await self.requester.db(tenant.pending_input_requests))
             for run in await self.requester.db(tenant.list_runs, open_only=True, limit=10_000):
                 served = run.uhp_server.startswith(LOCAL_SERVER_PREFIX)
-                if run.trace_id is not None:  # continue the run's trace in this process
-                    await self._start_outer_span(principal, run, served=served)
                 if served:
                     report.served_runs_open.append(run.ref)
-                elif run.response_id is not None and await self._resume_remote(principal, run):
+                elif self.replica is not None:
+                    continue  # followed by whichever replica claims it
+                if run.trace_id is not None:  # continue the run's trace in this process
+                    await self._start_outer_span(principal, run, served=served)
+                resumable = not served and run.response_id is not None
+                if resumable and await self._resume_remote(principal, run):
                     report.remote_runs_resumed += 1
         return report
 
-    async def _resume_remote(self, principal: str, run: RunView) -> bool:
-        name = next(
-            (
-                s.name
-                for s in self._uhp_servers.values()
-                if s.base_url.rstrip("/") == run.uhp_server
-            ),
-            None,
+    async def _claim_everything_free(self) -> RecoveryReport:
+        replica = self.replica
+        assert replica is not None
+        before = self.requester.handover.snapshot()
+        runs_before = replica.claimed_runs
+        unknown = await self.requester.settle_orphaned_dispatches(self.principals, replica)
+        while await replica.claim_now():
+            pass
+        taken = self.requester.handover.since(before)
+        return RecoveryReport(
+            tasks_watched=taken.tasks_watched,
+            dispatches_marked_unknown=unknown,
+            answers_to_redeliver=taken.answers_to_redeliver,
+            cancels_to_resend=taken.cancels_to_resend,
+            remote_runs_resumed=replica.claimed_runs - runs_before,
         )
+
+    async def _resume_remote(self, principal: str, run: RunView) -> bool:
+        name = self._uhp_server_named(run.uhp_server)
         if name is None:
             return False
         client = await self._uhp_client(principal, name)

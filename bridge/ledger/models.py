@@ -39,6 +39,11 @@ class OuterResponse(SQLModel, table=True):
     # W3C ids of the run's outer span, so a process that resumes the run continues its trace.
     trace_id: str | None = Field(default=None, max_length=32)
     span_id: str | None = Field(default=None, max_length=16)
+    # Leased polling/following (several replicas on one PostgreSQL ledger): the replica and the
+    # incarnation of it that holds this row. The pair is the fencing token: a write carrying
+    # another pair is refused. NULL when unowned (single-process mode never sets it).
+    lease_owner: str | None = Field(default=None, max_length=200)
+    lease_incarnation: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     created_at_ms: int = Field(sa_column=_ms())
     updated_at_ms: int = Field(sa_column=_ms())
 
@@ -68,6 +73,12 @@ class DispatchIntent(SQLModel, table=True):
     # W3C ids of the tools/call span, which the task's lifetime span links to.
     trace_id: str | None = Field(default=None, max_length=32)
     span_id: str | None = Field(default=None, max_length=16)
+    # The replica incarnation that sent it: a dispatch left pending/sent by an incarnation that
+    # is no longer alive can be settled as unknown by any other replica.
+    dispatcher_replica: str | None = Field(default=None, max_length=200)
+    dispatcher_incarnation: int | None = Field(
+        default=None, sa_column=Column(BigInteger, nullable=True)
+    )
     created_at_ms: int = Field(sa_column=_ms())
     updated_at_ms: int = Field(sa_column=_ms())
 
@@ -79,6 +90,7 @@ class InnerTask(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("principal", "server_endpoint", "task_id", name="uq_inner_task_id"),
         Index("ix_inner_principal_due", "principal", "next_poll_due_ms"),
+        Index("ix_inner_lease", "lease_owner", "lease_incarnation"),
     )
 
     ref: str = Field(primary_key=True, max_length=64)
@@ -111,6 +123,11 @@ class InnerTask(SQLModel, table=True):
     # The caller stopped tracking the task without cancelling it (a bridge choice, not a status).
     detached_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
     terminal_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    # Leased polling/following (several replicas on one PostgreSQL ledger): the replica and the
+    # incarnation of it that holds this row. The pair is the fencing token: a write carrying
+    # another pair is refused. NULL when unowned (single-process mode never sets it).
+    lease_owner: str | None = Field(default=None, max_length=200)
+    lease_incarnation: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     created_at_ms: int = Field(sa_column=_ms())
     updated_at_ms: int = Field(sa_column=_ms())
 
@@ -162,4 +179,21 @@ class EventRecord(SQLModel, table=True):
     at_ms: int = Field(sa_column=_ms())
 
 
-ALL_TABLES = (OuterResponse, DispatchIntent, InnerTask, InputRequest, EventRecord)
+class Replica(SQLModel, table=True):
+    """One bridge replica's membership lease (infrastructure, not tenant data).
+
+    A replica registers under a stable id; every start bumps its ``incarnation``. Rows it leases
+    carry (id, incarnation); they stay its own while this row is unexpired and the incarnation
+    matches. Expiry is measured on the database's clock, so replicas' clocks need not agree.
+    """
+
+    __tablename__ = "bridge_replicas"
+
+    replica_id: str = Field(primary_key=True, max_length=200)
+    incarnation: int = Field(sa_column=Column(BigInteger, nullable=False))
+    expires_at_ms: int = Field(sa_column=_ms())
+    heartbeat_at_ms: int = Field(sa_column=_ms())
+    started_at_ms: int = Field(sa_column=_ms())
+
+
+ALL_TABLES = (OuterResponse, DispatchIntent, InnerTask, InputRequest, EventRecord, Replica)

@@ -14,13 +14,15 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types
 from anyio.abc import TaskStatus as AnyioTaskStatus
 
 from bridge.aio import LedgerRunner
+from bridge.errors import LeaseLost
+from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger, input_request_digest, wall_clock_ms
 from bridge.ledger.views import TaskObservation, TaskView
 from bridge.lifecycle import LostReason, TaskStatus
@@ -51,6 +53,13 @@ class SchedulerConfig:
     per_server_concurrency: int = 16
     max_in_flight: int = 64
     unreachable_grace_ms: int = 30_000  # failing this long -> one server.unreachable event
+    lease_wait_ms: int = 100  # a leased handle due while the lease awaits renewal waits this
+
+
+class LeaseGuard(Protocol):
+    """Whether this replica may act on the handles it leased (see :mod:`bridge.replica`)."""
+
+    def can_act(self) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -64,6 +73,9 @@ class _Watch:
     last_anomaly: str | None = None
     undelivered_answers: bool = False
     cancel_pending: bool = False
+    # The replica incarnation this handle is leased to (leased polling), or None (single
+    # process). Every write about the handle carries it, and is refused once it is stale.
+    lease: Membership | None = None
 
 
 @dataclass(slots=True)
@@ -71,6 +83,7 @@ class SchedulerStats:
     polls: int = 0
     writes: int = 0
     failures: int = 0
+    leases_lost: int = 0  # handles dropped because another replica holds them now
     # (due_ms, lateness_ms, task_ref) per poll, only when keep_lateness is set (benchmarks)
     lateness: list[tuple[int, int, str]] = field(default_factory=list)
     keep_lateness: bool = False
@@ -101,18 +114,31 @@ class PollScheduler:
         self.stats = SchedulerStats()
         # Called with (principal, task_ref) when a watched handle closes (terminal or lost).
         self.on_closed: Callable[[str, str], None] | None = None
+        # Set in leased mode: leased handles are polled only while it says the lease holds.
+        self.lease_guard: LeaseGuard | None = None
 
     # -- what callers use ------------------------------------------------------------------
-    def watch(self, principal: str, task: TaskView, *, due_ms: int | None = None) -> None:
-        """Start (or keep) watching an open task; first poll at ``due_ms`` (default: now)."""
+    def watch(
+        self,
+        principal: str,
+        task: TaskView,
+        *,
+        due_ms: int | None = None,
+        lease: Membership | None = None,
+    ) -> None:
+        """Start (or keep) watching an open task; first poll at ``due_ms`` (default: now).
+
+        ``lease``: the replica incarnation the task is leased to (leased polling).
+        """
         if not task.is_open:
             return
         current = self._watched.get(task.ref)
         if current is None:
-            current = _Watch(principal, task)
+            current = _Watch(principal, task, lease=lease)
             self._watched[task.ref] = current
         else:
             current.view = task
+            current.lease = lease
         self._queue.schedule(task.ref, self._clock() if due_ms is None else due_ms)
         self._wake.set()
 
@@ -153,6 +179,13 @@ class PollScheduler:
         self._watched.pop(task_ref, None)
         self._queue.discard(task_ref)
 
+    def forget_leased(self) -> int:
+        """Drop every leased handle (this replica's membership lapsed). Returns how many."""
+        leased = [ref for ref, watch in self._watched.items() if watch.lease is not None]
+        for ref in leased:
+            self.forget(ref)
+        return len(leased)
+
     def is_watching(self, task_ref: str) -> bool:
         return task_ref in self._watched
 
@@ -189,6 +222,11 @@ class PollScheduler:
     async def _poll_guarded(self, watch: _Watch, due_ms: int) -> None:
         try:
             await self._poll(watch, due_ms)
+        except LeaseLost:
+            # Another replica holds the handle now: its observation wins, ours is dropped.
+            self.stats.leases_lost += 1
+            if self._watched.get(watch.view.ref) is watch:
+                self.forget(watch.view.ref)
         except Exception:  # a bug must not stop the scheduler; the handle is retried later
             log.exception("poll of %s failed unexpectedly", watch.view.ref)
             self._backoff(watch)
@@ -208,6 +246,12 @@ class PollScheduler:
             config.name, anyio.CapacityLimiter(self.config.per_server_concurrency)
         )
         async with limiter:
+            guard = self.lease_guard
+            if watch.lease is not None and guard is not None and not guard.can_act():
+                # Not sure the lease still holds (renewal pending): polling now could overlap
+                # with the replica that takes it over. Try again shortly.
+                self._queue.schedule(task.ref, self._clock() + self.config.lease_wait_ms)
+                return
             self.stats.polls += 1
             if self.stats.keep_lateness and due_ms is not None:
                 # Measured when the request is about to leave, after any queueing here.
@@ -262,6 +306,7 @@ class PollScheduler:
                     watch.view.ref,
                     watch.failing_since_ms,
                     failure.detail,
+                    lease=watch.lease,
                 )
         elif watch.last_anomaly != failure.detail:
             watch.last_anomaly = failure.detail  # report each distinct bad reply once
@@ -271,6 +316,7 @@ class PollScheduler:
                 "malformed_reply" if failure.kind is FailureKind.MALFORMED else "poll_error",
                 f"tasks/get: {failure.detail}",
                 task_ref=watch.view.ref,
+                lease=watch.lease,
             )
         self._backoff(watch)
 
@@ -306,7 +352,7 @@ class PollScheduler:
                 input_requests=requests,
                 next_poll_due_ms=next_due,
             )
-            outcome = await self._db(tenant.observe_task, task.ref, observation)
+            outcome = await self._db(tenant.observe_task, task.ref, observation, lease=watch.lease)
             self.stats.writes += 1
             watch.view = outcome.task
             for key, request in (requests or {}).items():
@@ -348,7 +394,7 @@ class PollScheduler:
 
     async def _lose(self, watch: _Watch, reason: LostReason, detail: str) -> None:
         tenant = self._ledger.for_principal(watch.principal)
-        await self._db(tenant.mark_task_lost, watch.view.ref, reason, detail)
+        await self._db(tenant.mark_task_lost, watch.view.ref, reason, detail, lease=watch.lease)
         self.forget(watch.view.ref)
         self._closed(watch)
 

@@ -36,6 +36,7 @@ from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
 from bridge.aio import LedgerRunner
 from bridge.ledger.engine import is_sqlite
+from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import OuterStatus
 from bridge.uhp.errors import (
@@ -106,6 +107,9 @@ class _Follow:
     checkpointed_at_ms: int = 0
     checkpointed_seq: int = -1
     anomalies: set[str] = field(default_factory=set)
+    # The replica incarnation this run is leased to (several replicas on one ledger), carried
+    # by every write the follower makes so a replica that lost the run cannot write over it.
+    lease: Membership | None = None
 
 
 class UhpClient:
@@ -138,6 +142,9 @@ class UhpClient:
         self._sleep = sleep
         self.db = LedgerRunner(inline=is_sqlite(ledger.engine))
         self.discovery: Discovery | None = None
+        # Leased mode: called with a run this client just registered for streaming; returns
+        # the lease its follower writes under (None: single process, or held elsewhere).
+        self.lease_run: Callable[[str], Awaitable[Membership | None]] | None = None
 
     async def __aenter__(self) -> UhpClient:
         if self._http is None:
@@ -221,12 +228,16 @@ class UhpClient:
         body = _body(input, harness_id, model, previous_response_id, fields)
         body.update(stream=True)
         run_ref, key = await self._register(harness_id, idempotency_key)
+        # Leased before the response id exists, so no other replica can claim it meanwhile.
+        lease = await self.lease_run(run_ref) if self.lease_run is not None else None
         response = await self._post_with_retries(body, key, stream=True, read_timeout=None)
-        state = _Follow(run_ref, response_id=None, last_seq=-1, source=response)
+        state = _Follow(run_ref, response_id=None, last_seq=-1, source=response, lease=lease)
         return ResponseFollower(self, state)
 
-    async def follow(self, run_ref: str) -> ResponseFollower:
-        """Follow a recorded run (this process or another one) from its last seen sequence."""
+    async def follow(self, run_ref: str, *, lease: Membership | None = None) -> ResponseFollower:
+        """Follow a recorded run (this process or another one) from its last seen sequence.
+
+        ``lease``: the replica incarnation the run was claimed by (leased mode)."""
         run = await self.db(self.tenant.get_run, run_ref)
         if run.response_id is None:
             raise ResponseNotFollowable(
@@ -234,7 +245,7 @@ class UhpClient:
                 f"idempotency key (the server returns the first request's response)"
             )
         last = run.last_sequence if run.last_sequence is not None else -1
-        return ResponseFollower(self, _Follow(run_ref, run.response_id, last))
+        return ResponseFollower(self, _Follow(run_ref, run.response_id, last, lease=lease))
 
     async def _register(self, harness_id: str | None, key: str | None) -> tuple[str, str]:
         key = key or f"bridge-{uuid.uuid4()}"
@@ -243,7 +254,9 @@ class UhpClient:
         )
         return run.ref, key
 
-    async def _record_response(self, run_ref: str, response: ResponseObject) -> None:
+    async def _record_response(
+        self, run_ref: str, response: ResponseObject, lease: Membership | None = None
+    ) -> None:
         await self.db(
             self.tenant.record_outer_ids,
             run_ref,
@@ -260,7 +273,9 @@ class UhpClient:
                 f"response reported status {response.status[:40]!r}",
             )
         else:
-            await self.db(self.tenant.observe_outer, run_ref, status, error=response.error)
+            await self.db(
+                self.tenant.observe_outer, run_ref, status, error=response.error, lease=lease
+            )
 
     # -- cancellation -------------------------------------------------------------------------
     async def cancel_response(self, response_id: str) -> ResponseObject:
@@ -408,7 +423,13 @@ class ResponseFollower:
                 assert state.response_id is not None
                 response = await client.get_response(state.response_id)
                 after = state.last_seq if state.last_seq >= 0 else None
-                await client.db(client.tenant.record_stream_resumed, state.run_ref, "reread", after)
+                await client.db(
+                    client.tenant.record_stream_resumed,
+                    state.run_ref,
+                    "reread",
+                    after,
+                    lease=state.lease,
+                )
                 final = await self._reread_until_terminal(response)
                 yield terminal_event_for(final)
                 return
@@ -464,7 +485,7 @@ class ResponseFollower:
                         raise StreamFault("sequence_gap", detail)
                     if state.response_id is None and event.response is not None:
                         state.response_id = event.response.id
-                        await client._record_response(state.run_ref, event.response)
+                        await client._record_response(state.run_ref, event.response, state.lease)
                     state.last_seq = seq
                     expected = seq + 1
                     if event.type in terminal_types:
@@ -482,7 +503,9 @@ class ResponseFollower:
                 stuck_faults = stuck_faults + 1 if state.last_seq == seen_before else 1
                 reason = exc.kind if isinstance(exc, StreamFault) else type(exc).__name__
                 last = state.last_seq if state.last_seq >= 0 else None
-                await client.db(client.tenant.record_stream_lost, state.run_ref, reason, last)
+                await client.db(
+                    client.tenant.record_stream_lost, state.run_ref, reason, last, lease=state.lease
+                )
                 state.checkpointed_seq = state.last_seq
                 reconnects += 1
                 if reconnects > client.follow_config.max_reconnects:
@@ -498,15 +521,19 @@ class ResponseFollower:
             await self._anomaly("malformed_frame", f"{event.type} carried no response")
             raise StreamFault("malformed_frame", "terminal event without the response")
         self.final = response
-        await client.db(client.tenant.record_outer_sequence, state.run_ref, state.last_seq)
-        await client._record_response(state.run_ref, response)
+        await client.db(
+            client.tenant.record_outer_sequence, state.run_ref, state.last_seq, lease=state.lease
+        )
+        await client._record_response(state.run_ref, response, state.lease)
 
     async def _checkpoint(self) -> None:
         """Commit the last seen sequence (at most every ``checkpoint_interval_ms``)."""
         client, state = self._client, self._state
         state.checkpointed_at_ms = client.ledger.clock()
         state.checkpointed_seq = state.last_seq
-        await client.db(client.tenant.record_outer_sequence, state.run_ref, state.last_seq)
+        await client.db(
+            client.tenant.record_outer_sequence, state.run_ref, state.last_seq, lease=state.lease
+        )
 
     async def _anomaly(self, kind: str, detail: str) -> None:
         client = self._client
@@ -537,12 +564,18 @@ class ResponseFollower:
         after = state.last_seq if state.last_seq >= 0 else None
         if "text/event-stream" in response.headers.get("content-type", ""):
             await client.db(
-                client.tenant.record_stream_resumed, state.run_ref, "last_event_id", after
+                client.tenant.record_stream_resumed,
+                state.run_ref,
+                "last_event_id",
+                after,
+                lease=state.lease,
             )
             return response
         await response.aread()
         await response.aclose()
-        await client.db(client.tenant.record_stream_resumed, state.run_ref, "reread", after)
+        await client.db(
+            client.tenant.record_stream_resumed, state.run_ref, "reread", after, lease=state.lease
+        )
         return ResponseObject.model_validate(response.json())
 
     async def _reread_until_terminal(self, response: ResponseObject) -> ResponseObject:
@@ -552,7 +585,7 @@ class ResponseFollower:
             assert state.response_id is not None
             response = await client.get_response(state.response_id)
         self.final = response
-        await client._record_response(state.run_ref, response)
+        await client._record_response(state.run_ref, response, state.lease)
         return response
 
 

@@ -30,11 +30,13 @@ def new_task(
     arguments: dict[str, object] | None = None,
     ttl_ms: int | None = 60_000,
     poll_interval_ms: int | None = 1_000,
+    server_endpoint: str = ENDPOINT,
+    server_name: str = "reports",
 ) -> TaskView:
     op = tenant.begin_dispatch(
         run_ref,
-        server_endpoint=ENDPOINT,
-        server_name="reports",
+        server_endpoint=server_endpoint,
+        server_name=server_name,
         tool_name=tool,
         arguments=arguments if arguments is not None else {"quarter": "Q3"},
     )

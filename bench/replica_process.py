@@ -1,0 +1,117 @@
+"""One bridge replica as its own process, for the scale-out test and benchmarks.
+
+A harness replica reduced to what leased polling needs: a :class:`bridge.Bridge` in leased mode
+on a shared ledger, polling one MCP server, plus ``GET /stats`` on 127.0.0.1 so a driver can
+synchronise on what the replica did (handles watched, polls, leases lost) instead of sleeping.
+It presents its replica id as its bearer token, so the MCP server can tell replicas apart.
+
+``python -m bench.replica_process --port P --db URL --mcp URL --replica-id ID [options]``;
+SIGTERM stops it cleanly (its leases handed over at once), SIGKILL is the crash case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from bridge import Bridge
+from bridge.ledger.store import Ledger
+from bridge.mcp.scheduler import SchedulerConfig
+from bridge.mcp.servers import McpServerConfig
+from bridge.replica import ReplicaConfig
+
+STARTED = time.monotonic()
+
+
+def _stats(bridge: Bridge, recovered_at: list[float]) -> dict[str, Any]:
+    scheduler = bridge.requester.scheduler
+    replica = bridge.replica
+    assert replica is not None
+    member = replica.membership
+    return {
+        "replica": str(member) if member is not None else None,
+        "can_act": replica.can_act(),
+        "watched": scheduler.watched_count,
+        "polls": scheduler.stats.polls,
+        "writes": scheduler.stats.writes,
+        "failures": scheduler.stats.failures,
+        "leases_lost": scheduler.stats.leases_lost,
+        "claimed_tasks": replica.claimed_tasks,
+        "process_started": STARTED,
+        "recovered_at": recovered_at[0] if recovered_at else None,
+        "recovered_tasks": bridge.last_recovery.tasks_watched if bridge.last_recovery else None,
+        "now": time.monotonic(),
+    }
+
+
+async def serve(args: argparse.Namespace) -> None:
+    replica = ReplicaConfig(
+        replica_id=args.replica_id,
+        lease_ms=args.lease_ms,
+        claim_every_ms=args.claim_every_ms,
+        claim_batch=args.claim_batch,
+        max_tasks=args.max_tasks,
+    )
+    scheduler = SchedulerConfig(
+        floor_ms=args.floor_ms,
+        max_in_flight=args.max_in_flight,
+        per_server_concurrency=args.max_in_flight,
+    )
+    server = McpServerConfig(name="fast", url=args.mcp, credential_ref="replica")
+    recovered_at: list[float] = []
+    bridge_box: list[Bridge] = []
+
+    async def stats(_: Request) -> JSONResponse:
+        if not bridge_box:
+            return JSONResponse({"replica": None, "process_started": STARTED}, status_code=503)
+        return JSONResponse(_stats(bridge_box[0], recovered_at))
+
+    app = Starlette(routes=[Route("/stats", stats)])
+    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
+    http = uvicorn.Server(config)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(http.serve)
+        ledger = Ledger.open(args.db)
+        async with Bridge(
+            ledger,
+            principals=[args.principal],
+            mcp_servers=[server],
+            credentials=lambda _ref: args.replica_id,
+            scheduler=scheduler,
+            replica=replica,
+            owns_ledger=True,
+        ) as bridge:
+            recovered_at.append(time.monotonic())
+            bridge_box.append(bridge)
+            while not http.should_exit:  # SIGTERM/SIGINT: uvicorn flags it; leave cleanly
+                await anyio.sleep(0.05)
+        tg.cancel_scope.cancel()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--db", required=True, help="ledger URL (postgresql+psycopg://…)")
+    parser.add_argument("--mcp", required=True, help="the MCP server's Streamable HTTP URL")
+    parser.add_argument("--replica-id", required=True)
+    parser.add_argument("--principal", default="acme")
+    parser.add_argument("--lease-ms", type=int, default=15_000)
+    parser.add_argument("--claim-every-ms", type=int, default=1_000)
+    parser.add_argument("--claim-batch", type=int, default=1_000)
+    parser.add_argument("--max-tasks", type=int, default=None)
+    parser.add_argument("--floor-ms", type=int, default=100)
+    parser.add_argument("--max-in-flight", type=int, default=64)
+    anyio.run(serve, parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""One replica among several sharing a ledger: membership renewal and claims of leased work.
+
+:class:`ReplicaLeases` keeps this process's membership alive (renewing every third of the lease)
+and claims, per principal, open task handles and remotely followed runs that no live replica
+holds, oldest due first, handing them to the scheduler and the run followers. It knows when this
+replica may act on what it holds: only until ``lease_ms - margin_ms`` after the last renewal
+*was sent* (a renewal is valid from no later than that), so a replica that stops renewing
+(paused, partitioned, killed) stops polling before anyone else may claim its handles.
+
+When a renewal finds the membership lapsed, everything held is dropped (``on_lost``), a new
+incarnation registers and claims again, competing fairly with the other replicas.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import TaskStatus as AnyioTaskStatus
+
+from bridge.aio import LedgerRunner
+from bridge.ledger.fencing import Membership
+from bridge.ledger.leases import ReplicaRegistry, TenantLeases
+from bridge.ledger.store import Ledger
+from bridge.ledger.views import RunView, TaskView
+
+log = logging.getLogger(__name__)
+
+TasksClaimed = Callable[[str, Membership, list[TaskView]], Awaitable[None]]
+RunsClaimed = Callable[[str, Membership, list[RunView]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaConfig:
+    """Leased polling for one of several bridge processes on one PostgreSQL ledger.
+
+    ``replica_id`` must be stable across restarts of the same replica (a restart then takes its
+    own handles back at once) and unique among live processes.
+    """
+
+    replica_id: str
+    lease_ms: int = 15_000  # how long a membership lasts without renewal
+    claim_every_ms: int = 1_000  # look for unheld work this often (at once while batches fill)
+    claim_batch: int = 1_000  # most handles claimed per principal per round
+    max_tasks: int | None = None  # stop claiming past this many watched handles (spread load)
+    max_runs: int | None = None
+
+    @property
+    def renew_every_ms(self) -> int:
+        return max(1, self.lease_ms // 3)
+
+    @property
+    def margin_ms(self) -> int:
+        """Stop acting this long before the lease could end (covers a request in flight)."""
+        return self.lease_ms // 5
+
+
+class ReplicaLeases:
+    def __init__(
+        self,
+        ledger: Ledger,
+        config: ReplicaConfig,
+        principals: Sequence[str],
+        db: LedgerRunner,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.principals = tuple(principals)
+        self._ledger = ledger
+        self._registry = ReplicaRegistry(ledger)
+        self._db = db
+        self._monotonic = monotonic
+        self.membership: Membership | None = None
+        self._act_until = 0.0
+        self._wake = anyio.Event()
+        # Wired by the owner (requester / bridge):
+        self.on_tasks: TasksClaimed | None = None
+        self.on_runs: RunsClaimed | None = None
+        self.on_lost: Callable[[], object] | None = None
+        self.watched_tasks: Callable[[], int] = lambda: 0
+        self.followed_runs: Callable[[], int] = lambda: 0
+        self.uhp_servers: list[str] = []
+        self.claimed_tasks = 0
+        self.claimed_runs = 0
+
+    # -- what the scheduler and followers ask ----------------------------------------------------
+    def can_act(self) -> bool:
+        return self.membership is not None and self._monotonic() < self._act_until
+
+    def current(self) -> Membership:
+        if self.membership is None:
+            raise RuntimeError("the replica has not registered yet")
+        return self.membership
+
+    def claim_soon(self) -> None:
+        """Look for unheld work now (e.g. capacity was freed)."""
+        self._wake.set()
+
+    # -- lifetime ------------------------------------------------------------------------------
+    async def register(self) -> Membership:
+        sent = self._monotonic()
+        member = await self._db(
+            self._registry.register, self.config.replica_id, self.config.lease_ms
+        )
+        self.membership = member
+        self._valid_from(sent)
+        log.info("replica %s registered", member)
+        return member
+
+    async def run(self, *, task_status: AnyioTaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        if self.membership is None:
+            await self.register()
+        task_status.started()
+        renew_every = self.config.renew_every_ms / 1000
+        claim_every = self.config.claim_every_ms / 1000
+        renew_at = self._monotonic() + renew_every
+        claim_at = self._monotonic()
+        while True:
+            now = self._monotonic()
+            if now >= renew_at:
+                await self.renew()
+                renew_at = self._monotonic() + renew_every
+            if now >= claim_at:
+                more = await self.claim_now()
+                claim_at = self._monotonic() + (0 if more else claim_every)
+            delay = max(0.0, min(renew_at, claim_at) - self._monotonic())
+            if delay > 0:
+                with anyio.move_on_after(delay):
+                    await self._wake.wait()
+                if self._wake.is_set():
+                    claim_at = self._monotonic()
+            else:
+                await anyio.lowlevel.checkpoint()
+            self._wake = anyio.Event()
+
+    async def renew(self) -> bool:
+        member = self.current()
+        sent = self._monotonic()
+        if await self._db(self._registry.renew, member, self.config.lease_ms):
+            self._valid_from(sent)
+            return True
+        log.warning("replica %s lost its membership; dropping what it held", member)
+        self._act_until = 0.0
+        if self.on_lost is not None:
+            self.on_lost()
+        await self.register()
+        return False
+
+    async def retire(self) -> None:
+        """Hand everything over at once (clean shutdown)."""
+        member, self.membership = self.membership, None
+        self._act_until = 0.0
+        if member is not None:
+            await self._db(self._registry.retire, member)
+
+    # -- claims -------------------------------------------------------------------------------
+    async def claim_now(self) -> bool:
+        """One claim round over every principal. True when a batch came back full (more may
+        be waiting), so the caller claims again at once."""
+        member = self.current()
+        if not self.can_act():
+            return False
+        more = False
+        for principal in self.principals:
+            leases = TenantLeases(self._ledger.for_principal(principal))
+            room = self._room(self.config.max_tasks, self.watched_tasks())
+            if room > 0 and self.on_tasks is not None:
+                tasks = await self._db(leases.claim_tasks, member, room)
+                self.claimed_tasks += len(tasks)
+                more = more or len(tasks) == room
+                if tasks:
+                    await self.on_tasks(principal, member, tasks)
+            room = self._room(self.config.max_runs, self.followed_runs())
+            if room > 0 and self.on_runs is not None and self.uhp_servers:
+                runs = await self._db(leases.claim_runs, member, self.uhp_servers, room)
+                self.claimed_runs += len(runs)
+                more = more or len(runs) == room
+                if runs:
+                    await self.on_runs(principal, member, runs)
+        return more
+
+    async def adopt_task(self, principal: str, task_ref: str) -> Membership | None:
+        """Lease a task this replica just created; None if another replica already holds it."""
+        member = self.membership
+        if member is None:
+            return None
+        leases = TenantLeases(self._ledger.for_principal(principal))
+        return member if await self._db(leases.adopt_task, member, task_ref) else None
+
+    async def adopt_run(self, principal: str, run_ref: str) -> Membership | None:
+        member = self.membership
+        if member is None:
+            return None
+        leases = TenantLeases(self._ledger.for_principal(principal))
+        return member if await self._db(leases.adopt_run, member, run_ref) else None
+
+    def _room(self, limit: int | None, held: int) -> int:
+        batch = self.config.claim_batch
+        return batch if limit is None else max(0, min(batch, limit - held))
+
+    def _valid_from(self, sent: float) -> None:
+        self._act_until = sent + (self.config.lease_ms - self.config.margin_ms) / 1000
