@@ -23,16 +23,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from bridge import Bridge
+from bridge import Bridge, ReplicaConfig
 from bridge.ledger.store import Ledger
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
-from bridge.replica import ReplicaConfig
 
 STARTED = time.monotonic()
 
 
-def _stats(bridge: Bridge, recovered_at: list[float]) -> dict[str, Any]:
+def _stats(bridge: Bridge, recovered_at: list[float], bridge_started: float) -> dict[str, Any]:
     scheduler = bridge.requester.scheduler
     replica = bridge.replica
     assert replica is not None
@@ -47,9 +46,11 @@ def _stats(bridge: Bridge, recovered_at: list[float]) -> dict[str, Any]:
         "leases_lost": scheduler.stats.leases_lost,
         "claimed_tasks": replica.claimed_tasks,
         "process_started": STARTED,
+        "bridge_started": bridge_started,
         "recovered_at": recovered_at[0] if recovered_at else None,
         "recovered_tasks": bridge.last_recovery.tasks_watched if bridge.last_recovery else None,
         "now": time.monotonic(),
+        "cpu": time.process_time(),
     }
 
 
@@ -63,17 +64,19 @@ async def serve(args: argparse.Namespace) -> None:
     )
     scheduler = SchedulerConfig(
         floor_ms=args.floor_ms,
+        ceiling_ms=args.ceiling_ms,
         max_in_flight=args.max_in_flight,
         per_server_concurrency=args.max_in_flight,
     )
     server = McpServerConfig(name="fast", url=args.mcp, credential_ref="replica")
     recovered_at: list[float] = []
     bridge_box: list[Bridge] = []
+    started_box: list[float] = []
 
     async def stats(_: Request) -> JSONResponse:
         if not bridge_box:
             return JSONResponse({"replica": None, "process_started": STARTED}, status_code=503)
-        return JSONResponse(_stats(bridge_box[0], recovered_at))
+        return JSONResponse(_stats(bridge_box[0], recovered_at, started_box[0]))
 
     app = Starlette(routes=[Route("/stats", stats)])
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
@@ -81,6 +84,7 @@ async def serve(args: argparse.Namespace) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(http.serve)
         ledger = Ledger.open(args.db)
+        started_box.append(time.monotonic())
         async with Bridge(
             ledger,
             principals=[args.principal],
@@ -109,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--claim-batch", type=int, default=1_000)
     parser.add_argument("--max-tasks", type=int, default=None)
     parser.add_argument("--floor-ms", type=int, default=100)
+    parser.add_argument("--ceiling-ms", type=int, default=30_000)
     parser.add_argument("--max-in-flight", type=int, default=64)
     anyio.run(serve, parser.parse_args(argv))
 

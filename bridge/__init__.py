@@ -24,6 +24,7 @@ from bridge.mcp.requester import UnknownOutcomePolicy
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
 from bridge.policies import OnOuterCancel, OnOuterEnd, Policies, ToolPolicy, WaitMode
+from bridge.replica import ReplicaConfig
 
 __all__ = [
     "Bridge",
@@ -38,6 +39,7 @@ __all__ = [
     "Policies",
     "RecoveryReport",
     "RejectedCall",
+    "ReplicaConfig",
     "SchedulerConfig",
     "StepFailedRecoverably",
     "StepOutcome",

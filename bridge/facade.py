@@ -195,7 +195,12 @@ class Bridge:
         if self._replica_config is not None:
             await self._join_replicas(self._replica_config)
         if self._recover_on_start:
-            self.last_recovery = await self.recover()
+            scheduler = self.requester.scheduler
+            scheduler.hold()  # take everything back first, then poll it oldest due first
+            try:
+                self.last_recovery = await self.recover()
+            finally:
+                scheduler.release()
         if self.replica is not None:
             await self._tg.start(self.replica.run)
         return self
@@ -228,16 +233,21 @@ class Bridge:
             span.end()
         self._outer_spans.clear()
         self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(exc_type, exc, tb)
-        if self.replica is not None:
-            with anyio.CancelScope(shield=True):
-                await self.replica.retire()  # the others take over now, not a lease later
-        for client in self._uhp_clients.values():
-            await client.__aexit__(None, None, None)
-        await self.requester.__aexit__(exc_type, exc, tb)
-        self._notifier.close()
-        if self._owns_ledger:
-            self.ledger.close()
+        try:
+            await self._tg.__aexit__(exc_type, exc, tb)
+        finally:
+            # Whatever the loops raised, unwind the rest in order (task groups are LIFO).
+            try:
+                with anyio.CancelScope(shield=True):
+                    if self.replica is not None:
+                        await self.replica.retire()  # others take over now, not a lease later
+                    for client in self._uhp_clients.values():
+                        await client.__aexit__(None, None, None)
+            finally:
+                await self.requester.__aexit__(exc_type, exc, tb)
+                self._notifier.close()
+                if self._owns_ledger:
+                    self.ledger.close()
 
     def _scope(self, principal: str) -> None:
         if principal not in self.principals:

@@ -24,7 +24,7 @@ named by their bridge-local reference.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -72,6 +72,8 @@ def enabled() -> bool:
 
 
 def span_ids(span: Span) -> tuple[str, str] | None:
+    if span is trace.INVALID_SPAN:
+        return None  # no tracing and no parent span: the usual case, on every tool call
     context = span.get_span_context()
     if not context.is_valid:
         return None
@@ -122,9 +124,28 @@ def end_outer_span(span: Span, status: str) -> None:
     span.end()
 
 
+def tool_call_span(server_url: str | None, tool: str) -> AbstractContextManager[Span]:
+    """The CLIENT span of one ``tools/call`` (current while the request is made).
+
+    Without a tracer provider the no-op tracer would only hand back the current span's
+    context, non-recording, and make it current again: that span, without the cost.
+    """
+    if isinstance(trace.get_tracer_provider(), _NO_TRACING):
+        current = trace.get_current_span()
+        if current is trace.INVALID_SPAN:
+            return _NO_SPAN
+        if not isinstance(current, trace.NonRecordingSpan):
+            current = trace.NonRecordingSpan(current.get_span_context())
+        return nullcontext(current)
+    return _recording_tool_call_span(server_url, tool)
+
+
+_NO_TRACING = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+_NO_SPAN = nullcontext(trace.INVALID_SPAN)  # stateless, so shared by every call
+
+
 @contextmanager
-def tool_call_span(server_url: str | None, tool: str) -> Iterator[Span]:
-    """The CLIENT span of one ``tools/call`` (current while the request is made)."""
+def _recording_tool_call_span(server_url: str | None, tool: str) -> Iterator[Span]:
     attributes: dict[str, Any] = {
         "mcp.method.name": "tools/call",
         "gen_ai.operation.name": "execute_tool",

@@ -16,10 +16,13 @@ def test_bench_quick_run_writes_the_report(tmp_path: Path) -> None:
         cwd=REPO_ROOT,
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=480,
     )
     text = out.read_text()
     assert "**ratio bridged / raw**" in text
     assert "Scheduler: 1,000 open handles" in text
     assert "lateness p50 / p99 / max" in text and "No handle was polled twice" in text
     assert "Following a UHP stream" in text
+    assert "Recovery of the only replica after SIGKILL" in text
+    assert "handles polled exactly once after the restart" in text
+    assert "Claims per second on PostgreSQL" in text

@@ -433,3 +433,23 @@ def test_server_text_quoting_the_raw_task_id_is_scrubbed_from_events(ledger: Led
     assert f"[{task.ref}] done" in dumped  # replaced by the reference, still valid JSON
     assert request.key == f"{raw}:k1"  # the ledger keeps the raw key to answer the server
     assert raw not in repr(request)
+
+
+def test_inline_settle_with_the_known_intent_on_both_backends(ledger: Ledger) -> None:
+    """The requester's fast path (the intent view passed back, no read-back of the row)."""
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    intent = tenant.begin_dispatch(
+        run.ref, server_endpoint=ENDPOINT, tool_name="echo", arguments={"t": "é"}, sent=True
+    )
+    result = {"content": [{"type": "text", "text": "ok \u2603"}], "isError": False}
+    settled = tenant.record_immediate_result(intent.ref, result, intent=intent)
+    assert settled.state is DispatchState.RESULT and settled.result == result
+    assert tenant.get_dispatch(intent.ref).result == result
+    with pytest.raises(InvalidTransition):
+        tenant.record_immediate_result(intent.ref, result, intent=intent)  # settled once
+    with pytest.raises(NotFound):
+        ledger.for_principal("mallory").record_immediate_result(intent.ref, result, intent=intent)
+    events = tenant.events(run.ref)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert isinstance(events[-1], ev.ToolResultReceived) and events[-1].op_ref == intent.ref

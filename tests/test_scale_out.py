@@ -8,6 +8,7 @@ is SIGKILLed mid-way; the others must take over its handles within a lease perio
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
 from collections.abc import Iterator
@@ -137,7 +138,7 @@ async def test_three_replicas_share_the_handles_and_survive_a_kill(
     taken_over = 0
     for task_id, seen in polls.items():
         seen.sort()
-        for (t1, c1), (t2, c2) in zip(seen, seen[1:], strict=False):
+        for (t1, c1), (t2, c2) in itertools.pairwise(seen):
             if t2 - t1 < 0.8 * INTERVAL_MS:
                 too_close.append((task_id, c1, c2, round(t2 - t1)))
             if c1 == victim_name and c2 != victim_name:

@@ -57,6 +57,8 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "input_requests": lambda: foreign.input_requests(task.ref),
         "events": lambda: foreign.events(run.ref),
         "undelivered_answers": lambda: foreign.undelivered_answers(),
+        "pending_input_requests": lambda: foreign.pending_input_requests(),
+        "input_digests": lambda: foreign.input_digests([task.ref]),
     }
 
 
@@ -119,9 +121,10 @@ def test_foreign_reads_find_nothing(ledger: Ledger, acme: dict[str, Any]) -> Non
             found = read()
         except NotFound:
             continue
-        assert found in (None, []), f"{name} leaked another tenant's rows"
+        assert found in (None, [], {}), f"{name} leaked another tenant's rows"
     own = ledger.for_principal("acme")
     assert own.get_task(acme["task"].ref).ref == acme["task"].ref  # the data is really there
+    assert own.input_digests([acme["task"].ref]), "the owner sees its input keys"
     assert len(own.list_runs()) == 2
 
 

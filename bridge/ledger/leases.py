@@ -181,8 +181,9 @@ class TenantLeases:
         )
         rows = self._claim(TASKS, member, limit, open_task, TASKS.c.next_poll_due_ms)
         # RETURNING keeps no order: hand them over oldest due first, as they were chosen
-        rows.sort(key=lambda r: (r.next_poll_due_ms or 0, r.ref))
-        return [TaskView.from_row(r) for r in rows]
+        views = TaskView.from_rows(rows)
+        views.sort(key=lambda t: (t.next_poll_due_ms or 0, t.ref))
+        return views
 
     def claim_runs(self, member: Membership, uhp_servers: list[str], limit: int) -> list[RunView]:
         """Take up to ``limit`` open runs followed on these remote UHP servers."""

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import json
 import time
+from binascii import b2a_base64
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from os import urandom
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Literal, cast
+from typing import Any, Literal, NoReturn, cast
 
+import pydantic_core
 from sqlalchemy import Connection, Engine, Table, and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -42,12 +45,12 @@ from bridge.ids import (
     RUN_PREFIX,
     TASK_PREFIX,
     canonical_json,
-    digest_arguments,
     new_ref,
     sha256_hex,
 )
 from bridge.ledger import migrate
 from bridge.ledger.engine import create_ledger_engine, is_sqlite
+from bridge.ledger.fencing import Membership, check_lease
 from bridge.ledger.hotpath import CallPathStatements, Cursor, DriverSession
 from bridge.ledger.models import (
     DispatchIntent,
@@ -96,6 +99,8 @@ _DISPATCH_INSERT_COLUMNS = [
     "result_truncated",
     "trace_id",
     "span_id",
+    "dispatcher_replica",
+    "dispatcher_incarnation",
     "created_at_ms",
     "updated_at_ms",
 ]
@@ -121,11 +126,23 @@ _TASK_INSERT_COLUMNS = [
     "poll_interval_ms",
     "next_poll_due_ms",
     "outcome_truncated",
+    "lease_owner",
+    "lease_incarnation",
     "created_at_ms",
     "updated_at_ms",
 ]
 
 _EVENT_INSERT_COLUMNS = ["principal", "run_ref", "seq", "type", "task_ref", "payload_json", "at_ms"]
+
+# The encoding of bridge.ids.canonical_json, with the encoder built once for the call path
+# (json.dumps builds a new one per call): same arguments, same text, same digests.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+_URLSAFE = bytes.maketrans(b"+/", b"-_")  # base64 -> base64url, as secrets.token_urlsafe
+# The two events a bridged call appends on its own commits (see _insert_call_path_event).
+_RESULT_EVENT: str = ev.ToolResultReceived.model_fields["type"].default
+_TASK_CREATED_EVENT: str = ev.TaskCreated.model_fields["type"].default
 
 Clock = Callable[[], int]
 EventListener = Callable[[str, str, int], None]  # (principal, run_ref, last seq committed)
@@ -392,10 +409,16 @@ class TenantLedger:
         *,
         sequence: int | None = None,
         error: Any = None,
+        lease: Membership | None = None,
     ) -> Decision:
-        """Apply an observed UHP response status. Never touches any inner task."""
+        """Apply an observed UHP response status. Never touches any inner task.
+
+        With ``lease`` (a remotely followed run leased to this replica), refused with
+        ``LeaseLost`` unless this replica incarnation still holds the run.
+        """
         with self._ledger._write() as tx:
             row = self._run_row(tx.conn, run_ref, lock=True)
+            check_lease(row, lease, "run")
             current = OuterStatus(row.status) if row.status is not None else None
             decision = decide_outer(current, status)
             values: dict[str, Any] = {}
@@ -429,27 +452,39 @@ class TenantLedger:
                 .values(trace_id=trace_id, span_id=span_id)
             )
 
-    def record_outer_sequence(self, run_ref: str, sequence: int) -> bool:
+    def record_outer_sequence(
+        self, run_ref: str, sequence: int, *, lease: Membership | None = None
+    ) -> bool:
         """Advance the last seen stream ``sequence_number``; never moves it backwards."""
         with self._ledger._write() as tx:
-            result = tx.conn.execute(
-                update(RUNS)
-                .where(
-                    self._mine(RUNS),
-                    RUNS.c.ref == run_ref,
-                    or_(RUNS.c.last_sequence.is_(None), RUNS.c.last_sequence < sequence),
-                )
-                .values(last_sequence=sequence, updated_at_ms=self.now)
+            query = update(RUNS).where(
+                self._mine(RUNS),
+                RUNS.c.ref == run_ref,
+                or_(RUNS.c.last_sequence.is_(None), RUNS.c.last_sequence < sequence),
             )
+            if lease is not None:
+                query = query.where(
+                    RUNS.c.lease_owner == lease.replica_id,
+                    RUNS.c.lease_incarnation == lease.incarnation,
+                )
+            result = tx.conn.execute(query.values(last_sequence=sequence, updated_at_ms=self.now))
             if result.rowcount == 0:
-                self._run_row(tx.conn, run_ref)  # raises NotFound for a foreign/unknown run
+                # NotFound for a foreign/unknown run, LeaseLost for a run held elsewhere
+                check_lease(self._run_row(tx.conn, run_ref), lease, "run")
                 return False
         return True
 
-    def record_stream_lost(self, run_ref: str, reason: str, last_sequence: int | None) -> None:
+    def record_stream_lost(
+        self,
+        run_ref: str,
+        reason: str,
+        last_sequence: int | None,
+        *,
+        lease: Membership | None = None,
+    ) -> None:
         """The outer stream broke; the response itself is unaffected (it continues server-side)."""
         with self._ledger._write() as tx:
-            self._run_row(tx.conn, run_ref, lock=True)
+            check_lease(self._run_row(tx.conn, run_ref, lock=True), lease, "run")
             if last_sequence is not None:
                 tx.conn.execute(
                     update(RUNS)
@@ -465,10 +500,15 @@ class TenantLedger:
             )
 
     def record_stream_resumed(
-        self, run_ref: str, mode: Literal["last_event_id", "reread"], after_sequence: int | None
+        self,
+        run_ref: str,
+        mode: Literal["last_event_id", "reread"],
+        after_sequence: int | None,
+        *,
+        lease: Membership | None = None,
     ) -> None:
         with self._ledger._write() as tx:
-            self._run_row(tx.conn, run_ref)
+            check_lease(self._run_row(tx.conn, run_ref, lock=lease is not None), lease, "run")
             self._append(tx, run_ref, ev.OuterResumed(mode=mode, after_sequence=after_sequence))
 
     def record_anomaly(
@@ -479,11 +519,19 @@ class TenantLedger:
         *,
         task_ref: str | None = None,
         op_ref: str | None = None,
+        lease: Membership | None = None,
     ) -> ev.Anomaly:
-        """Record something malformed or contradictory that was observed and ignored."""
+        """Record something malformed or contradictory that was observed and ignored.
+
+        ``lease`` fences an anomaly observed while polling a leased task (``task_ref``).
+        """
         with self._ledger._write() as tx:
             self._run_row(tx.conn, run_ref)
-            raw_task_id = self._task_row(tx.conn, task_ref).task_id if task_ref else None
+            raw_task_id = None
+            if task_ref is not None:
+                task_row = self._task_row(tx.conn, task_ref, lock=lease is not None)
+                check_lease(task_row, lease, "task")
+                raw_task_id = task_row.task_id
             appended = self._append(
                 tx,
                 run_ref,
@@ -505,8 +553,12 @@ class TenantLedger:
         sent: bool = False,
         trace_id: str | None = None,
         span_id: str | None = None,
+        dispatcher: Membership | None = None,
     ) -> DispatchView:
         """Commit the intent to send a ``tools/call`` before sending it.
+
+        ``dispatcher``: the replica incarnation sending it (leased mode), so that only once it
+        is gone may another replica settle the call as unknown.
 
         The intent is ``pending``; with ``sent=True`` it is committed directly as ``sent``
         (the caller releases the request right after this commit), which saves a commit on the
@@ -514,22 +566,33 @@ class TenantLedger:
         returns the recorded intent (whatever state it reached) instead of creating a second
         one, so a caller that retries after a crash learns what happened instead of resending.
         """
-        args_digest = digest_arguments(arguments)
-        ref = new_ref(DISPATCH_PREFIX)
-        now = self.now
+        # = digest_arguments(arguments), without building a JSON encoder per call
+        args_digest = sha256_hex(
+            _CANONICAL.encode(arguments if arguments is not None else {}).encode("utf-8")
+        )
+        # = new_ref(DISPATCH_PREFIX), in C calls only: 128 random bits, base64url, no padding
+        ref = DISPATCH_PREFIX + (
+            b2a_base64(urandom(16), newline=False).translate(_URLSAFE).rstrip(b"=").decode()
+        )
+        now = self._ledger.clock()
+        state = DispatchState.SENT if sent else DispatchState.PENDING
+        principal = self.principal
+        operation_id_ = operation_id or ref
         values = {
             "ref": ref,
-            "principal": self.principal,
+            "principal": principal,
             "run_ref": run_ref,
-            "operation_id": operation_id or ref,
+            "operation_id": operation_id_,
             "server_endpoint": server_endpoint,
             "server_name": server_name,
             "tool_name": tool_name,
             "args_digest": args_digest,
-            "state": (DispatchState.SENT if sent else DispatchState.PENDING).value,
+            "state": state.value,
             "result_truncated": False,
             "trace_id": trace_id,
             "span_id": span_id,
+            "dispatcher_replica": dispatcher.replica_id if dispatcher is not None else None,
+            "dispatcher_incarnation": dispatcher.incarnation if dispatcher is not None else None,
             "created_at_ms": now,
             "updated_at_ms": now,
         }
@@ -544,8 +607,24 @@ class TenantLedger:
             return existing
         if inserted == 0:
             raise NotFound("run", run_ref)
-        return DispatchView.from_row(
-            SimpleNamespace(**values, unknown_reason=None, result_json=None, task_ref=None)
+        return DispatchView(
+            ref,
+            principal,
+            run_ref,
+            operation_id_,
+            server_endpoint,
+            server_name,
+            tool_name,
+            args_digest,
+            state,
+            None,  # unknown_reason
+            None,  # result
+            False,  # result_truncated
+            None,  # task_ref
+            trace_id,
+            span_id,
+            now,  # created_at_ms
+            now,  # updated_at_ms
         )
 
     @staticmethod
@@ -588,9 +667,19 @@ class TenantLedger:
             )
         return self.get_dispatch(op_ref)
 
-    def record_immediate_result(self, op_ref: str, result: Any) -> DispatchView:
-        """The server answered the call with an ordinary ``CallToolResult``: record it."""
+    def record_immediate_result(
+        self, op_ref: str, result: Any, *, intent: DispatchView | None = None
+    ) -> DispatchView:
+        """The server answered the call with an ordinary ``CallToolResult``: record it.
+
+        ``intent`` is the view :meth:`begin_dispatch` returned for ``op_ref``, when the caller
+        holds it: the row then need not be read back (the move is still guarded on the
+        principal, the run and the ``sent`` state). ``result`` is then JSON data as
+        ``model_dump(mode="json")`` gives it.
+        """
         is_error = bool(isinstance(result, dict) and result.get("isError"))
+        if intent is not None and intent.ref == op_ref and intent.principal == self.principal:
+            return self._settle_known(intent, result, is_error)
         return self._settle_with_result(op_ref, result, is_error=is_error, rpc_error=False)
 
     def _settle_with_result(
@@ -609,17 +698,82 @@ class TenantLedger:
             _, seq = self._append_on_call_path(
                 cursor,
                 row.run_ref,
-                ev.ToolResultReceived,
-                op_ref=op_ref,
-                tool=row.tool_name,
-                server=row.server_name or row.server_endpoint,
-                is_error=is_error,
-                rpc_error=rpc_error,
-                truncated=bounded.truncated,
+                {
+                    "type": _RESULT_EVENT,
+                    "op_ref": op_ref,
+                    "tool": row.tool_name,
+                    "server": row.server_name or row.server_endpoint,
+                    "is_error": is_error,
+                    "rpc_error": rpc_error,
+                    "truncated": bounded.truncated,
+                },
             )
         self._ledger._notify(self.principal, row.run_ref, seq)
         stored = json.loads(bounded.text) if bounded.truncated else result
         return DispatchView.from_row(row, result=stored)
+
+    def _settle_known(self, intent: DispatchView, result: Any, is_error: bool) -> DispatchView:
+        """:meth:`record_immediate_result` for a dispatch the caller holds: nothing read back.
+
+        The bridged call's last commit, so written flat: three statements, one transaction.
+        """
+        ledger = self._ledger
+        op_ref, run_ref, principal = intent.ref, intent.run_ref, self.principal
+        # pydantic's encoder, already warm from dumping the reply: the stored text is the
+        # same JSON as bound_json's, keys in the reply's order rather than sorted.
+        encoded = pydantic_core.to_json(result, inf_nan_mode="null")
+        truncated = len(encoded) > ledger.max_outcome_bytes
+        text = bound_json(result, ledger.max_outcome_bytes).text if truncated else encoded.decode()
+        now = ledger.clock()
+        hot = ledger._hot
+        with ledger._driver.transaction() as cursor:
+            moved = cursor.run(
+                hot.advance_known_dispatch,
+                {
+                    "op_ref": op_ref,
+                    "principal": principal,
+                    "run_ref": run_ref,
+                    "from_state": "sent",
+                    "to_state": "result",
+                    "now": now,
+                    "result_json": text,
+                    "result_truncated": truncated,
+                    "task_ref": None,
+                },
+            )
+            if moved != 1:
+                self._refuse_call_path_move(op_ref, DispatchState.RESULT)
+            owned_run = {"run_ref": run_ref, "principal": principal}
+            if cursor.run(hot.bump_seq, owned_run) != 1:
+                raise NotFound("run", run_ref)
+            # The event as _insert_call_path_event writes it, "seq" first: SQL completes the
+            # payload with the number the counter just took.
+            rest = {
+                "run_ref": run_ref,
+                "at_ms": now,
+                "type": _RESULT_EVENT,
+                "op_ref": op_ref,
+                "tool": intent.tool_name,
+                "server": intent.server_name or intent.server_endpoint,
+                "is_error": is_error,
+                "rpc_error": False,
+                "truncated": truncated,
+            }
+            cursor.run(
+                hot.insert_event_at_seq,
+                {
+                    "principal": principal,
+                    "run_ref": run_ref,
+                    "type": _RESULT_EVENT,
+                    "task_ref": None,
+                    "at_ms": now,
+                    "payload_tail": "," + pydantic_core.to_json(rest)[1:].decode(),
+                },
+            )
+            seq = cursor.scalar(hot.run_seq, owned_run) if ledger._listeners else 0
+        if seq:
+            ledger._notify(principal, run_ref, seq)
+        return intent.with_result(json.loads(text) if truncated else result, truncated, now)
 
     def record_task_created(
         self,
@@ -635,10 +789,13 @@ class TenantLedger:
         next_poll_due_ms: int | None = None,
         server_version: str | None = None,
         credential_ref: str | None = None,
+        lease: Membership | None = None,
     ) -> TaskView:
         """Commit a ``CreateTaskResult`` as an inner task linked to its run, ``sent -> task``.
 
         The handle is durable when this returns; only then may it be handed to anyone.
+        ``lease``: the replica incarnation that created it holds it from the first commit, so
+        no other replica can claim it in between (leased mode).
         """
         now = self.now
         ref = new_ref(TASK_PREFIX)
@@ -651,14 +808,16 @@ class TenantLedger:
                 run_ids, seq = self._append_on_call_path(
                     cursor,
                     op.run_ref,
-                    ev.TaskCreated,
-                    task_ref=ref,
-                    tool=op.tool_name,
-                    server=op.server_name or op.server_endpoint,
-                    op_ref=op_ref,
-                    status=status,
-                    ttl_ms=ttl_ms,
-                    poll_interval_ms=poll_interval_ms,
+                    {
+                        "task_ref": ref,
+                        "tool": op.tool_name,
+                        "server": op.server_name or op.server_endpoint,
+                        "type": _TASK_CREATED_EVENT,
+                        "op_ref": op_ref,
+                        "status": status.value,
+                        "ttl_ms": ttl_ms,
+                        "poll_interval_ms": poll_interval_ms,
+                    },
                 )
                 values = {
                     "ref": ref,
@@ -684,6 +843,8 @@ class TenantLedger:
                     # tasks/get, and the handle is only let go once the result is stored.
                     "next_poll_due_ms": now if next_poll_due_ms is None else next_poll_due_ms,
                     "outcome_truncated": False,
+                    "lease_owner": lease.replica_id if lease is not None else None,
+                    "lease_incarnation": lease.incarnation if lease is not None else None,
                     "created_at_ms": now,
                     "updated_at_ms": now,
                 }
@@ -725,47 +886,65 @@ class TenantLedger:
             },
         )
         if row is None:
-            current = self.get_dispatch(op_ref).state  # NotFound for a foreign/unknown ref
-            raise InvalidTransition(
-                f"dispatch {op_ref!r} cannot go from {current.value} to {target.value}"
-            )
+            self._refuse_call_path_move(op_ref, target)
         return SimpleNamespace(**row)
 
-    def _append_on_call_path(
-        self, cursor: Cursor, run_ref: str, event_type: type[ev.CallPathEvent], **fields: Any
-    ) -> tuple[dict[str, Any], int]:
-        """:meth:`_append` for the driver-level transactions of the call path.
+    def _refuse_call_path_move(self, op_ref: str, target: DispatchState) -> NoReturn:
+        current = self.get_dispatch(op_ref).state  # NotFound for a foreign/unknown ref
+        raise InvalidTransition(
+            f"dispatch {op_ref!r} cannot go from {current.value} to {target.value}"
+        )
 
-        The event is built with ``model_construct``: its fields come from the ledger's own
-        rows and typed arguments, so validating them again would only cost time.
-        """
+    def _append_on_call_path(
+        self, cursor: Cursor, run_ref: str, fields: dict[str, Any]
+    ) -> tuple[dict[str, Any], int]:
+        """:meth:`_append` for the driver-level transactions of the call path."""
         run = cursor.one(
             self._ledger._hot.next_seq, {"run_ref": run_ref, "principal": self.principal}
         )
         if run is None:
             raise NotFound("run", run_ref)
         seq = int(run["event_seq"])
-        event = event_type.model_construct(seq=seq, run_ref=run_ref, at_ms=self.now, **fields)
+        self._insert_call_path_event(cursor, run_ref, seq, self.now, fields)
+        return run, seq
+
+    def _insert_call_path_event(
+        self, cursor: Cursor, run_ref: str, seq: int, at_ms: int, fields: dict[str, Any]
+    ) -> None:
+        """Insert one call-path event (a ``call.result`` or ``task.created``).
+
+        ``fields`` are the event's own fields, ``type`` included, as ``model_dump`` gives them.
+        They come from the ledger's own rows and typed arguments, so the event is not built as
+        a model and validated again: the payload is serialised by pydantic's own encoder, and
+        reads back (``parse_event``) as the model would have written it.
+        """
+        payload = {"seq": seq, "run_ref": run_ref, "at_ms": at_ms, **fields}
         cursor.run(
             self._ledger._hot.insert_event,
             {
                 "principal": self.principal,
                 "run_ref": run_ref,
                 "seq": seq,
-                "type": event.type,
+                "type": fields["type"],
                 "task_ref": fields.get("task_ref"),
-                "payload_json": event.model_dump_json(),
-                "at_ms": event.at_ms,
+                "payload_json": pydantic_core.to_json(payload).decode("utf-8"),
+                "at_ms": at_ms,
             },
         )
-        return run, seq
 
     # -- inner tasks -------------------------------------------------------------------------
-    def observe_task(self, task_ref: str, observation: TaskObservation) -> ObservationOutcome:
-        """Apply one observation of a task through the state machine, with its events."""
+    def observe_task(
+        self, task_ref: str, observation: TaskObservation, *, lease: Membership | None = None
+    ) -> ObservationOutcome:
+        """Apply one observation of a task through the state machine, with its events.
+
+        With ``lease`` (leased polling), the write is refused with ``LeaseLost`` unless this
+        replica incarnation still holds the task.
+        """
         appended: list[ev.BridgeEvent] = []
         with self._ledger._write() as tx:
             row = self._task_row(tx.conn, task_ref, lock=True)
+            check_lease(row, lease, "task")
             current = TaskStatus(row.status)
             observed = observation.status
             decision = decide_task(current, observed, lost=row.lost_reason is not None)
@@ -953,6 +1132,7 @@ class TenantLedger:
         detail: str = "",
         *,
         next_poll_due_ms: int | None = None,
+        lease: Membership | None = None,
     ) -> bool:
         """Give up on a live handle with a reason. No-op on a terminal or already-lost task.
 
@@ -961,6 +1141,7 @@ class TenantLedger:
         """
         with self._ledger._write() as tx:
             row = self._task_row(tx.conn, task_ref, lock=True)
+            check_lease(row, lease, "task")
             if not may_mark_lost(TaskStatus(row.status), row.lost_reason is not None):
                 return False
             tx.conn.execute(
@@ -1093,10 +1274,13 @@ class TenantLedger:
                 ev.OpenTasksAtOuterEnd(status=status, task_refs=task_refs, action=action),
             )
 
-    def record_server_unreachable(self, task_ref: str, since_ms: int, detail: str) -> None:
+    def record_server_unreachable(
+        self, task_ref: str, since_ms: int, detail: str, *, lease: Membership | None = None
+    ) -> None:
         """Report on the task's run that its server has been unreachable since ``since_ms``."""
         with self._ledger._write() as tx:
-            row = self._task_row(tx.conn, task_ref)
+            row = self._task_row(tx.conn, task_ref, lock=lease is not None)
+            check_lease(row, lease, "task")
             self._append_task_event(tx, row, ev.ServerUnreachable, since_ms=since_ms, detail=detail)
 
     def record_call_error(self, op_ref: str, error: dict[str, Any]) -> DispatchView:
@@ -1189,8 +1373,8 @@ class TenantLedger:
                 TASKS.c.detached_at_ms.is_(None),
             )
         with self._ledger._read() as conn:
-            rows = conn.execute(query.order_by(TASKS.c.created_at_ms, TASKS.c.ref))
-            return [TaskView.from_row(r) for r in rows]
+            rows = conn.execute(query.order_by(TASKS.c.created_at_ms, TASKS.c.ref)).all()
+            return TaskView.from_rows(rows)
 
     def due_tasks(self, now_ms: int, *, limit: int = 500) -> list[TaskView]:
         """Open tasks whose next poll is due, oldest due first."""
@@ -1215,6 +1399,40 @@ class TenantLedger:
             query = query.where(INPUTS.c.answered_at_ms.is_(None))
         with self._ledger._read() as conn:
             return [InputRequestView.from_row(r) for r in conn.execute(query.order_by(INPUTS.c.id))]
+
+    def pending_input_requests(self) -> list[InputRequestView]:
+        """Unanswered input requests of every open task (offered to the host again)."""
+        query = (
+            select(INPUTS)
+            .join(TASKS, TASKS.c.ref == INPUTS.c.task_ref)
+            .where(
+                self._mine(INPUTS),
+                self._mine(TASKS),
+                INPUTS.c.answered_at_ms.is_(None),
+                TASKS.c.terminal_at_ms.is_(None),
+                TASKS.c.lost_reason.is_(None),
+                TASKS.c.detached_at_ms.is_(None),
+            )
+            .order_by(TASKS.c.created_at_ms, TASKS.c.ref, INPUTS.c.id)
+        )
+        with self._ledger._read() as conn:
+            return [InputRequestView.from_row(r) for r in conn.execute(query)]
+
+    def input_digests(self, task_refs: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Payload digests of every recorded input key of these tasks, by task (one query per
+        thousand tasks: a restart or a claim seeds thousands of handles at once)."""
+        digests: dict[str, dict[str, str]] = {}
+        refs = list(task_refs)
+        with self._ledger._read() as conn:
+            for start in range(0, len(refs), 1000):
+                rows = conn.execute(
+                    select(INPUTS.c.task_ref, INPUTS.c.key, INPUTS.c.payload_digest).where(
+                        self._mine(INPUTS), INPUTS.c.task_ref.in_(refs[start : start + 1000])
+                    )
+                )
+                for task_ref, key, digest in rows:
+                    digests.setdefault(task_ref, {})[key] = digest
+        return digests
 
     def events(
         self, run_ref: str, *, after_seq: int = 0, limit: int | None = None

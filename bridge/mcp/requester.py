@@ -29,10 +29,12 @@ from anyio.abc import TaskGroup
 
 from bridge import telemetry
 from bridge.aio import LedgerRunner
-from bridge.errors import InvalidTaskResponse, TaskRequestFailed
+from bridge.errors import InvalidTaskResponse, InvalidTransition, TaskRequestFailed
 from bridge.ledger.engine import is_sqlite
-from bridge.ledger.store import Ledger, TenantLedger, input_request_digest
-from bridge.ledger.views import DispatchView
+from bridge.ledger.fencing import Membership
+from bridge.ledger.leases import TenantLeases
+from bridge.ledger.store import Ledger, TenantLedger
+from bridge.ledger.views import DispatchView, TaskView
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
 from bridge.mcp.failures import Failure, FailureKind, classify
 from bridge.mcp.outcomes import CallOutcome, InlineResult, RejectedCall, TaskHandle, UnknownOutcome
@@ -49,6 +51,7 @@ from bridge.mcp.wire import (
     CreateTaskResult,
 )
 from bridge.redaction import install_log_redaction
+from bridge.replica import ReplicaLeases
 
 
 class UnknownOutcomePolicy(StrEnum):
@@ -62,6 +65,25 @@ class ResumeReport:
     dispatches_marked_unknown: int
     answers_to_redeliver: int
     cancels_to_resend: int
+
+
+@dataclass(slots=True)
+class Handover:
+    """Running totals of leased handles this replica took over (claims and adoptions)."""
+
+    tasks_watched: int = 0
+    answers_to_redeliver: int = 0
+    cancels_to_resend: int = 0
+
+    def snapshot(self) -> Handover:
+        return Handover(self.tasks_watched, self.answers_to_redeliver, self.cancels_to_resend)
+
+    def since(self, before: Handover) -> Handover:
+        return Handover(
+            self.tasks_watched - before.tasks_watched,
+            self.answers_to_redeliver - before.answers_to_redeliver,
+            self.cancels_to_resend - before.cancels_to_resend,
+        )
 
 
 class TaskRequester:
@@ -91,6 +113,8 @@ class TaskRequester:
         self._tg: TaskGroup | None = None
         self._pool: ServerPool | None = None
         self._scheduler: PollScheduler | None = None
+        self.replica: ReplicaLeases | None = None
+        self.handover = Handover()
 
     # -- lifetime ----------------------------------------------------------------------------
     async def __aenter__(self) -> TaskRequester:
@@ -168,19 +192,24 @@ class TaskRequester:
         config = connection.config
         with telemetry.tool_call_span(config.url, tool) as span:
             ids = telemetry.span_ids(span)
-            intent = await self.db(
-                tenant.begin_dispatch,
-                run_ref,
-                server_endpoint=config.endpoint,
-                server_name=config.name,
-                tool_name=tool,
-                arguments=arguments,
-                operation_id=operation_id,
-                sent=True,  # committed as released: the request leaves right after this commit
-                trace_id=ids[0] if ids else None,
-                span_id=ids[1] if ids else None,
-            )
+            intent_fields: dict[str, Any] = {
+                "server_endpoint": config.endpoint,
+                "server_name": config.name,
+                "tool_name": tool,
+                "arguments": arguments,
+                "operation_id": operation_id,
+                "sent": True,  # committed as released: the request leaves right after this
+                "trace_id": ids[0] if ids else None,
+                "span_id": ids[1] if ids else None,
+                "dispatcher": self.replica.membership if self.replica is not None else None,
+            }
+            if self.db.inline:  # an embedded ledger commits faster than a hop through the runner
+                intent = tenant.begin_dispatch(run_ref, **intent_fields)
+            else:
+                intent = await self.db(tenant.begin_dispatch, run_ref, **intent_fields)
             outcome = await self._send(tenant, connection, intent, tool, arguments)
+            if type(outcome) is InlineResult:
+                return outcome  # the usual answer, nothing more to mark or retry
             if isinstance(outcome, RejectedCall):
                 telemetry.mark_rpc_error(span, outcome.code, "rpc_error")
             elif isinstance(outcome, UnknownOutcome):
@@ -221,10 +250,16 @@ class TaskRequester:
                 return UnknownOutcome(intent.ref, failure.detail)
             settled = await self.db(tenant.record_call_error, intent.ref, failure.as_error_object())
             return RejectedCall(intent.ref, settled.result["error"])
-        if isinstance(reply, CreateTaskResult):
+        # (a CallToolResult is told apart first: isinstance on a pydantic class is not free)
+        if type(reply) is not mcp_types.CallToolResult and isinstance(reply, CreateTaskResult):
             return await self._record_handle(tenant, connection, intent, reply)
         result = _dump(reply)
-        settled = await self.db(tenant.record_immediate_result, intent.ref, result)
+        if self.db.inline:
+            settled = tenant.record_immediate_result(intent.ref, result, intent=intent)
+        else:
+            settled = await self.db(
+                tenant.record_immediate_result, intent.ref, result, intent=intent
+            )
         return InlineResult(intent.ref, settled.result, truncated=settled.result_truncated)
 
     async def _record_handle(
@@ -236,6 +271,8 @@ class TaskRequester:
     ) -> TaskHandle:
         now = self._clock()
         interval = self.scheduler.interval_for(created.poll_interval_ms)
+        # Leased mode: held by this replica incarnation from its first commit.
+        lease = self.replica.membership if self.replica is not None else None
         task = await self.db(
             tenant.record_task_created,
             intent.ref,
@@ -249,9 +286,10 @@ class TaskRequester:
             next_poll_due_ms=now + interval,
             server_version=connection.info.version,
             credential_ref=connection.config.credential_ref,
+            lease=lease,
         )
         # Committed: only now is the handle watched and handed out.
-        self.scheduler.watch(tenant.principal, task, due_ms=now + interval)
+        self.scheduler.watch(tenant.principal, task, due_ms=now + interval, lease=lease)
         return TaskHandle(intent.ref, task)
 
     async def _invalid_reply(
@@ -339,8 +377,8 @@ class TaskRequester:
         if state is DispatchState.TASK:
             assert previous.task_ref is not None
             task = await self.db(tenant.get_task, previous.task_ref)
-            if task.is_open:
-                self.scheduler.watch(tenant.principal, task)
+            if task.is_open and not self.scheduler.is_watching(task.ref):
+                await self._watch_new(tenant.principal, task, None)
             return TaskHandle(previous.ref, task, replayed=True)
         if state is DispatchState.RESULT:
             if isinstance(previous.result, dict) and set(previous.result) == {"error"}:
@@ -466,20 +504,81 @@ class TaskRequester:
                         f"process stopped with the call {dispatch.state.value}; outcome unknown",
                     )
                     unknown += 1
-            for task in await self.db(tenant.list_tasks, open_only=True):
-                self.scheduler.watch(principal, task)
-                requests = await self.db(tenant.input_requests, task.ref)
-                self.scheduler.seed_input_digests(
-                    task.ref, {r.key: input_request_digest(r.method, r.params) for r in requests}
-                )
-                if task.cancel_requested_at_ms is not None:
-                    self.scheduler.mark_cancel_pending(task.ref)
-                    cancels += 1
-                watched += 1
-            for answer in await self.db(tenant.undelivered_answers):
+            tasks = await self.db(tenant.list_tasks, open_only=True)
+            seeded = await self._watch_all(tenant, tasks, lease=None)
+            watched += len(tasks)
+            cancels += seeded.cancels_to_resend
+            answers += seeded.answers_to_redeliver
+        return ResumeReport(watched, unknown, answers, cancels)
+
+    async def _watch_all(
+        self, tenant: TenantLedger, tasks: Sequence[TaskView], lease: Membership | None
+    ) -> ResumeReport:
+        """Watch these open handles with what the ledger knows of them: input keys already
+        seen (not surfaced again), cancels and answers to resend. Bulk reads: a restart or a
+        claim hands over thousands of handles at once."""
+        principal = tenant.principal
+        digests = await self.db(tenant.input_digests, [t.ref for t in tasks])
+        cancels = answers = 0
+        for task in tasks:
+            self.scheduler.watch(principal, task, lease=lease)
+            if task.ref in digests:
+                self.scheduler.seed_input_digests(task.ref, digests[task.ref])
+            if task.cancel_requested_at_ms is not None:
+                self.scheduler.mark_cancel_pending(task.ref)
+                cancels += 1
+        held = {t.ref for t in tasks}
+        for answer in await self.db(tenant.undelivered_answers):
+            if answer.task_ref in held:
                 self.scheduler.mark_undelivered_answers(answer.task_ref)
                 answers += 1
-        return ResumeReport(watched, unknown, answers, cancels)
+        return ResumeReport(len(tasks), 0, answers, cancels)
+
+    # -- leased polling (several replicas on one ledger) -------------------------------------
+    def attach_replica(self, replica: ReplicaLeases) -> None:
+        """Poll only the handles this replica leases: claimed ones, and ones it creates."""
+        self.replica = replica
+        scheduler = self.scheduler
+        scheduler.lease_guard = replica
+        replica.on_tasks = self._take_claimed
+        replica.on_lost = scheduler.forget_leased
+        replica.watched_tasks = lambda: scheduler.watched_count
+
+    async def _take_claimed(
+        self, principal: str, member: Membership, tasks: list[TaskView]
+    ) -> None:
+        taken = await self._watch_all(self.ledger.for_principal(principal), tasks, lease=member)
+        self.handover.tasks_watched += taken.tasks_watched
+        self.handover.answers_to_redeliver += taken.answers_to_redeliver
+        self.handover.cancels_to_resend += taken.cancels_to_resend
+
+    async def settle_orphaned_dispatches(
+        self, principals: Sequence[str], replica: ReplicaLeases
+    ) -> int:
+        """Leased mode: dispatches a dead replica incarnation left in flight become unknown."""
+        settled = 0
+        for principal in principals:
+            tenant = self.ledger.for_principal(principal)
+            for dispatch in await self.db(TenantLeases(tenant).orphaned_dispatches):
+                reason = (
+                    f"the replica that sent it stopped with the call {dispatch.state.value}; "
+                    "outcome unknown"
+                )
+                try:
+                    await self.db(tenant.mark_dispatch_unknown, dispatch.ref, reason)
+                except InvalidTransition:
+                    continue  # settled meanwhile (its result arrived, or another replica)
+                settled += 1
+        return settled
+
+    async def _watch_new(self, principal: str, task: TaskView, due_ms: int | None) -> None:
+        """Watch a recorded handle again (a replayed call), leased first in leased mode."""
+        lease = None
+        if self.replica is not None:
+            lease = await self.replica.adopt_task(principal, task.ref)
+            if lease is None:
+                return  # another replica claimed it in between: it polls it
+        self.scheduler.watch(principal, task, due_ms=due_ms, lease=lease)
 
 
 def _dump(result: mcp_types.CallToolResult) -> dict[str, Any]:

@@ -116,6 +116,7 @@ class PollScheduler:
         self.on_closed: Callable[[str, str], None] | None = None
         # Set in leased mode: leased handles are polled only while it says the lease holds.
         self.lease_guard: LeaseGuard | None = None
+        self._held = False
 
     # -- what callers use ------------------------------------------------------------------
     def watch(
@@ -186,6 +187,15 @@ class PollScheduler:
             self.forget(ref)
         return len(leased)
 
+    def hold(self) -> None:
+        """Start no poll until :meth:`release` (while a restart hands over thousands of
+        handles, taking them all back comes first; they are then polled oldest due first)."""
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+        self._wake.set()
+
     def is_watching(self, task_ref: str) -> bool:
         return task_ref in self._watched
 
@@ -199,7 +209,7 @@ class PollScheduler:
             task_status.started()
             while True:
                 now = self._clock()
-                free = self.config.max_in_flight - self._in_flight
+                free = 0 if self._held else self.config.max_in_flight - self._in_flight
                 if free > 0:
                     for task_ref, due in self._queue.pop_due(now, free):
                         watch = self._watched.get(task_ref)

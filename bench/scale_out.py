@@ -1,0 +1,261 @@
+"""Scale-out benchmarks on a throwaway PostgreSQL 15 (started and removed by the bench).
+
+* Recovery: the only replica, holding 10,000 open handles, is SIGKILLed and restarted under the
+  same replica id; how long until every handle is back under its scheduler, and how fast it
+  then re-polls the (all overdue) handles against the raw SDK's ``tasks/get`` rate measured on
+  the same server in the same run.
+* Claims: 1, 2 and 4 processes claiming due handles (``FOR UPDATE SKIP LOCKED`` batches)
+  from one ledger until none is left; claims per second together.
+
+Handles are seeded with bulk inserts (the bench's own set-up, not the bridge's write path) so
+that 50,000 of them take a second, not minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from sqlalchemy import func, insert, select, update
+
+from bench.common import percentile
+from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref
+from bridge.ledger.leases import ReplicaRegistry, TenantLeases
+from bridge.ledger.store import DISPATCHES, TASKS, Ledger
+from bridge.lifecycle import OuterStatus
+from tests.support.postgres import ThrowawayPostgres, fresh_database
+from tests.support.processes import ServerProcess
+
+PRINCIPAL = "bench"
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    server = ThrowawayPostgres()
+    server.start()
+    try:
+        with fresh_database(server.url()) as url:
+            Ledger.open(url).close()  # migrated
+            yield url
+    finally:
+        server.stop()
+
+
+def seed_open_tasks(url: str, count: int, endpoint: str, interval_ms: int) -> None:
+    """``count`` open handles on one run, due one millisecond apart (oldest first)."""
+    ledger = Ledger.open(url)
+    tenant = ledger.for_principal(PRINCIPAL)
+    run = tenant.open_run(
+        "local:bench", response_id=new_ref("resp"), status=OuterStatus.IN_PROGRESS
+    )
+    now = ledger.clock() - count  # all due by now
+    dispatches, tasks = [], []
+    for n in range(count):
+        op_ref, task_ref = new_ref(DISPATCH_PREFIX), new_ref(TASK_PREFIX)
+        common = {
+            "principal": PRINCIPAL,
+            "run_ref": run.ref,
+            "server_endpoint": endpoint,
+            "server_name": "fast",
+            "tool_name": "park",
+            "args_digest": "0" * 64,
+            "created_at_ms": now,
+            "updated_at_ms": now,
+        }
+        dispatches.append(
+            {
+                **common,
+                "ref": op_ref,
+                "operation_id": op_ref,
+                "state": "task",
+                "result_truncated": False,
+                "task_ref": task_ref,
+            }
+        )
+        tasks.append(
+            {
+                **common,
+                "ref": task_ref,
+                "op_ref": op_ref,
+                "task_id": f"bench-{interval_ms}-{n}",
+                "status": "working",
+                "poll_interval_ms": interval_ms,
+                "next_poll_due_ms": now + n,
+                "outcome_truncated": False,
+            }
+        )
+    with ledger.engine.begin() as conn:
+        for start in range(0, count, 5_000):
+            conn.execute(insert(DISPATCHES), dispatches[start : start + 5_000])
+            conn.execute(insert(TASKS), tasks[start : start + 5_000])
+    ledger.close()
+
+
+# -- recovery ------------------------------------------------------------------------------------
+@dataclass
+class Recovery:
+    handles: int
+    spawn_to_watched_s: float
+    bridge_to_watched_s: float
+    repoll_per_s: float
+    raw_per_s: float
+    polled_once: int
+    displacement_p99: float
+    cpu_per_poll_ms: float
+
+
+async def _stats(port: int) -> dict[str, Any]:
+    async with httpx.AsyncClient() as http:
+        response = await http.get(f"http://127.0.0.1:{port}/stats", timeout=10)
+        return dict(response.json()) if response.status_code == 200 else {}
+
+
+async def _until(predicate: Any, timeout: float, interval: float = 0.02) -> dict[str, Any]:
+    with anyio.fail_after(timeout):
+        while True:
+            value = await predicate()
+            if value:
+                return dict(value)
+            await anyio.sleep(interval)
+
+
+async def _call_json(url: str, tool: str) -> Any:
+    http = create_mcp_http_client()
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        result = await client.session.call_tool(tool, {})
+    return json.loads(result.content[0].text)  # type: ignore[union-attr]
+
+
+async def bench_recovery(
+    url: str, mcp: ServerProcess, handles: int, raw_per_s: float, concurrency: int
+) -> Recovery:
+    interval_ms = 600_000  # nothing is due twice during the measurement: one poll each
+    seed_open_tasks(url, handles, mcp.url, interval_ms)
+    replica = ServerProcess(
+        "bench.replica_process",
+        args=[
+            "--db", url, "--mcp", mcp.url, "--replica-id", "solo", "--principal", PRINCIPAL,
+            "--max-in-flight", str(concurrency), "--ceiling-ms", str(interval_ms),
+        ],
+    )  # fmt: skip
+    replica.start(timeout=60)
+
+    async def all_watched() -> dict[str, Any] | None:
+        stats = await _stats(replica.port)
+        return stats if stats.get("watched") == handles else None
+
+    try:
+        await _until(all_watched, timeout=120)
+        # every handle polled once (server side) and nothing in flight any more
+        await _until(lambda: _served_once(mcp.url, handles, {}), timeout=600, interval=0.5)
+        counts_before = await _until(lambda: _settled_counts(mcp.url), timeout=60)
+        log_before = len(await _call_json(mcp.url, "poll_log"))
+        replica.kill()  # SIGKILL with every handle leased to it
+        spawned = time.monotonic()
+        replica.start(timeout=60)
+        stats = await _until(all_watched, timeout=120, interval=0.005)
+        recovered = float(stats["recovered_at"])
+        cpu_start = float(stats["cpu"])
+        done = await _until(lambda: _polled(replica.port, handles), timeout=600, interval=0.05)
+        repoll = handles / (float(done["now"]) - recovered)
+        cpu_per_poll_ms = (float(done["cpu"]) - cpu_start) / handles * 1000
+        await _until(lambda: _served_once(mcp.url, handles, counts_before), timeout=60)
+        counts = await _until(lambda: _settled_counts(mcp.url), timeout=60)
+        after_restart = (await _call_json(mcp.url, "poll_log"))[log_before:]
+    finally:
+        replica.stop()
+    once = sum(1 for k, v in counts.items() if v - counts_before.get(k, 0) == 1)
+    order = [int(task_id.rsplit("-", 1)[1]) for task_id, _, _ in after_restart]
+    return Recovery(
+        handles=handles,
+        spawn_to_watched_s=recovered - spawned,
+        bridge_to_watched_s=recovered - float(stats["bridge_started"]),
+        repoll_per_s=repoll,
+        raw_per_s=raw_per_s,
+        polled_once=once,
+        displacement_p99=summarize_displacement(order),
+        cpu_per_poll_ms=cpu_per_poll_ms,
+    )
+
+
+async def _served_once(url: str, handles: int, before: dict[str, int]) -> dict[str, Any] | None:
+    counts: dict[str, int] = await _call_json(url, "poll_counts")
+    polled = sum(1 for task_id, n in counts.items() if n > before.get(task_id, 0))
+    return counts if polled >= handles else None
+
+
+async def _settled_counts(url: str) -> dict[str, Any] | None:
+    first = await _call_json(url, "poll_counts")
+    await anyio.sleep(0.5)
+    return first if first == await _call_json(url, "poll_counts") else None
+
+
+async def _polled(port: int, handles: int) -> dict[str, Any] | None:
+    stats = await _stats(port)
+    return stats if stats.get("polls", 0) >= handles else None
+
+
+# -- claims --------------------------------------------------------------------------------------
+def _claimer(url: str, name: str, batch: int, ready: Any, go: Any, results: Any) -> None:
+    ledger = Ledger.open(url, upgrade=False)
+    member = ReplicaRegistry(ledger).register(name, 60_000)
+    leases = TenantLeases(ledger.for_principal(PRINCIPAL))
+    leases.claim_tasks(member, 1)  # warm the connection and the statement
+    ready.put(name)
+    go.wait()
+    started = time.monotonic()
+    claimed = 1
+    while taken := leases.claim_tasks(member, batch):
+        claimed += len(taken)
+    results.put((name, claimed, started, time.monotonic()))
+    ledger.close()
+
+
+def claims_per_second(url: str, replicas: int, batch: int) -> tuple[float, int]:
+    """All open handles released, then claimed by ``replicas`` processes until none is left."""
+    ledger = Ledger.open(url, upgrade=False)
+    with ledger.engine.begin() as conn:
+        conn.execute(update(TASKS).values(lease_owner=None, lease_incarnation=None))
+    ledger.close()
+    context = multiprocessing.get_context("spawn")
+    ready, go, results = context.Queue(), context.Event(), context.Queue()
+    workers = [
+        context.Process(target=_claimer, args=(url, f"claimer-{n}", batch, ready, go, results))
+        for n in range(replicas)
+    ]
+    for worker in workers:
+        worker.start()
+    for _ in workers:  # every worker imported, registered and warmed up: start together
+        ready.get(timeout=120)
+    go.set()
+    rows = [results.get(timeout=300) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=30)
+    total = sum(r[1] for r in rows)
+    wall = max(r[3] for r in rows) - min(r[2] for r in rows)
+    ledger = Ledger.open(url, upgrade=False)
+    with ledger.engine.connect() as conn:
+        seeded = conn.execute(select(func.count()).select_from(TASKS)).scalar_one()
+        unclaimed = conn.execute(
+            select(func.count()).select_from(TASKS).where(TASKS.c.lease_owner.is_(None))
+        ).scalar_one()
+    ledger.close()
+    if unclaimed or total != seeded:
+        raise RuntimeError(f"{total} claims for {seeded} handles, {unclaimed} left unclaimed")
+    return total / wall, total
+
+
+def summarize_displacement(order: list[int]) -> float:
+    """How far from oldest-due-first the polls came: |position - due rank|, p99."""
+    ranked = {n: rank for rank, n in enumerate(sorted(order))}
+    return percentile([float(abs(pos - ranked[n])) for pos, n in enumerate(order)], 99)

@@ -1,0 +1,160 @@
+"""Bridges as replicas on one PostgreSQL ledger, in one process (each with its own ledger
+connection pool, as separate processes would have): a subscriber on one replica follows events
+another replica writes, and a replica whose membership lapses hands its handles and its
+followed remote run to another, which finishes them. The SIGKILL case across processes is in
+``test_scale_out.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bridge import Bridge, McpServerConfig, OuterStatus, TaskStatus, UhpServerConfig, WaitMode
+from bridge import events as ev
+from bridge.ledger.leases import ReplicaRegistry, TenantLeases
+from bridge.ledger.store import Ledger
+from bridge.replica import ReplicaConfig
+from tests.support.bridging import FAST, wait_until
+from tests.support.postgres import fresh_database
+from tests.support.processes import ServerProcess
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+P = "acme"
+
+
+@pytest.fixture
+def pg_url(postgres_admin_url: str) -> Iterator[str]:
+    with fresh_database(postgres_admin_url) as url:
+        Ledger.open(url).close()
+        yield url
+
+
+@pytest.fixture(scope="module")
+def uhp_server() -> Iterator[ServerProcess]:
+    with ServerProcess("tests.servers.uhp_server") as server:
+        yield server
+
+
+def _replica(url: str, name: str, tasks_server: ServerProcess, **options: Any) -> Bridge:
+    config = ReplicaConfig(name, lease_ms=1_500, claim_every_ms=100)
+    return Bridge(
+        Ledger.open(url),
+        principals=[P],
+        mcp_servers=[McpServerConfig(name="tasks", url=tasks_server.url)],
+        scheduler=FAST,
+        replica=config,
+        owns_ledger=True,
+        **options,
+    )
+
+
+async def test_a_subscriber_on_another_replica_sees_every_event_in_order(
+    pg_url: str, tasks_server: ServerProcess
+) -> None:
+    async with (
+        _replica(pg_url, "replica-a", tasks_server) as a,
+        _replica(pg_url, "replica-b", tasks_server) as b,
+    ):
+        run = await a.register_served_run(
+            P, response_id="resp_x", session_id="hsess_x", harness_id="h"
+        )
+        step = await a.call_tool(
+            P, run.ref, "tasks", "slow_report", {"quarter": "Q1", "seconds": 0.5},
+            wait=WaitMode.DETACH,
+        )  # fmt: skip
+        assert a.requester.scheduler.is_watching(step.task.ref), "the creating replica holds it"
+        assert not b.requester.scheduler.is_watching(step.task.ref)
+        seen = []
+        async for event in b.subscribe(P, run.ref):  # B's ledger never hears A's commits
+            seen.append(event)
+            if isinstance(event, ev.TaskTerminal):
+                break
+    written = Ledger.open(pg_url).for_principal(P).events(run.ref)
+    assert [e.seq for e in seen] == list(range(1, len(seen) + 1))
+    assert [e.model_dump() for e in seen] == [e.model_dump() for e in written[: len(seen)]]
+
+
+async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
+    pg_url: str, tasks_server: ServerProcess, uhp_server: ServerProcess
+) -> None:
+    uhp = [UhpServerConfig("remote", f"http://127.0.0.1:{uhp_server.port}", "uhp-token")]
+    options = {"uhp_servers": uhp, "credentials": {"uhp-token": "test-token"}.get}
+    async with (
+        _replica(pg_url, "replica-a", tasks_server, **options) as a,
+        _replica(pg_url, "replica-b", tasks_server, **options) as b,
+    ):
+        run = await a.register_served_run(
+            P, response_id="resp_y", session_id="hsess_y", harness_id="h"
+        )
+        step = await a.call_tool(
+            P, run.ref, "tasks", "slow_report", {"quarter": "Q2", "seconds": 3},
+            wait=WaitMode.DETACH,
+        )  # fmt: skip
+        follower = await a.start_remote_run(
+            P, "remote", "words=80 delay_ms=40", harness_id="chrn_test"
+        )
+        a.follow_remote_run(P, follower)
+        tenant = b.ledger.for_principal(P)
+        leases = TenantLeases(tenant)
+        await wait_until(lambda: tenant.get_run(follower.run_ref).last_sequence, what="streaming")
+        assert a.replica is not None and b.replica is not None
+        lapsed = a.replica.current()
+        assert leases.holder("task", step.task.ref) == lapsed
+        assert leases.holder("run", follower.run_ref) == lapsed
+
+        ReplicaRegistry(b.ledger).renew(lapsed, 0)  # A's membership lapses (a long pause)
+
+        def taken_over() -> bool:
+            # B claims at once; A's next renewal fails and it comes back as a new incarnation
+            # that competes for claims too. Either way the lapsed incarnation holds nothing.
+            assert a.replica is not None and b.replica is not None
+            live = {a.replica.current(), b.replica.current()} - {lapsed}
+            return (
+                leases.holder("task", step.task.ref) in live
+                and leases.holder("run", follower.run_ref) in live
+            )
+
+        await wait_until(taken_over, what="live replicas hold both")
+        await wait_until(lambda: a.replica.current() != lapsed, what="A re-registered")
+        await wait_until(
+            lambda: tenant.get_run(follower.run_ref).status is OuterStatus.COMPLETED,
+            what="the remote run finished",
+        )
+        await wait_until(lambda: not tenant.get_task(step.task.ref).is_open, timeout=20)
+    task = tenant.get_task(step.task.ref)
+    assert task.status is TaskStatus.COMPLETED
+    events = tenant.events(follower.run_ref)
+    assert any(isinstance(e, ev.OuterResumed) for e in events), "B resumed the stream"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    terminals = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskTerminal)]
+    assert len(terminals) == 1
+
+
+async def test_in_flight_calls_of_a_dead_replica_become_unknown(
+    pg_url: str, tasks_server: ServerProcess
+) -> None:
+    ledger = Ledger.open(pg_url)
+    tenant = ledger.for_principal(P)
+    registry = ReplicaRegistry(ledger)
+    run = tenant.open_run("local:h", response_id="resp_z", status=OuterStatus.IN_PROGRESS)
+    live = registry.register("replica-live", 60_000)
+    dead = registry.register("replica-dead", 60_000)
+
+    def in_flight(member: Any, n: int) -> str:
+        return tenant.begin_dispatch(
+            run.ref, server_endpoint=tasks_server.url, server_name="tasks",
+            tool_name="slow_report", arguments={"n": n}, sent=True, dispatcher=member,
+        ).ref  # fmt: skip
+
+    theirs, ours = in_flight(dead, 1), in_flight(live, 2)
+    registry.renew(dead, 0)  # replica-dead stopped renewing: its incarnation is gone
+    async with _replica(pg_url, "replica-c", tasks_server) as c:
+        assert c.last_recovery is not None
+        assert c.last_recovery.dispatches_marked_unknown == 1
+    assert tenant.get_dispatch(theirs).state.value == "unknown"
+    assert tenant.get_dispatch(ours).state.value == "sent", "a live replica's call is left alone"
+    unknown = [e for e in tenant.events(run.ref) if isinstance(e, ev.DispatchUnknownOutcome)]
+    assert [e.op_ref for e in unknown] == [theirs]
+    ledger.close()
