@@ -10,7 +10,7 @@
    capacity: lateness per time window (the curve), polls per handle (no starvation).
 4. Following a UHP stream (gap checks, typed events, ledger checkpoints) against plain
    ``httpx-sse`` parsing of the same stream.
-5. Scale-out on a throwaway PostgreSQL 15 (``bench/scale_out.py``): recovery of the only
+6-7. Scale-out on a throwaway PostgreSQL 15 (``bench/scale_out.py``): recovery of the only
    replica after SIGKILL with 10,000 open handles, and its re-polling rate against the raw SDK;
    claims per second with 1, 2 and 4 replicas.
 """
@@ -413,7 +413,7 @@ async def bench_scale_out(handles: int, quick: bool, report: Report) -> None:
         after, cpu_after = await raw_poll_capacity(server.url, 2.0 if quick else 4.0, concurrency)
     raw = (before + after) / 2
     raw_cpu_ms = (cpu_before + cpu_after) / 2 * 1000
-    report.add("## 5. Recovery of the only replica after SIGKILL (PostgreSQL 15)")
+    report.add("## 6. Recovery of the only replica after SIGKILL (PostgreSQL 15)")
     report.add()
     report.add(
         f"{recovery.handles:,} open handles leased to one replica process "
@@ -456,7 +456,7 @@ async def bench_scale_out(handles: int, quick: bool, report: Report) -> None:
         tasks = 5_000 if quick else 50_000
         scale_out.seed_open_tasks(url, tasks, "http://127.0.0.1:9/mcp", 1000)
         rates = {n: scale_out.claims_per_second(url, n, 500)[0] for n in (1, 2, 4)}
-    report.add("## 6. Claims per second on PostgreSQL")
+    report.add("## 7. Claims per second on PostgreSQL")
     report.add()
     report.add(
         f"{tasks:,} due handles; 1, 2 and 4 processes each claim batches of 500 "
