@@ -1,6 +1,6 @@
 """The benchmark suite: one command, figures as ratios against the raw SDK in the same run.
 
-    python -m bench.run [--quick] [--out docs/benchmarks.md]
+    python -m bench.run [--quick] [--only call|scheduler|stream|scale-out ...] [--out FILE]
 
 1. A bridged ``tools/call`` answered inline (two write-ahead commits on SQLite WAL) against the
    raw official SDK call on the same server, alternating call by call.
@@ -394,12 +394,21 @@ async def main_async(args: argparse.Namespace) -> Report:
     )
     report.add()
     count = 1_000 if args.quick else args.handles
-    with ServerProcess("bench.fast_tasks_server") as server:
-        await bench_call(server.url, 200 if args.quick else 1000, report)
-        await bench_scheduler(server.url, count, args.quick, report)
-    await bench_stream(5_000 if args.quick else 30_000, 3 if args.quick else 11, report)
-    await bench_scale_out(count, args.quick, report)
+    only = set(args.only or SECTIONS)
+    if only & {"call", "scheduler"}:
+        with ServerProcess("bench.fast_tasks_server") as server:
+            if "call" in only:
+                await bench_call(server.url, 200 if args.quick else 1000, report)
+            if "scheduler" in only:
+                await bench_scheduler(server.url, count, args.quick, report)
+    if "stream" in only:
+        await bench_stream(5_000 if args.quick else 30_000, 3 if args.quick else 11, report)
+    if "scale-out" in only:
+        await bench_scale_out(count, args.quick, report)
     return report
+
+
+SECTIONS = ("call", "scheduler", "stream", "scale-out")
 
 
 async def bench_scale_out(handles: int, quick: bool, report: Report) -> None:
@@ -476,11 +485,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the bridge benchmarks.")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--handles", type=int, default=10_000)
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        help="run only these sections and print them (docs/benchmarks.md is left alone "
+        "unless --out is given)",
+    )
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     report = anyio.run(main_async, args)
-    args.out.write_text("\n".join(report.lines) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+    out = args.out or (None if args.only else REPO / "docs" / "benchmarks.md")
+    if out is not None:
+        out.write_text("\n".join(report.lines) + "\n")
+        print(f"wrote {out}", file=sys.stderr)
     return 0
 
 

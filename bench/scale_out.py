@@ -33,6 +33,7 @@ from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref
 from bridge.ledger.leases import ReplicaRegistry, TenantLeases
 from bridge.ledger.store import DISPATCHES, TASKS, Ledger
 from bridge.lifecycle import OuterStatus
+from tests.support.bridging import wait_until
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import ServerProcess
 
@@ -114,22 +115,15 @@ class Recovery:
     cpu_per_poll_ms: float
 
 
-async def _stats(port: int) -> dict[str, Any]:
+async def replica_stats(port: int) -> dict[str, Any]:
+    """``GET /stats`` of a ``bench.replica_process`` ({} while it is still starting)."""
     async with httpx.AsyncClient() as http:
         response = await http.get(f"http://127.0.0.1:{port}/stats", timeout=10)
         return dict(response.json()) if response.status_code == 200 else {}
 
 
-async def _until(predicate: Any, timeout: float, interval: float = 0.02) -> dict[str, Any]:
-    with anyio.fail_after(timeout):
-        while True:
-            value = await predicate()
-            if value:
-                return dict(value)
-            await anyio.sleep(interval)
-
-
-async def _call_json(url: str, tool: str) -> Any:
+async def call_json(url: str, tool: str) -> Any:
+    """Call a no-argument tool of the fast Tasks server and decode its JSON text."""
     http = create_mcp_http_client()
     async with http, Client(streamable_http_client(url, http_client=http)) as client:
         result = await client.session.call_tool(tool, {})
@@ -151,27 +145,27 @@ async def bench_recovery(
     replica.start(timeout=60)
 
     async def all_watched() -> dict[str, Any] | None:
-        stats = await _stats(replica.port)
+        stats = await replica_stats(replica.port)
         return stats if stats.get("watched") == handles else None
 
     try:
-        await _until(all_watched, timeout=120)
+        await wait_until(all_watched, timeout=120)
         # every handle polled once (server side) and nothing in flight any more
-        await _until(lambda: _served_once(mcp.url, handles, {}), timeout=600, interval=0.5)
-        counts_before = await _until(lambda: _settled_counts(mcp.url), timeout=60)
-        log_before = len(await _call_json(mcp.url, "poll_log"))
+        await wait_until(lambda: _served_once(mcp.url, handles, {}), timeout=600, interval=0.5)
+        counts_before = await wait_until(lambda: _settled_counts(mcp.url), timeout=60)
+        log_before = len(await call_json(mcp.url, "poll_log"))
         replica.kill()  # SIGKILL with every handle leased to it
         spawned = time.monotonic()
         replica.start(timeout=60)
-        stats = await _until(all_watched, timeout=120, interval=0.005)
+        stats = await wait_until(all_watched, timeout=120, interval=0.005)
         recovered = float(stats["recovered_at"])
         cpu_start = float(stats["cpu"])
-        done = await _until(lambda: _polled(replica.port, handles), timeout=600, interval=0.05)
+        done = await wait_until(lambda: _polled(replica.port, handles), timeout=600, interval=0.05)
         repoll = handles / (float(done["now"]) - recovered)
         cpu_per_poll_ms = (float(done["cpu"]) - cpu_start) / handles * 1000
-        await _until(lambda: _served_once(mcp.url, handles, counts_before), timeout=60)
-        counts = await _until(lambda: _settled_counts(mcp.url), timeout=60)
-        after_restart = (await _call_json(mcp.url, "poll_log"))[log_before:]
+        await wait_until(lambda: _served_once(mcp.url, handles, counts_before), timeout=60)
+        counts = await wait_until(lambda: _settled_counts(mcp.url), timeout=60)
+        after_restart = (await call_json(mcp.url, "poll_log"))[log_before:]
     finally:
         replica.stop()
     once = sum(1 for k, v in counts.items() if v - counts_before.get(k, 0) == 1)
@@ -189,19 +183,19 @@ async def bench_recovery(
 
 
 async def _served_once(url: str, handles: int, before: dict[str, int]) -> dict[str, Any] | None:
-    counts: dict[str, int] = await _call_json(url, "poll_counts")
+    counts: dict[str, int] = await call_json(url, "poll_counts")
     polled = sum(1 for task_id, n in counts.items() if n > before.get(task_id, 0))
     return counts if polled >= handles else None
 
 
 async def _settled_counts(url: str) -> dict[str, Any] | None:
-    first = await _call_json(url, "poll_counts")
+    first = await call_json(url, "poll_counts")
     await anyio.sleep(0.5)
-    return first if first == await _call_json(url, "poll_counts") else None
+    return first if first == await call_json(url, "poll_counts") else None
 
 
 async def _polled(port: int, handles: int) -> dict[str, Any] | None:
-    stats = await _stats(port)
+    stats = await replica_stats(port)
     return stats if stats.get("polls", 0) >= handles else None
 
 

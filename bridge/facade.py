@@ -18,6 +18,7 @@ outer run is cancelled or ends while inner tasks are open), a policy the harness
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -180,7 +181,7 @@ class Bridge:
         self.last_recovery: RecoveryReport | None = None
         self._replica_config = replica
         self.replica: ReplicaLeases | None = None
-        self._leased_follows: dict[str, anyio.CancelScope] = {}  # run_ref -> its follower
+        self._follows: dict[str, anyio.CancelScope] = {}  # run_ref -> its follower
 
     @classmethod
     def open(cls, url: str | Path | None = None, **options: Any) -> Bridge:
@@ -211,14 +212,14 @@ class Bridge:
         self.requester.attach_replica(replica)
         replica.on_runs = self._follow_claimed
         replica.on_lost = self._drop_leased
-        replica.followed_runs = lambda: len(self._leased_follows)
+        replica.followed_runs = lambda: len(self._follows)
         replica.uhp_servers = [s.base_url.rstrip("/") for s in self._uhp_servers.values()]
         self.replica = replica
 
     def _drop_leased(self) -> None:
         """This replica's membership lapsed: stop every leased poll and follower."""
         self.requester.scheduler.forget_leased()
-        for scope in self._leased_follows.values():
+        for scope in self._follows.values():
             scope.cancel()
 
     async def __aexit__(
@@ -342,7 +343,7 @@ class Bridge:
         """Runs this replica just claimed: follow each from its recorded sequence."""
         for run in runs:
             name = self._uhp_server_named(run.uhp_server)
-            if name is None or run.ref in self._leased_follows:
+            if name is None or run.ref in self._follows:
                 continue
             client = await self._uhp_client(principal, name)
             if run.trace_id is not None:
@@ -351,14 +352,14 @@ class Bridge:
 
     async def _reconcile_remote(self, principal: str, follower: ResponseFollower) -> None:
         with anyio.CancelScope() as scope:
-            self._leased_follows[follower.run_ref] = scope
+            self._follows[follower.run_ref] = scope
             try:
                 async with follower:
                     final = await follower.until_terminal()
             except LeaseLost:
                 return  # another replica follows it now
             finally:
-                self._leased_follows.pop(follower.run_ref, None)
+                self._follows.pop(follower.run_ref, None)
         if scope.cancelled_caught:
             return
         status = final.outer_status
@@ -383,18 +384,9 @@ class Bridge:
             )
             await client.__aenter__()
             if self.replica is not None:
-                client.lease_run = self._lease_run_for(principal)
+                client.lease_run = functools.partial(self.replica.adopt_run, principal)
             self._uhp_clients[key] = client
         return client
-
-    def _lease_run_for(self, principal: str) -> Any:
-        replica = self.replica
-        assert replica is not None
-
-        async def lease(run_ref: str) -> Membership | None:
-            return await replica.adopt_run(principal, run_ref)
-
-        return lease
 
     def _uhp_server_named(self, base_url: str) -> str | None:
         return next(

@@ -184,19 +184,20 @@ class ReplicaLeases:
         return more
 
     async def adopt_task(self, principal: str, task_ref: str) -> Membership | None:
-        """Lease a task this replica just created; None if another replica already holds it."""
-        member = self.membership
-        if member is None:
-            return None
-        leases = TenantLeases(self._ledger.for_principal(principal))
-        return member if await self._db(leases.adopt_task, member, task_ref) else None
+        """Lease a recorded task to this replica; None if another replica already holds it."""
+        return await self._adopt(principal, "task", task_ref)
 
     async def adopt_run(self, principal: str, run_ref: str) -> Membership | None:
+        """Lease a run this replica starts following; None if another replica holds it."""
+        return await self._adopt(principal, "run", run_ref)
+
+    async def _adopt(self, principal: str, kind: str, ref: str) -> Membership | None:
         member = self.membership
         if member is None:
             return None
         leases = TenantLeases(self._ledger.for_principal(principal))
-        return member if await self._db(leases.adopt_run, member, run_ref) else None
+        adopt = leases.adopt_task if kind == "task" else leases.adopt_run
+        return member if await self._db(adopt, member, ref) else None
 
     def _room(self, limit: int | None, held: int) -> int:
         batch = self.config.claim_batch

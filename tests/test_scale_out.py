@@ -9,19 +9,17 @@ is SIGKILLed mid-way; the others must take over its handles within a lease perio
 from __future__ import annotations
 
 import itertools
-import json
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
+from bench.scale_out import call_json, replica_stats
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import TaskStatus
 from tests.support.bridging import wait_until
 from tests.support.builders import new_run, new_task
-from tests.support.mcp_client import connect
 from tests.support.postgres import fresh_database
 from tests.support.processes import ServerProcess
 
@@ -58,16 +56,11 @@ def _replica(name: str, db: str, mcp: str) -> ServerProcess:
 
 
 async def _stats(replica: ServerProcess) -> dict[str, Any]:
-    async with httpx.AsyncClient() as http:
-        response = await http.get(f"http://127.0.0.1:{replica.port}/stats", timeout=5)
-        return dict(response.json()) if response.status_code == 200 else {}
+    return await replica_stats(replica.port)
 
 
 async def _poll_log(url: str) -> list[tuple[str, float, str]]:
-    async with connect(url) as client:
-        result = await client.session.call_tool("poll_log", {})
-    text = result.content[0].text  # type: ignore[union-attr]
-    return [tuple(entry) for entry in json.loads(text)]  # type: ignore[misc]
+    return [tuple(entry) for entry in await call_json(url, "poll_log")]  # type: ignore[misc]
 
 
 async def test_three_replicas_share_the_handles_and_survive_a_kill(

@@ -255,39 +255,23 @@ class CallPathStatements:
         ).where(owned_run)
         self.insert_dispatch = compile_(insert(dispatches).from_select(dispatch_columns, source))
         # One guarded state move for every dispatch transition on the call path.
-        self.advance_dispatch = compile_(
-            update(dispatches)
-            .where(
-                dispatches.c.ref == bindparam("op_ref"),
-                dispatches.c.principal == bindparam("principal"),
-                dispatches.c.state == bindparam("from_state"),
-            )
-            .values(
-                state=bindparam("to_state"),
-                updated_at_ms=bindparam("now"),
-                result_json=bindparam("result_json"),
-                result_truncated=bindparam("result_truncated"),
-                task_ref=bindparam("task_ref"),
-            )
-            .returning(*dispatches.c)
+        move = update(dispatches).values(
+            state=bindparam("to_state"),
+            updated_at_ms=bindparam("now"),
+            result_json=bindparam("result_json"),
+            result_truncated=bindparam("result_truncated"),
+            task_ref=bindparam("task_ref"),
         )
+        guard = (
+            dispatches.c.ref == bindparam("op_ref"),
+            dispatches.c.principal == bindparam("principal"),
+            dispatches.c.state == bindparam("from_state"),
+        )
+        self.advance_dispatch = compile_(move.where(*guard).returning(*dispatches.c))
         # The same move when the caller holds the dispatch it began (no row to return): also
         # guarded on the run, so the event it appends cannot go to another run's log.
         self.advance_known_dispatch = compile_(
-            update(dispatches)
-            .where(
-                dispatches.c.ref == bindparam("op_ref"),
-                dispatches.c.principal == bindparam("principal"),
-                dispatches.c.run_ref == bindparam("run_ref"),
-                dispatches.c.state == bindparam("from_state"),
-            )
-            .values(
-                state=bindparam("to_state"),
-                updated_at_ms=bindparam("now"),
-                result_json=bindparam("result_json"),
-                result_truncated=bindparam("result_truncated"),
-                task_ref=bindparam("task_ref"),
-            )
+            move.where(*guard, dispatches.c.run_ref == bindparam("run_ref"))
         )
         # The run's next event number, and the outer ids a new task is linked to.
         self.next_seq = compile_(

@@ -27,7 +27,7 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from bridge.ledger.fencing import Membership
 from bridge.ledger.models import Replica
-from bridge.ledger.store import DISPATCHES, RUNS, TASKS, Ledger, TenantLedger
+from bridge.ledger.store import DISPATCHES, OPEN_TASK, RUNS, TASKS, Ledger, TenantLedger
 from bridge.ledger.views import DispatchView, RunView, TaskView
 from bridge.lifecycle import DispatchState, OuterStatus
 
@@ -174,12 +174,7 @@ class TenantLeases:
         Rows another replica is claiming or writing right now are skipped, not waited for.
         Nothing is claimed if ``member`` itself has lapsed.
         """
-        open_task = (
-            TASKS.c.terminal_at_ms.is_(None),
-            TASKS.c.lost_reason.is_(None),
-            TASKS.c.detached_at_ms.is_(None),
-        )
-        rows = self._claim(TASKS, member, limit, open_task, TASKS.c.next_poll_due_ms)
+        rows = self._claim(TASKS, member, limit, OPEN_TASK, TASKS.c.next_poll_due_ms)
         # RETURNING keeps no order: hand them over oldest due first, as they were chosen
         views = TaskView.from_rows(rows)
         views.sort(key=lambda t: (t.next_poll_due_ms or 0, t.ref))

@@ -86,6 +86,14 @@ TASKS = cast(Table, InnerTask.__table__)  # type: ignore[attr-defined]
 INPUTS = cast(Table, InputRequest.__table__)  # type: ignore[attr-defined]
 EVENTS = cast(Table, EventRecord.__table__)  # type: ignore[attr-defined]
 
+# A task is open (watched) while it has no stored terminal outcome, no lost verdict and was
+# not detached: the one definition every query uses.
+OPEN_TASK = (
+    TASKS.c.terminal_at_ms.is_(None),
+    TASKS.c.lost_reason.is_(None),
+    TASKS.c.detached_at_ms.is_(None),
+)
+
 _DISPATCH_INSERT_COLUMNS = [
     "ref",
     "principal",
@@ -1224,20 +1232,14 @@ class TenantLedger:
 
     def undelivered_answers(self) -> list[InputRequestView]:
         """Answers recorded but not acknowledged by the server (to redeliver after a restart)."""
-        query = (
-            select(INPUTS)
-            .join(TASKS, TASKS.c.ref == INPUTS.c.task_ref)
-            .where(
-                self._mine(INPUTS),
-                self._mine(TASKS),
+        return self._inputs_of_tasks(
+            (
                 INPUTS.c.answered_at_ms.is_not(None),
                 INPUTS.c.delivered_at_ms.is_(None),
                 TASKS.c.terminal_at_ms.is_(None),
-            )
-            .order_by(INPUTS.c.id)
+            ),
+            order_by=(INPUTS.c.id,),
         )
-        with self._ledger._read() as conn:
-            return [InputRequestView.from_row(r) for r in conn.execute(query)]
 
     def detach_task(self, task_ref: str, requested_by: str) -> bool:
         """Stop tracking a live task without cancelling it. No-op if terminal or detached."""
@@ -1295,13 +1297,7 @@ class TenantLedger:
         with self._ledger._write() as tx:
             tx.conn.execute(
                 update(TASKS)
-                .where(
-                    self._mine(TASKS),
-                    TASKS.c.ref == task_ref,
-                    TASKS.c.terminal_at_ms.is_(None),
-                    TASKS.c.lost_reason.is_(None),
-                    TASKS.c.detached_at_ms.is_(None),
-                )
+                .where(self._mine(TASKS), TASKS.c.ref == task_ref, *OPEN_TASK)
                 .values(next_poll_due_ms=due_ms)
             )
 
@@ -1367,11 +1363,7 @@ class TenantLedger:
         if run_ref is not None:
             query = query.where(TASKS.c.run_ref == run_ref)
         if open_only:
-            query = query.where(
-                TASKS.c.terminal_at_ms.is_(None),
-                TASKS.c.lost_reason.is_(None),
-                TASKS.c.detached_at_ms.is_(None),
-            )
+            query = query.where(*OPEN_TASK)
         with self._ledger._read() as conn:
             rows = conn.execute(query.order_by(TASKS.c.created_at_ms, TASKS.c.ref)).all()
             return TaskView.from_rows(rows)
@@ -1402,18 +1394,20 @@ class TenantLedger:
 
     def pending_input_requests(self) -> list[InputRequestView]:
         """Unanswered input requests of every open task (offered to the host again)."""
+        return self._inputs_of_tasks(
+            (INPUTS.c.answered_at_ms.is_(None), *OPEN_TASK),
+            order_by=(TASKS.c.created_at_ms, TASKS.c.ref, INPUTS.c.id),
+        )
+
+    def _inputs_of_tasks(
+        self, conditions: tuple[Any, ...], *, order_by: tuple[Any, ...]
+    ) -> list[InputRequestView]:
+        """This principal's input requests joined to their tasks, filtered on both."""
         query = (
             select(INPUTS)
             .join(TASKS, TASKS.c.ref == INPUTS.c.task_ref)
-            .where(
-                self._mine(INPUTS),
-                self._mine(TASKS),
-                INPUTS.c.answered_at_ms.is_(None),
-                TASKS.c.terminal_at_ms.is_(None),
-                TASKS.c.lost_reason.is_(None),
-                TASKS.c.detached_at_ms.is_(None),
-            )
-            .order_by(TASKS.c.created_at_ms, TASKS.c.ref, INPUTS.c.id)
+            .where(self._mine(INPUTS), self._mine(TASKS), *conditions)
+            .order_by(*order_by)
         )
         with self._ledger._read() as conn:
             return [InputRequestView.from_row(r) for r in conn.execute(query)]
