@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx
@@ -423,13 +423,7 @@ class ResponseFollower:
                 assert state.response_id is not None
                 response = await client.get_response(state.response_id)
                 after = state.last_seq if state.last_seq >= 0 else None
-                await client.db(
-                    client.tenant.record_stream_resumed,
-                    state.run_ref,
-                    "reread",
-                    after,
-                    lease=state.lease,
-                )
+                await self._resumed("reread", after)
                 final = await self._reread_until_terminal(response)
                 yield terminal_event_for(final)
                 return
@@ -521,9 +515,7 @@ class ResponseFollower:
             await self._anomaly("malformed_frame", f"{event.type} carried no response")
             raise StreamFault("malformed_frame", "terminal event without the response")
         self.final = response
-        await client.db(
-            client.tenant.record_outer_sequence, state.run_ref, state.last_seq, lease=state.lease
-        )
+        await self._record_sequence()
         await client._record_response(state.run_ref, response, state.lease)
 
     async def _checkpoint(self) -> None:
@@ -531,6 +523,16 @@ class ResponseFollower:
         client, state = self._client, self._state
         state.checkpointed_at_ms = client.ledger.clock()
         state.checkpointed_seq = state.last_seq
+        await self._record_sequence()
+
+    async def _resumed(self, mode: Literal["last_event_id", "reread"], after: int | None) -> None:
+        client, state = self._client, self._state
+        await client.db(
+            client.tenant.record_stream_resumed, state.run_ref, mode, after, lease=state.lease
+        )
+
+    async def _record_sequence(self) -> None:
+        client, state = self._client, self._state
         await client.db(
             client.tenant.record_outer_sequence, state.run_ref, state.last_seq, lease=state.lease
         )
@@ -563,19 +565,11 @@ class ResponseFollower:
             raise _error_for(response)
         after = state.last_seq if state.last_seq >= 0 else None
         if "text/event-stream" in response.headers.get("content-type", ""):
-            await client.db(
-                client.tenant.record_stream_resumed,
-                state.run_ref,
-                "last_event_id",
-                after,
-                lease=state.lease,
-            )
+            await self._resumed("last_event_id", after)
             return response
         await response.aread()
         await response.aclose()
-        await client.db(
-            client.tenant.record_stream_resumed, state.run_ref, "reread", after, lease=state.lease
-        )
+        await self._resumed("reread", after)
         return ResponseObject.model_validate(response.json())
 
     async def _reread_until_terminal(self, response: ResponseObject) -> ResponseObject:
