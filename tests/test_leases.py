@@ -7,9 +7,12 @@ already lapsed on the database's clock.
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
+from sqlalchemy.dialects import mysql
+from sqlalchemy.exc import CompileError
 
 from bridge.errors import LeaseLost
-from bridge.ledger.leases import ReplicaRegistry, TenantLeases
+from bridge.ledger.leases import ReplicaRegistry, TenantLeases, db_now_ms
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import LostReason, OuterStatus, TaskStatus
@@ -148,3 +151,10 @@ def test_claims_never_cross_tenants(ledger: Ledger) -> None:
     member = registry.register("replica-a", LEASE_MS)
     assert TenantLeases(ledger.for_principal("acme")).claim_tasks(member, 10) == []
     assert len(TenantLeases(ledger.for_principal("globex")).claim_tasks(member, 10)) == 3
+
+
+def test_leases_refuse_what_they_cannot_honour(ledger: Ledger) -> None:
+    with pytest.raises(ValueError):
+        ReplicaRegistry(ledger).register("", LEASE_MS)  # a replica needs a stable id
+    with pytest.raises(CompileError):  # no database clock to lease on
+        str(select(db_now_ms()).compile(dialect=mysql.dialect()))
