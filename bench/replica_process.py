@@ -2,7 +2,9 @@
 
 A harness replica reduced to what leased polling needs: a :class:`bridge.Bridge` in leased mode
 on a shared ledger, polling one MCP server, plus ``GET /stats`` on 127.0.0.1 so a driver can
-synchronise on what the replica did (handles watched, polls, leases lost) instead of sleeping.
+synchronise on what the replica did (handles watched, polls, leases lost) instead of sleeping,
+and ``POST /hold`` / ``POST /release`` to pause and resume its polling, so that a benchmark can
+alternate measurement windows of this replica and of the raw SDK on the same machine.
 It presents its replica id as its bearer token, so the MCP server can tell replicas apart.
 
 ``python -m bench.replica_process --port P --db URL --mcp URL --replica-id ID [options]``;
@@ -29,6 +31,10 @@ from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
 
 STARTED = time.monotonic()
+
+
+def _clocks(polls: int) -> dict[str, float]:
+    return {"polls": polls, "at": time.monotonic(), "cpu": time.process_time()}
 
 
 def _stats(bridge: Bridge, recovered_at: list[float], bridge_started: float) -> dict[str, Any]:
@@ -78,7 +84,32 @@ async def serve(args: argparse.Namespace) -> None:
             return JSONResponse({"replica": None, "process_started": STARTED}, status_code=503)
         return JSONResponse(_stats(bridge_box[0], recovered_at, started_box[0]))
 
-    app = Starlette(routes=[Route("/stats", stats)])
+    async def hold(_: Request) -> JSONResponse:
+        """Start no more polls; answer once those in flight have finished."""
+        if not bridge_box:
+            return JSONResponse({}, status_code=503)
+        scheduler = bridge_box[0].requester.scheduler
+        scheduler.hold()
+        held_at = _clocks(scheduler.stats.polls)
+        while scheduler.in_flight:
+            await anyio.sleep(0.005)
+        return JSONResponse(held_at)
+
+    async def release(_: Request) -> JSONResponse:
+        if not bridge_box:
+            return JSONResponse({}, status_code=503)
+        scheduler = bridge_box[0].requester.scheduler
+        released_at = _clocks(scheduler.stats.polls)
+        scheduler.release()
+        return JSONResponse(released_at)
+
+    app = Starlette(
+        routes=[
+            Route("/stats", stats),
+            Route("/hold", hold, methods=["POST"]),
+            Route("/release", release, methods=["POST"]),
+        ]
+    )
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
     http = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:

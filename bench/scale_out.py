@@ -29,6 +29,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from sqlalchemy import func, insert, select, update
 
 from bench.common import percentile
+from bench.raw_sdk import RAW_TASK_ID, RawPoller, Window
 from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref
 from bridge.ledger.leases import ReplicaRegistry, TenantLeases
 from bridge.ledger.store import DISPATCHES, TASKS, Ledger
@@ -108,11 +109,27 @@ class Recovery:
     handles: int
     spawn_to_watched_s: float
     bridge_to_watched_s: float
-    repoll_per_s: float
-    raw_per_s: float
+    # (replica, raw SDK) measurement windows, alternating while the replica re-polls
+    windows: list[tuple[Window, Window]]
     polled_once: int
     displacement_p99: float
-    cpu_per_poll_ms: float
+
+    @property
+    def rate_ratios(self) -> list[float]:
+        return [replica.rate / raw.rate for replica, raw in self.windows]
+
+    @property
+    def cpu_ratios(self) -> list[float]:
+        """Raw SDK CPU per poll / replica CPU per poll (above 1: the replica is cheaper)."""
+        return [raw.cpu_per_poll_s / replica.cpu_per_poll_s for replica, raw in self.windows]
+
+    def total(self, side: int) -> Window:
+        windows = [pair[side] for pair in self.windows]
+        return Window(
+            sum(w.polls for w in windows),
+            sum(w.wall_s for w in windows),
+            sum(w.cpu_s for w in windows),
+        )
 
 
 async def replica_stats(port: int) -> dict[str, Any]:
@@ -120,6 +137,35 @@ async def replica_stats(port: int) -> dict[str, Any]:
     async with httpx.AsyncClient() as http:
         response = await http.get(f"http://127.0.0.1:{port}/stats", timeout=10)
         return dict(response.json()) if response.status_code == 200 else {}
+
+
+async def _replica_post(port: int, what: str) -> dict[str, Any]:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(f"http://127.0.0.1:{port}/{what}", timeout=30)
+        response.raise_for_status()
+        return dict(response.json())
+
+
+async def alternate_windows(
+    port: int, raw: RawPoller, handles: int, seconds: float
+) -> list[tuple[Window, Window]]:
+    """Replica and raw SDK in turn, ``seconds`` each, until the replica has polled
+    ``handles`` times; only one of the two polls at any moment. A replica window in which it
+    ran out of due handles is not counted."""
+    windows: list[tuple[Window, Window]] = []
+    while True:
+        released = await _replica_post(port, "release")
+        await anyio.sleep(seconds)
+        held = await _replica_post(port, "hold")  # answers once its polls in flight are done
+        if held["polls"] >= handles:
+            await _replica_post(port, "release")
+            return windows
+        replica = Window(
+            int(held["polls"] - released["polls"]),
+            float(held["at"] - released["at"]),
+            float(held["cpu"] - released["cpu"]),
+        )
+        windows.append((replica, await raw.measure(seconds)))
 
 
 async def call_json(url: str, tool: str) -> Any:
@@ -131,7 +177,7 @@ async def call_json(url: str, tool: str) -> Any:
 
 
 async def bench_recovery(
-    url: str, mcp: ServerProcess, handles: int, raw_per_s: float, concurrency: int
+    url: str, mcp: ServerProcess, handles: int, concurrency: int, window_s: float
 ) -> Recovery:
     interval_ms = 600_000  # nothing is due twice during the measurement: one poll each
     seed_open_tasks(url, handles, mcp.url, interval_ms)
@@ -154,37 +200,45 @@ async def bench_recovery(
         await wait_until(lambda: _served_once(mcp.url, handles, {}), timeout=600, interval=0.5)
         counts_before = await wait_until(lambda: _settled_counts(mcp.url), timeout=60)
         log_before = len(await call_json(mcp.url, "poll_log"))
-        replica.kill()  # SIGKILL with every handle leased to it
-        spawned = time.monotonic()
-        replica.start(timeout=60)
-        stats = await wait_until(all_watched, timeout=120, interval=0.005)
-        recovered = float(stats["recovered_at"])
-        cpu_start = float(stats["cpu"])
-        done = await wait_until(lambda: _polled(replica.port, handles), timeout=600, interval=0.05)
-        repoll = handles / (float(done["now"]) - recovered)
-        cpu_per_poll_ms = (float(done["cpu"]) - cpu_start) / handles * 1000
+        async with RawPoller(mcp.url, concurrency) as raw:  # connected before the kill
+            replica.kill()  # SIGKILL with every handle leased to it
+            spawned = time.monotonic()
+            replica.start(timeout=60)
+            # The replica stamps its own recovery time: asked a few times a second only, so
+            # that the driver takes no CPU from the replica it measures.
+            stats = await wait_until(all_watched, timeout=120, interval=0.1)
+            windows = await alternate_windows(replica.port, raw, handles, window_s)
         await wait_until(lambda: _served_once(mcp.url, handles, counts_before), timeout=60)
         counts = await wait_until(lambda: _settled_counts(mcp.url), timeout=60)
         after_restart = (await call_json(mcp.url, "poll_log"))[log_before:]
     finally:
         replica.stop()
-    once = sum(1 for k, v in counts.items() if v - counts_before.get(k, 0) == 1)
-    order = [int(task_id.rsplit("-", 1)[1]) for task_id, _, _ in after_restart]
+    seeded = f"bench-{interval_ms}-"  # the raw SDK windows poll another id
+    once = sum(
+        1 for k, v in counts.items() if k.startswith(seeded) and v - counts_before.get(k, 0) == 1
+    )
+    order = [
+        int(task_id.rsplit("-", 1)[1])
+        for task_id, _, _ in after_restart
+        if task_id.startswith(seeded)
+    ]
+    recovered = float(stats["recovered_at"])
     return Recovery(
         handles=handles,
         spawn_to_watched_s=recovered - spawned,
         bridge_to_watched_s=recovered - float(stats["bridge_started"]),
-        repoll_per_s=repoll,
-        raw_per_s=raw_per_s,
+        windows=windows,
         polled_once=once,
         displacement_p99=summarize_displacement(order),
-        cpu_per_poll_ms=cpu_per_poll_ms,
     )
 
 
 async def _served_once(url: str, handles: int, before: dict[str, int]) -> dict[str, Any] | None:
+    """Every seeded handle polled since ``before`` (the raw SDK's own id does not count)."""
     counts: dict[str, int] = await call_json(url, "poll_counts")
-    polled = sum(1 for task_id, n in counts.items() if n > before.get(task_id, 0))
+    polled = sum(
+        1 for task_id, n in counts.items() if task_id != RAW_TASK_ID and n > before.get(task_id, 0)
+    )
     return counts if polled >= handles else None
 
 
@@ -192,11 +246,6 @@ async def _settled_counts(url: str) -> dict[str, Any] | None:
     first = await call_json(url, "poll_counts")
     await anyio.sleep(0.5)
     return first if first == await call_json(url, "poll_counts") else None
-
-
-async def _polled(port: int, handles: int) -> dict[str, Any] | None:
-    stats = await replica_stats(port)
-    return stats if stats.get("polls", 0) >= handles else None
 
 
 # -- claims --------------------------------------------------------------------------------------

@@ -24,5 +24,6 @@ def test_bench_quick_run_writes_the_report(tmp_path: Path) -> None:
     assert "lateness p50 / p99 / max" in text and "No handle was polled twice" in text
     assert "Following a UHP stream" in text
     assert "Recovery of the only replica after SIGKILL" in text
+    assert "re-polling rate / raw SDK rate" in text
     assert "handles polled exactly once after the restart" in text
     assert "Claims per second on PostgreSQL" in text

@@ -203,6 +203,11 @@ class PollScheduler:
     def watched_count(self) -> int:
         return len(self._watched)
 
+    @property
+    def in_flight(self) -> int:
+        """Polls started and not finished yet (still running after :meth:`hold`)."""
+        return self._in_flight
+
     # -- the loop ------------------------------------------------------------------------------
     async def run(self, *, task_status: AnyioTaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as polls:
