@@ -126,7 +126,7 @@ async def bench_call(url: str, calls: int, report: Report) -> None:
     report.add()
     report.add(
         f"Where the difference ({_ms(bridged50 - raw50)} at p50) goes: the two write-ahead "
-        "commits timed alone on the same ledger, back to back (warm) and each pair after the "
+        "commits timed alone on the same ledger, back to back (warm) and each one after the "
         f"process idled for one raw call's p50 ({_ms(raw50)}), as it does while a call is on "
         "the wire; `SELECT 1` shows what idling alone costs any code "
         "on this machine (a connection of its own to the same file)."

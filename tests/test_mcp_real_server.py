@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -221,3 +222,24 @@ async def test_task_only_tool_without_the_declaration_is_rejected_missing_capabi
     dispatch = tenant.get_dispatch(outcome.op_ref)
     assert dispatch.state is DispatchState.RESULT and dispatch.result["error"]["code"] == -32021
     assert tenant.list_tasks(run_ref=run.ref) == []
+
+
+async def test_a_held_scheduler_starts_no_poll_until_released(
+    requester: TaskRequester, wall_ledger: Ledger
+) -> None:
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    outcome = await requester.call_tool(PRINCIPAL, run.ref, "tasks", "wait_forever", {})
+    assert isinstance(outcome, TaskHandle)
+    scheduler = requester.scheduler
+    await wait_until(lambda: scheduler.stats.polls >= 2)
+    scheduler.hold()
+    await wait_until(lambda: scheduler.in_flight == 0, what="polls in flight finished")
+    polls_when_held = scheduler.stats.polls
+    held_at = time.monotonic()
+    # The handle (polled every ~50 ms) falls due several times over while held.
+    await wait_until(lambda: time.monotonic() - held_at > 10 * FAST.default_interval_ms / 1000)
+    assert scheduler.stats.polls == polls_when_held
+    assert scheduler.is_watching(outcome.task_ref)
+    scheduler.release()
+    await wait_until(lambda: scheduler.stats.polls > polls_when_held, timeout=5)
