@@ -1,4 +1,4 @@
-"""Shared bench plumbing: percentiles, machine description, the results file."""
+"""Shared bench plumbing: the report, percentiles, machine description, the results file."""
 
 from __future__ import annotations
 
@@ -6,9 +6,20 @@ import os
 import platform
 import statistics
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+@dataclass
+class Report:
+    command: str
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, text: str = "") -> None:
+        print(text, flush=True)
+        self.lines.append(text)
 
 
 def percentile(values: list[float], q: float) -> float:
