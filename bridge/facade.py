@@ -342,13 +342,11 @@ class Bridge:
     ) -> None:
         """Runs this replica just claimed: follow each from its recorded sequence."""
         for run in runs:
-            name = self._uhp_server_named(run.uhp_server)
-            if name is None or run.ref in self._follows:
+            if run.ref in self._follows:
                 continue
-            client = await self._uhp_client(principal, name)
             if run.trace_id is not None:
                 await self._start_outer_span(principal, run, served=False)
-            self.follow_remote_run(principal, await client.follow(run.ref, lease=member))
+            await self._resume_remote(principal, run, lease=member)
 
     async def _reconcile_remote(self, principal: str, follower: ResponseFollower) -> None:
         with anyio.CancelScope() as scope:
@@ -563,12 +561,12 @@ class Bridge:
     async def _claim_everything_free(self) -> RecoveryReport:
         replica = self.replica
         assert replica is not None
-        before = self.requester.handover.snapshot()
+        before = self.requester.handover
         runs_before = replica.claimed_runs
         unknown = await self.requester.settle_orphaned_dispatches(self.principals, replica)
         while await replica.claim_now():
             pass
-        taken = self.requester.handover.since(before)
+        taken = self.requester.handover - before
         return RecoveryReport(
             tasks_watched=taken.tasks_watched,
             dispatches_marked_unknown=unknown,
@@ -577,10 +575,14 @@ class Bridge:
             remote_runs_resumed=replica.claimed_runs - runs_before,
         )
 
-    async def _resume_remote(self, principal: str, run: RunView) -> bool:
+    async def _resume_remote(
+        self, principal: str, run: RunView, *, lease: Membership | None = None
+    ) -> bool:
+        """Follow a recorded run again from its last seen sequence (``lease``: claimed by this
+        replica). False when no configured UHP server serves it."""
         name = self._uhp_server_named(run.uhp_server)
         if name is None:
             return False
         client = await self._uhp_client(principal, name)
-        self.follow_remote_run(principal, await client.follow(run.ref))
+        self.follow_remote_run(principal, await client.follow(run.ref, lease=lease))
         return True

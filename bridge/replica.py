@@ -29,6 +29,8 @@ from bridge.ledger.views import RunView, TaskView
 
 log = logging.getLogger(__name__)
 
+RETRY_S = 1.0  # after a failed renewal or claim round, try again at most this much later
+
 TasksClaimed = Callable[[str, Membership, list[TaskView]], Awaitable[None]]
 RunsClaimed = Callable[[str, Membership, list[RunView]], Awaitable[None]]
 
@@ -121,12 +123,23 @@ class ReplicaLeases:
         claim_at = self._monotonic()
         while True:
             now = self._monotonic()
-            if now >= renew_at:
-                await self.renew()
-                renew_at = self._monotonic() + renew_every
-            if now >= claim_at:
-                more = await self.claim_now()
-                claim_at = self._monotonic() + (0 if more else claim_every)
+            try:
+                if now >= renew_at:
+                    await self.renew()
+                    renew_at = self._monotonic() + renew_every
+                if now >= claim_at:
+                    more = await self.claim_now()
+                    claim_at = self._monotonic() + (0 if more else claim_every)
+            except Exception:
+                # The ledger is unreachable (or a claim hook failed). Keep trying: meanwhile
+                # can_act() runs out on its own, so nothing is polled on a lease that may have
+                # lapsed, and a lapsed membership is noticed at the next successful renewal.
+                log.exception("replica %s: renewal or claim failed; retrying", self.membership)
+                retry_at = self._monotonic() + min(renew_every, claim_every, RETRY_S)
+                if now >= renew_at:  # the renewal failed (else it succeeded and moved on)
+                    renew_at = retry_at
+                if now >= claim_at:
+                    claim_at = retry_at
             delay = max(0.0, min(renew_at, claim_at) - self._monotonic())
             if delay > 0:
                 with anyio.move_on_after(delay):

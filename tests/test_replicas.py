@@ -17,7 +17,7 @@ from bridge.ledger.leases import ReplicaRegistry, TenantLeases
 from bridge.ledger.store import Ledger
 from bridge.replica import ReplicaConfig
 from tests.support.bridging import FAST, wait_until
-from tests.support.postgres import fresh_database
+from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import ServerProcess
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
@@ -158,3 +158,34 @@ async def test_in_flight_calls_of_a_dead_replica_become_unknown(
     unknown = [e for e in tenant.events(run.ref) if isinstance(e, ev.DispatchUnknownOutcome)]
     assert [e.op_ref for e in unknown] == [theirs]
     ledger.close()
+
+
+async def test_a_replica_rides_out_a_database_outage(tasks_server: ServerProcess) -> None:
+    """PostgreSQL stops abruptly under a replica holding a task: the replica stops acting on
+    its lease once it cannot renew it, keeps running, and after the restart renews (or
+    re-registers and claims the task back) and records the task's outcome exactly once."""
+    database = ThrowawayPostgres(durable_commits=True)
+    database.start()
+    try:
+        with fresh_database(database.url()) as url:
+            Ledger.open(url).close()
+            async with _replica(url, "replica-a", tasks_server) as a:
+                assert a.replica is not None
+                run = await a.register_served_run(
+                    P, response_id="resp_o", session_id="hsess_o", harness_id="h"
+                )
+                step = await a.call_tool(
+                    P, run.ref, "tasks", "slow_report", {"quarter": "Q4", "seconds": 2},
+                    wait=WaitMode.DETACH,
+                )  # fmt: skip
+                database.kill_server()
+                await wait_until(lambda: not a.replica.can_act(), what="stopped acting")
+                database.start_server()
+                await wait_until(a.replica.can_act, timeout=30, what="acting again")
+                tenant = a.ledger.for_principal(P)
+                await wait_until(lambda: not tenant.get_task(step.task.ref).is_open, timeout=30)
+                assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
+                terminals = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskTerminal)]
+                assert len(terminals) == 1
+    finally:
+        database.stop()

@@ -27,9 +27,17 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from bridge.ledger.fencing import Membership
 from bridge.ledger.models import Replica
-from bridge.ledger.store import DISPATCHES, OPEN_TASK, RUNS, TASKS, Ledger, TenantLedger
+from bridge.ledger.store import (
+    DISPATCHES,
+    OPEN_RUN,
+    OPEN_TASK,
+    RUNS,
+    TASKS,
+    Ledger,
+    TenantLedger,
+)
 from bridge.ledger.views import DispatchView, RunView, TaskView
-from bridge.lifecycle import DispatchState, OuterStatus
+from bridge.lifecycle import DispatchState
 
 REPLICAS = cast(Table, Replica.__table__)  # type: ignore[attr-defined]
 
@@ -184,12 +192,8 @@ class TenantLeases:
         """Take up to ``limit`` open runs followed on these remote UHP servers."""
         if not uhp_servers:
             return []
-        open_run = (
-            RUNS.c.uhp_server.in_(uhp_servers),
-            RUNS.c.response_id.is_not(None),
-            or_(RUNS.c.status.is_(None), RUNS.c.status == OuterStatus.IN_PROGRESS.value),
-        )
-        rows = self._claim(RUNS, member, limit, open_run, RUNS.c.updated_at_ms)
+        followed = (RUNS.c.uhp_server.in_(uhp_servers), RUNS.c.response_id.is_not(None), OPEN_RUN)
+        rows = self._claim(RUNS, member, limit, followed, RUNS.c.updated_at_ms)
         return [RunView.from_row(r) for r in rows]
 
     def adopt_task(self, member: Membership, task_ref: str) -> bool:

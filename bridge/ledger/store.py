@@ -93,6 +93,8 @@ OPEN_TASK = (
     TASKS.c.lost_reason.is_(None),
     TASKS.c.detached_at_ms.is_(None),
 )
+# A run is open while the harness has not reported it terminal (or not reported it at all).
+OPEN_RUN = or_(RUNS.c.status.is_(None), RUNS.c.status == OuterStatus.IN_PROGRESS.value)
 
 _DISPATCH_INSERT_COLUMNS = [
     "ref",
@@ -1327,9 +1329,7 @@ class TenantLedger:
     def list_runs(self, *, limit: int = 50, open_only: bool = False) -> list[RunView]:
         query = select(RUNS).where(self._mine(RUNS))
         if open_only:
-            query = query.where(
-                or_(RUNS.c.status.is_(None), RUNS.c.status == OuterStatus.IN_PROGRESS.value)
-            )
+            query = query.where(OPEN_RUN)
         query = query.order_by(RUNS.c.updated_at_ms.desc(), RUNS.c.ref).limit(limit)
         with self._ledger._read() as conn:
             return [RunView.from_row(r) for r in conn.execute(query)]

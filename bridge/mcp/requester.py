@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from enum import StrEnum
 from types import TracebackType
 from typing import Any
@@ -61,29 +61,16 @@ class UnknownOutcomePolicy(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ResumeReport:
-    tasks_watched: int
-    dispatches_marked_unknown: int
-    answers_to_redeliver: int
-    cancels_to_resend: int
-
-
-@dataclass(slots=True)
-class Handover:
-    """Running totals of leased handles this replica took over (claims and adoptions)."""
-
     tasks_watched: int = 0
+    dispatches_marked_unknown: int = 0
     answers_to_redeliver: int = 0
     cancels_to_resend: int = 0
 
-    def snapshot(self) -> Handover:
-        return Handover(self.tasks_watched, self.answers_to_redeliver, self.cancels_to_resend)
+    def __add__(self, other: ResumeReport) -> ResumeReport:
+        return ResumeReport(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
-    def since(self, before: Handover) -> Handover:
-        return Handover(
-            self.tasks_watched - before.tasks_watched,
-            self.answers_to_redeliver - before.answers_to_redeliver,
-            self.cancels_to_resend - before.cancels_to_resend,
-        )
+    def __sub__(self, other: ResumeReport) -> ResumeReport:
+        return ResumeReport(*(a - b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 class TaskRequester:
@@ -114,7 +101,8 @@ class TaskRequester:
         self._pool: ServerPool | None = None
         self._scheduler: PollScheduler | None = None
         self.replica: ReplicaLeases | None = None
-        self.handover = Handover()
+        # Running totals of the leased handles this replica took over (claims, adoptions).
+        self.handover = ResumeReport()
 
     # -- lifetime ----------------------------------------------------------------------------
     async def __aenter__(self) -> TaskRequester:
@@ -548,9 +536,7 @@ class TaskRequester:
         self, principal: str, member: Membership, tasks: list[TaskView]
     ) -> None:
         taken = await self._watch_all(self.ledger.for_principal(principal), tasks, lease=member)
-        self.handover.tasks_watched += taken.tasks_watched
-        self.handover.answers_to_redeliver += taken.answers_to_redeliver
-        self.handover.cancels_to_resend += taken.cancels_to_resend
+        self.handover += taken
 
     async def settle_orphaned_dispatches(
         self, principals: Sequence[str], replica: ReplicaLeases
