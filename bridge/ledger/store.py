@@ -618,23 +618,23 @@ class TenantLedger:
         if inserted == 0:
             raise NotFound("run", run_ref)
         return DispatchView(
-            ref,
-            principal,
-            run_ref,
-            operation_id_,
-            server_endpoint,
-            server_name,
-            tool_name,
-            args_digest,
-            state,
-            None,  # unknown_reason
-            None,  # result
-            False,  # result_truncated
-            None,  # task_ref
-            trace_id,
-            span_id,
-            now,  # created_at_ms
-            now,  # updated_at_ms
+            ref=ref,
+            principal=principal,
+            run_ref=run_ref,
+            operation_id=operation_id_,
+            server_endpoint=server_endpoint,
+            server_name=server_name,
+            tool_name=tool_name,
+            args_digest=args_digest,
+            state=state,
+            unknown_reason=None,
+            result=None,
+            result_truncated=False,
+            task_ref=None,
+            trace_id=trace_id,
+            span_id=span_id,
+            created_at_ms=now,
+            updated_at_ms=now,
         )
 
     @staticmethod

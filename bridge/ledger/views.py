@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
@@ -112,24 +112,12 @@ class DispatchView:
 
     def with_result(self, result: Any, truncated: bool, updated_at_ms: int) -> DispatchView:
         """This dispatch as it reads once settled with ``result`` (state ``result``)."""
-        return DispatchView(
-            self.ref,
-            self.principal,
-            self.run_ref,
-            self.operation_id,
-            self.server_endpoint,
-            self.server_name,
-            self.tool_name,
-            self.args_digest,
-            DispatchState.RESULT,
-            self.unknown_reason,
-            result,
-            truncated,
-            self.task_ref,
-            self.trace_id,
-            self.span_id,
-            self.created_at_ms,
-            updated_at_ms,
+        return replace(
+            self,
+            state=DispatchState.RESULT,
+            result=result,
+            result_truncated=truncated,
+            updated_at_ms=updated_at_ms,
         )
 
 
