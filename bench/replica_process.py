@@ -34,6 +34,7 @@ STARTED = time.monotonic()
 
 
 def _clocks(polls: int) -> dict[str, float]:
+    """A poll count with the wall and CPU clocks it was read at (for rates and CPU per poll)."""
     return {"polls": polls, "at": time.monotonic(), "cpu": time.process_time()}
 
 
@@ -46,7 +47,7 @@ def _stats(bridge: Bridge, recovered_at: list[float], bridge_started: float) -> 
         "replica": str(member) if member is not None else None,
         "can_act": replica.can_act(),
         "watched": scheduler.watched_count,
-        "polls": scheduler.stats.polls,
+        **_clocks(scheduler.stats.polls),
         "writes": scheduler.stats.writes,
         "failures": scheduler.stats.failures,
         "leases_lost": scheduler.stats.leases_lost,
@@ -55,8 +56,6 @@ def _stats(bridge: Bridge, recovered_at: list[float], bridge_started: float) -> 
         "bridge_started": bridge_started,
         "recovered_at": recovered_at[0] if recovered_at else None,
         "recovered_tasks": bridge.last_recovery.tasks_watched if bridge.last_recovery else None,
-        "now": time.monotonic(),
-        "cpu": time.process_time(),
     }
 
 
