@@ -564,8 +564,7 @@ class Bridge:
         before = self.requester.handover
         runs_before = replica.claimed_runs
         unknown = await self.requester.settle_orphaned_dispatches(self.principals, replica)
-        while await replica.claim_now():
-            pass
+        await replica.claim_everything()
         taken = self.requester.handover - before
         return RecoveryReport(
             tasks_watched=taken.tasks_watched,

@@ -33,6 +33,7 @@ RETRY_S = 1.0  # after a failed renewal or claim round, try again at most this m
 
 TasksClaimed = Callable[[str, Membership, list[TaskView]], Awaitable[None]]
 RunsClaimed = Callable[[str, Membership, list[RunView]], Awaitable[None]]
+_Claimed = tuple[str, list[TaskView], list[RunView]]  # (principal, tasks, runs) of one round
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,29 +173,57 @@ class ReplicaLeases:
 
     # -- claims -------------------------------------------------------------------------------
     async def claim_now(self) -> bool:
-        """One claim round over every principal. True when a batch came back full (more may
-        be waiting), so the caller claims again at once."""
+        """One claim round over every principal, handed over at once. True when a batch came
+        back full (more may be waiting), so the caller claims again at once."""
+        claims, more = await self._claim_round(pending=0)
+        await self._hand_over(claims)
+        return more
+
+    async def claim_everything(self) -> None:
+        """Claim until no batch comes back full (a restart taking its handles back): each
+        round is handed over while the next one is being claimed, so the database's time and
+        the watching overlap."""
+        claims, more = await self._claim_round(pending=0)
+        while more:
+            pending = sum(len(tasks) for _, tasks, _ in claims)
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._hand_over, claims)
+                claims, more = await self._claim_round(pending=pending)
+        await self._hand_over(claims)
+
+    async def _claim_round(self, pending: int) -> tuple[list[_Claimed], bool]:
+        """Claim for every principal (``pending``: handles claimed, not yet handed over)."""
         member = self.current()
         if not self.can_act():
-            return False
+            return [], False
+        claims: list[_Claimed] = []
         more = False
         for principal in self.principals:
             leases = TenantLeases(self._ledger.for_principal(principal))
-            room = self._room(self.config.max_tasks, self.watched_tasks())
+            tasks: list[TaskView] = []
+            runs: list[RunView] = []
+            room = self._room(self.config.max_tasks, self.watched_tasks() + pending)
             if room > 0 and self.on_tasks is not None:
                 tasks = await self._db(leases.claim_tasks, member, room)
                 self.claimed_tasks += len(tasks)
+                pending += len(tasks)
                 more = more or len(tasks) == room
-                if tasks:
-                    await self.on_tasks(principal, member, tasks)
             room = self._room(self.config.max_runs, self.followed_runs())
             if room > 0 and self.on_runs is not None and self.uhp_servers:
                 runs = await self._db(leases.claim_runs, member, self.uhp_servers, room)
                 self.claimed_runs += len(runs)
                 more = more or len(runs) == room
-                if runs:
-                    await self.on_runs(principal, member, runs)
-        return more
+            if tasks or runs:
+                claims.append((principal, tasks, runs))
+        return claims, more
+
+    async def _hand_over(self, claims: list[_Claimed]) -> None:
+        member = self.current()
+        for principal, tasks, runs in claims:
+            if tasks and self.on_tasks is not None:
+                await self.on_tasks(principal, member, tasks)
+            if runs and self.on_runs is not None:
+                await self.on_runs(principal, member, runs)
 
     async def adopt_task(self, principal: str, task_ref: str) -> Membership | None:
         """Lease a recorded task to this replica; None if another replica already holds it."""

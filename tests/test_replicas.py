@@ -10,11 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
+from bench.scale_out import PRINCIPAL as SEEDED_PRINCIPAL
+from bench.scale_out import seed_open_tasks
 from bridge import Bridge, McpServerConfig, OuterStatus, TaskStatus, UhpServerConfig, WaitMode
 from bridge import events as ev
 from bridge.ledger.leases import ReplicaRegistry, TenantLeases
-from bridge.ledger.store import Ledger
+from bridge.ledger.store import TASKS, Ledger
 from bridge.replica import ReplicaConfig
 from tests.support.bridging import FAST, wait_until
 from tests.support.postgres import ThrowawayPostgres, fresh_database
@@ -22,6 +25,7 @@ from tests.support.processes import ServerProcess
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 P = "acme"
+UNREACHABLE_MCP = "http://127.0.0.1:9/mcp"  # nothing listens there: polls fail, handles stay
 
 
 @pytest.fixture
@@ -189,3 +193,28 @@ async def test_a_replica_rides_out_a_database_outage(tasks_server: ServerProcess
                 assert len(terminals) == 1
     finally:
         database.stop()
+
+
+async def test_a_starting_replica_claims_the_oldest_due_handles_up_to_its_cap(
+    pg_url: str,
+) -> None:
+    """Recovery claims round after round (each handed to the scheduler while the next is
+    claimed) until nothing is left or the replica's cap is reached: the oldest due first."""
+    seed_open_tasks(pg_url, 2_500, UNREACHABLE_MCP, interval_ms=600_000)
+    config = ReplicaConfig("replica-r", lease_ms=60_000, claim_batch=1_000, max_tasks=2_200)
+    bridge = Bridge(
+        Ledger.open(pg_url),
+        principals=[SEEDED_PRINCIPAL],
+        mcp_servers=[McpServerConfig(name="gone", url=UNREACHABLE_MCP)],
+        scheduler=FAST,
+        replica=config,
+        owns_ledger=True,
+    )
+    async with bridge:
+        assert bridge.replica is not None and bridge.last_recovery is not None
+        assert bridge.last_recovery.tasks_watched == 2_200
+        assert bridge.requester.scheduler.watched_count == 2_200
+        with bridge.ledger.engine.connect() as conn:
+            rows = conn.execute(select(TASKS.c.task_id, TASKS.c.lease_owner)).all()
+    held = sorted(int(task_id.rsplit("-", 1)[1]) for task_id, owner in rows if owner)
+    assert held == list(range(2_200)), "the 2,200 oldest due, each once"
