@@ -5,51 +5,381 @@
         step = await b.call_tool("acme", run.ref, "reports", "generate_report", {"quarter": "Q3"})
         async for event in b.subscribe("acme", run.ref, after_seq=0): ...
 
+Every public name is importable from here. They load on first use (PEP 562): ``import bridge``
+itself loads neither SQLAlchemy, the MCP SDK, httpx nor OpenTelemetry.
 See docs/guides/embed-in-a-harness.md.
 """
 
-from bridge.events import BridgeEvent
-from bridge.facade import (
-    Bridge,
-    RecoveryReport,
-    StepFailedRecoverably,
-    StepOutcome,
-    TaskPending,
-    TaskSettled,
-    UhpServerConfig,
-)
-from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
-from bridge.mcp.outcomes import InlineResult, RejectedCall, TaskHandle, UnknownOutcome
-from bridge.mcp.requester import UnknownOutcomePolicy
-from bridge.mcp.scheduler import SchedulerConfig
-from bridge.mcp.servers import McpServerConfig
-from bridge.policies import OnOuterCancel, OnOuterEnd, Policies, ToolPolicy, WaitMode
-from bridge.replica import ReplicaConfig
+from __future__ import annotations
 
-__all__ = [
-    "Bridge",
-    "BridgeEvent",
-    "DispatchState",
-    "InlineResult",
-    "LostReason",
-    "McpServerConfig",
-    "OnOuterCancel",
-    "OnOuterEnd",
-    "OuterStatus",
-    "Policies",
-    "RecoveryReport",
-    "RejectedCall",
-    "ReplicaConfig",
-    "SchedulerConfig",
-    "StepFailedRecoverably",
-    "StepOutcome",
-    "TaskHandle",
-    "TaskPending",
-    "TaskSettled",
-    "TaskStatus",
-    "ToolPolicy",
-    "UhpServerConfig",
-    "UnknownOutcome",
-    "UnknownOutcomePolicy",
-    "WaitMode",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bridge._telemetry import (
+        setup_tracing as setup_tracing,
+    )
+    from bridge.errors import (
+        BridgeError as BridgeError,
+    )
+    from bridge.errors import (
+        ConflictingIds as ConflictingIds,
+    )
+    from bridge.errors import (
+        DuplicateTaskHandle as DuplicateTaskHandle,
+    )
+    from bridge.errors import (
+        InputAlreadyAnswered as InputAlreadyAnswered,
+    )
+    from bridge.errors import (
+        InvalidInputAnswer as InvalidInputAnswer,
+    )
+    from bridge.errors import (
+        InvalidTaskResponse as InvalidTaskResponse,
+    )
+    from bridge.errors import (
+        InvalidTransition as InvalidTransition,
+    )
+    from bridge.errors import (
+        LeaseLost as LeaseLost,
+    )
+    from bridge.errors import (
+        LedgerError as LedgerError,
+    )
+    from bridge.errors import (
+        McpSideError as McpSideError,
+    )
+    from bridge.errors import (
+        NotFound as NotFound,
+    )
+    from bridge.errors import (
+        NoToolResult as NoToolResult,
+    )
+    from bridge.errors import (
+        OperationReused as OperationReused,
+    )
+    from bridge.errors import (
+        ServerConnectFailed as ServerConnectFailed,
+    )
+    from bridge.errors import (
+        TaskRequestFailed as TaskRequestFailed,
+    )
+    from bridge.errors import (
+        UnknownInputKey as UnknownInputKey,
+    )
+    from bridge.errors import (
+        UnknownServer as UnknownServer,
+    )
+    from bridge.errors import (
+        WaitTimedOut as WaitTimedOut,
+    )
+    from bridge.events import (
+        FINAL_TASK_EVENTS as FINAL_TASK_EVENTS,
+    )
+    from bridge.events import (
+        Anomaly as Anomaly,
+    )
+    from bridge.events import (
+        BridgeEvent as BridgeEvent,
+    )
+    from bridge.events import (
+        CallResult as CallResult,
+    )
+    from bridge.events import (
+        CallUnknownOutcome as CallUnknownOutcome,
+    )
+    from bridge.events import (
+        OuterIdsRecorded as OuterIdsRecorded,
+    )
+    from bridge.events import (
+        OuterOpenTasks as OuterOpenTasks,
+    )
+    from bridge.events import (
+        OuterResumed as OuterResumed,
+    )
+    from bridge.events import (
+        OuterStatusChanged as OuterStatusChanged,
+    )
+    from bridge.events import (
+        OuterStreamLost as OuterStreamLost,
+    )
+    from bridge.events import (
+        OuterTerminal as OuterTerminal,
+    )
+    from bridge.events import (
+        RunRegistered as RunRegistered,
+    )
+    from bridge.events import (
+        ServerUnreachable as ServerUnreachable,
+    )
+    from bridge.events import (
+        StepRecoverableFailure as StepRecoverableFailure,
+    )
+    from bridge.events import (
+        TaskCancelRequested as TaskCancelRequested,
+    )
+    from bridge.events import (
+        TaskCreated as TaskCreated,
+    )
+    from bridge.events import (
+        TaskDetached as TaskDetached,
+    )
+    from bridge.events import (
+        TaskInputAnswered as TaskInputAnswered,
+    )
+    from bridge.events import (
+        TaskInputRequired as TaskInputRequired,
+    )
+    from bridge.events import (
+        TaskLost as TaskLost,
+    )
+    from bridge.events import (
+        TaskStatusChanged as TaskStatusChanged,
+    )
+    from bridge.events import (
+        TaskTerminal as TaskTerminal,
+    )
+    from bridge.facade import (
+        Bridge as Bridge,
+    )
+    from bridge.facade import (
+        UhpServerConfig as UhpServerConfig,
+    )
+    from bridge.inputs import (
+        InputRequest as InputRequest,
+    )
+    from bridge.ledger.views import (
+        DispatchView as DispatchView,
+    )
+    from bridge.ledger.views import (
+        InputRequestView as InputRequestView,
+    )
+    from bridge.ledger.views import (
+        RunView as RunView,
+    )
+    from bridge.ledger.views import (
+        TaskView as TaskView,
+    )
+    from bridge.lifecycle import (
+        DispatchState as DispatchState,
+    )
+    from bridge.lifecycle import (
+        LostReason as LostReason,
+    )
+    from bridge.lifecycle import (
+        OuterStatus as OuterStatus,
+    )
+    from bridge.lifecycle import (
+        TaskStatus as TaskStatus,
+    )
+    from bridge.mcp.outcomes import (
+        AnswerDelivery as AnswerDelivery,
+    )
+    from bridge.mcp.outcomes import (
+        AnswerReceipt as AnswerReceipt,
+    )
+    from bridge.mcp.outcomes import (
+        CallOutcome as CallOutcome,
+    )
+    from bridge.mcp.outcomes import (
+        InlineResult as InlineResult,
+    )
+    from bridge.mcp.outcomes import (
+        RejectedCall as RejectedCall,
+    )
+    from bridge.mcp.outcomes import (
+        TaskHandle as TaskHandle,
+    )
+    from bridge.mcp.outcomes import (
+        UnknownOutcome as UnknownOutcome,
+    )
+    from bridge.mcp.scheduler import (
+        SchedulerConfig as SchedulerConfig,
+    )
+    from bridge.mcp.servers import (
+        CredentialResolver as CredentialResolver,
+    )
+    from bridge.mcp.servers import (
+        McpServerConfig as McpServerConfig,
+    )
+    from bridge.policies import (
+        OnOuterCancel as OnOuterCancel,
+    )
+    from bridge.policies import (
+        OnOuterEnd as OnOuterEnd,
+    )
+    from bridge.policies import (
+        Policies as Policies,
+    )
+    from bridge.policies import (
+        ToolPolicy as ToolPolicy,
+    )
+    from bridge.policies import (
+        UnknownOutcomePolicy as UnknownOutcomePolicy,
+    )
+    from bridge.policies import (
+        WaitMode as WaitMode,
+    )
+    from bridge.recovery import (
+        RecoveryReport as RecoveryReport,
+    )
+    from bridge.replica import (
+        ReplicaConfig as ReplicaConfig,
+    )
+    from bridge.results import (
+        OperationRecord as OperationRecord,
+    )
+    from bridge.results import (
+        RecoverableFailure as RecoverableFailure,
+    )
+    from bridge.results import (
+        StepOutcome as StepOutcome,
+    )
+    from bridge.results import (
+        TaskPending as TaskPending,
+    )
+    from bridge.results import (
+        TaskSettled as TaskSettled,
+    )
+    from bridge.uhp.client import (
+        FollowConfig as FollowConfig,
+    )
+    from bridge.uhp.errors import (
+        ResponseNotFollowable as ResponseNotFollowable,
+    )
+    from bridge.uhp.errors import (
+        StreamFault as StreamFault,
+    )
+    from bridge.uhp.errors import (
+        UhpAuthError as UhpAuthError,
+    )
+    from bridge.uhp.errors import (
+        UhpError as UhpError,
+    )
+    from bridge.uhp.errors import (
+        UhpInvalidRequest as UhpInvalidRequest,
+    )
+    from bridge.uhp.errors import (
+        UhpNotFound as UhpNotFound,
+    )
+    from bridge.uhp.errors import (
+        UhpQuotaExhausted as UhpQuotaExhausted,
+    )
+    from bridge.uhp.errors import (
+        UhpRateLimited as UhpRateLimited,
+    )
+    from bridge.uhp.errors import (
+        UhpServerError as UhpServerError,
+    )
+    from bridge.uhp.errors import (
+        UhpSessionBusy as UhpSessionBusy,
+    )
+    from bridge.uhp.errors import (
+        UhpUnsupportedVersion as UhpUnsupportedVersion,
+    )
+
+# Where each public name lives (a name is defined in exactly one place).
+_EXPORTS: dict[str, str] = {
+    "Bridge": "bridge.facade",
+    "UhpServerConfig": "bridge.facade",
+    "OperationRecord": "bridge.results",
+    "RecoverableFailure": "bridge.results",
+    "StepOutcome": "bridge.results",
+    "TaskPending": "bridge.results",
+    "TaskSettled": "bridge.results",
+    "AnswerDelivery": "bridge.mcp.outcomes",
+    "AnswerReceipt": "bridge.mcp.outcomes",
+    "CallOutcome": "bridge.mcp.outcomes",
+    "InlineResult": "bridge.mcp.outcomes",
+    "RejectedCall": "bridge.mcp.outcomes",
+    "TaskHandle": "bridge.mcp.outcomes",
+    "UnknownOutcome": "bridge.mcp.outcomes",
+    "InputRequest": "bridge.inputs",
+    "RecoveryReport": "bridge.recovery",
+    "DispatchView": "bridge.ledger.views",
+    "InputRequestView": "bridge.ledger.views",
+    "RunView": "bridge.ledger.views",
+    "TaskView": "bridge.ledger.views",
+    "DispatchState": "bridge.lifecycle",
+    "LostReason": "bridge.lifecycle",
+    "OuterStatus": "bridge.lifecycle",
+    "TaskStatus": "bridge.lifecycle",
+    "OnOuterCancel": "bridge.policies",
+    "OnOuterEnd": "bridge.policies",
+    "Policies": "bridge.policies",
+    "ToolPolicy": "bridge.policies",
+    "UnknownOutcomePolicy": "bridge.policies",
+    "WaitMode": "bridge.policies",
+    "CredentialResolver": "bridge.mcp.servers",
+    "McpServerConfig": "bridge.mcp.servers",
+    "SchedulerConfig": "bridge.mcp.scheduler",
+    "FollowConfig": "bridge.uhp.client",
+    "ReplicaConfig": "bridge.replica",
+    "FINAL_TASK_EVENTS": "bridge.events",
+    "Anomaly": "bridge.events",
+    "BridgeEvent": "bridge.events",
+    "CallResult": "bridge.events",
+    "CallUnknownOutcome": "bridge.events",
+    "OuterIdsRecorded": "bridge.events",
+    "OuterOpenTasks": "bridge.events",
+    "OuterResumed": "bridge.events",
+    "OuterStatusChanged": "bridge.events",
+    "OuterStreamLost": "bridge.events",
+    "OuterTerminal": "bridge.events",
+    "RunRegistered": "bridge.events",
+    "ServerUnreachable": "bridge.events",
+    "StepRecoverableFailure": "bridge.events",
+    "TaskCancelRequested": "bridge.events",
+    "TaskCreated": "bridge.events",
+    "TaskDetached": "bridge.events",
+    "TaskInputAnswered": "bridge.events",
+    "TaskInputRequired": "bridge.events",
+    "TaskLost": "bridge.events",
+    "TaskStatusChanged": "bridge.events",
+    "TaskTerminal": "bridge.events",
+    "BridgeError": "bridge.errors",
+    "ConflictingIds": "bridge.errors",
+    "DuplicateTaskHandle": "bridge.errors",
+    "InputAlreadyAnswered": "bridge.errors",
+    "InvalidInputAnswer": "bridge.errors",
+    "InvalidTaskResponse": "bridge.errors",
+    "InvalidTransition": "bridge.errors",
+    "LeaseLost": "bridge.errors",
+    "LedgerError": "bridge.errors",
+    "McpSideError": "bridge.errors",
+    "NoToolResult": "bridge.errors",
+    "NotFound": "bridge.errors",
+    "OperationReused": "bridge.errors",
+    "ServerConnectFailed": "bridge.errors",
+    "TaskRequestFailed": "bridge.errors",
+    "UnknownInputKey": "bridge.errors",
+    "UnknownServer": "bridge.errors",
+    "WaitTimedOut": "bridge.errors",
+    "ResponseNotFollowable": "bridge.uhp.errors",
+    "StreamFault": "bridge.uhp.errors",
+    "UhpAuthError": "bridge.uhp.errors",
+    "UhpError": "bridge.uhp.errors",
+    "UhpInvalidRequest": "bridge.uhp.errors",
+    "UhpNotFound": "bridge.uhp.errors",
+    "UhpQuotaExhausted": "bridge.uhp.errors",
+    "UhpRateLimited": "bridge.uhp.errors",
+    "UhpServerError": "bridge.uhp.errors",
+    "UhpSessionBusy": "bridge.uhp.errors",
+    "UhpUnsupportedVersion": "bridge.uhp.errors",
+    "setup_tracing": "bridge._telemetry",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bridge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,4 +1,40 @@
-"""Typed errors raised by the bridge. Messages never include raw task ids or credentials."""
+"""Typed errors raised by the bridge. Messages never include raw task ids or credentials.
+
+Catch :class:`BridgeError` for everything the bridge raises on purpose. The tree (the UHP
+errors live in :mod:`bridge.uhp.errors`; every name is exported by :mod:`bridge`)::
+
+    BridgeError
+    ├── LedgerError                  a ledger write was refused; nothing was written
+    │   ├── NotFound                 no such record for this principal
+    │   ├── InvalidTransition        a state machine forbids the change
+    │   ├── ConflictingIds           the run already carries other UHP ids
+    │   ├── OperationReused          an operation id reused for another call
+    │   ├── DuplicateTaskHandle      a task id the ledger holds for another call
+    │   ├── UnknownInputKey          the task never asked for that input
+    │   ├── InputAlreadyAnswered     input requests are answered once
+    │   └── LeaseLost                the row is no longer leased to this replica
+    ├── McpSideError
+    │   ├── UnknownServer            no enabled MCP server with that name
+    │   ├── ServerConnectFailed      could not connect; nothing was sent
+    │   ├── InvalidTaskResponse      the server broke the protocol (recorded as unknown)
+    │   └── TaskRequestFailed        tasks/get|update|cancel failed
+    ├── NoToolResult                 the step holds no tool result to read
+    ├── InvalidInputAnswer           content does not match the requested schema
+    ├── WaitTimedOut                 wait_for's timeout passed (also a TimeoutError)
+    ├── UhpError                     a UHP request failed (bridge.uhp.errors)
+    │   ├── UhpAuthError
+    │   ├── UhpInvalidRequest
+    │   │   ├── UhpNotFound
+    │   │   ├── UhpSessionBusy
+    │   │   └── UhpUnsupportedVersion
+    │   ├── UhpRateLimited
+    │   ├── UhpQuotaExhausted
+    │   └── UhpServerError
+    ├── StreamFault                  a UHP stream broke unsafely (resume instead)
+    └── ResponseNotFollowable        the run cannot be followed
+
+``tests/test_public_api.py`` checks this drawing against the classes.
+"""
 
 from __future__ import annotations
 
@@ -55,7 +91,7 @@ class UnknownServer(McpSideError):
     """No MCP server with that name (or endpoint) is configured and enabled."""
 
 
-class ServerUnreachable(McpSideError):
+class ServerConnectFailed(McpSideError):
     """The MCP server could not be reached; nothing was sent."""
 
     def __init__(self, server: str, detail: str) -> None:
@@ -96,3 +132,27 @@ class LeaseLost(LedgerError):
         super().__init__(f"{kind} {ref!r} is no longer leased to this replica")
         self.kind = kind
         self.ref = ref
+
+
+class NoToolResult(BridgeError):
+    """The step holds no tool result to read (still pending, failed without a result, lost,
+    unknown, refused, or truncated in the ledger). The message says which."""
+
+
+class InvalidInputAnswer(BridgeError):
+    """The answer does not fit the input request (content against its requested schema, or an
+    action the request's method does not take). Nothing was recorded or sent."""
+
+    def __init__(self, input_ref: str, detail: str) -> None:
+        super().__init__(f"input request {input_ref}: {detail}")
+        self.input_ref = input_ref
+        self.detail = detail
+
+
+class WaitTimedOut(BridgeError, TimeoutError):
+    """``Bridge.wait_for`` gave up: some tasks are still open. The tasks go on (watched)."""
+
+    def __init__(self, pending: list[str], timeout: float) -> None:
+        super().__init__(f"{len(pending)} task(s) still open after {timeout:g} s: {pending}")
+        self.pending = pending
+        self.timeout = timeout

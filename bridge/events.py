@@ -21,6 +21,11 @@ class _Event(BaseModel):
     run_ref: str = ""
     at_ms: int = 0
 
+    @property
+    def is_final(self) -> bool:
+        """A task's final event (``task.terminal`` or ``task.lost``): wait for either."""
+        return isinstance(self, FINAL_TASK_EVENTS)
+
 
 class _TaskEvent(_Event):
     task_ref: str
@@ -70,7 +75,7 @@ class OuterResumed(_Event):
     after_sequence: int | None
 
 
-class DispatchUnknownOutcome(_Event):
+class CallUnknownOutcome(_Event):
     type: Literal["call.unknown_outcome"] = "call.unknown_outcome"
     op_ref: str
     tool: str
@@ -79,7 +84,7 @@ class DispatchUnknownOutcome(_Event):
     reason: str
 
 
-class ToolResultReceived(_Event):
+class CallResult(_Event):
     type: Literal["call.result"] = "call.result"
     op_ref: str
     tool: str
@@ -139,7 +144,7 @@ class StepRecoverableFailure(_TaskEvent):
     reason: str
 
 
-class OpenTasksAtOuterEnd(_Event):
+class OuterOpenTasks(_Event):
     """The outer run ended with inner tasks still open (``on_outer_end="report"``)."""
 
     type: Literal["outer.open_tasks"] = "outer.open_tasks"
@@ -163,6 +168,10 @@ class TaskLost(_TaskEvent):
 
 
 class TaskTerminal(_TaskEvent):
+    """The task reached a terminal status; its outcome is stored. ``superseded_lost``: the task
+    had been declared lost (a ``task.lost`` came first) and a later poll saw it end after all;
+    this outcome replaces that verdict."""
+
     type: Literal["task.terminal"] = "task.terminal"
     status: TaskStatus
     superseded_lost: bool = False
@@ -186,8 +195,8 @@ BridgeEvent = Annotated[
     | OuterTerminal
     | OuterStreamLost
     | OuterResumed
-    | DispatchUnknownOutcome
-    | ToolResultReceived
+    | CallUnknownOutcome
+    | CallResult
     | TaskCreated
     | TaskStatusChanged
     | TaskInputRequired
@@ -195,7 +204,7 @@ BridgeEvent = Annotated[
     | TaskCancelRequested
     | TaskDetached
     | StepRecoverableFailure
-    | OpenTasksAtOuterEnd
+    | OuterOpenTasks
     | ServerUnreachable
     | TaskLost
     | TaskTerminal
@@ -203,11 +212,15 @@ BridgeEvent = Annotated[
     Field(discriminator="type"),
 ]
 
+# A task's final events: after either one, nothing more is needed for that handle (a later
+# task.terminal with superseded_lost=True may still correct a lost verdict).
+FINAL_TASK_EVENTS: tuple[type[TaskTerminal], type[TaskLost]] = (TaskTerminal, TaskLost)
+
 # Events about one task handle (they all carry task_ref, tool and server).
 TaskEventLike = _TaskEvent
 
 # Events written on a bridged call's critical path (built without re-validation there).
-CallPathEvent = ToolResultReceived | TaskCreated
+CallPathEvent = CallResult | TaskCreated
 
 EVENT_ADAPTER: TypeAdapter[BridgeEvent] = TypeAdapter(BridgeEvent)
 

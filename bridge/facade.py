@@ -17,11 +17,9 @@ outer run is cancelled or ends while inner tasks are open), a policy the harness
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import threading
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -29,27 +27,30 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.trace import Span
 
 from bridge import events as ev
-from bridge import telemetry
+from bridge._compose import BridgeLeaseHolder, build_replica, build_requester, ledger_runner
+from bridge._notifier import POLL_S, CommitNotifier
+from bridge._outer_spans import OuterSpans
+from bridge._reads import BridgeReads
 from bridge.errors import BridgeError, LeaseLost
+from bridge.inputs import InputRequest
+from bridge.ledger.engine import SqliteSynchronous
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
-from bridge.ledger.views import InputRequestView, RunView, TaskView
+from bridge.ledger.views import RunView, TaskView
 from bridge.lifecycle import OuterStatus, TaskStatus
-from bridge.mcp.outcomes import CallOutcome, TaskHandle
-from bridge.mcp.requester import ResumeReport, TaskRequester
+from bridge.mcp.outcomes import AnswerReceipt, TaskHandle
+from bridge.mcp.requester import ResumeReport
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
 from bridge.policies import OnOuterCancel, OnOuterEnd, Policies, WaitMode
+from bridge.recovery import RecoveryReport
 from bridge.replica import ReplicaConfig, ReplicaLeases
+from bridge.results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
 from bridge.uhp.client import FollowConfig, ResponseFollower, UhpClient
 
 LOCAL_SERVER_PREFIX = "local:"
-SUBSCRIBE_POLL_S = 0.25  # events written by other processes are picked up this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,90 +62,8 @@ class UhpServerConfig:
     credential_ref: str
 
 
-# -- what a bridged step returns ---------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class TaskSettled:
-    """The step waited and the task reached a terminal status (or was declared lost)."""
-
-    op_ref: str
-    task: TaskView
-
-    @property
-    def status(self) -> TaskStatus:
-        return self.task.status
-
-    @property
-    def lost(self) -> bool:
-        return self.task.lost_reason is not None
-
-
-@dataclass(frozen=True, slots=True)
-class TaskPending:
-    """``detach``: the handle is durable and watched; the result arrives later as an event."""
-
-    op_ref: str
-    task: TaskView
-
-
-@dataclass(frozen=True, slots=True)
-class StepFailedRecoverably:
-    """The step stopped waiting (deadline, or ``fail_recoverable``). Not a result: the handle
-    is kept and watched, a ``step.recoverable_failure`` event says so."""
-
-    op_ref: str
-    task: TaskView
-    reason: str
-
-
-StepOutcome = CallOutcome | TaskSettled | TaskPending | StepFailedRecoverably
-
-
-@dataclass(slots=True)
-class RecoveryReport:
-    tasks_watched: int = 0
-    dispatches_marked_unknown: int = 0
-    answers_to_redeliver: int = 0
-    cancels_to_resend: int = 0
-    remote_runs_resumed: int = 0
-    served_runs_open: list[str] = field(default_factory=list)
-    # Surfaced before the restart and still unanswered: offer them to the host again, keyed by
-    # input_ref (the same reference the original task.input_required event carried).
-    pending_inputs: list[InputRequestView] = field(default_factory=list)
-
-
-class _Notifier:
-    """Wakes subscribers when this process commits events for a run."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self._ledger = ledger
-        self._waiting: dict[str, anyio.Event] = {}
-        self._token = anyio.lowlevel.current_token()
-        self._loop_thread = threading.get_ident()
-        ledger.add_listener(self._on_commit)
-
-    def close(self) -> None:
-        self._ledger.remove_listener(self._on_commit)
-
-    def _on_commit(self, _principal: str, run_ref: str, _seq: int) -> None:
-        if threading.get_ident() == self._loop_thread:
-            self._fire(run_ref)
-            return
-        with contextlib.suppress(RuntimeError):  # loop gone: pollers still see the event
-            anyio.from_thread.run_sync(self._fire, run_ref, token=self._token)
-
-    def _fire(self, run_ref: str) -> None:
-        event = self._waiting.pop(run_ref, None)
-        if event is not None:
-            event.set()
-
-    async def wait(self, run_ref: str, timeout: float) -> None:
-        event = self._waiting.setdefault(run_ref, anyio.Event())
-        with anyio.move_on_after(timeout):
-            await event.wait()
-
-
-class Bridge:
-    """Open with ``async with Bridge.open(...)``; see docs/embed-in-a-harness guide."""
+class Bridge(BridgeReads):
+    """Open with ``async with Bridge.open(...)``; see docs/guides/embed-in-a-harness.md."""
 
     def __init__(
         self,
@@ -171,25 +90,52 @@ class Bridge:
         self._follow = follow
         self._recover_on_start = recover_on_start
         self._owns_ledger = owns_ledger
-        self.requester = TaskRequester(
-            ledger, mcp_servers, credentials=credentials, scheduler=scheduler
-        )
+        # The composition root: one ledger runner for every part, wired at construction.
+        self._db = ledger_runner(ledger)
+        self.requester = build_requester(ledger, self._db, mcp_servers, credentials, scheduler)
         self._tg: TaskGroup | None = None
-        self._notifier: _Notifier | None = None
+        self._notifier: CommitNotifier | None = None
         self._uhp_clients: dict[tuple[str, str], UhpClient] = {}
-        self._outer_spans: dict[str, Span] = {}  # run_ref -> live uhp.response span
+        self._spans = OuterSpans(ledger, self._db)
         self.last_recovery: RecoveryReport | None = None
         self._replica_config = replica
         self.replica: ReplicaLeases | None = None
         self._follows: dict[str, anyio.CancelScope] = {}  # run_ref -> its follower
 
     @classmethod
-    def open(cls, url: str | Path | None = None, **options: Any) -> Bridge:
-        """A bridge on a ledger URL (SQLite file path by default; ``postgresql://…``)."""
-        return cls(Ledger.open(url), owns_ledger=True, **options)
+    def open(
+        cls,
+        url: str | Path | None = None,
+        *,
+        principals: Sequence[str],
+        mcp_servers: Sequence[McpServerConfig] = (),
+        uhp_servers: Sequence[UhpServerConfig] = (),
+        credentials: CredentialResolver = no_credentials,
+        policies: Policies | None = None,
+        scheduler: SchedulerConfig | None = None,
+        follow: FollowConfig | None = None,
+        recover_on_start: bool = True,
+        replica: ReplicaConfig | None = None,
+        sqlite_synchronous: SqliteSynchronous = "NORMAL",
+    ) -> Bridge:
+        """A bridge on a ledger URL (SQLite file path by default; ``postgresql://…``), migrated
+        on open. ``sqlite_synchronous="FULL"``: SQLite commits also survive power loss."""
+        return cls(
+            Ledger.open(url, sqlite_synchronous=sqlite_synchronous),
+            owns_ledger=True,
+            principals=principals,
+            mcp_servers=mcp_servers,
+            uhp_servers=uhp_servers,
+            credentials=credentials,
+            policies=policies,
+            scheduler=scheduler,
+            follow=follow,
+            recover_on_start=recover_on_start,
+            replica=replica,
+        )
 
     async def __aenter__(self) -> Bridge:
-        self._notifier = _Notifier(self.ledger)
+        self._notifier = CommitNotifier(self.ledger)
         await self.requester.__aenter__()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
@@ -207,32 +153,38 @@ class Bridge:
         return self
 
     async def _join_replicas(self, config: ReplicaConfig) -> None:
-        replica = ReplicaLeases(self.ledger, config, self.principals, self.requester.db)
+        holder = BridgeLeaseHolder(self.requester, self._follows, self._follow_claimed)
+        urls = [s.base_url for s in self._uhp_servers.values()]
+        replica = build_replica(self.ledger, self._db, config, self.principals, holder, urls)
         await replica.register()
         self.requester.attach_replica(replica)
-        replica.on_runs = self._follow_claimed
-        replica.on_lost = self._drop_leased
-        replica.followed_runs = lambda: len(self._follows)
-        replica.uhp_servers = [s.base_url.rstrip("/") for s in self._uhp_servers.values()]
         self.replica = replica
-
-    def _drop_leased(self) -> None:
-        """This replica's membership lapsed: stop every leased poll and follower."""
-        self.requester.scheduler.forget_leased()
-        for scope in self._follows.values():
-            scope.cancel()
 
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+    ) -> bool | None:
+        """Unwind in order. An exception raised inside ``async with`` reaches the caller as
+        itself: the task groups here would wrap it in an ``ExceptionGroup``, so a group that
+        holds nothing but that exception is dropped and the original propagates."""
+        assert self._tg is not None and self._notifier is not None
+        try:
+            await self._unwind(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            if exc is None or not _only(group, exc):
+                raise
+        return None
+
+    async def _unwind(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         assert self._tg is not None and self._notifier is not None
-        for span in self._outer_spans.values():
-            span.set_attribute("bridge.suspended", True)  # the run goes on in a later process
-            span.end()
-        self._outer_spans.clear()
+        self._spans.suspend_all()
         self._tg.cancel_scope.cancel()
         try:
             await self._tg.__aexit__(exc_type, exc, tb)
@@ -250,10 +202,6 @@ class Bridge:
                 if self._owns_ledger:
                     self.ledger.close()
 
-    def _scope(self, principal: str) -> None:
-        if principal not in self.principals:
-            raise BridgeError(f"principal {principal!r} is not in this bridge's scope")
-
     # -- outer runs ------------------------------------------------------------------------
     async def register_served_run(
         self,
@@ -267,7 +215,7 @@ class Bridge:
         """Record a response this harness serves itself (it already knows its ids)."""
         self._scope(principal)
         tenant = self.ledger.for_principal(principal)
-        run = await self.requester.db(
+        run = await self._db(
             tenant.open_run,
             LOCAL_SERVER_PREFIX + harness,
             response_id=response_id,
@@ -275,34 +223,7 @@ class Bridge:
             harness_id=harness_id,
             status=OuterStatus.IN_PROGRESS,
         )
-        return await self._start_outer_span(principal, run, served=True)
-
-    async def _start_outer_span(self, principal: str, run: RunView, *, served: bool) -> RunView:
-        """Start the run's ``uhp.response`` span; a run already traced (by an earlier process)
-        continues its recorded trace."""
-        if run.ref in self._outer_spans:
-            return run
-        resumed = run.trace_id is not None
-        span = telemetry.start_outer_span(run, served=served, resumed=resumed)
-        self._outer_spans[run.ref] = span
-        ids = telemetry.span_ids(span)
-        if ids is not None and not resumed:
-            tenant = self.ledger.for_principal(principal)
-            await self.requester.db(tenant.record_trace_context, run.ref, *ids)
-            return await self.requester.db(tenant.get_run, run.ref)
-        return run
-
-    def _end_outer_span(self, run_ref: str, status: OuterStatus) -> None:
-        span = self._outer_spans.pop(run_ref, None)
-        if span is not None:
-            telemetry.end_outer_span(span, status.value)
-
-    async def _outer_context(self, principal: str, run_ref: str) -> Context | None:
-        span = self._outer_spans.get(run_ref)
-        if span is not None:
-            return trace.set_span_in_context(span)
-        run = await self.requester.db(self.ledger.for_principal(principal).get_run, run_ref)
-        return telemetry.remote_context(run.trace_id, run.span_id)
+        return await self._spans.start(principal, run, served=True)
 
     async def record_outer_status(
         self, principal: str, run_ref: str, status: OuterStatus, *, error: Any = None
@@ -311,9 +232,9 @@ class Bridge:
         touched, except as the outer-cancel / outer-end policies say."""
         self._scope(principal)
         tenant = self.ledger.for_principal(principal)
-        decision = await self.requester.db(tenant.observe_outer, run_ref, status, error=error)
+        decision = await self._db(tenant.observe_outer, run_ref, status, error=error)
         if decision.records_status and status.is_terminal:
-            self._end_outer_span(run_ref, status)
+            self._spans.end(run_ref, status)
             await self._apply_outer_policies(principal, run_ref, status)
 
     async def start_remote_run(
@@ -325,10 +246,8 @@ class Bridge:
         self._scope(principal)
         client = await self._uhp_client(principal, uhp_server)
         follower = await client.stream_response(input, **request)
-        run = await self.requester.db(
-            self.ledger.for_principal(principal).get_run, follower.run_ref
-        )
-        await self._start_outer_span(principal, run, served=False)
+        run = await self._db(self.ledger.for_principal(principal).get_run, follower.run_ref)
+        await self._spans.start(principal, run, served=False)
         return follower
 
     def follow_remote_run(self, principal: str, follower: ResponseFollower) -> None:
@@ -345,7 +264,7 @@ class Bridge:
             if run.ref in self._follows:
                 continue
             if run.trace_id is not None:
-                await self._start_outer_span(principal, run, served=False)
+                await self._spans.start(principal, run, served=False)
             await self._resume_remote(principal, run, lease=member)
 
     async def _reconcile_remote(self, principal: str, follower: ResponseFollower) -> None:
@@ -362,7 +281,7 @@ class Bridge:
             return
         status = final.outer_status
         if status is not None and status.is_terminal:
-            self._end_outer_span(follower.run_ref, status)
+            self._spans.end(follower.run_ref, status)
             await self._apply_outer_policies(principal, follower.run_ref, status)
 
     async def _uhp_client(self, principal: str, name: str) -> UhpClient:
@@ -396,23 +315,21 @@ class Bridge:
         self, principal: str, run_ref: str, status: OuterStatus
     ) -> None:
         tenant = self.ledger.for_principal(principal)
-        open_tasks = await self.requester.db(tenant.list_tasks, run_ref=run_ref, open_only=True)
+        open_tasks = await self._db(tenant.list_tasks, run_ref=run_ref, open_only=True)
         if not open_tasks:
             return
         refs = [t.ref for t in open_tasks]
         if status is OuterStatus.CANCELLED and (
             self.policies.on_outer_cancel is OnOuterCancel.CANCEL_INNER
         ):
-            await self.requester.db(
+            await self._db(
                 tenant.record_open_tasks_at_end, run_ref, status, refs, "cancel_requested"
             )
             for task in open_tasks:
                 await self.requester.cancel_task(principal, task.ref, "policy:outer_cancelled")
             return
         if self.policies.on_outer_end is OnOuterEnd.REPORT:
-            await self.requester.db(
-                tenant.record_open_tasks_at_end, run_ref, status, refs, "reported"
-            )
+            await self._db(tenant.record_open_tasks_at_end, run_ref, status, refs, "reported")
             for task in open_tasks:
                 await self.requester.detach_task(principal, task.ref, "policy:outer_ended")
 
@@ -433,7 +350,7 @@ class Bridge:
         self._scope(principal)
         policy = self.policies.for_tool(server, tool)
         mode = wait or policy.wait
-        parent = await self._outer_context(principal, run_ref)
+        parent = await self._spans.context(principal, run_ref)
         token = otel_context.attach(parent) if parent is not None else None
         try:
             outcome = await self.requester.call_tool(
@@ -460,8 +377,8 @@ class Bridge:
         tenant = self.ledger.for_principal(principal)
         if mode is WaitMode.FAIL_RECOVERABLE:
             reason = "the call became a task and the policy does not wait for tasks"
-            await self.requester.db(tenant.record_step_failure, task.ref, reason)
-            return StepFailedRecoverably(outcome.op_ref, task, reason)
+            await self._db(tenant.record_step_failure, task.ref, reason)
+            return RecoverableFailure(outcome.op_ref, task, reason)
         deadline = wait_deadline_s if wait_deadline_s is not None else policy.wait_deadline_s
         return await self._wait(principal, outcome.op_ref, task, deadline, mode is WaitMode.ASK)
 
@@ -473,25 +390,62 @@ class Bridge:
         tenant = self.ledger.for_principal(principal)
         budget = deadline_s
         while True:
-            current = await self.requester.db(tenant.get_task, task.ref)
+            current = await self._db(tenant.get_task, task.ref)
             if not current.is_open:
                 return TaskSettled(op_ref, current)
             if budget <= 0:
                 reason = f"the step's wait deadline ({deadline_s:g} s) passed"
-                await self.requester.db(tenant.record_step_failure, task.ref, reason)
-                return StepFailedRecoverably(op_ref, current, reason)
+                await self._db(tenant.record_step_failure, task.ref, reason)
+                return RecoverableFailure(op_ref, current, reason)
             started = anyio.current_time()
-            await self._notifier.wait(current.run_ref, min(budget, SUBSCRIBE_POLL_S))
+            await self._notifier.wait(current.run_ref, min(budget, POLL_S))
             waiting_for_host = ask and current.status is TaskStatus.INPUT_REQUIRED
             if not waiting_for_host:
                 budget -= anyio.current_time() - started
 
+    # -- input requests ----------------------------------------------------------------------
     async def answer_input(
         self, principal: str, task_ref: str, input_ref: str, response: Any
-    ) -> bool:
-        """Answer an input request the host decided on (``task.input_required`` event)."""
+    ) -> AnswerReceipt:
+        """Send a raw answer (the method's own result shape, unchecked) to an input request.
+        Prefer :meth:`InputRequest.accept` / ``decline`` / ``cancel`` for elicitations.
+
+        Recorded first (once per request: ``UnknownInputKey`` / ``InputAlreadyAnswered``
+        otherwise), then sent; the receipt says whether it was delivered, queued for
+        redelivery, or found the task lost."""
         self._scope(principal)
         return await self.requester.answer_input(principal, task_ref, input_ref, response)
+
+    def input_request(self, principal: str, event: ev.TaskInputRequired) -> InputRequest:
+        """The typed request a ``task.input_required`` event announces."""
+        self._scope(principal)
+        return self._input_request(
+            principal, event.task_ref, event.input_ref, event.method, event.params
+        )
+
+    async def pending_inputs(
+        self, principal: str, run_ref: str | None = None
+    ) -> list[InputRequest]:
+        """Unanswered input requests of this principal's open tasks (of one run), oldest
+        first: offer them to the user (again, after a restart)."""
+        self._scope(principal)
+        tenant = self.ledger.for_principal(principal)
+        views = await self._db(tenant.pending_input_requests)
+        if run_ref is not None:
+            of_run = {t.ref for t in await self._db(tenant.list_tasks, run_ref=run_ref)}
+            views = [v for v in views if v.task_ref in of_run]
+        return [
+            self._input_request(principal, v.task_ref, v.ref, v.method, v.params) for v in views
+        ]
+
+    def _input_request(
+        self, principal: str, task_ref: str, input_ref: str, method: str, params: Any
+    ) -> InputRequest:
+        send = functools.partial(self.answer_input, principal, task_ref, input_ref)
+        fields = params if isinstance(params, dict) else {}
+        return InputRequest(principal, task_ref, input_ref, method, fields, send)
+
+    # -- cancel, detach ----------------------------------------------------------------------
 
     async def cancel_task(self, principal: str, task_ref: str) -> bool:
         self._scope(principal)
@@ -513,12 +467,12 @@ class Bridge:
         tenant = self.ledger.for_principal(principal)
         last = after_seq
         while True:
-            batch = await self.requester.db(tenant.events, run_ref, after_seq=last, limit=500)
+            batch = await self._db(tenant.events, run_ref, after_seq=last, limit=500)
             for event in batch:
                 last = event.seq
                 yield event
             if not batch:
-                await self._notifier.wait(run_ref, SUBSCRIBE_POLL_S)
+                await self._notifier.wait(run_ref, POLL_S)
 
     # -- recovery ----------------------------------------------------------------------------
     async def recover(self, *, settle_in_flight_dispatches: bool = True) -> RecoveryReport:
@@ -544,15 +498,15 @@ class Bridge:
             )
         for principal in self.principals:
             tenant = self.ledger.for_principal(principal)
-            report.pending_inputs.extend(await self.requester.db(tenant.pending_input_requests))
-            for run in await self.requester.db(tenant.list_runs, open_only=True, limit=10_000):
+            report.pending_inputs.extend(await self._db(tenant.pending_input_requests))
+            for run in await self._db(tenant.list_runs, open_only=True, limit=10_000):
                 served = run.uhp_server.startswith(LOCAL_SERVER_PREFIX)
                 if served:
                     report.served_runs_open.append(run.ref)
                 elif self.replica is not None:
                     continue  # followed by whichever replica claims it
                 if run.trace_id is not None:  # continue the run's trace in this process
-                    await self._start_outer_span(principal, run, served=served)
+                    await self._spans.start(principal, run, served=served)
                 resumable = not served and run.response_id is not None
                 if resumable and await self._resume_remote(principal, run):
                     report.remote_runs_resumed += 1
@@ -585,3 +539,16 @@ class Bridge:
         client = await self._uhp_client(principal, name)
         self.follow_remote_run(principal, await client.follow(run.ref, lease=lease))
         return True
+
+
+def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
+    """Does ``group`` (nested groups flattened) hold ``exc`` and nothing else?"""
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, BaseExceptionGroup):
+            stack.extend(item.exceptions)
+        else:
+            leaves.append(item)
+    return all(leaf is exc for leaf in leaves) and bool(leaves)

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bridge.mcp.requester import UnknownOutcomePolicy
-
 
 class WaitMode(StrEnum):
     """How the outer step waits for an inner task."""
@@ -20,6 +18,13 @@ class WaitMode(StrEnum):
     DETACH = "detach"  # return at once; the result arrives later as a task.terminal event
     ASK = "ask"  # block; input_required is surfaced and the wait pauses for the host's answer
     FAIL_RECOVERABLE = "fail_recoverable"  # the step fails (recoverably) if it becomes a task
+
+
+class UnknownOutcomePolicy(StrEnum):
+    """What to do when a call may have reached the server but nothing definite came back."""
+
+    REPORT = "report"  # default: surface it, never repeat the call
+    RETRY_IF_SAFE = "retry_if_safe"  # repeat only read-only / idempotent / allow-listed tools
 
 
 class OnOuterCancel(StrEnum):

@@ -7,16 +7,20 @@ replica may act on what it holds: only until ``lease_ms - margin_ms`` after the 
 *was sent* (a renewal is valid from no later than that), so a replica that stops renewing
 (paused, partitioned, killed) stops polling before anyone else may claim its handles.
 
-When a renewal finds the membership lapsed, everything held is dropped (``on_lost``), a new
+When a renewal finds the membership lapsed, everything held is dropped (``drop_held``), a new
 incarnation registers and claims again, competing fairly with the other replicas.
+
+The replica knows nothing of the MCP or UHP side: it hands what it claims to a
+:class:`LeaseHolder` (a protocol the bridge implements over its scheduler and run followers).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskStatus as AnyioTaskStatus
@@ -31,8 +35,6 @@ log = logging.getLogger(__name__)
 
 RETRY_S = 1.0  # after a failed renewal or claim round, try again at most this much later
 
-TasksClaimed = Callable[[str, Membership, list[TaskView]], Awaitable[None]]
-RunsClaimed = Callable[[str, Membership, list[RunView]], Awaitable[None]]
 _Claimed = tuple[str, list[TaskView], list[RunView]]  # (principal, tasks, runs) of one round
 
 
@@ -61,6 +63,26 @@ class ReplicaConfig:
         return self.lease_ms // 5
 
 
+class LeaseHolder(Protocol):
+    """Who watches what a replica claims: open task handles (the MCP side) and remotely
+    followed runs (the UHP side)."""
+
+    async def take_tasks(self, principal: str, member: Membership, tasks: list[TaskView]) -> None:
+        """Watch these claimed handles."""
+
+    async def take_runs(self, principal: str, member: Membership, runs: list[RunView]) -> None:
+        """Follow these claimed runs."""
+
+    def drop_held(self) -> None:
+        """The membership lapsed: stop every leased poll and follower now."""
+
+    def watched_tasks(self) -> int:
+        """Handles watched now (the ``max_tasks`` cap counts them)."""
+
+    def followed_runs(self) -> int:
+        """Runs followed now (the ``max_runs`` cap counts them)."""
+
+
 class ReplicaLeases:
     def __init__(
         self,
@@ -68,7 +90,9 @@ class ReplicaLeases:
         config: ReplicaConfig,
         principals: Sequence[str],
         db: LedgerRunner,
+        holder: LeaseHolder,
         *,
+        uhp_servers: Sequence[str] = (),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
@@ -80,13 +104,8 @@ class ReplicaLeases:
         self.membership: Membership | None = None
         self._act_until = 0.0
         self._wake = anyio.Event()
-        # Wired by the owner (requester / bridge):
-        self.on_tasks: TasksClaimed | None = None
-        self.on_runs: RunsClaimed | None = None
-        self.on_lost: Callable[[], object] | None = None
-        self.watched_tasks: Callable[[], int] = lambda: 0
-        self.followed_runs: Callable[[], int] = lambda: 0
-        self.uhp_servers: list[str] = []
+        self._holder = holder
+        self.uhp_servers = [url.rstrip("/") for url in uhp_servers]  # runs of these are claimed
         self.claimed_tasks = 0
         self.claimed_runs = 0
 
@@ -159,8 +178,7 @@ class ReplicaLeases:
             return True
         log.warning("replica %s lost its membership; dropping what it held", member)
         self._act_until = 0.0
-        if self.on_lost is not None:
-            self.on_lost()
+        self._holder.drop_held()
         await self.register()
         return False
 
@@ -202,14 +220,14 @@ class ReplicaLeases:
             leases = TenantLeases(self._ledger.for_principal(principal))
             tasks: list[TaskView] = []
             runs: list[RunView] = []
-            room = self._room(self.config.max_tasks, self.watched_tasks() + pending)
-            if room > 0 and self.on_tasks is not None:
+            room = self._room(self.config.max_tasks, self._holder.watched_tasks() + pending)
+            if room > 0:
                 tasks = await self._db(leases.claim_tasks, member, room)
                 self.claimed_tasks += len(tasks)
                 pending += len(tasks)
                 more = more or len(tasks) == room
-            room = self._room(self.config.max_runs, self.followed_runs())
-            if room > 0 and self.on_runs is not None and self.uhp_servers:
+            room = self._room(self.config.max_runs, self._holder.followed_runs())
+            if room > 0 and self.uhp_servers:
                 runs = await self._db(leases.claim_runs, member, self.uhp_servers, room)
                 self.claimed_runs += len(runs)
                 more = more or len(runs) == room
@@ -220,10 +238,10 @@ class ReplicaLeases:
     async def _hand_over(self, claims: list[_Claimed]) -> None:
         member = self.current()
         for principal, tasks, runs in claims:
-            if tasks and self.on_tasks is not None:
-                await self.on_tasks(principal, member, tasks)
-            if runs and self.on_runs is not None:
-                await self.on_runs(principal, member, runs)
+            if tasks:
+                await self._holder.take_tasks(principal, member, tasks)
+            if runs:
+                await self._holder.take_runs(principal, member, runs)
 
     async def adopt_task(self, principal: str, task_ref: str) -> Membership | None:
         """Lease a recorded task to this replica; None if another replica already holds it."""

@@ -17,7 +17,7 @@ from bridge import (
     OnOuterEnd,
     OuterStatus,
     Policies,
-    StepFailedRecoverably,
+    RecoverableFailure,
     TaskPending,
     TaskSettled,
     TaskStatus,
@@ -80,7 +80,7 @@ async def test_wait_deadline_is_a_recoverable_failure_not_a_result(
 ) -> None:
     run_ref = await _served_run(bridge, "deadline")
     step = await bridge.call_tool(P, run_ref, "tasks", "wait_forever", {}, wait_deadline_s=0.3)
-    assert isinstance(step, StepFailedRecoverably) and "deadline" in step.reason
+    assert isinstance(step, RecoverableFailure) and "deadline" in step.reason
     task = wall_ledger.for_principal(P).get_task(step.task.ref)
     assert task.is_open and task.result is None  # still watched, nothing invented
     assert "step.recoverable_failure" in _types(wall_ledger, run_ref)
@@ -140,7 +140,7 @@ async def test_fail_recoverable_keeps_the_handle(bridge: Bridge, wall_ledger: Le
         {"quarter": "Q4", "seconds": 0.2},
         wait=WaitMode.FAIL_RECOVERABLE,
     )
-    assert isinstance(step, StepFailedRecoverably)
+    assert isinstance(step, RecoverableFailure)
     await wait_closed(wall_ledger.for_principal(P), step.task.ref)
     assert wall_ledger.for_principal(P).get_task(step.task.ref).status is TaskStatus.COMPLETED
 
@@ -179,7 +179,7 @@ async def test_outer_cancel_with_opt_in_sends_tasks_cancel(
     assert task.status is TaskStatus.CANCELLED  # the real final state, observed by a poll
     cancel = [e for e in tenant.events(run_ref) if isinstance(e, ev.TaskCancelRequested)]
     assert [c.requested_by for c in cancel] == ["policy:outer_cancelled"]
-    (open_tasks,) = [e for e in tenant.events(run_ref) if isinstance(e, ev.OpenTasksAtOuterEnd)]
+    (open_tasks,) = [e for e in tenant.events(run_ref) if isinstance(e, ev.OuterOpenTasks)]
     assert open_tasks.action == "cancel_requested" and open_tasks.task_refs == [step.task.ref]
     _gapless(wall_ledger, run_ref)
 
@@ -210,7 +210,7 @@ async def test_outer_end_report_policy_lists_and_releases_open_tasks(
         await bridge.record_outer_status(P, run_ref, OuterStatus.COMPLETED)
         assert not bridge.requester.scheduler.is_watching(step.task.ref)
     tenant = wall_ledger.for_principal(P)
-    (reported,) = [e for e in tenant.events(run_ref) if isinstance(e, ev.OpenTasksAtOuterEnd)]
+    (reported,) = [e for e in tenant.events(run_ref) if isinstance(e, ev.OuterOpenTasks)]
     assert reported.action == "reported" and reported.task_refs == [step.task.ref]
     assert tenant.get_task(step.task.ref).cancel_requested_at_ms is None  # not cancelled
 
@@ -270,7 +270,7 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
         assert [r.ref for r in report.pending_inputs] == [asked.ref]  # same input_ref
         assert report.served_runs_open == [run_ref]
         answer = {"action": "accept", "content": {"approve": True}}
-        assert await second.answer_input(P, step.task.ref, asked.ref, answer)
+        assert (await second.answer_input(P, step.task.ref, asked.ref, answer)).delivered
         tenant = second.ledger.for_principal(P)
         await wait_closed(tenant, step.task.ref)
         assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED

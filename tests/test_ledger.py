@@ -69,7 +69,7 @@ def test_settled_dispatch_never_moves(ledger: Ledger) -> None:
     stored = tenant.get_dispatch(op.ref)
     assert stored.state is DispatchState.RESULT and stored.result["isError"] is True
     result_event = tenant.events(run.ref)[-1]
-    assert isinstance(result_event, ev.ToolResultReceived) and result_event.is_error
+    assert isinstance(result_event, ev.CallResult) and result_event.is_error
 
 
 def test_unknown_outcome_is_an_explicit_event(ledger: Ledger) -> None:
@@ -79,7 +79,7 @@ def test_unknown_outcome_is_an_explicit_event(ledger: Ledger) -> None:
     tenant.mark_dispatch_sent(op.ref)
     tenant.mark_dispatch_unknown(op.ref, "read timeout after send")
     last = tenant.events(run.ref)[-1]
-    assert isinstance(last, ev.DispatchUnknownOutcome)
+    assert isinstance(last, ev.CallUnknownOutcome)
     assert last.previous is DispatchState.SENT and last.reason == "read timeout after send"
     assert tenant.list_dispatches(states=[DispatchState.UNKNOWN])[0].ref == op.ref
 
@@ -391,7 +391,7 @@ def test_rpc_error_reply_settles_the_dispatch_as_a_failed_result(ledger: Ledger)
     assert settled.state is DispatchState.RESULT
     assert settled.result == {"error": {"code": -32021, "message": "needs tasks"}}
     event = tenant.events(run.ref)[-1]
-    assert isinstance(event, ev.ToolResultReceived) and event.rpc_error and event.is_error
+    assert isinstance(event, ev.CallResult) and event.rpc_error and event.is_error
 
 
 def test_server_unreachable_is_reported_on_the_tasks_run(ledger: Ledger) -> None:
@@ -452,4 +452,4 @@ def test_inline_settle_with_the_known_intent_on_both_backends(ledger: Ledger) ->
         ledger.for_principal("mallory").record_immediate_result(intent.ref, result, intent=intent)
     events = tenant.events(run.ref)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert isinstance(events[-1], ev.ToolResultReceived) and events[-1].op_ref == intent.ref
+    assert isinstance(events[-1], ev.CallResult) and events[-1].op_ref == intent.ref

@@ -15,9 +15,10 @@ from bridge.errors import InvalidTaskResponse
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
 from bridge.mcp.outcomes import TaskHandle, UnknownOutcome
-from bridge.mcp.requester import TaskRequester, UnknownOutcomePolicy
+from bridge.mcp.requester import TaskRequester
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
+from bridge.policies import UnknownOutcomePolicy
 from tests.support.bridging import FAST, adversarial_stats, event_types, wait_closed, wait_until
 from tests.support.builders import new_run
 from tests.support.processes import ServerProcess
@@ -69,7 +70,9 @@ async def test_reused_input_key_is_flagged_once_and_not_resurfaced(
     (asked,) = await wait_until(
         lambda: [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
     )
-    assert await requester.answer_input(PRINCIPAL, outcome.task_ref, asked.input_ref, {"ok": 1})
+    assert (
+        await requester.answer_input(PRINCIPAL, outcome.task_ref, asked.input_ref, {"ok": 1})
+    ).delivered
     await wait_until(lambda: _anomalies(wall_ledger, run.ref))
     polls = requester.scheduler.stats.polls
     await wait_until(lambda: requester.scheduler.stats.polls >= polls + 5)
@@ -196,7 +199,7 @@ async def test_reply_that_never_arrives_is_unknown_and_not_repeated(
     assert isinstance(outcome, UnknownOutcome) and outcome.retries == ()
     assert tenant.get_dispatch(outcome.op_ref).state is DispatchState.UNKNOWN
     event = tenant.events(run.ref)[-1]
-    assert isinstance(event, ev.DispatchUnknownOutcome)
+    assert isinstance(event, ev.CallUnknownOutcome)
     after = (await adversarial_stats(adversarial_server.url))["calls"]["never_reply"]
     assert after - before == 1
 

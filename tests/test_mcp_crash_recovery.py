@@ -114,9 +114,7 @@ async def test_kill_at_each_step_then_recover(
         if expected == "unknown":
             assert report.dispatches_marked_unknown == 1
             assert dispatch.state is DispatchState.UNKNOWN
-            unknown = [
-                e for e in tenant.events(run.ref) if isinstance(e, ev.DispatchUnknownOutcome)
-            ]
+            unknown = [e for e in tenant.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)]
             assert len(unknown) == 1 and unknown[0].op_ref == dispatch.ref
         else:
             assert dispatch.state is DispatchState.TASK and dispatch.task_ref is not None
@@ -154,7 +152,7 @@ async def test_second_process_resumes_a_handle_the_first_created(
         assert (await requester.resume(["acme"])).tasks_watched == 1
         (request,) = await wait_until(lambda: tenant.input_requests(task.ref))
         answer = {"action": "accept", "content": {"approve": True}}
-        assert await requester.answer_input("acme", task.ref, request.ref, answer)
+        assert (await requester.answer_input("acme", task.ref, request.ref, answer)).delivered
         await wait_closed(tenant, task.ref)
     done = tenant.get_task(task.ref)
     assert done.status is TaskStatus.COMPLETED

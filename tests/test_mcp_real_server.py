@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bridge import events as ev
-from bridge.errors import InputAlreadyAnswered, ServerUnreachable
+from bridge.errors import InputAlreadyAnswered, ServerConnectFailed
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
 from bridge.mcp.outcomes import InlineResult, RejectedCall, TaskHandle
@@ -89,7 +89,9 @@ async def test_input_required_answered_once_to_completed(
     # Later polls see the same key again until it is answered: it is never re-surfaced.
     await wait_until(lambda: requester.scheduler.stats.polls >= 3)
     answer = {"action": "accept", "content": {"approve": True}}
-    assert await requester.answer_input(PRINCIPAL, outcome.task_ref, request.input_ref, answer)
+    assert (
+        await requester.answer_input(PRINCIPAL, outcome.task_ref, request.input_ref, answer)
+    ).delivered
     with pytest.raises(InputAlreadyAnswered):
         await requester.answer_input(PRINCIPAL, outcome.task_ref, request.input_ref, answer)
     await wait_closed(tenant, outcome.task_ref)
@@ -164,7 +166,7 @@ async def test_unreachable_server_refuses_before_recording(wall_ledger: Ledger) 
         name="dead", url=f"http://127.0.0.1:{free_port()}/mcp", connect_timeout_s=2
     )
     async with TaskRequester(wall_ledger, [dead], scheduler=FAST) as requester:
-        with pytest.raises(ServerUnreachable):
+        with pytest.raises(ServerConnectFailed):
             await requester.call_tool(PRINCIPAL, run.ref, "dead", "echo", {"text": "x"})
     assert tenant.list_dispatches(run_ref=run.ref) == []  # nothing sent, nothing ambiguous
 

@@ -159,7 +159,7 @@ async def test_in_flight_calls_of_a_dead_replica_become_unknown(
         assert c.last_recovery.dispatches_marked_unknown == 1
     assert tenant.get_dispatch(theirs).state.value == "unknown"
     assert tenant.get_dispatch(ours).state.value == "sent", "a live replica's call is left alone"
-    unknown = [e for e in tenant.events(run.ref) if isinstance(e, ev.DispatchUnknownOutcome)]
+    unknown = [e for e in tenant.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)]
     assert [e.op_ref for e in unknown] == [theirs]
     ledger.close()
 

@@ -633,8 +633,9 @@ async def _answer(
     response: Any,
 ) -> bool:
     async with _bridge_for(ledger, principal, servers) as bridge:
-        result: bool = await bridge.answer_input(principal, task_ref, input_ref, response)
-        return result
+        receipt = await bridge.answer_input(principal, task_ref, input_ref, response)
+        delivered: bool = receipt.delivered
+        return delivered
 
 
 # -- db -------------------------------------------------------------------------------------------

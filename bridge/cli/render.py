@@ -335,12 +335,12 @@ def describe(event: ev.BridgeEvent) -> str:
             return f"{event.reason} (last sequence {event.last_sequence})"
         case ev.OuterResumed():
             return f"by {event.mode} after {event.after_sequence}"
-        case ev.DispatchUnknownOutcome():
+        case ev.CallUnknownOutcome():
             return (
                 f"{event.op_ref} {event.server}.{event.tool} was {event.previous.value}: "
                 f"{event.reason}"
             )
-        case ev.ToolResultReceived():
+        case ev.CallResult():
             flag = " rpc-error" if event.rpc_error else (" is-error" if event.is_error else "")
             return f"{event.op_ref} {event.server}.{event.tool} immediate result{flag}"
         case ev.TaskCreated():
@@ -358,7 +358,7 @@ def describe(event: ev.BridgeEvent) -> str:
             return f"by {event.requested_by}"
         case ev.StepRecoverableFailure():
             return event.reason
-        case ev.OpenTasksAtOuterEnd():
+        case ev.OuterOpenTasks():
             return f"{len(event.task_refs)} open at {event.status.value}: {event.action}"
         case ev.ServerUnreachable():
             return f"{event.server}: {event.detail}"
@@ -428,7 +428,7 @@ def add_event_row(
 
 
 def _event_style(event: ev.BridgeEvent) -> str:
-    if isinstance(event, ev.Anomaly | ev.TaskLost | ev.DispatchUnknownOutcome):
+    if isinstance(event, ev.Anomaly | ev.TaskLost | ev.CallUnknownOutcome):
         return "bold red"
     if isinstance(event, ev.TaskInputRequired):
         return "dark_orange"
@@ -724,7 +724,7 @@ def _marker_kind(event: ev.BridgeEvent) -> str | None:
             return "lost"
         case ev.Anomaly():
             return "anomaly"
-        case ev.DispatchUnknownOutcome():
+        case ev.CallUnknownOutcome():
             return "unknown_outcome"
         case ev.ServerUnreachable():
             return "unreachable"
@@ -734,7 +734,7 @@ def _marker_kind(event: ev.BridgeEvent) -> str | None:
             return "stream_lost"
         case ev.OuterResumed():
             return "resumed"
-        case ev.OpenTasksAtOuterEnd():
+        case ev.OuterOpenTasks():
             return "open_tasks"
     return None
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 DEFAULT_SQLITE_PATH = Path("bridge-ledger.db")
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+SqliteSynchronous = Literal["NORMAL", "FULL"]
 
 
 def normalize_url(url: str | Path | None) -> str:
@@ -30,11 +31,17 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
-def create_ledger_engine(url: str | Path | None = None, **kwargs: Any) -> Engine:
+def create_ledger_engine(
+    url: str | Path | None = None,
+    *,
+    sqlite_synchronous: SqliteSynchronous = "NORMAL",
+    **kwargs: Any,
+) -> Engine:
     """Create an engine tuned for short write transactions.
 
-    SQLite: WAL journal, ``synchronous=NORMAL`` (durable across process crashes; a power loss
-    may drop the last commits), a busy timeout, and ``BEGIN IMMEDIATE`` so a writer takes the
+    SQLite: WAL journal, ``synchronous=NORMAL`` by default (durable across process crashes; a
+    power loss may drop the last commits; ``FULL`` survives power loss too), a busy timeout,
+    and ``BEGIN IMMEDIATE`` so a writer takes the
     write lock up front instead of failing to upgrade a read lock under contention.
     """
     full_url = normalize_url(url)
@@ -44,20 +51,23 @@ def create_ledger_engine(url: str | Path | None = None, **kwargs: Any) -> Engine
             connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
             **kwargs,
         )
-        _tune_sqlite(engine)
+        _tune_sqlite(engine, sqlite_synchronous)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(full_url, **kwargs)
 
 
-def _tune_sqlite(engine: Engine) -> None:
+def _tune_sqlite(engine: Engine, synchronous: SqliteSynchronous) -> None:
+    if synchronous not in ("NORMAL", "FULL"):  # interpolated into a PRAGMA: allow-list only
+        raise ValueError(f"sqlite_synchronous must be NORMAL or FULL, not {synchronous!r}")
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
         # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite's own BEGIN is deferred).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.close()

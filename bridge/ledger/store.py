@@ -49,7 +49,7 @@ from bridge.ids import (
     sha256_hex,
 )
 from bridge.ledger import migrate
-from bridge.ledger.engine import create_ledger_engine, is_sqlite
+from bridge.ledger.engine import SqliteSynchronous, create_ledger_engine, is_sqlite
 from bridge.ledger.fencing import Membership, check_lease
 from bridge.ledger.hotpath import CallPathStatements, Cursor, DriverSession
 from bridge.ledger.models import (
@@ -151,7 +151,7 @@ _CANONICAL = json.JSONEncoder(
 )
 _URLSAFE = bytes.maketrans(b"+/", b"-_")  # base64 -> base64url, as secrets.token_urlsafe
 # The two events a bridged call appends on its own commits (see _insert_call_path_event).
-_RESULT_EVENT: str = ev.ToolResultReceived.model_fields["type"].default
+_RESULT_EVENT: str = ev.CallResult.model_fields["type"].default
 _TASK_CREATED_EVENT: str = ev.TaskCreated.model_fields["type"].default
 
 Clock = Callable[[], int]
@@ -228,9 +228,11 @@ class Ledger:
         upgrade: bool = True,
         clock: Clock = wall_clock_ms,
         max_outcome_bytes: int = DEFAULT_MAX_OUTCOME_BYTES,
+        sqlite_synchronous: SqliteSynchronous = "NORMAL",
     ) -> Ledger:
-        """Open (and by default migrate) the ledger at ``url``: a SQLAlchemy URL or a file path."""
-        engine = create_ledger_engine(url)
+        """Open (and by default migrate) the ledger at ``url``: a SQLAlchemy URL or a file path.
+        ``sqlite_synchronous="FULL"`` makes SQLite commits survive power loss (slower)."""
+        engine = create_ledger_engine(url, sqlite_synchronous=sqlite_synchronous)
         if upgrade:
             migrate.upgrade(engine)
         return cls(engine, clock=clock, max_outcome_bytes=max_outcome_bytes)
@@ -667,7 +669,7 @@ class TenantLedger:
             self._append(
                 tx,
                 row.run_ref,
-                ev.DispatchUnknownOutcome(
+                ev.CallUnknownOutcome(
                     op_ref=op_ref,
                     tool=row.tool_name,
                     server=row.server_name or row.server_endpoint,
@@ -1275,7 +1277,7 @@ class TenantLedger:
             self._append(
                 tx,
                 run_ref,
-                ev.OpenTasksAtOuterEnd(status=status, task_refs=task_refs, action=action),
+                ev.OuterOpenTasks(status=status, task_refs=task_refs, action=action),
             )
 
     def record_server_unreachable(

@@ -18,7 +18,7 @@ from anyio import BrokenResourceError, ClosedResourceError, EndOfStream
 from mcp import MCPError
 from mcp.client import UnexpectedClaimedResult
 
-from bridge.errors import ServerUnreachable
+from bridge.errors import ServerConnectFailed
 from bridge.mcp.wire import INTERNAL_ERROR, TRANSPORT_CODES
 
 
@@ -74,7 +74,7 @@ def _leaf(exc: BaseException) -> BaseException:
 def classify(exc: BaseException) -> Failure | None:
     """Map an exception from an SDK request to a :class:`Failure`; ``None`` if it is a bug."""
     exc = _leaf(exc)
-    if isinstance(exc, ServerUnreachable):
+    if isinstance(exc, ServerConnectFailed):
         return Failure(FailureKind.UNREACHABLE, exc.detail)
     if isinstance(exc, MCPError):
         if exc.code in TRANSPORT_CODES:

@@ -1,16 +1,24 @@
-"""What a bridged ``tools/call`` returns: exactly one of four explicit outcomes."""
+"""What a bridged ``tools/call`` returns: exactly one of four explicit outcomes; and what
+answering an input request did."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+from bridge.errors import NoToolResult
 from bridge.ledger.views import TaskView
-from bridge.mcp.wire import MISSING_CAPABILITY_CODES
+from bridge.mcp.tool_result import ToolResultAccess
+
+# JSON-RPC error codes that mean "the server serves this tool only as a task": -32021 in the
+# final text, -32003 in older drafts (kept here, not in bridge.mcp.wire, so that reading a
+# result never loads the SDK).
+MISSING_CAPABILITY_CODES = frozenset({-32021, -32003})
 
 
 @dataclass(frozen=True, slots=True)
-class TaskHandle:
+class TaskHandle(ToolResultAccess):
     """The server created a task; the handle is committed to the ledger and being watched."""
 
     op_ref: str
@@ -21,9 +29,12 @@ class TaskHandle:
     def task_ref(self) -> str:
         return self.task.ref
 
+    def _stored_result(self) -> Any:
+        raise NoToolResult("the call became a task: its result arrives with task.terminal")
+
 
 @dataclass(frozen=True, slots=True)
-class InlineResult:
+class InlineResult(ToolResultAccess):
     """The server answered with an ordinary ``CallToolResult`` (possibly ``isError``)."""
 
     op_ref: str
@@ -35,9 +46,12 @@ class InlineResult:
     def is_error(self) -> bool:
         return bool(isinstance(self.result, dict) and self.result.get("isError"))
 
+    def _stored_result(self) -> Any:
+        return self.result
+
 
 @dataclass(frozen=True, slots=True)
-class RejectedCall:
+class RejectedCall(ToolResultAccess):
     """The server answered with a JSON-RPC error: the request itself was refused."""
 
     op_ref: str
@@ -54,9 +68,12 @@ class RejectedCall:
         """The server can serve this call only as a task (-32021; -32003 in older drafts)."""
         return self.code in MISSING_CAPABILITY_CODES
 
+    def _stored_result(self) -> Any:
+        raise NoToolResult(f"the server refused the call (JSON-RPC error {self.code})")
+
 
 @dataclass(frozen=True, slots=True)
-class UnknownOutcome:
+class UnknownOutcome(ToolResultAccess):
     """The request may have reached the server, but neither a handle nor a result came back.
 
     An ``call.unknown_outcome`` event was written. Nothing was retried unless the policy allowed
@@ -68,5 +85,29 @@ class UnknownOutcome:
     retries: tuple[CallOutcome, ...] = ()
     replayed: bool = False
 
+    def _stored_result(self) -> Any:
+        raise NoToolResult(f"the call's outcome is unknown ({self.reason})")
+
 
 CallOutcome = TaskHandle | InlineResult | RejectedCall | UnknownOutcome
+
+
+class AnswerDelivery(StrEnum):
+    """What happened to a recorded answer to an input request."""
+
+    DELIVERED = "delivered"  # the server acknowledged the tasks/update carrying it
+    QUEUED = "queued"  # not acknowledged yet (transport trouble): resent before the next poll
+    TASK_LOST = "task_lost"  # the server no longer knows the task (-32602): task.lost written
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerReceipt:
+    """An answer was recorded (write-ahead, exactly once per input request)."""
+
+    task_ref: str
+    input_ref: str
+    delivery: AnswerDelivery
+
+    @property
+    def delivered(self) -> bool:
+        return self.delivery is AnswerDelivery.DELIVERED

@@ -18,7 +18,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass
-from enum import StrEnum
 from types import TracebackType
 from typing import Any
 
@@ -27,7 +26,7 @@ import mcp_types
 import pydantic
 from anyio.abc import TaskGroup
 
-from bridge import telemetry
+from bridge import _telemetry as telemetry
 from bridge.aio import LedgerRunner
 from bridge.errors import InvalidTaskResponse, InvalidTransition, TaskRequestFailed
 from bridge.ledger.engine import is_sqlite
@@ -37,7 +36,15 @@ from bridge.ledger.store import Ledger, TenantLedger
 from bridge.ledger.views import DispatchView, TaskView
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
 from bridge.mcp.failures import Failure, FailureKind, classify
-from bridge.mcp.outcomes import CallOutcome, InlineResult, RejectedCall, TaskHandle, UnknownOutcome
+from bridge.mcp.outcomes import (
+    AnswerDelivery,
+    AnswerReceipt,
+    CallOutcome,
+    InlineResult,
+    RejectedCall,
+    TaskHandle,
+    UnknownOutcome,
+)
 from bridge.mcp.scheduler import PollScheduler, SchedulerConfig, deliver_answers, send_cancel
 from bridge.mcp.servers import (
     CredentialResolver,
@@ -50,13 +57,9 @@ from bridge.mcp.wire import (
     INVALID_PARAMS,
     CreateTaskResult,
 )
+from bridge.policies import UnknownOutcomePolicy
 from bridge.redaction import install_log_redaction
 from bridge.replica import ReplicaLeases
-
-
-class UnknownOutcomePolicy(StrEnum):
-    REPORT = "report"  # default: surface it, never repeat the call
-    RETRY_IF_SAFE = "retry_if_safe"  # repeat only read-only / idempotent / allow-listed tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,7 @@ class TaskRequester:
         max_unknown_retries: int = 1,
         clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
+        db: LedgerRunner | None = None,
     ) -> None:
         self.ledger = ledger
         self._servers = list(servers)
@@ -96,7 +100,8 @@ class TaskRequester:
         self.max_unknown_retries = max_unknown_retries
         self._clock = clock or ledger.clock  # one clock for due times, TTLs and the ledger
         self._rng = rng
-        self.db = LedgerRunner(inline=is_sqlite(ledger.engine))
+        # The bridge passes the one runner it built; a requester used alone builds its own.
+        self.db = db or LedgerRunner(inline=is_sqlite(ledger.engine))
         self._tg: TaskGroup | None = None
         self._pool: ServerPool | None = None
         self._scheduler: PollScheduler | None = None
@@ -166,7 +171,7 @@ class TaskRequester:
 
         ``operation_id`` makes the call idempotent across retries and restarts: a second call
         with the same id returns what the first one recorded and sends nothing. Raises
-        :class:`~bridge.errors.ServerUnreachable` (nothing sent) or
+        :class:`~bridge.errors.ServerConnectFailed` (nothing sent) or
         :class:`~bridge.errors.InvalidTaskResponse` (recorded as unknown, with an anomaly).
         """
         tenant = self.ledger.for_principal(principal)
@@ -379,14 +384,15 @@ class TaskRequester:
     # -- input, cancel, detach -------------------------------------------------------------
     async def answer_input(
         self, principal: str, task_ref: str, input_ref: str, response: Any
-    ) -> bool:
+    ) -> AnswerReceipt:
         """Answer one input request of a task. Recorded first, then sent with ``tasks/update``.
 
         ``input_ref`` names the request as the ``task.input_required`` event did (``in_…``).
-
-        Returns whether the server acknowledged it now; if not, the recorded answer is
-        redelivered before the task's next poll (servers ignore keys already answered).
-        Raises ``UnknownInputKey`` / ``InputAlreadyAnswered`` for a bad or repeated key.
+        The receipt says whether the server acknowledged it now (``DELIVERED``), whether the
+        recorded answer waits to be redelivered before the task's next poll (``QUEUED``;
+        servers ignore keys already answered), or whether the server no longer knows the task
+        (``TASK_LOST``). Raises ``UnknownInputKey`` / ``InputAlreadyAnswered`` for a bad or
+        repeated key (nothing recorded).
         """
         tenant = self.ledger.for_principal(principal)
         request = await self.db(tenant.record_input_answer, task_ref, input_ref, response)
@@ -400,14 +406,14 @@ class TaskRequester:
             failure = classify(exc)
             if failure is not None and failure.code == INVALID_PARAMS:
                 await self._lose_not_found(principal, task_ref, "tasks/update")
-                return False
+                return AnswerReceipt(task_ref, request.ref, AnswerDelivery.TASK_LOST)
             if failure is None and not isinstance(exc, TaskRequestFailed):
                 raise
             self.scheduler.mark_undelivered_answers(task_ref)
-            return False
+            return AnswerReceipt(task_ref, request.ref, AnswerDelivery.QUEUED)
         await self.db(tenant.mark_answer_delivered, task_ref, request.ref)
         self.scheduler.poll_soon(task_ref)
-        return True
+        return AnswerReceipt(task_ref, request.ref, AnswerDelivery.DELIVERED)
 
     async def cancel_task(self, principal: str, task_ref: str, requested_by: str = "host") -> bool:
         """Ask the server to cancel (recorded first as intent). Returns whether it acknowledged.
@@ -526,15 +532,9 @@ class TaskRequester:
     def attach_replica(self, replica: ReplicaLeases) -> None:
         """Poll only the handles this replica leases: claimed ones, and ones it creates."""
         self.replica = replica
-        scheduler = self.scheduler
-        scheduler.lease_guard = replica
-        replica.on_tasks = self._take_claimed
-        replica.on_lost = scheduler.forget_leased
-        replica.watched_tasks = lambda: scheduler.watched_count
+        self.scheduler.lease_guard = replica
 
-    async def _take_claimed(
-        self, principal: str, member: Membership, tasks: list[TaskView]
-    ) -> None:
+    async def take_claimed(self, principal: str, member: Membership, tasks: list[TaskView]) -> None:
         taken = await self._watch_all(self.ledger.for_principal(principal), tasks, lease=member)
         self.handover += taken
 

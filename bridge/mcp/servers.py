@@ -25,7 +25,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bridge.errors import ServerUnreachable, UnknownServer
+from bridge.errors import ServerConnectFailed, UnknownServer
 from bridge.mcp.extension import TasksClientExtension
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class ServerConnection:
             await ready.wait()
         if self._live is None:
             detail = "connect timeout" if scope.cancelled_caught else _describe(failure)
-            raise ServerUnreachable(self.config.name, detail)
+            raise ServerConnectFailed(self.config.name, detail)
 
     def _new_client(self) -> Client:
         extensions = [TasksClientExtension()] if self.declare_tasks else []
@@ -159,21 +159,23 @@ class ServerConnection:
         if live is not None:
             live.stop.set()
 
+    async def list_tools(self) -> list[mcp_types.Tool]:
+        """Every tool the server lists (``tools/list``, all pages), over this connection."""
+        session = await self.session()
+        tools: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        while True:
+            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            listing = await session.list_tools(params=params)
+            tools.extend(listing.tools)
+            cursor = listing.next_cursor
+            if not cursor:
+                return tools
+
     async def tool_annotations(self, tool: str) -> mcp_types.ToolAnnotations | None:
         """The tool's annotations from ``tools/list`` (fetched once per connection set-up)."""
         if self._annotations is None:
-            session = await self.session()
-            found: dict[str, mcp_types.ToolAnnotations | None] = {}
-            cursor: str | None = None
-            while True:
-                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                listing = await session.list_tools(params=params)
-                for item in listing.tools:
-                    found[item.name] = item.annotations
-                cursor = listing.next_cursor
-                if not cursor:
-                    break
-            self._annotations = found
+            self._annotations = {item.name: item.annotations for item in await self.list_tools()}
         return self._annotations.get(tool)
 
     async def close(self) -> None:

@@ -16,8 +16,6 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 INVALID_PARAMS = -32602  # unknown or expired taskId
 INTERNAL_ERROR = -32603
-# "Missing required client capability": -32021 in the final text, -32003 in older drafts.
-MISSING_CAPABILITY_CODES = frozenset({-32021, -32003})
 # Codes the SDK raises locally when the transport gave no answer (never sent by a server).
 TRANSPORT_CODES = frozenset({mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT})
 

@@ -98,7 +98,7 @@ def to_uhp_event(event: ev.BridgeEvent) -> dict[str, Any] | None:
                 "since_ms": event.since_ms,
                 "detail": event.detail,
             }
-        case ev.DispatchUnknownOutcome():
+        case ev.CallUnknownOutcome():
             body = {
                 "type": "bridge.mcp_task.unknown_outcome",
                 "op_ref": event.op_ref,
@@ -107,7 +107,7 @@ def to_uhp_event(event: ev.BridgeEvent) -> dict[str, Any] | None:
                 "status": "unknown",
                 "reason": event.reason,
             }
-        case ev.ToolResultReceived():
+        case ev.CallResult():
             body = {
                 "type": "bridge.mcp_call.result",
                 "op_ref": event.op_ref,

@@ -128,6 +128,7 @@ class UhpClient:
         http: httpx.AsyncClient | None = None,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        db: LedgerRunner | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._token = token  # the client's own credential: sent, never written to the ledger
@@ -140,7 +141,7 @@ class UhpClient:
         self._owns_http = http is None
         self._rng = rng or random.Random()
         self._sleep = sleep
-        self.db = LedgerRunner(inline=is_sqlite(ledger.engine))
+        self.db = db or LedgerRunner(inline=is_sqlite(ledger.engine))
         self.discovery: Discovery | None = None
         # Leased mode: called with a run this client just registered for streaming; returns
         # the lease its follower writes under (None: single process, or held elsewhere).

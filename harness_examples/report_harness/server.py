@@ -28,14 +28,14 @@ from bridge import (
     InlineResult,
     McpServerConfig,
     OuterStatus,
+    RecoverableFailure,
     RejectedCall,
-    StepFailedRecoverably,
     TaskPending,
     TaskSettled,
     UnknownOutcome,
     WaitMode,
 )
-from bridge.errors import ServerUnreachable
+from bridge.errors import ServerConnectFailed
 from bridge.uhp.adapter import nested_tasks_summary, to_uhp_event
 from harness_examples.report_harness import agent
 from harness_examples.report_harness.config import HarnessConfig, HarnessEntry
@@ -482,7 +482,7 @@ class Runtime:
                 wait=mode,
                 wait_deadline_s=self.config.wait_deadline_seconds,
             )
-        except ServerUnreachable as exc:
+        except ServerConnectFailed as exc:
             await self.emit(
                 run,
                 f"{VENDOR}.mcp_server.unreachable",
@@ -579,7 +579,7 @@ def _describe(outcome: Any) -> dict[str, Any]:
             }
         case TaskPending():
             return {"outcome": "task_pending", "task_ref": outcome.task.ref}
-        case StepFailedRecoverably():
+        case RecoverableFailure():
             return {
                 "outcome": "step_failed_recoverably",
                 "task_ref": outcome.task.ref,
@@ -1045,7 +1045,7 @@ async def answer_mcp_input(request: Request) -> Response:
         )
     except Exception:
         raise not_found("input_request_not_found", "No such pending input request.") from None
-    return JSONResponse({"object": f"{VENDOR}.input_answer", "accepted": bool(accepted)})
+    return JSONResponse({"object": f"{VENDOR}.input_answer", "accepted": accepted.delivered})
 
 
 # --------------------------------------------------------------------------- app

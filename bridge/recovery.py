@@ -1,0 +1,21 @@
+"""What a bridge found and took back when it opened (or when ``Bridge.recover`` ran)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bridge.ledger.views import InputRequestView
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    tasks_watched: int = 0
+    dispatches_marked_unknown: int = 0
+    answers_to_redeliver: int = 0
+    cancels_to_resend: int = 0
+    remote_runs_resumed: int = 0
+    served_runs_open: list[str] = field(default_factory=list)
+    # Surfaced before the restart and still unanswered: offer them to the host again, keyed by
+    # input_ref (the same reference the original task.input_required event carried); see
+    # also Bridge.pending_inputs, which returns them as typed InputRequests.
+    pending_inputs: list[InputRequestView] = field(default_factory=list)
