@@ -29,7 +29,7 @@ class ToolResultAccess:
 
         Raises :class:`~bridge.errors.NoToolResult` when the step holds no tool result.
         """
-        result = self.to_call_tool_result()
+        result = call_tool_result(self._stored_result())
         return "".join(item.text for item in result.content if item.type == "text")
 
     def to_call_tool_result(self) -> mcp_types.CallToolResult:

@@ -1,0 +1,251 @@
+"""The harness-facing API against the real example MCP servers (harness_examples/mcp_servers,
+bearer-protected): list_tools with the bridge's own credentials, typed input requests on the
+payments approval (accept / decline / cancel, schema checked before anything is recorded),
+wait_for with a lost task, operation lookup, and reading step results."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types
+import pytest
+
+from bridge import (
+    AnswerDelivery,
+    Bridge,
+    InputRequest,
+    InvalidInputAnswer,
+    LostReason,
+    McpServerConfig,
+    NoToolResult,
+    ServerConnectFailed,
+    TaskPending,
+    TaskSettled,
+    TaskStatus,
+    WaitMode,
+    WaitTimedOut,
+)
+from bridge import events as ev
+from tests.support.bridging import FAST, wait_until
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.anyio
+P = "acme"
+TOKEN = "example-secret"
+REPORT_MODULE = "harness_examples.mcp_servers.report_server"
+PAYMENTS_MODULE = "harness_examples.mcp_servers.payments_server"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def example_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
+    payments_db = tmp_path_factory.mktemp("payments") / "payments.db"
+    procs = {
+        "reports": ServerProcess(REPORT_MODULE, args=["--token", TOKEN]),
+        "payments": ServerProcess(
+            PAYMENTS_MODULE,
+            args=["--ledger", str(payments_db)],
+            env={"PAYMENTS_SERVER_TOKEN": TOKEN},
+        ),
+    }
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for started in [pool.submit(p.start) for p in procs.values()]:
+                started.result()
+        yield procs
+    finally:
+        for proc in procs.values():
+            proc.stop()
+    for proc in procs.values():
+        proc.remove_logs()
+
+
+def _configs(servers: dict[str, ServerProcess], ref: str | None) -> list[McpServerConfig]:
+    return [McpServerConfig(name=n, url=s.url, credential_ref=ref) for n, s in servers.items()]
+
+
+@pytest.fixture
+async def bridge(
+    tmp_path: Path, example_servers: dict[str, ServerProcess]
+) -> AsyncIterator[Bridge]:
+    async with Bridge.open(
+        tmp_path / "ledger.db",
+        principals=[P],
+        mcp_servers=_configs(example_servers, "examples"),
+        credentials={"examples": TOKEN}.get,
+        scheduler=FAST,
+    ) as opened:
+        yield opened
+
+
+async def _run(bridge: Bridge) -> str:
+    name = uuid.uuid4().hex[:8]
+    run = await bridge.register_served_run(
+        P, response_id=f"resp_{name}", session_id=f"hsess{name}", harness_id="chrn_test"
+    )
+    return run.ref
+
+
+async def _approval(bridge: Bridge, run_ref: str, key: str) -> tuple[TaskPending, InputRequest]:
+    args = {"amount": 120, "currency": "EUR", "payee": "ACME Corp", "payment_key": key}
+    step = await bridge.call_tool(
+        P, run_ref, "payments", "approve_payment", args, wait=WaitMode.DETACH
+    )
+    assert isinstance(step, TaskPending)
+    [request] = await wait_until(lambda: bridge.pending_inputs(P, run_ref), what="approval asked")
+    return step, request
+
+
+async def test_list_tools_through_the_bridge_connection(bridge: Bridge) -> None:
+    tools = {tool.name: tool for tool in await bridge.list_tools(P, "reports")}
+    assert isinstance(tools["generate_report"], mcp_types.Tool)
+    assert "quarter" in tools["generate_report"].input_schema["properties"]
+    payments = {tool.name for tool in await bridge.list_tools(P, "payments")}
+    assert {"approve_payment", "payment_count"} <= payments
+
+
+async def test_list_tools_without_credentials_fails_typed(
+    tmp_path: Path, example_servers: dict[str, ServerProcess]
+) -> None:
+    servers = _configs(example_servers, None)
+    async with Bridge.open(tmp_path / "l.db", principals=[P], mcp_servers=servers) as bridge:
+        with pytest.raises(ServerConnectFailed):
+            await bridge.list_tools(P, "reports")
+
+
+async def test_accept_validates_then_answers(bridge: Bridge) -> None:
+    run_ref = await _run(bridge)
+    key = f"pay-{uuid.uuid4().hex[:8]}"
+    step, request = await _approval(bridge, run_ref, key)
+    assert request.method == "elicitation/create"
+    assert request.message == f"Approve payment of 120 EUR to ACME Corp (key {key})?"
+    assert request.requested_schema is not None
+    assert request.requested_schema["required"] == ["approve"]
+
+    types_before = [e.type for e in await _events(bridge, run_ref)]
+    for bad in ({"approve": "yes"}, {}, None):
+        with pytest.raises(InvalidInputAnswer):
+            await request.accept(bad)
+    # Nothing recorded or sent: still pending, no answer event, the task still waits.
+    assert [e.type for e in await _events(bridge, run_ref)] == types_before
+    [still] = await bridge.pending_inputs(P, run_ref)
+    assert still.input_ref == request.input_ref
+    task = await bridge.get_task(P, step.task.ref)
+    assert task.status is TaskStatus.INPUT_REQUIRED
+
+    receipt = await request.accept({"approve": True})
+    assert receipt.delivery is AnswerDelivery.DELIVERED and receipt.delivered
+    [done] = await bridge.wait_for(P, [step.task.ref], timeout=15)
+    settled = TaskSettled(step.op_ref, done)
+    assert settled.text() == f"approved {key}"
+    result = settled.to_call_tool_result()
+    assert isinstance(result, mcp_types.CallToolResult) and not result.is_error
+    assert await bridge.pending_inputs(P, run_ref) == []
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+async def test_decline_and_cancel_answer_without_content(bridge: Bridge, action: str) -> None:
+    run_ref = await _run(bridge)
+    key = f"pay-{uuid.uuid4().hex[:8]}"
+    step, request = await _approval(bridge, run_ref, key)
+    receipt = await (request.decline() if action == "decline" else request.cancel())
+    assert receipt.delivered
+    [done] = await bridge.wait_for(P, [step.task.ref], timeout=15)
+    assert done.status is TaskStatus.COMPLETED
+    assert TaskSettled(step.op_ref, done).text() == f"declined {key}"
+    count = await bridge.call_tool(P, run_ref, "payments", "payment_count", {"payment_key": key})
+    assert count.text() == "0"
+    with pytest.raises(InvalidInputAnswer):  # answered once: the helpers refuse nothing new,
+        await request.accept({"approve": "no"})  # a bad answer is still refused first
+
+
+async def test_input_request_from_the_event(bridge: Bridge) -> None:
+    run_ref = await _run(bridge)
+    _, pending = await _approval(bridge, run_ref, f"pay-{uuid.uuid4().hex[:8]}")
+    [event] = [e for e in await _events(bridge, run_ref) if isinstance(e, ev.TaskInputRequired)]
+    request = bridge.input_request(P, event)
+    assert (request.input_ref, request.method) == (pending.input_ref, pending.method)
+    assert request.requested_schema == pending.requested_schema
+
+
+async def test_wait_for_counts_a_lost_task_as_final(
+    bridge: Bridge, example_servers: dict[str, ServerProcess]
+) -> None:
+    run_ref = await _run(bridge)
+    step, _ = await _approval(bridge, run_ref, f"pay-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(WaitTimedOut) as timed_out:
+        await bridge.wait_for(P, [step.task.ref], timeout=0.2)
+    assert timed_out.value.pending == [step.task.ref]
+    await anyio.to_thread.run_sync(example_servers["payments"].restart)  # tasks are in memory
+    [lost] = await bridge.wait_for(P, [step.task.ref], timeout=20)
+    assert lost.lost_reason is LostReason.NOT_FOUND
+    finals = [e for e in await _events(bridge, run_ref) if e.is_final]
+    assert [type(e) for e in finals] == [ev.TaskLost]
+    settled = TaskSettled(step.op_ref, lost)
+    with pytest.raises(NoToolResult):
+        settled.text()
+    result = settled.to_call_tool_result()
+    assert result.is_error
+    assert "task lost (not_found)" in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_text_operation_and_lists(bridge: Bridge) -> None:
+    run_ref = await _run(bridge)
+    args = {"quarter": "2026-Q3", "sections": 1, "seconds_per_section": 0.1}
+    step = await bridge.call_tool(
+        P, run_ref, "reports", "generate_report", args, operation_id="op-report-1"
+    )
+    assert isinstance(step, TaskSettled) and step.status is TaskStatus.COMPLETED
+    assert step.text().startswith("Quarterly report 2026-Q3\n")
+    assert step.to_call_tool_result().content[0].type == "text"
+
+    record = await bridge.operation(P, "op-report-1")
+    assert record is not None and record.op_ref == step.op_ref
+    assert record.task is not None and record.task.ref == step.task.ref
+    assert await bridge.operation(P, "op-never-used") is None
+
+    assert (await bridge.get_run(P, run_ref)).ref == run_ref
+    assert [t.ref for t in await bridge.list_tasks(P, run_ref=run_ref)] == [step.task.ref]
+    assert await bridge.list_tasks(P, run_ref=run_ref, open_only=True) == []
+    pending = await bridge.call_tool(
+        P, run_ref, "reports", "generate_report", args, wait=WaitMode.DETACH
+    )
+    assert isinstance(pending, TaskPending)
+    with pytest.raises(NoToolResult):
+        pending.text()
+
+
+async def _events(bridge: Bridge, run_ref: str) -> list[Any]:
+    return bridge.ledger.for_principal(P).events(run_ref)
+
+
+async def test_errors_inside_async_with_are_not_wrapped(tmp_path: Path) -> None:
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom) as caught:
+        async with Bridge.open(tmp_path / "l.db", principals=[P]):
+            raise Boom("from the body")
+    assert type(caught.value) is Boom and str(caught.value) == "from the body"
+
+
+@pytest.mark.parametrize(("mode", "pragma"), [("NORMAL", 1), ("FULL", 2)])
+async def test_sqlite_synchronous_reaches_the_ledger(
+    tmp_path: Path, mode: Any, pragma: int
+) -> None:
+    async with Bridge.open(tmp_path / "s.db", principals=[P], sqlite_synchronous=mode) as b:
+        with b.ledger.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == pragma
+    with closing(sqlite3.connect(tmp_path / "s.db")) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)

@@ -1,0 +1,117 @@
+"""``bridge.__all__`` and the documented API kept in step (as httpx's
+``tests/test_exported_members.py`` does), the import weight of ``import bridge``, the error tree
+drawn in ``bridge/errors.py``, and one vocabulary for event classes and their wire types."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+import bridge
+from bridge import errors, events, results
+from bridge.mcp import outcomes
+from bridge.uhp import errors as uhp_errors
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "docs" / "guides" / "embed-in-a-harness.md"
+HEAVY = ("sqlalchemy", "mcp", "mcp_types", "httpx", "httpx2", "opentelemetry")
+
+
+def _public_classes(module: object) -> set[str]:
+    return {
+        name
+        for name, value in vars(module).items()
+        if inspect.isclass(value)
+        and not name.startswith("_")
+        and value.__module__ == getattr(module, "__name__", None)
+    }
+
+
+def test_every_exported_name_imports_and_is_documented() -> None:
+    reference = GUIDE.read_text(encoding="utf-8").split("## API reference", 1)
+    assert len(reference) == 2, "the embed guide has an '## API reference' section"
+    documented = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", reference[1]))
+    for name in bridge.__all__:
+        assert getattr(bridge, name) is not None
+    assert sorted(set(bridge.__all__) - documented) == []
+    assert sorted(documented - set(bridge.__all__)) == [], "documented but not exported"
+    assert sorted(bridge.__all__) == sorted(set(dir(bridge)) & set(bridge.__all__))
+
+
+@pytest.mark.parametrize("module", [errors, uhp_errors, events, results, outcomes])
+def test_nothing_public_is_missing_from_all(module: object) -> None:
+    assert sorted(_public_classes(module) - set(bridge.__all__)) == []
+
+
+def test_exported_names_are_unique_objects() -> None:
+    classes = [getattr(bridge, n) for n in bridge.__all__ if inspect.isclass(getattr(bridge, n))]
+    names = [c.__name__ for c in classes]
+    assert len(names) == len(set(names))
+
+
+def test_import_bridge_loads_no_heavy_dependency() -> None:
+    code = (
+        "import bridge, sys; "
+        f"print([m for m in {HEAVY!r} if m in sys.modules "
+        "or any(k.startswith(m + '.') for k in sys.modules)])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_unknown_attribute_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError):
+        _ = bridge.NoSuchThing  # type: ignore[attr-defined]
+
+
+def test_event_class_names_spell_their_wire_type() -> None:
+    """``call.result`` is ``CallResult``, ``step.recoverable_failure`` is
+    ``StepRecoverableFailure``: one name per concept, in code and on the wire."""
+    for name in _public_classes(events):
+        cls = getattr(events, name)
+        if not (issubclass(cls, BaseModel) and "type" in cls.model_fields):
+            continue
+        wire = cls.model_fields["type"].default
+        camel = "".join(part.capitalize() for part in re.split(r"[._]", wire))
+        assert camel == name, (name, wire)
+
+
+def test_final_task_events() -> None:
+    lost = events.TaskLost(task_ref="t", tool="x", server="s", reason="ttl_expired")
+    assert lost.is_final
+    assert not events.TaskCreated(
+        task_ref="t", tool="x", server="s", op_ref="o", status="working", ttl_ms=None,
+        poll_interval_ms=None,
+    ).is_final
+    assert set(events.FINAL_TASK_EVENTS) == {events.TaskTerminal, events.TaskLost}
+
+
+def test_error_tree_drawing_matches_the_classes() -> None:
+    doc = errors.__doc__ or ""
+    lines = doc.split("    BridgeError\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    drawn: dict[str, str] = {}
+    stack = ["BridgeError"]
+    for line in lines:
+        match = re.match(r"^    ((?:[│ ]   )*)[├└]── (\w+)", line)
+        assert match, line
+        depth = len(match.group(1)) // 4 + 1
+        del stack[depth:]
+        drawn[match.group(2)] = stack[-1]
+        stack.append(match.group(2))
+    tree_classes = {
+        name
+        for name in bridge.__all__
+        if inspect.isclass(getattr(bridge, name))
+        and issubclass(getattr(bridge, name), errors.BridgeError)
+    } - {"BridgeError"}
+    assert set(drawn) == tree_classes
+    for name, parent in drawn.items():
+        assert getattr(bridge, parent) in getattr(bridge, name).__bases__, (name, parent)
