@@ -1,0 +1,84 @@
+"""Embed guide, part 1: open the bridge, list tools, call a tool, look an operation up.
+
+Run against the example servers (see docs/guides/embed-in-a-harness.md):
+BRIDGE_EXAMPLE_REPORTS_URL, BRIDGE_EXAMPLE_PAYMENTS_URL, BRIDGE_EXAMPLE_TOKEN, BRIDGE_EXAMPLE_DB.
+"""
+
+import os
+import secrets
+
+import anyio
+
+# --8<-- [start:open]
+from bridge import Bridge, McpServerConfig, Policies, ToolPolicy, WaitMode
+
+servers = [
+    McpServerConfig(
+        name="reports",
+        url=os.environ["BRIDGE_EXAMPLE_REPORTS_URL"],
+        credential_ref="examples",  # a name: the token itself never reaches the ledger
+    ),
+    McpServerConfig(
+        name="payments",
+        url=os.environ["BRIDGE_EXAMPLE_PAYMENTS_URL"],
+        credential_ref="examples",
+    ),
+]
+policies = Policies(
+    default=ToolPolicy(wait=WaitMode.WAIT, wait_deadline_s=120),
+    per_tool={"payments.approve_payment": ToolPolicy(wait=WaitMode.ASK)},
+)
+tokens = {"examples": os.environ["BRIDGE_EXAMPLE_TOKEN"]}
+# --8<-- [end:open]
+
+
+async def main() -> None:
+    # --8<-- [start:enter]
+    async with Bridge.open(
+        os.environ["BRIDGE_EXAMPLE_DB"],  # a SQLite path, or "postgresql://…"
+        principals=["acme"],  # this process's scope: every read and write is bound to it
+        mcp_servers=servers,
+        credentials=tokens.get,
+        policies=policies,
+    ) as bridge:
+        run = await bridge.register_served_run(
+            "acme",
+            response_id="resp_" + secrets.token_hex(8),
+            session_id="hsess" + secrets.token_hex(8),
+            harness_id="chrn_example",
+        )
+        # --8<-- [end:enter]
+        # --8<-- [start:list_tools]
+        tools = await bridge.list_tools("acme", "reports")  # list[mcp.types.Tool]
+        schemas = {tool.name: tool.input_schema for tool in tools}
+        assert "quarter" in schemas["generate_report"]["properties"]
+        # --8<-- [end:list_tools]
+        # --8<-- [start:call]
+        step = await bridge.call_tool(
+            "acme",
+            run.ref,
+            "reports",
+            "generate_report",
+            {"quarter": "Q3", "sections": 1, "seconds_per_section": 0.1},
+            operation_id=f"{run.ref}:step-7",
+        )
+        print(type(step).__name__, step.text().splitlines()[0])  # TaskSettled Quarterly report Q3
+        # --8<-- [end:call]
+        # --8<-- [start:operation]
+        done = await bridge.operation("acme", f"{run.ref}:step-7")
+        assert done is not None and done.task is not None  # step 7 became a task…
+        print(done.dispatch.state.value, done.task.status.value)  # …and it completed
+        again = await bridge.call_tool(
+            "acme",
+            run.ref,
+            "reports",
+            "generate_report",
+            {"quarter": "Q3", "sections": 1, "seconds_per_section": 0.1},
+            operation_id=f"{run.ref}:step-7",
+        )  # a replay: nothing is sent, the recorded outcome comes back
+        assert again.text() == step.text()
+        # --8<-- [end:operation]
+
+
+if __name__ == "__main__":
+    anyio.run(main)
