@@ -18,7 +18,6 @@ import secrets
 import anyio
 
 from bridge import Bridge, McpServerConfig, OuterStatus, TaskPending, WaitMode
-from bridge import events as ev
 
 PRINCIPAL = "example-tenant"
 
@@ -42,7 +41,7 @@ async def main_async(args: argparse.Namespace) -> None:
         if isinstance(step, TaskPending):
             async for event in bridge.subscribe(PRINCIPAL, run.ref):
                 print(f"  event {event.seq:>2} {event.type}")
-                if isinstance(event, ev.TaskTerminal | ev.TaskLost):
+                if event.is_final:  # task.terminal or task.lost
                     break
         await bridge.record_outer_status(PRINCIPAL, run.ref, OuterStatus.COMPLETED)
         final = bridge.ledger.for_principal(PRINCIPAL).get_run(run.ref)

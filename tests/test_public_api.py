@@ -29,6 +29,7 @@ def _public_classes(module: object) -> set[str]:
         for name, value in vars(module).items()
         if inspect.isclass(value)
         and not name.startswith("_")
+        and value.__name__ == name  # an alias (TaskEventLike) is not a class of its own
         and value.__module__ == getattr(module, "__name__", None)
     }
 
