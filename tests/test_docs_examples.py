@@ -327,6 +327,7 @@ def run_example(
 @pytest.mark.parametrize("example", examples(), ids=lambda p: p.name)
 def test_example_runs(example: Path, run_example: Callable[[Path], ExampleRun]) -> None:
     result = run_example(example)
+    print(result.report())  # shown with -rP: what the example checked
     assert result.process.returncode == 0, result.report()
 
 
