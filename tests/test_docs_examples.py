@@ -182,7 +182,9 @@ def test_every_example_is_referenced_by_a_guide() -> None:
 
 
 def test_block_parser_reads_regions_and_whole_files(tmp_path: Path) -> None:
-    source = "import os\n\n\ndef f():\n    # --8<-- [start:body]\n    x = 1\n    # --8<-- [end:body]\n"
+    source = (
+        "import os\n\n\ndef f():\n    # --8<-- [start:body]\n    x = 1\n    # --8<-- [end:body]\n"
+    )
     assert region(source, "body", "t") == "x = 1\n"
     assert without_region_markers(source) == "import os\n\n\ndef f():\n    x = 1\n"
     guide = tmp_path / "g.md"
@@ -370,9 +372,7 @@ def ledger_references(db: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize(
-    "guide", [g for g in guides() if shell_blocks(g)], ids=lambda p: p.name
-)
+@pytest.mark.parametrize("guide", [g for g in guides() if shell_blocks(g)], ids=lambda p: p.name)
 def test_shell_blocks_run(
     guide: Path, run_example: Callable[[Path], ExampleRun], tmp_path: Path
 ) -> None:
@@ -398,6 +398,7 @@ def test_shell_blocks_run(
         args = [references.get(word, word) for word in words]
         parse_only = args[0] in PARSE_ONLY or "--follow" in args or "-f" in args
         command = [sys.executable, "-m", "bridge.cli", *args, *(["--help"] if parse_only else [])]
+        print("$ bridge", " ".join(args), "--help" if parse_only else "")
         done = subprocess.run(
             command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
         )

@@ -1,4 +1,4 @@
-"""Two harness replicas on one PostgreSQL ledger; one is killed holding a task (docs/guides/run-replicas.md).
+"""Two replicas on one PostgreSQL ledger, one killed holding a task (guides/run-replicas.md).
 
 Replica "replica-b" runs in this process. Replica "replica-a" runs in a child process: it
 starts a long report task (detached, so the handle is leased to it and watched by it) and is

@@ -1,4 +1,4 @@
-"""Resume a UHP run after the process following it was killed (docs/guides/resume-after-sse-loss.md).
+"""Resume a UHP run after its follower was killed (docs/guides/resume-after-sse-loss.md).
 
 A first process starts a run on the example report harness, follows its stream and is killed
 with SIGKILL right after the first nested MCP task is created. This process then resumes the
