@@ -67,6 +67,10 @@ FENCE = re.compile(r"^```(\w*)\s*$")
 PARSE_ONLY = {"recover", "cancel-task", "answer"}
 
 
+class GuideError(Exception):
+    """A guide's block does not follow the rules above."""
+
+
 @dataclass(frozen=True)
 class Block:
     guide: Path
@@ -112,9 +116,10 @@ def region(source: str, name: str, where: str) -> str:
     lines = source.splitlines(keepends=True)
     starts = [i for i, line in enumerate(lines) if line.strip() == f"# --8<-- [start:{name}]"]
     ends = [i for i, line in enumerate(lines) if line.strip() == f"# --8<-- [end:{name}]"]
-    assert len(starts) == 1 and len(ends) == 1 and starts[0] < ends[0], (
-        f"{where}: region {name!r} needs exactly one start and one end marker, in that order"
-    )
+    if not (len(starts) == 1 and len(ends) == 1 and starts[0] < ends[0]):
+        raise GuideError(
+            f"{where}: region {name!r} needs exactly one start and one end marker, in that order"
+        )
     return textwrap.dedent("".join(lines[starts[0] + 1 : ends[0]]))
 
 
@@ -124,14 +129,15 @@ def without_region_markers(source: str) -> str:
 
 def expected_text(block: Block) -> tuple[Path, str]:
     """The example file a python block names, and the text the block must equal."""
-    assert block.marker is not None, f"{block.where}: a python block needs a marker line"
-    marked = MARKER.match(block.marker.strip())
-    assert marked is not None, (
-        f"{block.where}: the line before the block must be "
-        f"'<!-- example: docs/examples/<file>.py[:<region>] -->', not {block.marker!r}"
-    )
+    marked = MARKER.match((block.marker or "").strip())
+    if marked is None:
+        raise GuideError(
+            f"{block.where}: the line before the block must be "
+            f"'<!-- example: docs/examples/<file>.py[:<region>] -->', not {block.marker!r}"
+        )
     path = REPO_ROOT / marked.group(1)
-    assert path.is_file(), f"{block.where}: {marked.group(1)} does not exist"
+    if not path.is_file():
+        raise GuideError(f"{block.where}: {marked.group(1)} does not exist")
     source = path.read_text()
     if marked.group(2) is None:
         return path, without_region_markers(source)
@@ -161,7 +167,7 @@ def test_python_blocks_are_their_examples(guide: Path) -> None:
     for block in python_blocks(guide):
         try:
             path, expected = expected_text(block)
-        except AssertionError as unmarked:
+        except GuideError as unmarked:
             problems.append(str(unmarked))
             continue
         if block.text != expected:

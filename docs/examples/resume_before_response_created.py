@@ -36,8 +36,8 @@ async def first_process() -> None:
     async with UhpClient(base_url, token=token, ledger=ledger, principal="acme") as uhp:
         await uhp.discover()
         follower = await uhp.stream_response(prompt, harness_id="chrn_reports")
-        print("run", follower.run_ref, flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)  # the POST was accepted; no event was read
+        print("run", follower.run_ref, flush=True)  # the POST was accepted; no event read
+        await anyio.sleep_forever()  # until killed
 
 
 async def resend(run_ref: str) -> tuple[str, str]:
@@ -67,17 +67,16 @@ async def resend(run_ref: str) -> tuple[str, str]:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--first-process"]:
         anyio.run(first_process)
-        sys.exit("the first process was meant to be killed")
-    first = subprocess.run(
-        [sys.executable, __file__, "--first-process"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    first = subprocess.Popen(
+        [sys.executable, __file__, "--first-process"], stdout=subprocess.PIPE, text=True
     )
-    if first.returncode != -signal.SIGKILL:
-        sys.exit(f"first process exited {first.returncode}:\n{first.stdout}\n{first.stderr}")
-    run_ref = first.stdout.split()[1]
+    assert first.stdout is not None
+    announced = first.stdout.readline().split()  # "run <run_ref>", or nothing if it failed
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    if announced[:1] != ["run"]:
+        sys.exit("the first process failed before its POST was accepted")
+    run_ref = announced[1]
     if ledger.for_principal("acme").get_run(run_ref).response_id is not None:
         sys.exit("the first process recorded a response id: it died too late for this example")
     streamed, blocking = anyio.run(resend, run_ref)
