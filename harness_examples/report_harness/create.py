@@ -4,7 +4,6 @@ key, atomically) and start it; a repeated key answers with the first request's r
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 from starlette.requests import Request
@@ -13,13 +12,13 @@ from starlette.responses import JSONResponse, Response
 from bridge.uhp.serving import (
     UhpApiError,
     conflict,
-    flag,
-    idempotency_key,
+    ignored_fields,
     invalid_request,
-    json_object,
+    new_id,
+    new_response,
     not_found,
+    read_create_request,
     replayed_response_id,
-    request_fingerprint,
     resume_start,
 )
 from harness_examples.report_harness import agent
@@ -31,7 +30,7 @@ from harness_examples.report_harness.context import (
     runtime_of,
     stream,
 )
-from harness_examples.report_harness.runtime import LiveRun, Runtime, new_id
+from harness_examples.report_harness.runtime import LiveRun, Runtime
 from harness_examples.report_harness.store import IdempotencyConflict
 
 KNOWN_FIELDS = frozenset(
@@ -77,24 +76,21 @@ def _answer_text(body: dict[str, Any]) -> str | None:
 async def create_response(request: Request) -> Response:
     rt = runtime_of(request)
     principal = authenticate(request)
-    body = await json_object(request)
-    wants_stream = flag(body, "stream")
-    background = flag(body, "background")
-    key = idempotency_key(request)
-    fingerprint = request_fingerprint(body)
+    asked = await read_create_request(request)
+    key, wants_stream, background = asked.idempotency_key, asked.stream, asked.background
 
     async def replayed() -> str | None:
         if key is None:
             return None
         first = await rt.db(rt.store.idempotent, principal, key)
-        return replayed_response_id(first, fingerprint)
+        return replayed_response_id(first, asked.fingerprint)
 
     if first_id := await replayed():
         return await _answer_existing(request, principal, first_id, wants_stream, background)
     async with rt.create_lock:  # one check-then-create at a time (session_busy, idempotency)
         first_id = await replayed()
         if first_id is None:
-            run = await _create(request, rt, principal, body, key, fingerprint)
+            run = await _create(request, rt, principal, asked.body, key, asked.fingerprint)
     if first_id is not None:
         return await _answer_existing(request, principal, first_id, wants_stream, background)
     if wants_stream:
@@ -174,26 +170,16 @@ async def _create(
         out_meta["model_fallback_reason"] = (
             f"model {model!r} is not available for this harness; ran its default"
         )
-    ignored = sorted(set(body) - KNOWN_FIELDS)
+    ignored = ignored_fields(body, KNOWN_FIELDS)
     if ignored:
         out_meta["ignored_fields"] = ignored
     max_step = _budget(body, "max_step")
     timeout = _budget(body, "timeout_seconds")
     response_id = new_id("resp_")
-    response = {
-        "id": response_id,
-        "object": "response",
-        "created_at": int(time.time()),
-        "status": "in_progress",
-        "error": None,
-        "incomplete_details": None,
-        "previous_response_id": previous_id,
-        "model": harness.model,
-        "output": [],
-        "store": True,  # always retained (store=false is accepted but not honoured)
-        "usage": None,  # no model, no tokens: honestly unknown rather than a fake zero
-        "metadata": out_meta,
-    }
+    # Always stored (store=false is accepted but not honoured); usage null: no model, no tokens.
+    response = new_response(
+        response_id, model=harness.model, metadata=out_meta, previous_response_id=previous_id
+    )
     agent_request = {
         "text": text,
         "previous_answer": previous_answer,

@@ -8,7 +8,6 @@ import contextlib
 import copy
 import json
 import logging
-import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,10 +29,13 @@ from bridge import (
 from bridge.errors import ServerUnreachable
 from bridge.uhp.adapter import nested_tasks_summary, to_uhp_event
 from bridge.uhp.serving import (
-    TERMINAL_EVENT_FOR_STATUS,
     BearerAuth,
     ChangeSignal,
     LoggedEvent,
+    new_id,
+    new_message_item,
+    new_text_part,
+    settle_response,
     sse_frames,
 )
 from harness_examples.report_harness import agent
@@ -44,10 +46,6 @@ log = logging.getLogger("report_harness")
 
 CANCEL_ANSWER_SECONDS = 1.0
 VENDOR = "report_harness"
-
-
-def new_id(prefix: str) -> str:
-    return prefix + secrets.token_hex(12)
 
 
 # --------------------------------------------------------------------------- live runs
@@ -294,18 +292,12 @@ class Runtime:
                 )
 
     async def _message(self, run: LiveRun, index: int, deltas: list[str], pause: float) -> None:
-        item: dict[str, Any] = {
-            "id": new_id("msg_"),
-            "type": "message",
-            "role": "assistant",
-            "status": "in_progress",
-            "content": [],
-        }
+        item = new_message_item()
         out = run.body["output"]
         out.append(item)
         where = {"item_id": item["id"], "output_index": len(out) - 1}
         await self.emit(run, "response.output_item.added", output_index=len(out) - 1, item=item)
-        part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
+        part = new_text_part()
         item["content"].append(part)
         await self.emit(
             run, "response.content_part.added", **where, content_index=0, part=copy.deepcopy(part)
@@ -469,12 +461,8 @@ class Runtime:
                 summary = await self.db(nested_tasks_summary, tenant, run.run_ref)
                 run.body["metadata"].update(summary)
         finally:
-            for item in run.body["output"]:
-                if item.get("status") == "in_progress":
-                    item["status"] = "incomplete"
-            run.body["status"] = status
-            run.body["error"] = error if status == "failed" else None
-            await self.emit(run, TERMINAL_EVENT_FOR_STATUS[status], response=self.snapshot(run))
+            terminal_event = settle_response(run.body, status, error)
+            await self.emit(run, terminal_event, response=self.snapshot(run))
             run.done.set()
             self.live.pop(run.id, None)
 

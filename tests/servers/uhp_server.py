@@ -47,8 +47,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import secrets
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, fields
@@ -63,34 +61,8 @@ from starlette.types import ASGIApp, Send
 
 from bridge import events as ev
 from bridge.lifecycle import TaskStatus
+from bridge.uhp import serving as uhp
 from bridge.uhp.adapter import to_uhp_event
-from bridge.uhp.serving import (
-    KEEPALIVE_FRAME,
-    TERMINAL_EVENT_FOR_STATUS,
-    BearerAuth,
-    EventStreamResponse,
-    KeyRecord,
-    LoggedEvent,
-    MemoryEventLog,
-    MemoryKeyStore,
-    UhpApiError,
-    VersionNegotiation,
-    conflict,
-    discovery_document,
-    error_handlers,
-    flag,
-    follow_log,
-    idempotency_key,
-    invalid_request,
-    json_object,
-    not_found,
-    replayed_response_id,
-    request_fingerprint,
-    resume_start,
-    served_version,
-    sse_frame,
-    wants_stream,
-)
 
 VERSIONS = ("2026-08-11", "2026-09-28")
 DEFAULT_VERSION = "2026-09-28"
@@ -114,8 +86,8 @@ KNOWN_FIELDS = frozenset(
 MALFORMED_FRAME = b"data: {not json\n\n"
 
 
-def _not_found(what: str, ident: str) -> UhpApiError:
-    return not_found(f"{what}_not_found", f"No {what} {ident!r}.")
+def _not_found(what: str, ident: str) -> uhp.UhpApiError:
+    return uhp.not_found(f"{what}_not_found", f"No {what} {ident!r}.")
 
 
 # --------------------------------------------------------------------------- the script
@@ -154,33 +126,35 @@ class Script:
                 continue  # prose, not a directive
             if kinds[name] == "bool":
                 if sep:
-                    raise invalid_request(f"Directive {name!r} takes no value.", "input")
+                    raise uhp.invalid_request(f"Directive {name!r} takes no value.", "input")
                 values[name] = True
                 continue
             try:
                 number = int(raw)
             except ValueError:
-                raise invalid_request(
+                raise uhp.invalid_request(
                     f"Directive {token!r} needs an integer value.", "input"
                 ) from None
             if number < 0:
-                raise invalid_request(f"Directive {token!r} must not be negative.", "input")
+                raise uhp.invalid_request(f"Directive {token!r} must not be negative.", "input")
             values[name] = number
         return cls(**values)
 
 
-def _scripted_rejection(script: Script) -> UhpApiError:
+def _scripted_rejection(script: Script) -> uhp.UhpApiError:
     headers = None
     if script.retry_after_ms is not None:
         headers = {"Retry-After": f"{script.retry_after_ms / 1000:.3f}"}
     if script.reject_status == 429:
         code = "quota_exhausted" if script.quota else "rate_limited"
-        return UhpApiError(429, "rate_limit_error", code, "Scripted rejection.", headers=headers)
+        return uhp.UhpApiError(
+            429, "rate_limit_error", code, "Scripted rejection.", headers=headers
+        )
     if script.reject_status >= 500:
-        return UhpApiError(
+        return uhp.UhpApiError(
             script.reject_status, "server_error", "harness_unavailable", "Scripted rejection."
         )
-    return invalid_request("Scripted rejection.", code="invalid_input")
+    return uhp.invalid_request("Scripted rejection.", code="invalid_input")
 
 
 def _input_text(value: Any) -> str:
@@ -188,7 +162,7 @@ def _input_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if not isinstance(value, list):
-        raise invalid_request("'input' must be a string or a list of input items.", "input")
+        raise uhp.invalid_request("'input' must be a string or a list of input items.", "input")
     texts: list[str] = []
     for item in value:
         if isinstance(item, str):
@@ -209,10 +183,6 @@ def _input_text(value: Any) -> str:
 # --------------------------------------------------------------------------- state
 
 
-def _new_id(prefix: str) -> str:
-    return f"{prefix}{secrets.token_hex(12)}"
-
-
 @dataclass(eq=False)
 class ResponseRecord:
     """One response: its live object, its event log and the task producing both."""
@@ -223,7 +193,7 @@ class ResponseRecord:
     harness_id: str
     script: Script
     response: dict[str, Any]
-    log: MemoryEventLog = field(default_factory=MemoryEventLog)
+    log: uhp.MemoryEventLog = field(default_factory=uhp.MemoryEventLog)
     done: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     streams_opened: int = 0
@@ -240,12 +210,7 @@ class ResponseRecord:
         self.log.append(type_, **payload)
 
     def finish(self, status: str, error: dict[str, Any] | None = None) -> None:
-        for item in self.response["output"]:
-            if item.get("status") == "in_progress":
-                item["status"] = "incomplete"
-        self.response["status"] = status
-        self.response["error"] = error
-        self.emit(TERMINAL_EVENT_FOR_STATUS[status], response=self.snapshot())
+        self.emit(uhp.settle_response(self.response, status, error), response=self.snapshot())
         self.done.set()
 
     def cancel(self) -> None:
@@ -256,11 +221,11 @@ class ResponseRecord:
 class ServerState:
     def __init__(self, tokens: Sequence[str], resumption: bool) -> None:
         # Principals are token digests: the owner of a record is never a token.
-        self.auth = BearerAuth(tokens)
+        self.auth = uhp.BearerAuth(tokens)
         self.resumption = resumption
         self.responses: dict[str, ResponseRecord] = {}
         self.sessions: dict[str, list[ResponseRecord]] = {}
-        self.idempotency = MemoryKeyStore()
+        self.idempotency = uhp.MemoryKeyStore()
         self.executions: Counter[str] = Counter()
         self.post_attempts: Counter[str] = Counter()  # per idempotency key, rejected or not
 
@@ -293,17 +258,11 @@ async def _run(rec: ResponseRecord) -> None:
         rec.emit("response.in_progress", response=rec.snapshot())
         if script.vendor_events:
             _emit_bridge_event(rec, _vendor_created())
-        item: dict[str, Any] = {
-            "id": _new_id("msg_"),
-            "type": "message",
-            "role": "assistant",
-            "status": "in_progress",
-            "content": [],
-        }
+        item = uhp.new_message_item()
         rec.response["output"].append(item)
         where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
         rec.emit("response.output_item.added", output_index=0, item=copy.deepcopy(item))
-        part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
+        part = uhp.new_text_part()
         item["content"].append(part)
         rec.emit("response.content_part.added", **where, part=copy.deepcopy(part))
         for index in range(script.words):
@@ -385,7 +344,7 @@ class _CutConnection(Exception):
     """Raised by a stream generator to drop the connection without finishing the body."""
 
 
-class CuttableEventStream(EventStreamResponse):
+class CuttableEventStream(uhp.EventStreamResponse):
     """SSE response that can end abruptly: on ``_CutConnection`` the final (empty) body chunk
     is never sent, so uvicorn closes the socket mid-body and the client sees a broken
     transfer, not a clean end of stream."""
@@ -403,11 +362,11 @@ class CuttableEventStream(EventStreamResponse):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def _frame(event: LoggedEvent, with_sequence: bool) -> bytes:
+def _frame(event: uhp.LoggedEvent, with_sequence: bool) -> bytes:
     if with_sequence:
         return event.frame()
     stripped = {k: v for k, v in json.loads(event.data).items() if k != "sequence_number"}
-    return sse_frame(json.dumps(stripped))
+    return uhp.sse_frame(json.dumps(stripped))
 
 
 async def _follow(rec: ResponseRecord, start: int, first: bool) -> AsyncIterator[bytes]:
@@ -421,9 +380,9 @@ async def _follow(rec: ResponseRecord, start: int, first: bool) -> AsyncIterator
     def keepalive_s() -> float:
         return SILENCE_KEEPALIVE_SECONDS if rec.silent else KEEPALIVE_SECONDS
 
-    async for event in follow_log(rec.log, start, keepalive_s=keepalive_s):
+    async for event in uhp.follow_log(rec.log, start, keepalive_s=keepalive_s):
         if event is None:
-            yield KEEPALIVE_FRAME
+            yield uhp.KEEPALIVE_FRAME
             continue
         if event.seq == script.skip_seq:
             continue
@@ -465,7 +424,7 @@ async def discovery(request: Request) -> Response:
         "stream_resumption": _state(request).resumption,
     }
     return JSONResponse(
-        discovery_document(
+        uhp.discovery_document(
             versions=VERSIONS, default_version=DEFAULT_VERSION, capabilities=capabilities
         )
     )
@@ -506,7 +465,7 @@ async def _answer(
 ) -> Response:
     if stream:
         # A first request streams from 0; a repeat (same Idempotency-Key) may resume.
-        start = resume_start(request) if replay and _state(request).resumption else 0
+        start = uhp.resume_start(request) if replay and _state(request).resumption else 0
         return _stream(rec, start)
     if not background:
         await rec.done.wait()
@@ -516,19 +475,21 @@ async def _answer(
 async def create_response(request: Request) -> Response:
     state = _state(request)
     principal = _authenticate(request)
-    body = await json_object(request, empty_is_object=True)
-    stream = flag(body, "stream")
-    background = flag(body, "background")
-    key = idempotency_key(request)
-    fingerprint = request_fingerprint(body)
+    asked = await uhp.read_create_request(request, empty_is_object=True)
+    body, stream, background = asked.body, asked.stream, asked.background
+    key = asked.idempotency_key
     if key is not None:
-        first_id = replayed_response_id(state.idempotency.get(principal, key), fingerprint)
+        first_id = uhp.replayed_response_id(
+            state.idempotency.get(principal, key), asked.fingerprint
+        )
         if first_id is not None:  # the first request's response; never a second execution
             first = state.responses[first_id]
             return await _answer(request, first, stream=stream, background=background, replay=True)
 
     if "input" not in body:
-        raise invalid_request("'input' is required.", "input", code="missing_required_parameter")
+        raise uhp.invalid_request(
+            "'input' is required.", "input", code="missing_required_parameter"
+        )
     script = Script.parse(_input_text(body["input"]))
     attempt_key = key or _input_text(body["input"])
     state.post_attempts[attempt_key] += 1
@@ -536,10 +497,10 @@ async def create_response(request: Request) -> Response:
         raise _scripted_rejection(script)
     model = body.get("model") or DEFAULT_MODEL
     if not isinstance(model, str):
-        raise invalid_request("'model' must be a string.", "model")
+        raise uhp.invalid_request("'model' must be a string.", "model")
     metadata = body.get("metadata") or {}
     if not isinstance(metadata, dict):
-        raise invalid_request("'metadata' must be an object.", "metadata")
+        raise uhp.invalid_request("'metadata' must be an object.", "metadata")
     harness_id = metadata.get("harness_id") or HARNESS_ID
     if harness_id != HARNESS_ID:
         raise _not_found("harness", str(harness_id))
@@ -547,12 +508,12 @@ async def create_response(request: Request) -> Response:
     previous_id = body.get("previous_response_id")
     if previous_id is not None:
         if not isinstance(previous_id, str):
-            raise invalid_request(
+            raise uhp.invalid_request(
                 "'previous_response_id' must be a string.", "previous_response_id"
             )
         previous = state.response_for(principal, previous_id)
         if previous.harness_id != harness_id:
-            raise conflict(
+            raise uhp.conflict(
                 "harness_mismatch",
                 "A session continues with the harness that started it.",
                 param="metadata.harness_id",
@@ -560,45 +521,35 @@ async def create_response(request: Request) -> Response:
         session_id = previous.session_id
         busy = [r.id for r in state.sessions[session_id] if not r.terminal]
         if busy:
-            raise conflict(
+            raise uhp.conflict(
                 "session_busy",
                 f"Session {session_id} is running {busy[0]}; retry once it is terminal.",
                 detail={"in_flight_response_id": busy[0]},
             )
     else:
-        session_id = _new_id("hsess")
+        session_id = uhp.new_id("hsess")
 
     out_metadata = {**metadata, "session_id": session_id, "harness_id": harness_id}
-    ignored = sorted(set(body) - KNOWN_FIELDS)
-    if ignored and served_version(request) >= "2026-09-28":
+    ignored = uhp.ignored_fields(body, KNOWN_FIELDS)
+    if ignored and uhp.served_version(request) >= "2026-09-28":
         out_metadata["ignored_fields"] = ignored
-    response_id = _new_id("resp_")
+    response_id = uhp.new_id("resp_")
     rec = ResponseRecord(
         id=response_id,
         owner=principal,
         session_id=session_id,
         harness_id=harness_id,
         script=script,
-        response={
-            "id": response_id,
-            "object": "response",
-            "created_at": int(time.time()),
-            "status": "in_progress",
-            "error": None,
-            "output": [],
-            "model": model,
-            "usage": None,
-            "metadata": out_metadata,
-            "previous_response_id": previous_id,
-            "store": True,
-        },
+        response=uhp.new_response(
+            response_id, model=model, metadata=out_metadata, previous_response_id=previous_id
+        ),
     )
     # From the idempotency lookup to here nothing awaits: two concurrent requests with one
     # key cannot both get past the lookup.
     state.responses[response_id] = rec
     state.sessions.setdefault(session_id, []).append(rec)
     if key is not None:
-        state.idempotency.record(principal, key, KeyRecord(response_id, fingerprint))
+        state.idempotency.record(principal, key, uhp.KeyRecord(response_id, asked.fingerprint))
         state.executions[key] += 1
     rec.task = asyncio.create_task(_run(rec), name=f"uhp-task-{response_id}")
     rec.task.add_done_callback(_ensure_terminal(rec))
@@ -611,8 +562,8 @@ async def get_response(request: Request) -> Response:
     state = _state(request)
     principal = _authenticate(request)
     rec = state.response_for(principal, request.path_params["response_id"])
-    if wants_stream(request) and state.resumption:
-        return _stream(rec, resume_start(request))
+    if uhp.wants_stream(request) and state.resumption:
+        return _stream(rec, uhp.resume_start(request))
     return JSONResponse(rec.snapshot())
 
 
@@ -686,11 +637,11 @@ def create_app(tokens: Sequence[str] = (DEFAULT_TOKEN,), resumption: bool = True
             Route("/v1/sessions/{session_id}/cancel", cancel_session, methods=["POST"]),
             Route("/_test/stats", stats, methods=["GET"]),
         ],
-        exception_handlers=error_handlers(),
+        exception_handlers=uhp.error_handlers(),
         lifespan=lifespan,
     )
     app.state.uhp = state
-    return VersionNegotiation(app, supported=VERSIONS, default=DEFAULT_VERSION)
+    return uhp.VersionNegotiation(app, supported=VERSIONS, default=DEFAULT_VERSION)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -12,7 +12,8 @@ One module a job, each usable on its own:
                        sequence numbers, replay from ``Last-Event-ID``, live tail
 ``sse``                frames, keep-alives, :class:`EventStreamResponse`, the stream headers
 ``idempotency``        ``Idempotency-Key``: the key record and the replay decision
-``request_body``       the JSON body and its flags
+``request_body``       the JSON body, its flags, :func:`read_create_request`
+``response_object``    a new Response, and settling it in a terminal state
 =====================  ===================================================================
 
 The app keeps what is its own: the runs, what it stores, the routes. See
@@ -45,7 +46,20 @@ from bridge.uhp.serving.idempotency import (
     replayed_response_id,
     request_fingerprint,
 )
-from bridge.uhp.serving.request_body import flag, json_object
+from bridge.uhp.serving.request_body import (
+    CreateRequest,
+    flag,
+    json_object,
+    read_create_request,
+)
+from bridge.uhp.serving.response_object import (
+    ignored_fields,
+    new_id,
+    new_message_item,
+    new_response,
+    new_text_part,
+    settle_response,
+)
 from bridge.uhp.serving.sse import (
     KEEPALIVE_FRAME,
     EventStreamResponse,
@@ -61,6 +75,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "BearerAuth",
     "ChangeSignal",
+    "CreateRequest",
     "EventSource",
     "EventStreamResponse",
     "KeyRecord",
@@ -76,13 +91,20 @@ __all__ = [
     "flag",
     "follow_log",
     "idempotency_key",
+    "ignored_fields",
     "invalid_request",
     "json_object",
+    "new_id",
+    "new_message_item",
+    "new_response",
+    "new_text_part",
     "not_found",
+    "read_create_request",
     "replayed_response_id",
     "request_fingerprint",
     "resume_start",
     "served_version",
+    "settle_response",
     "sse_frame",
     "sse_frames",
     "wants_stream",
