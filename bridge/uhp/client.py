@@ -19,75 +19,40 @@ from __future__ import annotations
 import json
 import random
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import httpx
-import pydantic
-from httpx_sse import ServerSentEvent
-
-# The library's decoders, used per chunk (see _sse_frames); pinned to httpx-sse 0.4.
-from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
 from bridge.aio import LedgerRunner
 from bridge.ledger.engine import is_sqlite
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import OuterStatus
+from bridge.uhp.client_config import FollowConfig, RetryPolicy
+from bridge.uhp.error_mapping import error_for, raise_for_status
 from bridge.uhp.errors import (
     ResponseNotFollowable,
-    StreamFault,
-    UhpAuthError,
     UhpError,
-    UhpInvalidRequest,
-    UhpNotFound,
-    UhpQuotaExhausted,
     UhpRateLimited,
     UhpServerError,
     UhpSessionBusy,
     UhpUnsupportedVersion,
 )
+from bridge.uhp.follower import FollowState, ResponseFollower
 from bridge.uhp.models import (
     PREFERRED_VERSION,
     SUPPORTED_VERSIONS,
-    TERMINAL_EVENT_TYPES,
     VERSION_HEADER,
     Discovery,
-    ErrorEnvelope,
     Harness,
     ResponseObject,
-    StreamEvent,
-    terminal_event_for,
 )
 
 _TRANSPORT_ERRORS = (httpx.TransportError,)  # includes timeouts and dropped connections
-STUCK_FAULTS_BEFORE_REREAD = 3
-CHECKPOINT_PROBE = 32
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How ``POST /v1/responses`` is retried (always with the same Idempotency-Key)."""
-
-    max_attempts: int = 5
-    base_delay_s: float = 0.5
-    max_delay_s: float = 30.0
-    jitter: float = 0.25
-    session_busy_deadline_s: float = 600.0  # keep retrying session_busy this long
-
-
-@dataclass(frozen=True, slots=True)
-class FollowConfig:
-    inactivity_timeout_s: float = 75.0  # servers send ': keep-alive' at least every 30 s
-    blocking_timeout_s: float = 900.0  # a blocking POST waits for the whole task
-    reread_interval_s: float = 1.0  # re-reading a response that cannot be streamed again
-    max_reconnects: int = 50
-    checkpoint_interval_ms: int = 200  # how often the last seen sequence is committed
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,20 +61,6 @@ class UhpRun:
 
     run_ref: str
     response: ResponseObject
-
-
-@dataclass(slots=True)
-class _Follow:
-    run_ref: str
-    response_id: str | None
-    last_seq: int  # last sequence delivered to the consumer (-1: none yet)
-    source: httpx.Response | None = None
-    checkpointed_at_ms: int = 0
-    checkpointed_seq: int = -1
-    anomalies: set[str] = field(default_factory=set)
-    # The replica incarnation this run is leased to (several replicas on one ledger), carried
-    # by every write the follower makes so a replica that lost the run cannot write over it.
-    lease: Membership | None = None
 
 
 class UhpClient:
@@ -174,7 +125,7 @@ class UhpClient:
     async def discover(self) -> Discovery:
         """``GET /v1/uhp`` without a credential; settles the ``UHP-Version`` to send."""
         response = await self.http.get(f"{self.base_url}/v1/uhp")
-        _raise_for_status(response)
+        raise_for_status(response)
         discovery = Discovery.model_validate(response.json())
         if self.version not in discovery.versions:
             usable = [v for v in SUPPORTED_VERSIONS if v in discovery.versions]
@@ -232,7 +183,7 @@ class UhpClient:
         # Leased before the response id exists, so no other replica can claim it meanwhile.
         lease = await self.lease_run(run_ref) if self.lease_run is not None else None
         response = await self._post_with_retries(body, key, stream=True, read_timeout=None)
-        state = _Follow(run_ref, response_id=None, last_seq=-1, source=response, lease=lease)
+        state = FollowState(run_ref, response_id=None, last_seq=-1, source=response, lease=lease)
         return ResponseFollower(self, state)
 
     async def follow(self, run_ref: str, *, lease: Membership | None = None) -> ResponseFollower:
@@ -246,7 +197,7 @@ class UhpClient:
                 f"idempotency key (the server returns the first request's response)"
             )
         last = run.last_sequence if run.last_sequence is not None else -1
-        return ResponseFollower(self, _Follow(run_ref, run.response_id, last, lease=lease))
+        return ResponseFollower(self, FollowState(run_ref, run.response_id, last, lease=lease))
 
     async def _register(self, harness_id: str | None, key: str | None) -> tuple[str, str]:
         key = key or f"bridge-{uuid.uuid4()}"
@@ -305,7 +256,7 @@ class UhpClient:
         response = await self.http.request(
             method, f"{self.base_url}{path}", headers=self._headers()
         )
-        _raise_for_status(response)
+        raise_for_status(response)
         body: dict[str, Any] = response.json()
         return body
 
@@ -342,7 +293,7 @@ class UhpClient:
                 return response
             await response.aread()
             await response.aclose()
-            error = _error_for(response)
+            error = error_for(response)
             delay = self._retry_delay(error, attempt, anyio.current_time() - started)
             if delay is None:
                 raise error
@@ -366,243 +317,6 @@ class UhpClient:
         return float(delay * (1 + self._rng.random() * self.retry.jitter))
 
 
-class ResponseFollower:
-    """Async iterator over one response's events: ordered, gap-checked, never duplicated."""
-
-    def __init__(self, client: UhpClient, state: _Follow) -> None:
-        self._client = client
-        self._state = state
-        self.final: ResponseObject | None = None
-
-    @property
-    def run_ref(self) -> str:
-        return self._state.run_ref
-
-    @property
-    def response_id(self) -> str | None:
-        return self._state.response_id
-
-    @property
-    def last_sequence(self) -> int:
-        return self._state.last_seq
-
-    def __aiter__(self) -> AsyncIterator[StreamEvent]:
-        return self._events()
-
-    async def until_terminal(self) -> ResponseObject:
-        """Consume every event; return the final response."""
-        async for _ in self:
-            pass
-        assert self.final is not None
-        return self.final
-
-    async def aclose(self) -> None:
-        """Stop following (a client-side cut): the last delivered sequence is committed, so a
-        later :meth:`UhpClient.follow` resumes exactly after it."""
-        source, self._state.source = self._state.source, None
-        if source is not None:
-            await source.aclose()
-        if self._state.last_seq > self._state.checkpointed_seq:
-            await self._checkpoint()
-
-    async def __aenter__(self) -> ResponseFollower:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def _events(self) -> AsyncIterator[StreamEvent]:
-        client, state = self._client, self._state
-        reconnects = 0
-        stuck_faults = 0  # consecutive faults without a single new event
-        while True:
-            source = state.source
-            state.source = None
-            if source is None and stuck_faults >= STUCK_FAULTS_BEFORE_REREAD:
-                # The server keeps breaking the stream at the same place: stop streaming and
-                # take the stored response, the source of truth.
-                assert state.response_id is not None
-                response = await client.get_response(state.response_id)
-                after = state.last_seq if state.last_seq >= 0 else None
-                await self._resumed("reread", after)
-                final = await self._reread_until_terminal(response)
-                yield terminal_event_for(final)
-                return
-            if source is None:
-                reopened = await self._reopen()
-                if isinstance(reopened, ResponseObject):
-                    final = await self._reread_until_terminal(reopened)
-                    yield terminal_event_for(final)
-                    return
-                source = reopened
-            seen_before = state.last_seq
-            try:
-                # The per-event path is inlined here (one generator layer, no per-event
-                # coroutine): it runs tens of thousands of times a second.
-                checkpoint_every = client.follow_config.checkpoint_interval_ms
-                clock = client.ledger.clock
-                content_type = source.headers.get("content-type", "")
-                if "text/event-stream" not in content_type:
-                    raise StreamFault(
-                        "not_a_stream", f"server answered {content_type or 'no type'}"
-                    )
-                parse = StreamEvent.model_validate_json  # bound once: this loop is hot
-                terminal_types = TERMINAL_EVENT_TYPES
-                expected = state.last_seq + 1
-                async for sse in _sse_frames(source):
-                    if not sse.data:
-                        # A comment (": keep-alive") and its blank line: the SSE spec
-                        # dispatches no event for an empty data buffer (httpx-sse does).
-                        continue
-                    try:
-                        # pydantic-core parses and checks in one pass (faster than json.loads
-                        # alone); unknown fields and types are kept, a missing type is malformed.
-                        event = parse(sse.data)
-                    except pydantic.ValidationError:
-                        detail = f"undecodable or untyped frame after sequence {state.last_seq}"
-                        await self._anomaly("malformed_frame", detail)
-                        raise StreamFault("malformed_frame", detail) from None
-                    seq = event.sequence_number
-                    if seq is None:
-                        await self._anomaly(
-                            "missing_sequence", f"{event.type[:60]} had no sequence_number"
-                        )
-                        raise StreamFault("missing_sequence", "an event had no sequence_number")
-                    if seq != expected:
-                        if seq < expected:
-                            if event.type in TERMINAL_EVENT_TYPES:
-                                await self._anomaly(
-                                    "duplicate_terminal", f"terminal event {seq} repeated"
-                                )
-                            continue  # already delivered: a replay is never delivered twice
-                        detail = f"expected sequence {expected}, got {seq}"
-                        await self._anomaly("sequence_gap", detail)
-                        raise StreamFault("sequence_gap", detail)
-                    if state.response_id is None and event.response is not None:
-                        state.response_id = event.response.id
-                        await client._record_response(state.run_ref, event.response, state.lease)
-                    state.last_seq = seq
-                    expected = seq + 1
-                    if event.type in terminal_types:
-                        await self._finish(event)
-                        yield event
-                        return
-                    # The clock is read every CHECKPOINT_PROBE events, not on every one.
-                    if (
-                        not seq % CHECKPOINT_PROBE or checkpoint_every == 0
-                    ) and clock() - state.checkpointed_at_ms >= checkpoint_every:
-                        await self._checkpoint()
-                    yield event
-                raise StreamFault("stream_ended", "the stream closed before a terminal event")
-            except (StreamFault, *_TRANSPORT_ERRORS) as exc:
-                stuck_faults = stuck_faults + 1 if state.last_seq == seen_before else 1
-                reason = exc.kind if isinstance(exc, StreamFault) else type(exc).__name__
-                last = state.last_seq if state.last_seq >= 0 else None
-                await client.db(
-                    client.tenant.record_stream_lost, state.run_ref, reason, last, lease=state.lease
-                )
-                state.checkpointed_seq = state.last_seq
-                reconnects += 1
-                if reconnects > client.follow_config.max_reconnects:
-                    raise
-                await client._sleep(client._backoff(min(reconnects, 5)) / 4)
-            finally:
-                await source.aclose()
-
-    async def _finish(self, event: StreamEvent) -> None:
-        client, state = self._client, self._state
-        response = event.response
-        if response is None:
-            await self._anomaly("malformed_frame", f"{event.type} carried no response")
-            raise StreamFault("malformed_frame", "terminal event without the response")
-        self.final = response
-        await self._record_sequence()
-        await client._record_response(state.run_ref, response, state.lease)
-
-    async def _checkpoint(self) -> None:
-        """Commit the last seen sequence (at most every ``checkpoint_interval_ms``)."""
-        client, state = self._client, self._state
-        state.checkpointed_at_ms = client.ledger.clock()
-        state.checkpointed_seq = state.last_seq
-        await self._record_sequence()
-
-    async def _resumed(self, mode: Literal["last_event_id", "reread"], after: int | None) -> None:
-        client, state = self._client, self._state
-        await client.db(
-            client.tenant.record_stream_resumed, state.run_ref, mode, after, lease=state.lease
-        )
-
-    async def _record_sequence(self) -> None:
-        client, state = self._client, self._state
-        await client.db(
-            client.tenant.record_outer_sequence, state.run_ref, state.last_seq, lease=state.lease
-        )
-
-    async def _anomaly(self, kind: str, detail: str) -> None:
-        client = self._client
-        await client.db(client.tenant.record_anomaly, self._state.run_ref, kind, detail)
-
-    async def _reopen(self) -> httpx.Response | ResponseObject:
-        """Ask for the rest of the stream; a server without resumption answers the JSON."""
-        client, state = self._client, self._state
-        if state.response_id is None:
-            raise ResponseNotFollowable(
-                f"run {state.run_ref}: the stream broke before the response id arrived; resend "
-                f"the request with the same idempotency key"
-            )
-        headers = client._headers(Accept="text/event-stream")
-        if state.last_seq >= 0:
-            headers["Last-Event-ID"] = str(state.last_seq)
-        request = client.http.build_request(
-            "GET",
-            f"{client.base_url}/v1/responses/{state.response_id}",
-            params={"stream": "true"},
-            headers=headers,
-        )
-        response = await client.http.send(request, stream=True)
-        if not response.is_success:
-            await response.aread()
-            await response.aclose()
-            raise _error_for(response)
-        after = state.last_seq if state.last_seq >= 0 else None
-        if "text/event-stream" in response.headers.get("content-type", ""):
-            await self._resumed("last_event_id", after)
-            return response
-        await response.aread()
-        await response.aclose()
-        await self._resumed("reread", after)
-        return ResponseObject.model_validate(response.json())
-
-    async def _reread_until_terminal(self, response: ResponseObject) -> ResponseObject:
-        client, state = self._client, self._state
-        while response.outer_status is None or not response.outer_status.is_terminal:
-            await client._sleep(client.follow_config.reread_interval_s)
-            assert state.response_id is not None
-            response = await client.get_response(state.response_id)
-        self.final = response
-        await client._record_response(state.run_ref, response, state.lease)
-        return response
-
-
-async def _sse_frames(source: httpx.Response) -> AsyncIterator[ServerSentEvent]:
-    """The SSE events of a response, decoded a whole network chunk at a time.
-
-    httpx-sse's own line and event decoders, driven per chunk instead of through its per-line
-    async generators: on this path each async hop per line costs as much as parsing the event.
-    """
-    lines = SSELineDecoder()
-    frames = SSEDecoder()
-    async for text in source.aiter_text():
-        for line in lines.decode(text):
-            frame = frames.decode(line)
-            if frame is not None:
-                yield frame
-    for line in lines.flush():
-        frame = frames.decode(line)
-        if frame is not None:
-            yield frame
-
-
 def _body(
     input: Any,
     harness_id: str | None,
@@ -620,52 +334,6 @@ def _body(
         metadata["harness_id"] = harness_id
         body["metadata"] = metadata
     return body
-
-
-def _raise_for_status(response: httpx.Response) -> None:
-    if not response.is_success:
-        raise _error_for(response)
-
-
-def _error_for(response: httpx.Response) -> UhpError:
-    """The typed error for a non-2xx answer, carrying the envelope when there is one."""
-    envelope: ErrorEnvelope | None
-    try:
-        envelope = ErrorEnvelope.model_validate(response.json())
-    except ValueError:
-        envelope = None
-    status = response.status_code
-    code = envelope.error.code if envelope else None
-    if status in (401, 403):
-        return UhpAuthError(status, envelope, response.text[:200])
-    if status == 429:
-        if code == "quota_exhausted":
-            return UhpQuotaExhausted(status, envelope)
-        return UhpRateLimited(status, envelope, _retry_after(response))
-    if status >= 500:
-        return UhpServerError(status, envelope, response.text[:200])
-    if code == "session_busy":
-        return UhpSessionBusy(status, envelope)
-    if code == "unsupported_protocol_version":
-        return UhpUnsupportedVersion(status, envelope)
-    if status == 404:
-        return UhpNotFound(status, envelope)
-    return UhpInvalidRequest(status, envelope, response.text[:200])
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (moment - datetime.now(UTC)).total_seconds())
 
 
 __all__ = [

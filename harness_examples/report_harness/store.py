@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Column, Field, Session, SQLModel, col, select
 
 from bridge.ledger.engine import create_ledger_engine
+from bridge.uhp.serving import KeyRecord
 
 TERMINAL = frozenset({"completed", "failed", "incomplete", "cancelled"})
 
@@ -61,6 +62,7 @@ class HarnessIdempotency(SQLModel, table=True):
     principal: str = Field(primary_key=True)
     key: str = Field(primary_key=True)
     response_id: str
+    fingerprint: str  # of the first request's body (bridge.uhp.serving.request_fingerprint)
     created_at: float
 
 
@@ -140,7 +142,9 @@ class HarnessStore:
         input_items: list[Any],
         request: dict[str, Any],
         idempotency_key: str | None,
+        fingerprint: str,
     ) -> None:
+        """Store a new response and, in the same transaction, its idempotency key record."""
         meta = body["metadata"]
         with Session(self.engine) as s:
             if idempotency_key is not None:
@@ -152,6 +156,7 @@ class HarnessStore:
                         principal=principal,
                         key=idempotency_key,
                         response_id=body["id"],
+                        fingerprint=fingerprint,
                         created_at=time.time(),
                     )
                 )
@@ -190,10 +195,11 @@ class HarnessStore:
                 return None
             return StoredResponse.of(row)
 
-    def idempotent(self, principal: str, key: str) -> str | None:
+    def idempotent(self, principal: str, key: str) -> KeyRecord | None:
+        """What the key maps to for this principal (the kit decides whether it is a replay)."""
         with Session(self.engine) as s:
             row = s.get(HarnessIdempotency, (principal, key))
-            return row.response_id if row is not None else None
+            return KeyRecord(row.response_id, row.fingerprint) if row is not None else None
 
     def session(self, principal: str, session_id: str) -> list[StoredResponse]:
         with Session(self.engine) as s:

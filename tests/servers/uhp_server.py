@@ -47,8 +47,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import secrets
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, fields
@@ -56,15 +54,14 @@ from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
-from starlette.datastructures import Headers, MutableHeaders
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Send
 
 from bridge import events as ev
 from bridge.lifecycle import TaskStatus
+from bridge.uhp import serving as uhp
 from bridge.uhp.adapter import to_uhp_event
 
 VERSIONS = ("2026-08-11", "2026-09-28")
@@ -79,14 +76,6 @@ SILENCE_KEEPALIVE_SECONDS = 0.1
 CANCEL_WAIT_SECONDS = 1.0
 GRACEFUL_SHUTDOWN_SECONDS = 1
 
-TERMINAL_STATUSES = frozenset({"completed", "failed", "incomplete", "cancelled"})
-TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
-_TERMINAL_EVENT_FOR = {
-    "completed": "response.completed",
-    "incomplete": "response.incomplete",
-    "failed": "response.failed",
-    "cancelled": "response.failed",
-}
 #: Body fields this server acts on. Any other field the request carries is named in
 #: ``metadata.ignored_fields`` (from 2026-09-28): the reserved ``tools`` and ``include``, and
 #: also ``instructions``, ``store``, ``max_step``, ``timeout_seconds``, which the scripted
@@ -94,66 +83,11 @@ _TERMINAL_EVENT_FOR = {
 KNOWN_FIELDS = frozenset(
     {"input", "model", "metadata", "stream", "background", "previous_response_id"}
 )
-KEEPALIVE_FRAME = b": keep-alive\n\n"
 MALFORMED_FRAME = b"data: {not json\n\n"
 
 
-# --------------------------------------------------------------------------- errors
-
-
-class ApiError(Exception):
-    """A request failure, answered with the UHP error envelope."""
-
-    def __init__(
-        self,
-        status: int,
-        type_: str,
-        code: str,
-        message: str,
-        *,
-        param: str | None = None,
-        detail: Any = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.type = type_
-        self.code = code
-        self.message = message
-        self.param = param
-        self.detail = detail
-        self.headers = headers
-
-    def response(self) -> JSONResponse:
-        body = {
-            "error": {
-                "type": self.type,
-                "code": self.code,
-                "message": self.message,
-                "param": self.param,
-                "detail": self.detail,
-            }
-        }
-        return JSONResponse(body, status_code=self.status, headers=self.headers)
-
-
-def _invalid(message: str, param: str | None = None, code: str = "invalid_value") -> ApiError:
-    return ApiError(400, "invalid_request_error", code, message, param=param)
-
-
-def _not_found(what: str, ident: str) -> ApiError:
-    return ApiError(404, "invalid_request_error", f"{what}_not_found", f"No {what} {ident!r}.")
-
-
-async def _api_error_handler(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ApiError)
-    return exc.response()
-
-
-async def _http_error_handler(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
-    return ApiError(exc.status_code, "invalid_request_error", code, str(exc.detail)).response()
+def _not_found(what: str, ident: str) -> uhp.UhpApiError:
+    return uhp.not_found(f"{what}_not_found", f"No {what} {ident!r}.")
 
 
 # --------------------------------------------------------------------------- the script
@@ -192,31 +126,35 @@ class Script:
                 continue  # prose, not a directive
             if kinds[name] == "bool":
                 if sep:
-                    raise _invalid(f"Directive {name!r} takes no value.", "input")
+                    raise uhp.invalid_request(f"Directive {name!r} takes no value.", "input")
                 values[name] = True
                 continue
             try:
                 number = int(raw)
             except ValueError:
-                raise _invalid(f"Directive {token!r} needs an integer value.", "input") from None
+                raise uhp.invalid_request(
+                    f"Directive {token!r} needs an integer value.", "input"
+                ) from None
             if number < 0:
-                raise _invalid(f"Directive {token!r} must not be negative.", "input")
+                raise uhp.invalid_request(f"Directive {token!r} must not be negative.", "input")
             values[name] = number
         return cls(**values)
 
 
-def _scripted_rejection(script: Script) -> ApiError:
+def _scripted_rejection(script: Script) -> uhp.UhpApiError:
     headers = None
     if script.retry_after_ms is not None:
         headers = {"Retry-After": f"{script.retry_after_ms / 1000:.3f}"}
     if script.reject_status == 429:
         code = "quota_exhausted" if script.quota else "rate_limited"
-        return ApiError(429, "rate_limit_error", code, "Scripted rejection.", headers=headers)
+        return uhp.UhpApiError(
+            429, "rate_limit_error", code, "Scripted rejection.", headers=headers
+        )
     if script.reject_status >= 500:
-        return ApiError(
+        return uhp.UhpApiError(
             script.reject_status, "server_error", "harness_unavailable", "Scripted rejection."
         )
-    return ApiError(400, "invalid_request_error", "invalid_input", "Scripted rejection.")
+    return uhp.invalid_request("Scripted rejection.", code="invalid_input")
 
 
 def _input_text(value: Any) -> str:
@@ -224,7 +162,7 @@ def _input_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if not isinstance(value, list):
-        raise _invalid("'input' must be a string or a list of input items.", "input")
+        raise uhp.invalid_request("'input' must be a string or a list of input items.", "input")
     texts: list[str] = []
     for item in value:
         if isinstance(item, str):
@@ -245,10 +183,6 @@ def _input_text(value: Any) -> str:
 # --------------------------------------------------------------------------- state
 
 
-def _new_id(prefix: str) -> str:
-    return f"{prefix}{secrets.token_hex(12)}"
-
-
 @dataclass(eq=False)
 class ResponseRecord:
     """One response: its live object, its event log and the task producing both."""
@@ -259,8 +193,7 @@ class ResponseRecord:
     harness_id: str
     script: Script
     response: dict[str, Any]
-    events: list[dict[str, Any]] = field(default_factory=list)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    log: uhp.MemoryEventLog = field(default_factory=uhp.MemoryEventLog)
     done: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     streams_opened: int = 0
@@ -268,27 +201,16 @@ class ResponseRecord:
 
     @property
     def terminal(self) -> bool:
-        return self.response["status"] in TERMINAL_STATUSES
+        return self.log.terminal
 
     def snapshot(self) -> dict[str, Any]:
         return copy.deepcopy(self.response)
 
-    def notify(self) -> None:
-        """Wake every stream following this log."""
-        self.changed.set()
-        self.changed = asyncio.Event()
-
     def emit(self, type_: str, **payload: Any) -> None:
-        self.events.append({"type": type_, "sequence_number": len(self.events), **payload})
-        self.notify()
+        self.log.append(type_, **payload)
 
     def finish(self, status: str, error: dict[str, Any] | None = None) -> None:
-        for item in self.response["output"]:
-            if item.get("status") == "in_progress":
-                item["status"] = "incomplete"
-        self.response["status"] = status
-        self.response["error"] = error
-        self.emit(_TERMINAL_EVENT_FOR[status], response=self.snapshot())
+        self.emit(uhp.settle_response(self.response, status, error), response=self.snapshot())
         self.done.set()
 
     def cancel(self) -> None:
@@ -298,23 +220,24 @@ class ResponseRecord:
 
 class ServerState:
     def __init__(self, tokens: Sequence[str], resumption: bool) -> None:
-        self.tokens = frozenset(tokens)
+        # Principals are token digests: the owner of a record is never a token.
+        self.auth = uhp.BearerAuth(tokens)
         self.resumption = resumption
         self.responses: dict[str, ResponseRecord] = {}
         self.sessions: dict[str, list[ResponseRecord]] = {}
-        self.idempotency: dict[tuple[str, str], ResponseRecord] = {}
+        self.idempotency = uhp.MemoryKeyStore()
         self.executions: Counter[str] = Counter()
         self.post_attempts: Counter[str] = Counter()  # per idempotency key, rejected or not
 
-    def response_for(self, token: str, response_id: str) -> ResponseRecord:
+    def response_for(self, principal: str, response_id: str) -> ResponseRecord:
         rec = self.responses.get(response_id)
-        if rec is None or rec.owner != token:  # out of scope answers 404, never 403
+        if rec is None or rec.owner != principal:  # out of scope answers 404, never 403
             raise _not_found("response", response_id)
         return rec
 
-    def session_for(self, token: str, session_id: str) -> list[ResponseRecord]:
+    def session_for(self, principal: str, session_id: str) -> list[ResponseRecord]:
         chain = self.sessions.get(session_id)
-        if not chain or chain[0].owner != token:
+        if not chain or chain[0].owner != principal:
             raise _not_found("session", session_id)
         return chain
 
@@ -323,29 +246,23 @@ class ServerState:
 
 
 async def _run(rec: ResponseRecord) -> None:
-    """The scripted harness: appends to ``rec.events`` and never depends on any client."""
+    """The scripted harness: appends to ``rec.log`` and never depends on any client."""
     script = rec.script
     try:
         rec.emit("response.created", response=rec.snapshot())
         if script.silence_ms:
             rec.silent = True
-            rec.notify()
+            rec.log.signal.notify()  # followers switch to the short keep-alive interval
             await asyncio.sleep(script.silence_ms / 1000)
             rec.silent = False
         rec.emit("response.in_progress", response=rec.snapshot())
         if script.vendor_events:
             _emit_bridge_event(rec, _vendor_created())
-        item: dict[str, Any] = {
-            "id": _new_id("msg_"),
-            "type": "message",
-            "role": "assistant",
-            "status": "in_progress",
-            "content": [],
-        }
+        item = uhp.new_message_item()
         rec.response["output"].append(item)
         where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
         rec.emit("response.output_item.added", output_index=0, item=copy.deepcopy(item))
-        part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
+        part = uhp.new_text_part()
         item["content"].append(part)
         rec.emit("response.content_part.added", **where, part=copy.deepcopy(part))
         for index in range(script.words):
@@ -413,7 +330,7 @@ def _ensure_terminal(rec: ResponseRecord) -> Any:
 
     def callback(task: asyncio.Task[None]) -> None:
         if not rec.terminal:
-            if not rec.events:
+            if not rec.log.events:
                 rec.emit("response.created", response=rec.snapshot())
             rec.finish("cancelled")
 
@@ -427,12 +344,10 @@ class _CutConnection(Exception):
     """Raised by a stream generator to drop the connection without finishing the body."""
 
 
-class EventStreamResponse(StreamingResponse):
+class CuttableEventStream(uhp.EventStreamResponse):
     """SSE response that can end abruptly: on ``_CutConnection`` the final (empty) body chunk
     is never sent, so uvicorn closes the socket mid-body and the client sees a broken
     transfer, not a clean end of stream."""
-
-    media_type = "text/event-stream"
 
     async def stream_response(self, send: Send) -> None:
         await send(
@@ -447,11 +362,11 @@ class EventStreamResponse(StreamingResponse):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def _frame(event: dict[str, Any], with_sequence: bool = True) -> bytes:
-    if not with_sequence:
-        stripped = {k: v for k, v in event.items() if k != "sequence_number"}
-        return f"data: {json.dumps(stripped)}\n\n".encode()
-    return f"id: {event['sequence_number']}\ndata: {json.dumps(event)}\n\n".encode()
+def _frame(event: uhp.LoggedEvent, with_sequence: bool) -> bytes:
+    if with_sequence:
+        return event.frame()
+    stripped = {k: v for k, v in json.loads(event.data).items() if k != "sequence_number"}
+    return uhp.sse_frame(json.dumps(stripped))
 
 
 async def _follow(rec: ResponseRecord, start: int, first: bool) -> AsyncIterator[bytes]:
@@ -460,54 +375,32 @@ async def _follow(rec: ResponseRecord, start: int, first: bool) -> AsyncIterator
     cut = script.cut_after if first else None
     if cut == 0:
         raise _CutConnection
-    index, sent = start, 0
-    while True:
-        while index < len(rec.events):
-            event = rec.events[index]
-            seq = index
-            index += 1
-            if seq == script.skip_seq:
-                continue
-            frame = _frame(event, with_sequence=seq != script.missing_seq_at)
+    sent = 0
+
+    def keepalive_s() -> float:
+        return SILENCE_KEEPALIVE_SECONDS if rec.silent else KEEPALIVE_SECONDS
+
+    async for event in uhp.follow_log(rec.log, start, keepalive_s=keepalive_s):
+        if event is None:
+            yield uhp.KEEPALIVE_FRAME
+            continue
+        if event.seq == script.skip_seq:
+            continue
+        frame = _frame(event, with_sequence=event.seq != script.missing_seq_at)
+        yield frame
+        sent += 1
+        if script.dup_terminal and event.terminal:
             yield frame
-            sent += 1
-            if script.dup_terminal and event["type"] in TERMINAL_EVENTS:
-                yield frame
-            if seq == script.malformed_at:
-                yield MALFORMED_FRAME
-            if cut is not None and sent >= cut:
-                raise _CutConnection
-        if rec.terminal:
-            return
-        # No await since the length check above, so no event can slip in unnoticed.
-        changed = rec.changed
-        interval = SILENCE_KEEPALIVE_SECONDS if rec.silent else KEEPALIVE_SECONDS
-        try:
-            await asyncio.wait_for(changed.wait(), interval)
-        except TimeoutError:
-            yield KEEPALIVE_FRAME
+        if event.seq == script.malformed_at:
+            yield MALFORMED_FRAME
+        if cut is not None and sent >= cut:
+            raise _CutConnection
 
 
 def _stream(rec: ResponseRecord, start: int = 0) -> Response:
     first = rec.streams_opened == 0
     rec.streams_opened += 1
-    return EventStreamResponse(
-        _follow(rec, start, first),
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
-
-
-def _resume_start(request: Request) -> int:
-    """Where a stream starts: after the ``Last-Event-ID`` sequence number, or at 0."""
-    raw = request.headers.get("last-event-id")
-    if raw is None or not raw.strip():
-        return 0
-    try:
-        return max(int(raw.strip()) + 1, 0)
-    except ValueError:
-        raise _invalid(
-            f"Last-Event-ID {raw!r} is not a sequence number.", "Last-Event-ID"
-        ) from None
+    return CuttableEventStream(_follow(rec, start, first))
 
 
 # --------------------------------------------------------------------------- endpoints
@@ -518,71 +411,22 @@ def _state(request: Request) -> ServerState:
     return state
 
 
-def _served_version(request: Request) -> str:
-    return str(request.scope.get("state", {}).get("uhp_version", DEFAULT_VERSION))
-
-
 def _authenticate(request: Request) -> str:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    challenge = {"WWW-Authenticate": "Bearer"}
-    if scheme.lower() != "bearer" or not token.strip():
-        raise ApiError(
-            401,
-            "authentication_error",
-            "missing_credential",
-            "An 'Authorization: Bearer <token>' header is required.",
-            headers=challenge,
-        )
-    if token.strip() not in _state(request).tokens:
-        raise ApiError(
-            401,
-            "authentication_error",
-            "invalid_credential",
-            "The bearer token is not valid.",
-            headers=challenge,
-        )
-    return token.strip()
-
-
-async def _json_object(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        raise _invalid("The request body is not valid JSON.", code="invalid_json") from None
-    if not isinstance(body, dict):
-        raise _invalid("The request body must be a JSON object.", code="invalid_json")
-    return body
-
-
-def _flag(body: dict[str, Any], name: str) -> bool:
-    value = body.get(name, False)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise _invalid(f"'{name}' must be a boolean.", name)
-    return value
+    return _state(request).auth.principal(request)
 
 
 async def discovery(request: Request) -> Response:
+    capabilities = {
+        "streaming": True,
+        "sessions": True,
+        "cancellation": True,
+        "idempotency": True,
+        "stream_resumption": _state(request).resumption,
+    }
     return JSONResponse(
-        {
-            "object": "uhp.discovery",
-            "protocol": "uhp",
-            "versions": list(VERSIONS),
-            "default_version": DEFAULT_VERSION,
-            "conformance_class": "core",
-            "capabilities": {
-                "streaming": True,
-                "sessions": True,
-                "cancellation": True,
-                "idempotency": True,
-                "stream_resumption": _state(request).resumption,
-            },
-        }
+        uhp.discovery_document(
+            versions=VERSIONS, default_version=DEFAULT_VERSION, capabilities=capabilities
+        )
     )
 
 
@@ -621,7 +465,7 @@ async def _answer(
 ) -> Response:
     if stream:
         # A first request streams from 0; a repeat (same Idempotency-Key) may resume.
-        start = _resume_start(request) if replay and _state(request).resumption else 0
+        start = uhp.resume_start(request) if replay and _state(request).resumption else 0
         return _stream(rec, start)
     if not background:
         await rec.done.wait()
@@ -630,18 +474,22 @@ async def _answer(
 
 async def create_response(request: Request) -> Response:
     state = _state(request)
-    token = _authenticate(request)
-    body = await _json_object(request)
-    stream = _flag(body, "stream")
-    background = _flag(body, "background")
-    key = request.headers.get("idempotency-key")
+    principal = _authenticate(request)
+    asked = await uhp.read_create_request(request, empty_is_object=True)
+    body, stream, background = asked.body, asked.stream, asked.background
+    key = asked.idempotency_key
     if key is not None:
-        first = state.idempotency.get((token, key))
-        if first is not None:  # the first request's response; never a second execution
+        first_id = uhp.replayed_response_id(
+            state.idempotency.get(principal, key), asked.fingerprint
+        )
+        if first_id is not None:  # the first request's response; never a second execution
+            first = state.responses[first_id]
             return await _answer(request, first, stream=stream, background=background, replay=True)
 
     if "input" not in body:
-        raise _invalid("'input' is required.", "input", code="missing_required_parameter")
+        raise uhp.invalid_request(
+            "'input' is required.", "input", code="missing_required_parameter"
+        )
     script = Script.parse(_input_text(body["input"]))
     attempt_key = key or _input_text(body["input"])
     state.post_attempts[attempt_key] += 1
@@ -649,10 +497,10 @@ async def create_response(request: Request) -> Response:
         raise _scripted_rejection(script)
     model = body.get("model") or DEFAULT_MODEL
     if not isinstance(model, str):
-        raise _invalid("'model' must be a string.", "model")
+        raise uhp.invalid_request("'model' must be a string.", "model")
     metadata = body.get("metadata") or {}
     if not isinstance(metadata, dict):
-        raise _invalid("'metadata' must be an object.", "metadata")
+        raise uhp.invalid_request("'metadata' must be an object.", "metadata")
     harness_id = metadata.get("harness_id") or HARNESS_ID
     if harness_id != HARNESS_ID:
         raise _not_found("harness", str(harness_id))
@@ -660,12 +508,12 @@ async def create_response(request: Request) -> Response:
     previous_id = body.get("previous_response_id")
     if previous_id is not None:
         if not isinstance(previous_id, str):
-            raise _invalid("'previous_response_id' must be a string.", "previous_response_id")
-        previous = state.response_for(token, previous_id)
+            raise uhp.invalid_request(
+                "'previous_response_id' must be a string.", "previous_response_id"
+            )
+        previous = state.response_for(principal, previous_id)
         if previous.harness_id != harness_id:
-            raise ApiError(
-                409,
-                "invalid_request_error",
+            raise uhp.conflict(
                 "harness_mismatch",
                 "A session continues with the harness that started it.",
                 param="metadata.harness_id",
@@ -673,47 +521,35 @@ async def create_response(request: Request) -> Response:
         session_id = previous.session_id
         busy = [r.id for r in state.sessions[session_id] if not r.terminal]
         if busy:
-            raise ApiError(
-                409,
-                "invalid_request_error",
+            raise uhp.conflict(
                 "session_busy",
                 f"Session {session_id} is running {busy[0]}; retry once it is terminal.",
                 detail={"in_flight_response_id": busy[0]},
             )
     else:
-        session_id = _new_id("hsess")
+        session_id = uhp.new_id("hsess")
 
     out_metadata = {**metadata, "session_id": session_id, "harness_id": harness_id}
-    ignored = sorted(set(body) - KNOWN_FIELDS)
-    if ignored and _served_version(request) >= "2026-09-28":
+    ignored = uhp.ignored_fields(body, KNOWN_FIELDS)
+    if ignored and uhp.served_version(request) >= "2026-09-28":
         out_metadata["ignored_fields"] = ignored
-    response_id = _new_id("resp_")
+    response_id = uhp.new_id("resp_")
     rec = ResponseRecord(
         id=response_id,
-        owner=token,
+        owner=principal,
         session_id=session_id,
         harness_id=harness_id,
         script=script,
-        response={
-            "id": response_id,
-            "object": "response",
-            "created_at": int(time.time()),
-            "status": "in_progress",
-            "error": None,
-            "output": [],
-            "model": model,
-            "usage": None,
-            "metadata": out_metadata,
-            "previous_response_id": previous_id,
-            "store": True,
-        },
+        response=uhp.new_response(
+            response_id, model=model, metadata=out_metadata, previous_response_id=previous_id
+        ),
     )
     # From the idempotency lookup to here nothing awaits: two concurrent requests with one
     # key cannot both get past the lookup.
     state.responses[response_id] = rec
     state.sessions.setdefault(session_id, []).append(rec)
     if key is not None:
-        state.idempotency[(token, key)] = rec
+        state.idempotency.record(principal, key, uhp.KeyRecord(response_id, asked.fingerprint))
         state.executions[key] += 1
     rec.task = asyncio.create_task(_run(rec), name=f"uhp-task-{response_id}")
     rec.task.add_done_callback(_ensure_terminal(rec))
@@ -724,13 +560,10 @@ async def create_response(request: Request) -> Response:
 
 async def get_response(request: Request) -> Response:
     state = _state(request)
-    token = _authenticate(request)
-    rec = state.response_for(token, request.path_params["response_id"])
-    wants_stream = request.query_params.get("stream", "").lower() in {"true", "1"} or (
-        "text/event-stream" in request.headers.get("accept", "")
-    )
-    if wants_stream and state.resumption:
-        return _stream(rec, _resume_start(request))
+    principal = _authenticate(request)
+    rec = state.response_for(principal, request.path_params["response_id"])
+    if uhp.wants_stream(request) and state.resumption:
+        return _stream(rec, uhp.resume_start(request))
     return JSONResponse(rec.snapshot())
 
 
@@ -743,16 +576,16 @@ async def _cancel_and_wait(recs: Sequence[ResponseRecord]) -> None:
 
 
 async def cancel_response(request: Request) -> Response:
-    token = _authenticate(request)
-    rec = _state(request).response_for(token, request.path_params["response_id"])
+    principal = _authenticate(request)
+    rec = _state(request).response_for(principal, request.path_params["response_id"])
     await _cancel_and_wait([rec])  # a terminal response is returned unchanged
     return JSONResponse(rec.snapshot())
 
 
 async def cancel_session(request: Request) -> Response:
-    token = _authenticate(request)
+    principal = _authenticate(request)
     session_id = request.path_params["session_id"]
-    chain = _state(request).session_for(token, session_id)
+    chain = _state(request).session_for(principal, session_id)
     in_flight = [rec for rec in chain if not rec.terminal]
     await _cancel_and_wait(in_flight)
     return JSONResponse(
@@ -780,41 +613,6 @@ async def stats(request: Request) -> Response:
 # --------------------------------------------------------------------------- app
 
 
-class UHPVersionMiddleware:
-    """Rejects unsupported ``UHP-Version`` request headers and stamps the served version on
-    every response, errors and streams included."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        requested = Headers(scope=scope).get("uhp-version")
-        if requested is not None and requested.strip() not in VERSIONS:
-            error = ApiError(
-                400,
-                "invalid_request_error",
-                "unsupported_protocol_version",
-                f"UHP-Version {requested!r} is not supported.",
-                param="UHP-Version",
-                detail={"supported": list(VERSIONS)},
-                headers={"UHP-Version": DEFAULT_VERSION},
-            )
-            await error.response()(scope, receive, send)
-            return
-        served = requested.strip() if requested is not None else DEFAULT_VERSION
-        scope.setdefault("state", {})["uhp_version"] = served
-
-        async def send_with_version(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)["UHP-Version"] = served
-            await send(message)
-
-        await self.app(scope, receive, send_with_version)
-
-
 def create_app(tokens: Sequence[str] = (DEFAULT_TOKEN,), resumption: bool = True) -> ASGIApp:
     """The ASGI app (usable in-process too); state lives in the returned app only."""
 
@@ -839,11 +637,11 @@ def create_app(tokens: Sequence[str] = (DEFAULT_TOKEN,), resumption: bool = True
             Route("/v1/sessions/{session_id}/cancel", cancel_session, methods=["POST"]),
             Route("/_test/stats", stats, methods=["GET"]),
         ],
-        exception_handlers={ApiError: _api_error_handler, HTTPException: _http_error_handler},
+        exception_handlers=uhp.error_handlers(),
         lifespan=lifespan,
     )
     app.state.uhp = state
-    return UHPVersionMiddleware(app)
+    return uhp.VersionNegotiation(app, supported=VERSIONS, default=DEFAULT_VERSION)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

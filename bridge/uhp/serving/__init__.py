@@ -1,0 +1,111 @@
+"""A small Starlette toolkit for a harness that serves UHP.
+
+One module a job, each usable on its own:
+
+=====================  ===================================================================
+``envelope``           :class:`UhpApiError` and the exception handlers: every non-2xx body
+                       in the UHP error envelope
+``versions``           :class:`VersionNegotiation`: ``UHP-Version`` refused or stamped
+``discovery``          :func:`discovery_document` for ``GET /v1/uhp``
+``auth``               :class:`BearerAuth`: bearer token -> principal, 401 in the envelope
+``event_log``          :class:`MemoryEventLog`, :class:`EventSource`, :func:`follow_log`:
+                       sequence numbers, replay from ``Last-Event-ID``, live tail
+``sse``                frames, keep-alives, :class:`EventStreamResponse`, the stream headers
+``idempotency``        ``Idempotency-Key``: the key record and the replay decision
+``request_body``       the JSON body, its flags, :func:`read_create_request`
+``response_object``    a new Response, and settling it in a terminal state
+=====================  ===================================================================
+
+The app keeps what is its own: the runs, what it stores, the routes. See
+``docs/uhp-side.md`` ("Serving UHP from your harness").
+"""
+
+from bridge.uhp.serving.auth import BearerAuth, digest_principal
+from bridge.uhp.serving.discovery import discovery_document
+from bridge.uhp.serving.envelope import (
+    UhpApiError,
+    conflict,
+    error_handlers,
+    invalid_request,
+    not_found,
+)
+from bridge.uhp.serving.event_log import (
+    TERMINAL_EVENT_FOR_STATUS,
+    TERMINAL_STATUSES,
+    ChangeSignal,
+    EventSource,
+    LoggedEvent,
+    MemoryEventLog,
+    follow_log,
+    sse_frames,
+)
+from bridge.uhp.serving.idempotency import (
+    KeyRecord,
+    MemoryKeyStore,
+    idempotency_key,
+    replayed_response_id,
+    request_fingerprint,
+)
+from bridge.uhp.serving.request_body import (
+    CreateRequest,
+    flag,
+    json_object,
+    read_create_request,
+)
+from bridge.uhp.serving.response_object import (
+    ignored_fields,
+    new_id,
+    new_message_item,
+    new_response,
+    new_text_part,
+    settle_response,
+)
+from bridge.uhp.serving.sse import (
+    KEEPALIVE_FRAME,
+    EventStreamResponse,
+    resume_start,
+    sse_frame,
+    wants_stream,
+)
+from bridge.uhp.serving.versions import VersionNegotiation, served_version
+
+__all__ = [
+    "KEEPALIVE_FRAME",
+    "TERMINAL_EVENT_FOR_STATUS",
+    "TERMINAL_STATUSES",
+    "BearerAuth",
+    "ChangeSignal",
+    "CreateRequest",
+    "EventSource",
+    "EventStreamResponse",
+    "KeyRecord",
+    "LoggedEvent",
+    "MemoryEventLog",
+    "MemoryKeyStore",
+    "UhpApiError",
+    "VersionNegotiation",
+    "conflict",
+    "digest_principal",
+    "discovery_document",
+    "error_handlers",
+    "flag",
+    "follow_log",
+    "idempotency_key",
+    "ignored_fields",
+    "invalid_request",
+    "json_object",
+    "new_id",
+    "new_message_item",
+    "new_response",
+    "new_text_part",
+    "not_found",
+    "read_create_request",
+    "replayed_response_id",
+    "request_fingerprint",
+    "resume_start",
+    "served_version",
+    "settle_response",
+    "sse_frame",
+    "sse_frames",
+    "wants_stream",
+]

@@ -1,0 +1,110 @@
+"""Reading, streaming, cancelling and deleting responses, and the harness's one vendor
+extension (answering an MCP task's input request)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from bridge.uhp.serving import (
+    invalid_request,
+    json_object,
+    not_found,
+    resume_start,
+    wants_stream,
+)
+from harness_examples.report_harness.context import (
+    authenticate,
+    current_body,
+    response_or_404,
+    runtime_of,
+    stream,
+)
+from harness_examples.report_harness.runtime import VENDOR
+
+
+async def get_response(request: Request) -> Response:
+    principal = authenticate(request)
+    stored = await response_or_404(request, principal, request.path_params["response_id"])
+    if wants_stream(request):
+        return stream(request, stored.id, resume_start(request))
+    return JSONResponse(current_body(request, stored))
+
+
+async def input_items(request: Request) -> Response:
+    principal = authenticate(request)
+    stored = await response_or_404(request, principal, request.path_params["response_id"])
+    data = [{"id": f"msg_{stored.id[5:]}_{i}", **item} for i, item in enumerate(stored.input_items)]
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": False,
+        }
+    )
+
+
+async def cancel_response(request: Request) -> Response:
+    rt = runtime_of(request)
+    principal = authenticate(request)
+    stored = await response_or_404(request, principal, request.path_params["response_id"])
+    if not stored.terminal:
+        await rt.cancel([stored.id])
+    # A terminal response is returned unchanged: cancelling twice is not an error.
+    fresh = await rt.db(rt.store.get, stored.id)
+    return JSONResponse(current_body(request, fresh or stored))
+
+
+async def cancel_session(request: Request) -> Response:
+    rt = runtime_of(request)
+    principal = authenticate(request)
+    session_id = request.path_params["session_id"]
+    chain = await rt.db(rt.store.session, principal, session_id)
+    chain = [r for r in chain if not r.deleted]
+    if not chain:
+        raise not_found("session_not_found", f"No session {session_id!r}.")
+    in_flight = [r.id for r in chain if not r.terminal]
+    await rt.cancel(in_flight)
+    chain = await rt.db(rt.store.session, principal, session_id)
+    return JSONResponse(
+        {
+            "id": session_id,
+            "object": "session",
+            "harness_id": chain[0].harness_id,
+            "cancelled_response_ids": in_flight,
+            "responses": [{"id": r.id, "status": r.status} for r in chain if not r.deleted],
+        }
+    )
+
+
+async def delete_response(request: Request) -> Response:
+    """Deletes the stored response; a running task is NOT cancelled (it runs on, unreadable)."""
+    rt = runtime_of(request)
+    principal = authenticate(request)
+    stored = await response_or_404(request, principal, request.path_params["response_id"])
+    await rt.db(rt.store.mark_deleted, [stored.id])
+    return JSONResponse({"id": stored.id, "object": "response.deleted", "deleted": True})
+
+
+async def answer_mcp_input(request: Request) -> Response:
+    """Vendor extension: answer a ``bridge.mcp_task.input_required`` event (``ask`` policy).
+    Body: ``{"task_ref", "input_ref", "response"}``."""
+    rt = runtime_of(request)
+    principal = authenticate(request)
+    await response_or_404(request, principal, request.path_params["response_id"])
+    body = await json_object(request)
+    task_ref, input_ref = body.get("task_ref"), body.get("input_ref")
+    if not isinstance(task_ref, str) or not isinstance(input_ref, str):
+        raise invalid_request(
+            "'task_ref' and 'input_ref' are required strings.", "task_ref", code="invalid_input"
+        )
+    assert rt.bridge is not None
+    try:
+        accepted = await rt.bridge.answer_input(
+            principal, task_ref, input_ref, body.get("response")
+        )
+    except Exception:
+        raise not_found("input_request_not_found", "No such pending input request.") from None
+    return JSONResponse({"object": f"{VENDOR}.input_answer", "accepted": accepted.delivered})

@@ -1,0 +1,533 @@
+"""The report harness's runtime: the live runs of this process, their event logs and the
+scripted agent's steps, each tool call made through the bridge."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from bridge import (
+    Bridge,
+    InlineResult,
+    McpServerConfig,
+    OuterStatus,
+    RecoverableFailure,
+    RejectedCall,
+    TaskPending,
+    TaskSettled,
+    UnknownOutcome,
+    WaitMode,
+)
+from bridge.errors import ServerConnectFailed
+from bridge.uhp.adapter import nested_tasks_summary, to_uhp_event
+from bridge.uhp.serving import (
+    BearerAuth,
+    ChangeSignal,
+    LoggedEvent,
+    new_id,
+    new_message_item,
+    new_text_part,
+    settle_response,
+    sse_frames,
+)
+from harness_examples.report_harness import agent
+from harness_examples.report_harness.config import HarnessConfig, HarnessEntry
+from harness_examples.report_harness.store import TERMINAL, HarnessStore, StoredResponse
+
+log = logging.getLogger("report_harness")
+
+CANCEL_ANSWER_SECONDS = 1.0
+VENDOR = "report_harness"
+
+
+# --------------------------------------------------------------------------- live runs
+@dataclass(eq=False)
+class LiveRun:
+    """A response being executed by this process."""
+
+    id: str
+    principal: str
+    harness: HarnessEntry
+    body: dict[str, Any]
+    request: dict[str, Any]
+    next_seq: int
+    step: int
+    run_ref: str | None
+    bridge_cursor: int
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    signal: ChangeSignal = field(default_factory=ChangeSignal)  # wakes this run's streams
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    forwarder: asyncio.Task[None] | None = None
+    cancel_requested: bool = False
+    finishing: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        return self.body["status"] in TERMINAL
+
+
+class Runtime:
+    """Owns the store, the bridge and every live run."""
+
+    def __init__(self, config: HarnessConfig, store: HarnessStore, db_url: str) -> None:
+        self.config = config
+        self.store = store
+        self.db_url = db_url
+        self.auth = BearerAuth(config.tokens)
+        self.live: dict[str, LiveRun] = {}
+        self.create_lock = asyncio.Lock()
+        self.bridge: Bridge | None = None
+        self.shutting_down = False
+        self.resumed: list[str] = []
+
+    async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    # -- lifespan --------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        servers = [
+            McpServerConfig(name=s.name, url=s.url, credential_ref=s.credential_ref)
+            for h in self.config.harnesses
+            for s in h.mcp_servers
+            if s.enabled  # disabled servers are never contacted, not even by recovery
+        ]
+        unique = list({s.name: s for s in servers}.values())
+        async with Bridge.open(
+            self.db_url,
+            principals=self.auth.principals,
+            mcp_servers=unique,
+            credentials=self.config.credentials.get,
+        ) as bridge:
+            self.bridge = bridge
+            await self.resume_all()
+            try:
+                yield
+            finally:
+                self.shutting_down = True  # stop, but leave in-flight responses resumable
+                tasks = [t for r in self.live.values() for t in (r.task, r.forwarder) if t]
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                self.bridge = None
+
+    async def resume_all(self) -> None:
+        """Responses left ``in_progress`` by an earlier process are resumed from their
+        persisted step (tool calls are replayed by operation id, so none runs twice)."""
+        for stored in await self.db(self.store.in_progress):
+            harness = self.config.harness(stored.harness_id)
+            run = self._live_from(stored, harness or self.config.default_harness)
+            self.live[run.id] = run
+            self.resumed.append(run.id)
+            if harness is None:
+                run.task = asyncio.create_task(
+                    self._fail_unresumable(run, "its harness is no longer configured")
+                )
+            else:
+                run.task = asyncio.create_task(self.execute(run, resumed=True))
+
+    def _live_from(self, stored: StoredResponse, harness: HarnessEntry) -> LiveRun:
+        return LiveRun(
+            id=stored.id,
+            principal=stored.principal,
+            harness=harness,
+            body=stored.body,
+            request=stored.request,
+            next_seq=stored.next_seq,
+            step=stored.step,
+            run_ref=stored.bridge_run_ref,
+            bridge_cursor=stored.bridge_cursor,
+        )
+
+    async def _fail_unresumable(self, run: LiveRun, why: str) -> None:
+        await self.finish(
+            run,
+            "failed",
+            {
+                "type": "harness_error",
+                "code": "harness_error",
+                "message": f"The harness restarted and could not resume this task: {why}.",
+            },
+        )
+
+    # -- the event log ---------------------------------------------------------------------
+    async def emit(
+        self,
+        run: LiveRun,
+        type_: str,
+        *,
+        step: int | None = None,
+        forwarded_seq: int | None = None,
+        **payload: Any,
+    ) -> None:
+        async with run.lock:
+            if forwarded_seq is not None:
+                if forwarded_seq <= run.bridge_cursor:
+                    return  # already forwarded
+                run.bridge_cursor = forwarded_seq
+            if step is not None:
+                run.step = step
+            seq = run.next_seq
+            event = {"type": type_, "sequence_number": seq, **payload}
+            # Advance first: a cancellation delivered while the (uncancellable) write runs
+            # must not make the next event reuse this number.
+            run.next_seq = seq + 1
+            try:
+                await self.db(
+                    self.store.append,
+                    run.id,
+                    seq,
+                    type_,
+                    json.dumps(event),
+                    json.dumps(run.body),
+                    run.body["status"],
+                    step=step,
+                    bridge_cursor=run.bridge_cursor if forwarded_seq is not None else None,
+                )
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
+                run.next_seq = seq  # nothing was written
+                raise
+            finally:
+                run.signal.notify()
+
+    def snapshot(self, run: LiveRun) -> dict[str, Any]:
+        return copy.deepcopy(run.body)
+
+    def frames(self, response_id: str, start: int) -> AsyncIterator[bytes]:
+        """The persisted log from ``start`` on as SSE frames, live until the terminal event."""
+        log_source = StoredLog(self, response_id)
+        return sse_frames(log_source, start, keepalive_s=lambda: self.config.keepalive_seconds)
+
+    # -- starting a run --------------------------------------------------------------------
+    def start(self, run: LiveRun) -> None:
+        self.live[run.id] = run
+        run.task = asyncio.create_task(self.execute(run, resumed=False), name=f"run-{run.id}")
+
+    async def execute(self, run: LiveRun, *, resumed: bool) -> None:
+        try:
+            budget = run.request.get("timeout_seconds")
+            with anyio.fail_after(budget if isinstance(budget, int) and budget > 0 else None):
+                await self._execute(run, resumed=resumed)
+        except TimeoutError:
+            run.body["incomplete_details"] = {"reason": "timeout_seconds"}
+            await self.finish(run, "incomplete")
+        except asyncio.CancelledError:
+            if self.shutting_down:
+                raise  # leave it in_progress: the next process resumes it
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            await self.finish(run, "cancelled")
+        except _Incomplete as exc:
+            run.body["incomplete_details"] = {"reason": exc.reason}
+            await self.finish(run, "incomplete")
+        except Exception as exc:  # the task fails; the server does not
+            log.exception("response %s failed", run.id)
+            error = {
+                "type": "harness_error",
+                "code": "harness_error",
+                "message": f"The scripted agent failed: {type(exc).__name__}.",
+            }
+            await self.finish(run, "failed", error)
+
+    async def _execute(self, run: LiveRun, *, resumed: bool) -> None:
+        assert self.bridge is not None
+        if run.next_seq == 0:
+            await self.emit(run, "response.created", response=self.snapshot(run))
+            await self.emit(run, "response.in_progress", response=self.snapshot(run))
+        if run.run_ref is None:
+            view = await self.bridge.register_served_run(
+                run.principal,
+                response_id=run.id,
+                session_id=run.body["metadata"]["session_id"],
+                harness_id=run.harness.id,
+                harness="report_harness",
+            )
+            run.run_ref = view.ref
+            await self.db(self.store.set_bridge_run, run.id, view.ref)
+        if resumed:
+            await self.emit(run, f"{VENDOR}.resumed", resumed_at_step=run.step)
+            await self._close_open_items(run)
+        run.forwarder = asyncio.create_task(self._forward(run))
+        steps = agent.plan(run.request["text"], run.request.get("previous_answer"))
+        if run.step == 0 and self.config.think_seconds:
+            await asyncio.sleep(self.config.think_seconds)
+        max_step = run.request.get("max_step")
+        tool_steps_done = sum(1 for s in steps[: run.step] if isinstance(s, agent.ToolStep))
+        for index in range(run.step, len(steps)):
+            step = steps[index]
+            if isinstance(step, agent.ToolStep):
+                if isinstance(max_step, int) and tool_steps_done >= max_step:
+                    raise _Incomplete("max_step")
+                await self._tool_step(run, index, step)
+                tool_steps_done += 1
+            elif isinstance(step, agent.CountStep):
+                deltas = [f"{n}\n" for n in range(step.start, step.end + 1)]
+                await self._message(run, index, deltas, self.config.count_interval_seconds)
+            else:
+                text = step.text or agent.summary_text(run.body["output"])
+                words = text.split(" ")
+                deltas = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+                await self._message(run, index, deltas, self.config.pace_seconds)
+        await self.finish(run, "completed")
+
+    async def _close_open_items(self, run: LiveRun) -> None:
+        """Items a crash left open end ``incomplete``; their step is re-run as a new item."""
+        for index, item in enumerate(run.body["output"]):
+            if item.get("status") == "in_progress":
+                item["status"] = "incomplete"
+                await self.emit(
+                    run, "response.output_item.done", output_index=index, item=copy.deepcopy(item)
+                )
+
+    async def _message(self, run: LiveRun, index: int, deltas: list[str], pause: float) -> None:
+        item = new_message_item()
+        out = run.body["output"]
+        out.append(item)
+        where = {"item_id": item["id"], "output_index": len(out) - 1}
+        await self.emit(run, "response.output_item.added", output_index=len(out) - 1, item=item)
+        part = new_text_part()
+        item["content"].append(part)
+        await self.emit(
+            run, "response.content_part.added", **where, content_index=0, part=copy.deepcopy(part)
+        )
+        for delta in deltas:
+            if pause:
+                await asyncio.sleep(pause)
+            part["text"] += delta
+            await self.emit(
+                run, "response.output_text.delta", **where, content_index=0, delta=delta
+            )
+        await self.emit(
+            run, "response.output_text.done", **where, content_index=0, text=part["text"]
+        )
+        await self.emit(
+            run, "response.content_part.done", **where, content_index=0, part=copy.deepcopy(part)
+        )
+        item["status"] = "completed"
+        await self.emit(
+            run,
+            "response.output_item.done",
+            output_index=where["output_index"],
+            item=copy.deepcopy(item),
+            step=index + 1,
+        )
+
+    async def _tool_step(self, run: LiveRun, index: int, step: agent.ToolStep) -> None:
+        assert self.bridge is not None and run.run_ref is not None
+        call_id = f"call_{run.id[5:13]}_{index}"
+        arguments = json.dumps(step.arguments, sort_keys=True)
+        call = {
+            "id": new_id("fc_"),
+            "type": "function_call",
+            "call_id": call_id,
+            "name": f"{step.server}.{step.tool}",
+            "arguments": "",
+            "status": "in_progress",
+        }
+        out = run.body["output"]
+        out.append(call)
+        pos = len(out) - 1
+        await self.emit(
+            run, "response.output_item.added", output_index=pos, item=copy.deepcopy(call)
+        )
+        call["arguments"] = arguments
+        await self.emit(
+            run,
+            "response.function_call_arguments.delta",
+            item_id=call["id"],
+            output_index=pos,
+            delta=arguments,
+        )
+        await self.emit(
+            run,
+            "response.function_call_arguments.done",
+            item_id=call["id"],
+            output_index=pos,
+            arguments=arguments,
+        )
+        call["status"] = "completed"
+        await self.emit(
+            run, "response.output_item.done", output_index=pos, item=copy.deepcopy(call)
+        )
+
+        result = await self._call(run, index, step)
+        result_item = {
+            "id": new_id("fco_"),
+            "type": "function_call_output",
+            "call_id": call_id,
+            "output": json.dumps(result),
+            "status": "completed",
+        }
+        out.append(result_item)
+        pos = len(out) - 1
+        await self.emit(
+            run, "response.output_item.added", output_index=pos, item=copy.deepcopy(result_item)
+        )
+        await self.emit(
+            run,
+            "response.output_item.done",
+            output_index=pos,
+            item=copy.deepcopy(result_item),
+            step=index + 1,
+        )
+
+    async def _call(self, run: LiveRun, index: int, step: agent.ToolStep) -> dict[str, Any]:
+        """One bridged MCP call; the result as the agent sees it (never raises)."""
+        assert self.bridge is not None and run.run_ref is not None
+        server = run.harness.server(step.server)
+        if server is None:
+            return {"outcome": "error", "error": f"no MCP server named {step.server!r}"}
+        if not server.enabled:
+            return {"outcome": "skipped", "error": f"MCP server {step.server!r} is disabled"}
+        if step.tool in run.harness.disabled_tools:
+            return {"outcome": "skipped", "error": f"tool {step.tool!r} is disabled"}
+        mode = WaitMode(step.policy) if step.policy else None
+        try:
+            outcome = await self.bridge.call_tool(
+                run.principal,
+                run.run_ref,
+                step.server,
+                step.tool,
+                step.arguments,
+                operation_id=f"{run.id}:step-{index}",
+                wait=mode,
+                wait_deadline_s=self.config.wait_deadline_seconds,
+            )
+        except ServerConnectFailed as exc:
+            await self.emit(
+                run,
+                f"{VENDOR}.mcp_server.unreachable",
+                server=step.server,
+                tool=step.tool,
+                detail="the MCP server could not be reached; nothing was sent",
+            )
+            log.warning("response %s: %s", run.id, exc)
+            return {"outcome": "server_unreachable", "server": step.server}
+        return _describe(outcome)
+
+    async def _forward(self, run: LiveRun) -> None:
+        """Bridge events of this run -> vendor events in the response's own log."""
+        assert self.bridge is not None and run.run_ref is not None
+        async for event in self.bridge.subscribe(
+            run.principal, run.run_ref, after_seq=run.bridge_cursor
+        ):
+            body = to_uhp_event(event)
+            if body is None:
+                async with run.lock:
+                    run.bridge_cursor = max(run.bridge_cursor, event.seq)
+                continue
+            kind = body.pop("type")
+            await self.emit(run, kind, forwarded_seq=event.seq, **body)
+
+    async def _drain(self, run: LiveRun) -> None:
+        """Forward what the bridge recorded for this run and was not forwarded yet."""
+        if run.forwarder is not None:
+            run.forwarder.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await run.forwarder
+        if run.run_ref is None or self.bridge is None:
+            return
+        tenant = self.bridge.ledger.for_principal(run.principal)
+        for event in await self.db(tenant.events, run.run_ref, after_seq=run.bridge_cursor):
+            body = to_uhp_event(event)
+            if body is not None:
+                kind = body.pop("type")
+                await self.emit(run, kind, forwarded_seq=event.seq, **body)
+
+    async def finish(self, run: LiveRun, status: str, error: dict[str, Any] | None = None) -> None:
+        if run.terminal or run.finishing:
+            return
+        run.finishing = True  # from here on a cancel request no longer interrupts the task
+        try:
+            if self.bridge is not None and run.run_ref is not None:
+                with contextlib.suppress(Exception):
+                    await self.bridge.record_outer_status(
+                        run.principal, run.run_ref, OuterStatus(status), error=error
+                    )
+                await self._drain(run)
+                tenant = self.bridge.ledger.for_principal(run.principal)
+                summary = await self.db(nested_tasks_summary, tenant, run.run_ref)
+                run.body["metadata"].update(summary)
+        finally:
+            terminal_event = settle_response(run.body, status, error)
+            await self.emit(run, terminal_event, response=self.snapshot(run))
+            run.done.set()
+            self.live.pop(run.id, None)
+
+    # -- cancelling --------------------------------------------------------------------------
+    async def cancel(self, response_ids: list[str]) -> None:
+        runs = [self.live[r] for r in response_ids if r in self.live]
+        for run in runs:
+            run.cancel_requested = True
+            if run.task is not None and not run.task.done() and not run.finishing:
+                run.task.cancel()
+        for run in runs:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(run.done.wait()), CANCEL_ANSWER_SECONDS)
+
+
+class _Incomplete(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _describe(outcome: Any) -> dict[str, Any]:
+    match outcome:
+        case InlineResult():
+            return {"outcome": "result", "is_error": outcome.is_error, "result": outcome.result}
+        case TaskSettled():
+            return {
+                "outcome": "task_lost" if outcome.lost else "task_settled",
+                "task_ref": outcome.task.ref,
+                "status": outcome.status.value,
+                "result": outcome.task.result,
+                "error": outcome.task.error,
+            }
+        case TaskPending():
+            return {"outcome": "task_pending", "task_ref": outcome.task.ref}
+        case RecoverableFailure():
+            return {
+                "outcome": "step_failed_recoverably",
+                "task_ref": outcome.task.ref,
+                "reason": outcome.reason,
+            }
+        case RejectedCall():
+            return {"outcome": "rejected", "error": outcome.error}
+        case UnknownOutcome():
+            return {"outcome": "unknown_outcome", "reason": outcome.reason}
+    return {"outcome": type(outcome).__name__}
+
+
+class StoredLog:
+    """A response's event log as the kit follows it: the rows in the store, woken by the live
+    run of this process (an ``EventSource``)."""
+
+    def __init__(self, runtime: Runtime, response_id: str) -> None:
+        self.runtime = runtime
+        self.response_id = response_id
+
+    async def events_after(self, after_seq: int) -> Sequence[LoggedEvent]:
+        rows = await self.runtime.db(self.runtime.store.events_after, self.response_id, after_seq)
+        return [LoggedEvent(seq, type_, data) for seq, type_, data in rows]
+
+    def live_signal(self) -> asyncio.Event | None:
+        live = self.runtime.live.get(self.response_id)
+        return live.signal.current if live is not None else None
+
+    async def closed(self) -> bool:
+        # Not live here: finished, gone, or about to be resumed (then it is looked at again).
+        stored = await self.runtime.db(self.runtime.store.get, self.response_id)
+        return stored is None or stored.terminal
