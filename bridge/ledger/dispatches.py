@@ -75,9 +75,14 @@ class CallPathStatements:
 
     def __init__(self, session: DriverSession) -> None:
         compile_ = session.compile
-        # The intent is written only if the run exists for this principal.
+        # The intent (an event) is written only if the run exists for this principal. An
+        # UPDATE's own guards are bound under names no column of its table has ("owner",
+        # "in_run"): SQLAlchemy Core reserves column names for the SET clause.
         owned_run = (RUNS.c.ref == bindparam("run_ref")) & (
             RUNS.c.principal == bindparam("principal")
+        )
+        run_of_owner = (RUNS.c.ref == bindparam("run_ref")) & (
+            RUNS.c.principal == bindparam("owner")
         )
         dispatch_columns = written_columns(DISPATCHES)
         source = select(*[b.label(c) for c, b in _bind(DISPATCHES, dispatch_columns).items()])
@@ -94,19 +99,19 @@ class CallPathStatements:
         )
         guard = (
             DISPATCHES.c.ref == bindparam("op_ref"),
-            DISPATCHES.c.principal == bindparam("principal"),
+            DISPATCHES.c.principal == bindparam("owner"),
             DISPATCHES.c.state == bindparam("from_state"),
         )
         self.advance_dispatch = compile_(move.where(*guard).returning(*DISPATCHES.c))
         # The same move when the caller holds the dispatch it began (no row to return): also
         # guarded on the run, so the event it appends cannot go to another run's log.
         self.advance_known_dispatch = compile_(
-            move.where(*guard, DISPATCHES.c.run_ref == bindparam("run_ref"))
+            move.where(*guard, DISPATCHES.c.run_ref == bindparam("in_run"))
         )
         # The run's next event number, and the outer ids a new task is linked to.
         self.next_seq = compile_(
             update(RUNS)
-            .where(owned_run)
+            .where(run_of_owner)
             .values(event_seq=RUNS.c.event_seq + literal_column("1"))
             .returning(RUNS.c.event_seq, RUNS.c.response_id, RUNS.c.session_id)
         )
@@ -117,7 +122,9 @@ class CallPathStatements:
         # the statement it is on): the counter moves, then the event is written at the new
         # value, its payload completed in SQL: '{"seq":' || seq || <_event_tail>.
         self.bump_seq = compile_(
-            update(RUNS).where(owned_run).values(event_seq=RUNS.c.event_seq + literal_column("1"))
+            update(RUNS)
+            .where(run_of_owner)
+            .values(event_seq=RUNS.c.event_seq + literal_column("1"))
         )
         from_run = {
             "seq": RUNS.c.event_seq,
@@ -132,7 +139,7 @@ class CallPathStatements:
         self.insert_event_at_seq = compile_(
             insert(EVENTS).from_select(event_columns, at_seq.where(owned_run))
         )
-        self.run_seq = compile_(select(RUNS.c.event_seq).where(owned_run))
+        self.run_seq = compile_(select(RUNS.c.event_seq).where(run_of_owner))
 
 
 class DispatchWrites(RunWrites):
@@ -315,8 +322,8 @@ class DispatchWrites(RunWrites):
                 hot.advance_known_dispatch,
                 {
                     "op_ref": op_ref,
-                    "principal": principal,
-                    "run_ref": run_ref,
+                    "owner": principal,
+                    "in_run": run_ref,
                     "from_state": "sent",
                     "to_state": "result",
                     "now": now,
@@ -327,7 +334,7 @@ class DispatchWrites(RunWrites):
             )
             if moved != 1:
                 self._refuse_call_path_move(op_ref, DispatchState.RESULT)
-            owned_run = {"run_ref": run_ref, "principal": principal}
+            owned_run = {"run_ref": run_ref, "owner": principal}
             if cursor.run(hot.bump_seq, owned_run) != 1:
                 raise NotFound("run", run_ref)
             # SQL completes the payload with the number the counter just took.
@@ -391,7 +398,7 @@ class DispatchWrites(RunWrites):
                     cursor, op_ref, DispatchState.SENT, DispatchState.TASK, now, task_ref=ref
                 )
                 run_ref = op.run_ref
-                run = cursor.one(hot.next_seq, {"run_ref": run_ref, "principal": principal})
+                run = cursor.one(hot.next_seq, {"run_ref": run_ref, "owner": principal})
                 if run is None:
                     raise NotFound("run", run_ref)
                 seq = int(run["event_seq"])
@@ -483,7 +490,7 @@ class DispatchWrites(RunWrites):
             self._call_path.advance_dispatch,
             {
                 "op_ref": op_ref,
-                "principal": self.principal,
+                "owner": self.principal,
                 "from_state": expected.value,
                 "to_state": target.value,
                 "now": now,
