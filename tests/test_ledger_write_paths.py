@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import select
 
@@ -39,6 +39,7 @@ from bridge.lifecycle import TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT
 from tests.support.postgres import fresh_database
+from tests.support.properties import ledger_property_settings
 
 
 @dataclass(frozen=True)
@@ -319,16 +320,7 @@ def pg_pair(postgres_admin_url: str, clock: FakeClock) -> Iterator[tuple[Ledger,
         fast.close()
 
 
-def _settings(examples: int) -> settings:
-    # Each example writes under fresh principals, so function-scoped ledgers are fine.
-    return settings(
-        max_examples=examples,
-        deadline=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture],
-    )
-
-
-@_settings(120)
+@ledger_property_settings(120)
 @given(script=scripts(8))
 def test_both_call_paths_write_the_same_ledger_on_sqlite(
     sqlite_pair: tuple[Ledger, Ledger], clock: FakeClock, script: list[Op]
@@ -337,7 +329,7 @@ def test_both_call_paths_write_the_same_ledger_on_sqlite(
 
 
 @pytest.mark.postgres
-@_settings(40)
+@ledger_property_settings(40)
 @given(script=scripts(6))
 def test_both_call_paths_write_the_same_ledger_on_postgresql(
     pg_pair: tuple[Ledger, Ledger], clock: FakeClock, script: list[Op]

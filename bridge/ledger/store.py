@@ -13,9 +13,8 @@ This module composes them and keeps the names callers import from it.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
-
-from sqlalchemy import Engine
 
 from bridge.ledger import migrate
 from bridge.ledger._base import (
@@ -65,21 +64,10 @@ class Ledger(LedgerCore):
     ``ledger.dialect.runs_calls_inline``: whether ledger calls from async code run inline.
     """
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        clock: Clock = wall_clock_ms,
-        max_outcome_bytes: int = DEFAULT_MAX_OUTCOME_BYTES,
-        precompiled_call_path: bool = True,
-    ) -> None:
-        super().__init__(
-            engine,
-            clock=clock,
-            max_outcome_bytes=max_outcome_bytes,
-            precompiled_call_path=precompiled_call_path,
-        )
-        self._hot = CallPathStatements(self._driver)
+    @cached_property
+    def _hot(self) -> CallPathStatements:
+        """The call path's statements, compiled once for this ledger's driver session."""
+        return CallPathStatements(self._driver)
 
     @classmethod
     def open(
