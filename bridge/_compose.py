@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 
 from bridge.aio import LedgerRunner
-from bridge.ledger.engine import is_sqlite
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import RunView, TaskView
@@ -22,7 +21,7 @@ RunsClaimed = Callable[[str, Membership, list[RunView]], Awaitable[None]]
 
 def ledger_runner(ledger: Ledger) -> LedgerRunner:
     """The one runner every part of a bridge uses (inline for an embedded SQLite ledger)."""
-    return LedgerRunner(inline=is_sqlite(ledger.engine))
+    return LedgerRunner(inline=ledger.dialect.runs_calls_inline)
 
 
 def build_requester(

@@ -35,7 +35,7 @@ from bridge._outer_spans import OuterSpans
 from bridge._reads import BridgeReads
 from bridge.errors import BridgeError, LeaseLost
 from bridge.inputs import InputRequest
-from bridge.ledger.engine import SqliteSynchronous
+from bridge.ledger.dialects import SqliteSynchronous
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import RunView, TaskView

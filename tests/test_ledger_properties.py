@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge import events as ev
@@ -21,6 +21,7 @@ from bridge.ledger.store import Ledger
 from bridge.ledger.views import TaskObservation, TaskView
 from bridge.lifecycle import LostReason, TaskStatus
 from tests.support.builders import new_run, new_task
+from tests.support.properties import ledger_property_settings
 
 
 @dataclass(frozen=True)
@@ -119,23 +120,14 @@ def _run_property(ledger: Ledger, script: list[Action]) -> None:
     assert len(refs) == len(tenant.input_requests(task_ref)), "a new input key went unsurfaced"
 
 
-def _settings(examples: int) -> settings:
-    # Each example opens a fresh run in the same database, so a function-scoped ledger is fine.
-    return settings(
-        max_examples=examples,
-        deadline=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture],
-    )
-
-
-@_settings(150)
+@ledger_property_settings(150)
 @given(script=st.lists(actions, max_size=25))
 def test_any_observation_sequence_on_sqlite(sqlite_ledger: Ledger, script: list[Action]) -> None:
     _run_property(sqlite_ledger, script)
 
 
 @pytest.mark.postgres
-@_settings(40)
+@ledger_property_settings(40)
 @given(script=st.lists(actions, max_size=20))
 def test_any_observation_sequence_on_postgresql(pg_ledger: Ledger, script: list[Action]) -> None:
     _run_property(pg_ledger, script)

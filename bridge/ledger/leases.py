@@ -19,12 +19,10 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Table, exists, insert, or_, select, update
-from sqlalchemy.exc import CompileError, IntegrityError
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy import Table, exists, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
 
+from bridge.ledger.dialects import db_now_ms
 from bridge.ledger.fencing import Membership
 from bridge.ledger.models import Replica
 from bridge.ledger.store import (
@@ -40,28 +38,6 @@ from bridge.ledger.views import DispatchView, RunView, TaskView
 from bridge.lifecycle import DispatchState
 
 REPLICAS = cast(Table, Replica.__table__)  # type: ignore[attr-defined]
-
-
-class db_now_ms(FunctionElement[int]):  # lower case: reads as the SQL function it renders
-    """The database server's current time in Unix epoch milliseconds."""
-
-    type = BigInteger()
-    inherit_cache = True
-
-
-@compiles(db_now_ms, "postgresql")
-def _pg_now_ms(element: db_now_ms, compiler: SQLCompiler, **kw: Any) -> str:
-    return "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint"
-
-
-@compiles(db_now_ms, "sqlite")
-def _sqlite_now_ms(element: db_now_ms, compiler: SQLCompiler, **kw: Any) -> str:
-    return "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
-
-
-@compiles(db_now_ms)
-def _other_now_ms(element: db_now_ms, compiler: SQLCompiler, **kw: Any) -> str:
-    raise CompileError(f"leases need PostgreSQL or SQLite, not {compiler.dialect.name}")
 
 
 def _alive(member_id: Any, incarnation: Any) -> Any:
@@ -173,8 +149,7 @@ class TenantLeases:
     """Claims of one principal's open tasks and followed runs by a replica incarnation."""
 
     def __init__(self, tenant: TenantLedger) -> None:
-        self._tenant = tenant
-        self._ledger = tenant._ledger
+        self._scope = tenant.scope
 
     def claim_tasks(self, member: Membership, limit: int) -> list[TaskView]:
         """Take up to ``limit`` open tasks nobody live holds, oldest due first.
@@ -208,22 +183,22 @@ class TenantLeases:
         """Dispatches left ``pending``/``sent`` by a replica incarnation that is gone: nobody
         can tell any more whether they reached the server."""
         query = select(DISPATCHES).where(
-            self._tenant._mine(DISPATCHES),
+            self._scope.owned(DISPATCHES),
             DISPATCHES.c.state.in_([DispatchState.PENDING.value, DispatchState.SENT.value]),
             DISPATCHES.c.dispatcher_replica.is_not(None),
             ~_alive(DISPATCHES.c.dispatcher_replica, DISPATCHES.c.dispatcher_incarnation),
         )
-        with self._ledger._read() as conn:
+        with self._scope.read_connection() as conn:
             rows = conn.execute(query.order_by(DISPATCHES.c.created_at_ms, DISPATCHES.c.ref))
             return [DispatchView.from_row(r) for r in rows]
 
     def holder(self, table_kind: str, ref: str) -> Membership | None:
         """Who holds a task (``"task"``) or a run (``"run"``), live or not (operators, tests)."""
         table = TASKS if table_kind == "task" else RUNS
-        with self._ledger._read() as conn:
+        with self._scope.read_connection() as conn:
             row = conn.execute(
                 select(table.c.lease_owner, table.c.lease_incarnation).where(
-                    self._tenant._mine(table), table.c.ref == ref
+                    self._scope.owned(table), table.c.ref == ref
                 )
             ).first()
         if row is None or row.lease_owner is None:
@@ -238,7 +213,7 @@ class TenantLeases:
         candidates = (
             select(table.c.ref)
             .where(
-                self._tenant._mine(table),
+                self._scope.owned(table),
                 *wanted,
                 _claimable(table),
                 _alive(member.replica_id, member.incarnation),
@@ -255,15 +230,15 @@ class TenantLeases:
             .values(lease_owner=member.replica_id, lease_incarnation=member.incarnation)
             .returning(*table.c)
         )
-        with self._ledger.engine.begin() as conn:
+        with self._scope.write_connection() as conn:
             return list(conn.execute(claim))
 
     def _adopt(self, table: Table, member: Membership, ref: str) -> bool:
-        with self._ledger.engine.begin() as conn:
+        with self._scope.write_connection() as conn:
             result = conn.execute(
                 update(table)
                 .where(
-                    self._tenant._mine(table),
+                    self._scope.owned(table),
                     table.c.ref == ref,
                     _claimable(table),
                     _alive(member.replica_id, member.incarnation),

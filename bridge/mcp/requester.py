@@ -29,7 +29,6 @@ from anyio.abc import TaskGroup
 from bridge import _telemetry as telemetry
 from bridge.aio import LedgerRunner
 from bridge.errors import InvalidTaskResponse, InvalidTransition, TaskRequestFailed
-from bridge.ledger.engine import is_sqlite
 from bridge.ledger.fencing import Membership
 from bridge.ledger.leases import TenantLeases
 from bridge.ledger.store import Ledger, TenantLedger
@@ -101,7 +100,7 @@ class TaskRequester:
         self._clock = clock or ledger.clock  # one clock for due times, TTLs and the ledger
         self._rng = rng
         # The bridge passes the one runner it built; a requester used alone builds its own.
-        self.db = db or LedgerRunner(inline=is_sqlite(ledger.engine))
+        self.db = db or LedgerRunner(inline=ledger.dialect.runs_calls_inline)
         self._tg: TaskGroup | None = None
         self._pool: ServerPool | None = None
         self._scheduler: PollScheduler | None = None

@@ -28,7 +28,6 @@ import anyio
 import httpx
 
 from bridge.aio import LedgerRunner
-from bridge.ledger.engine import is_sqlite
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import OuterStatus
@@ -92,7 +91,7 @@ class UhpClient:
         self._owns_http = http is None
         self._rng = rng or random.Random()
         self._sleep = sleep
-        self.db = db or LedgerRunner(inline=is_sqlite(ledger.engine))
+        self.db = db or LedgerRunner(inline=ledger.dialect.runs_calls_inline)
         self.discovery: Discovery | None = None
         # Leased mode: called with a run this client just registered for streaming; returns
         # the lease its follower writes under (None: single process, or held elsewhere).

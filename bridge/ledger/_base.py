@@ -1,0 +1,283 @@
+"""The base every ledger aggregate builds on: tables, transactions, principal scoping, and the
+event append with the per-run gapless sequence.
+
+Every write runs in one short transaction that (1) reads the current state, (2) asks the pure
+state machine in :mod:`bridge.lifecycle` what the observation means, (3) applies it and
+(4) appends the events that report it, with the run's next gapless sequence number. Either all
+of that commits or none of it does.
+
+SQLAlchemy Core on pooled connections is used rather than an ORM session per call: the ORM
+session, not the disk, dominates a durable write on these machines (see the call-path figures
+in ``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, cast
+
+from sqlalchemy import Connection, Engine, Table, insert, or_, select, update
+from sqlalchemy.sql.elements import ColumnElement
+
+from bridge import events as ev
+from bridge.errors import NotFound
+from bridge.ledger.dialects import LedgerDialect, dialect_of
+from bridge.ledger.hotpath import DriverSession
+from bridge.ledger.models import (
+    DispatchIntent,
+    EventRecord,
+    InnerTask,
+    InputRequest,
+    OuterResponse,
+)
+from bridge.ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
+from bridge.lifecycle import OuterStatus
+
+RUNS = cast(Table, OuterResponse.__table__)  # type: ignore[attr-defined]
+DISPATCHES = cast(Table, DispatchIntent.__table__)  # type: ignore[attr-defined]
+TASKS = cast(Table, InnerTask.__table__)  # type: ignore[attr-defined]
+INPUTS = cast(Table, InputRequest.__table__)  # type: ignore[attr-defined]
+EVENTS = cast(Table, EventRecord.__table__)  # type: ignore[attr-defined]
+
+# A task is open (watched) while it has no stored terminal outcome, no lost verdict and was
+# not detached: the one definition every query uses.
+OPEN_TASK = (
+    TASKS.c.terminal_at_ms.is_(None),
+    TASKS.c.lost_reason.is_(None),
+    TASKS.c.detached_at_ms.is_(None),
+)
+# A run is open while the harness has not reported it terminal (or not reported it at all).
+OPEN_RUN = or_(RUNS.c.status.is_(None), RUNS.c.status == OuterStatus.IN_PROGRESS.value)
+
+
+def written_columns(table: Table) -> list[str]:
+    """The columns an insert writes: all of the table's but a key the database generates."""
+    generated = table.autoincrement_column
+    return [c.name for c in table.columns if c is not generated]
+
+
+def null_row(table: Table) -> dict[str, Any]:
+    """Every written column of ``table`` set to NULL: the base a full row is written over."""
+    return dict.fromkeys(written_columns(table))
+
+
+Clock = Callable[[], int]
+EventListener = Callable[[str, str, int], None]  # (principal, run_ref, last seq committed)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def scrub_raw_id(payload_json: str, raw_id: str, ref: str) -> str:
+    """Replace a raw id inside a JSON document's strings by ``[ref]`` (keeps it valid JSON)."""
+    needle = json.dumps(raw_id)[1:-1]  # the id as it appears inside a JSON string
+    return payload_json.replace(needle, f"[{ref}]") if needle else payload_json
+
+
+class _Appended:
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], int] = {}
+
+    def note(self, principal: str, run_ref: str, seq: int) -> None:
+        self._last[(principal, run_ref)] = seq
+
+    def items_last(self) -> list[tuple[str, str, int]]:
+        return [(p, r, s) for (p, r), s in self._last.items()]
+
+
+class Tx:
+    """One write transaction: its connection, and the events appended in it."""
+
+    conn: Connection
+
+    def __init__(self) -> None:
+        self.appended = _Appended()
+
+
+class LedgerCore:
+    """The engine, the dialect, the clock, commit listeners and the two kinds of transaction.
+
+    ``precompiled_call_path=False`` runs the call path's statements through SQLAlchemy Core
+    (slower; every statement visible to SQLAlchemy's logging and instrumentation).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Clock = wall_clock_ms,
+        max_outcome_bytes: int = DEFAULT_MAX_OUTCOME_BYTES,
+        precompiled_call_path: bool = True,
+    ) -> None:
+        self.engine = engine
+        self.dialect: LedgerDialect = dialect_of(engine)
+        self.clock = clock
+        self.max_outcome_bytes = max_outcome_bytes
+        self._listeners: list[EventListener] = []
+        self._driver: DriverSession = self.dialect.driver_session(
+            engine, precompiled=precompiled_call_path
+        )
+
+    def close(self) -> None:
+        self._driver.close()
+        self.engine.dispose()
+
+    def add_listener(self, listener: EventListener) -> None:
+        """Called after each commit that appended events (in the committing thread)."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: EventListener) -> None:
+        self._listeners.remove(listener)
+
+    def _notify(self, principal: str, run_ref: str, seq: int) -> None:
+        for listener in list(self._listeners):
+            listener(principal, run_ref, seq)
+
+    @contextmanager
+    def _write(self) -> Iterator[Tx]:
+        tx = Tx()
+        with self.engine.begin() as conn:
+            tx.conn = conn
+            yield tx
+        for principal, run_ref, seq in tx.appended.items_last():
+            self._notify(principal, run_ref, seq)
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            # A plain deferred BEGIN on SQLite: readers must not queue behind the write lock.
+            yield conn.execution_options(bridge_read=True)
+
+
+def owned_by(table: Table, principal: str) -> ColumnElement[bool]:
+    """SQL: the row belongs to ``principal`` (every query on tenant data carries it)."""
+    return table.c.principal == principal
+
+
+class LedgerScope:
+    """The protected scope API of one principal, for the ledger's own modules
+    (:mod:`bridge.ledger.leases`), not for applications: the principal filter and the two
+    kinds of transaction, without the ledger's internals."""
+
+    __slots__ = ("_ledger", "principal")
+
+    def __init__(self, ledger: LedgerCore, principal: str) -> None:
+        self._ledger = ledger
+        self.principal = principal
+
+    def owned(self, table: Table) -> ColumnElement[bool]:
+        """SQL: the row belongs to this principal."""
+        return owned_by(table, self.principal)
+
+    def read_connection(self) -> AbstractContextManager[Connection]:
+        """A read-only transaction (on SQLite a deferred BEGIN: never waits for writers)."""
+        return self._ledger._read()
+
+    def write_connection(self) -> AbstractContextManager[Connection]:
+        """A write transaction that appends no events."""
+        return self._ledger.engine.begin()
+
+
+class TenantScope:
+    """One principal's view of the ledger; the aggregates (runs, dispatches, tasks, inputs,
+    queries) are mixins over it. :attr:`scope` is the API the ledger's other modules use."""
+
+    def __init__(self, ledger: LedgerCore, principal: str) -> None:
+        self._ledger = ledger
+        self.principal = principal
+
+    @property
+    def now(self) -> int:
+        return self._ledger.clock()
+
+    @property
+    def scope(self) -> LedgerScope:
+        """The protected scope API (for :mod:`bridge.ledger.leases`)."""
+        return LedgerScope(self._ledger, self.principal)
+
+    # -- for the aggregates ----------------------------------------------------------------
+    def _owned(self, table: Table) -> ColumnElement[bool]:
+        return owned_by(table, self.principal)
+
+    def _read(self) -> AbstractContextManager[Connection]:
+        return self._ledger._read()
+
+    def _write(self) -> AbstractContextManager[Tx]:
+        return self._ledger._write()
+
+    def _one(self, conn: Connection, table: Table, ref: str, kind: str, lock: bool) -> Any:
+        query = select(table).where(self._owned(table), table.c.ref == ref)
+        if lock and self._ledger.dialect.locks_rows_for_update:
+            query = query.with_for_update()
+        row = conn.execute(query).first()
+        if row is None:
+            raise NotFound(kind, ref)
+        return row
+
+    def _run_row(self, conn: Connection, ref: str, lock: bool = False) -> Any:
+        return self._one(conn, RUNS, ref, "run", lock)
+
+    def _dispatch_row(self, conn: Connection, ref: str, lock: bool = False) -> Any:
+        return self._one(conn, DISPATCHES, ref, "dispatch", lock)
+
+    def _task_row(self, conn: Connection, ref: str, lock: bool = False) -> Any:
+        return self._one(conn, TASKS, ref, "task", lock)
+
+    def _append_task_event(
+        self, tx: Tx, row: Any, event_type: type[ev.TaskEventLike], **fields: Any
+    ) -> ev.BridgeEvent:
+        """Append an event about the task in ``row`` (its reference, tool and server filled in;
+        its raw id scrubbed from whatever the server said)."""
+        event = event_type(
+            task_ref=row.ref,
+            tool=row.tool_name,
+            server=row.server_name or row.server_endpoint,
+            **fields,
+        )
+        return self._append(tx, row.run_ref, cast(ev.BridgeEvent, event), raw_task_id=row.task_id)
+
+    def _append(
+        self,
+        tx: Tx,
+        run_ref: str,
+        event: ev.BridgeEvent,
+        *,
+        raw_task_id: str | None = None,
+    ) -> ev.BridgeEvent:
+        """Append ``event`` to the run's log with the next gapless sequence number.
+
+        The increment of the run's counter takes the run row's write lock, so concurrent
+        writers on one run serialise here and the sequence has no gaps and no duplicates.
+        Server-supplied text (messages, results, input requests) may quote the raw task id;
+        every occurrence is replaced by the task's reference before the event is stored.
+        """
+        seq = tx.conn.execute(
+            update(RUNS)
+            .where(self._owned(RUNS), RUNS.c.ref == run_ref)
+            .values(event_seq=RUNS.c.event_seq + 1)
+            .returning(RUNS.c.event_seq)
+        ).scalar_one()
+        stamped = event.model_copy(update={"seq": seq, "run_ref": run_ref, "at_ms": self.now})
+        payload = stamped.model_dump_json()
+        task_ref = getattr(stamped, "task_ref", None)
+        if raw_task_id and task_ref:
+            scrubbed = scrub_raw_id(payload, raw_task_id, task_ref)
+            if scrubbed != payload:
+                payload, stamped = scrubbed, ev.parse_event(scrubbed)
+        tx.conn.execute(
+            insert(EVENTS).values(
+                principal=self.principal,
+                run_ref=run_ref,
+                seq=seq,
+                type=stamped.type,
+                task_ref=task_ref,
+                payload_json=payload,
+                at_ms=stamped.at_ms,
+            )
+        )
+        tx.appended.note(self.principal, run_ref, seq)
+        return stamped

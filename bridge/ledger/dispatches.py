@@ -1,0 +1,531 @@
+"""The dispatches aggregate: ``tools/call`` intents, their state moves, and the call path.
+
+A bridged call commits twice on its critical path: the intent before the request is sent
+(:meth:`DispatchWrites.begin_dispatch`), then the handle (:meth:`~DispatchWrites.
+record_task_created`) or the result (:meth:`~DispatchWrites.record_immediate_result`) before
+it is returned. Those writes are defined here, once: as SQLAlchemy Core statements over the
+SQLModel tables (:class:`CallPathStatements`, column lists taken from the tables), compiled once
+for the dialect and run on the ledger's driver session (:mod:`bridge.ledger.hotpath`). The two
+call-path events (``call.result``, ``task.created``) are serialised by one function,
+:func:`_event_tail`, in the shape ``model_dump`` gives them; ``tests/test_ledger_write_paths.py``
+proves the rows and events equal those of the SQLAlchemy Core path and of the event models.
+"""
+
+from __future__ import annotations
+
+import json
+from binascii import b2a_base64
+from os import urandom
+from types import SimpleNamespace
+from typing import Any, NoReturn
+
+import pydantic_core
+from sqlalchemy import (
+    Connection,
+    String,
+    Table,
+    bindparam,
+    cast,
+    insert,
+    literal_column,
+    select,
+    update,
+)
+
+from bridge import events as ev
+from bridge.errors import DuplicateTaskHandle, InvalidTransition, NotFound, OperationReused
+from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref, sha256_hex
+from bridge.ledger._base import DISPATCHES, EVENTS, RUNS, TASKS, LedgerCore, written_columns
+from bridge.ledger.fencing import Membership
+from bridge.ledger.hotpath import Cursor, DriverSession
+from bridge.ledger.outcome import bound_json
+from bridge.ledger.runs import RunWrites
+from bridge.ledger.views import DispatchView, TaskView
+from bridge.lifecycle import DispatchState, TaskStatus, may_advance_dispatch
+
+# The encoding of bridge.ids.canonical_json, with the encoder built once for the call path
+# (json.dumps builds a new one per call): same arguments, same text, same digests.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+_URLSAFE = bytes.maketrans(b"+/", b"-_")  # base64 -> base64url, as secrets.token_urlsafe
+# The two events a bridged call appends on its own commits.
+_RESULT_EVENT: str = ev.CallResult.model_fields["type"].default
+_TASK_CREATED_EVENT: str = ev.TaskCreated.model_fields["type"].default
+
+
+def _event_tail(event: dict[str, Any]) -> str:
+    """A call-path event's JSON after its leading ``{"seq":<n>`` (the sequence is known only
+    inside the transaction, in SQL or from the run's counter).
+
+    ``event`` is the event as ``model_dump`` gives it, ``run_ref`` and ``at_ms`` first, minus
+    ``seq``. Its fields come from the ledger's own rows and typed arguments, so the event is
+    not built as a model and validated again: pydantic's own encoder serialises it, and it reads
+    back (``parse_event``) as the model would have written it.
+    """
+    return "," + pydantic_core.to_json(event)[1:].decode()
+
+
+def _bind(table: Table, names: list[str]) -> dict[str, Any]:
+    return {name: bindparam(name, type_=table.c[name].type) for name in names}
+
+
+class CallPathStatements:
+    """The statements of the two write-ahead commits, compiled once per dialect."""
+
+    def __init__(self, session: DriverSession) -> None:
+        compile_ = session.compile
+        # The intent (an event) is written only if the run exists for this principal. An
+        # UPDATE's own guards are bound under names no column of its table has ("owner",
+        # "in_run"): SQLAlchemy Core reserves column names for the SET clause.
+        owned_run = (RUNS.c.ref == bindparam("run_ref")) & (
+            RUNS.c.principal == bindparam("principal")
+        )
+        run_of_owner = (RUNS.c.ref == bindparam("run_ref")) & (
+            RUNS.c.principal == bindparam("owner")
+        )
+        dispatch_columns = written_columns(DISPATCHES)
+        source = select(*[b.label(c) for c, b in _bind(DISPATCHES, dispatch_columns).items()])
+        self.insert_dispatch = compile_(
+            insert(DISPATCHES).from_select(dispatch_columns, source.where(owned_run))
+        )
+        # One guarded state move for every dispatch transition on the call path.
+        move = update(DISPATCHES).values(
+            state=bindparam("to_state"),
+            updated_at_ms=bindparam("now"),
+            result_json=bindparam("result_json"),
+            result_truncated=bindparam("result_truncated"),
+            task_ref=bindparam("task_ref"),
+        )
+        guard = (
+            DISPATCHES.c.ref == bindparam("op_ref"),
+            DISPATCHES.c.principal == bindparam("owner"),
+            DISPATCHES.c.state == bindparam("from_state"),
+        )
+        self.advance_dispatch = compile_(move.where(*guard).returning(*DISPATCHES.c))
+        # The same move when the caller holds the dispatch it began (no row to return): also
+        # guarded on the run, so the event it appends cannot go to another run's log.
+        self.advance_known_dispatch = compile_(
+            move.where(*guard, DISPATCHES.c.run_ref == bindparam("in_run"))
+        )
+        # The run's next event number, and the outer ids a new task is linked to.
+        self.next_seq = compile_(
+            update(RUNS)
+            .where(run_of_owner)
+            .values(event_seq=RUNS.c.event_seq + literal_column("1"))
+            .returning(RUNS.c.event_seq, RUNS.c.response_id, RUNS.c.session_id)
+        )
+        self.insert_task = compile_(insert(TASKS).values(_bind(TASKS, written_columns(TASKS))))
+        event_columns = written_columns(EVENTS)
+        self.insert_event = compile_(insert(EVENTS).values(_bind(EVENTS, event_columns)))
+        # The same append without reading the number back (RETURNING costs SQLite more than
+        # the statement it is on): the counter moves, then the event is written at the new
+        # value, its payload completed in SQL: '{"seq":' || seq || <_event_tail>.
+        self.bump_seq = compile_(
+            update(RUNS)
+            .where(run_of_owner)
+            .values(event_seq=RUNS.c.event_seq + literal_column("1"))
+        )
+        from_run = {
+            "seq": RUNS.c.event_seq,
+            "payload_json": literal_column("""'{"seq":'""", String)
+            + cast(RUNS.c.event_seq, String)
+            + bindparam("payload_tail", type_=String),
+        }
+        bound = _bind(EVENTS, [c for c in event_columns if c not in from_run])
+        at_seq = select(
+            *[(from_run[c] if c in from_run else bound[c]).label(c) for c in event_columns]
+        )
+        self.insert_event_at_seq = compile_(
+            insert(EVENTS).from_select(event_columns, at_seq.where(owned_run))
+        )
+        self.run_seq = compile_(select(RUNS.c.event_seq).where(run_of_owner))
+
+
+class DispatchWrites(RunWrites):
+    """Writes of dispatch intents, the call path among them."""
+
+    def __init__(self, ledger: LedgerCore, principal: str, call_path: CallPathStatements) -> None:
+        super().__init__(ledger, principal)
+        self._call_path = call_path
+
+    # -- dispatch intents ------------------------------------------------------------------
+    def begin_dispatch(
+        self,
+        run_ref: str,
+        *,
+        server_endpoint: str,
+        tool_name: str,
+        arguments: Any,
+        server_name: str | None = None,
+        operation_id: str | None = None,
+        sent: bool = False,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+        dispatcher: Membership | None = None,
+    ) -> DispatchView:
+        """Commit the intent to send a ``tools/call`` before sending it.
+
+        ``dispatcher``: the replica incarnation sending it (leased mode), so that only once it
+        is gone may another replica settle the call as unknown.
+
+        The intent is ``pending``; with ``sent=True`` it is committed directly as ``sent``
+        (the caller releases the request right after this commit), which saves a commit on the
+        call's critical path. With an ``operation_id`` the call is idempotent: the same id
+        returns the recorded intent (whatever state it reached) instead of creating a second
+        one, so a caller that retries after a crash learns what happened instead of resending.
+        """
+        # = digest_arguments(arguments), without building a JSON encoder per call
+        args_digest = sha256_hex(
+            _CANONICAL.encode(arguments if arguments is not None else {}).encode("utf-8")
+        )
+        # = new_ref(DISPATCH_PREFIX), in C calls only: 128 random bits, base64url, no padding
+        ref = DISPATCH_PREFIX + (
+            b2a_base64(urandom(16), newline=False).translate(_URLSAFE).rstrip(b"=").decode()
+        )
+        now = self._ledger.clock()
+        state = DispatchState.SENT if sent else DispatchState.PENDING
+        principal = self.principal
+        operation_id_ = operation_id or ref
+        values = {
+            "ref": ref,
+            "principal": principal,
+            "run_ref": run_ref,
+            "operation_id": operation_id_,
+            "server_endpoint": server_endpoint,
+            "server_name": server_name,
+            "tool_name": tool_name,
+            "args_digest": args_digest,
+            "state": state.value,
+            "unknown_reason": None,
+            "result_json": None,
+            "result_truncated": False,
+            "task_ref": None,
+            "trace_id": trace_id,
+            "span_id": span_id,
+            "dispatcher_replica": dispatcher.replica_id if dispatcher is not None else None,
+            "dispatcher_incarnation": dispatcher.incarnation if dispatcher is not None else None,
+            "created_at_ms": now,
+            "updated_at_ms": now,
+        }
+        driver = self._ledger._driver
+        try:
+            inserted = driver.execute_alone(self._call_path.insert_dispatch, values)
+        except driver.integrity_error:
+            existing = self._dispatch_by_operation(operation_id) if operation_id else None
+            if existing is None:
+                raise
+            self._check_same_operation(existing, run_ref, tool_name, args_digest)
+            return existing
+        if inserted == 0:
+            raise NotFound("run", run_ref)
+        return DispatchView(
+            ref=ref,
+            principal=principal,
+            run_ref=run_ref,
+            operation_id=operation_id_,
+            server_endpoint=server_endpoint,
+            server_name=server_name,
+            tool_name=tool_name,
+            args_digest=args_digest,
+            state=state,
+            unknown_reason=None,
+            result=None,
+            result_truncated=False,
+            task_ref=None,
+            trace_id=trace_id,
+            span_id=span_id,
+            created_at_ms=now,
+            updated_at_ms=now,
+        )
+
+    @staticmethod
+    def _check_same_operation(
+        existing: DispatchView, run_ref: str, tool_name: str, args_digest: str
+    ) -> None:
+        if (existing.run_ref, existing.tool_name, existing.args_digest) != (
+            run_ref,
+            tool_name,
+            args_digest,
+        ):
+            raise OperationReused(
+                f"operation id {existing.operation_id!r} was already used for another call"
+            )
+
+    def mark_dispatch_sent(self, op_ref: str) -> DispatchView:
+        """``pending -> sent``: committed just before the request leaves the process."""
+        with self._ledger._driver.transaction() as cursor:
+            row = self._advance_on_call_path(
+                cursor, op_ref, DispatchState.PENDING, DispatchState.SENT, self.now
+            )
+        return DispatchView.from_row(row)
+
+    def mark_dispatch_unknown(self, op_ref: str, reason: str) -> DispatchView:
+        """The request may have left but no handle and no result came back: say so, loudly."""
+        with self._write() as tx:
+            row = self._dispatch_row(tx.conn, op_ref, lock=True)
+            previous = DispatchState(row.state)
+            self._advance_dispatch(tx.conn, row, DispatchState.UNKNOWN, unknown_reason=reason)
+            self._append(
+                tx,
+                row.run_ref,
+                ev.CallUnknownOutcome(
+                    op_ref=op_ref,
+                    tool=row.tool_name,
+                    server=row.server_name or row.server_endpoint,
+                    previous=previous,
+                    reason=reason,
+                ),
+            )
+        return self.get_dispatch(op_ref)
+
+    def record_immediate_result(
+        self, op_ref: str, result: Any, *, intent: DispatchView | None = None
+    ) -> DispatchView:
+        """The server answered the call with an ordinary ``CallToolResult``: record it.
+
+        ``intent`` is the view :meth:`begin_dispatch` returned for ``op_ref``, when the caller
+        holds it: the row then need not be read back (the move is still guarded on the
+        principal, the run and the ``sent`` state). ``result`` is then JSON data as
+        ``model_dump(mode="json")`` gives it.
+        """
+        is_error = bool(isinstance(result, dict) and result.get("isError"))
+        if intent is not None and intent.ref == op_ref and intent.principal == self.principal:
+            return self._settle(intent, result, is_error)
+        return self._settle_with_result(op_ref, result, is_error=is_error, rpc_error=False)
+
+    def _settle_with_result(
+        self, op_ref: str, result: Any, *, is_error: bool, rpc_error: bool
+    ) -> DispatchView:
+        """:meth:`_settle` for a dispatch the caller does not hold: read it first."""
+        return self._settle(self.get_dispatch(op_ref), result, is_error, rpc_error)
+
+    def _settle(
+        self, intent: DispatchView, result: Any, is_error: bool, rpc_error: bool = False
+    ) -> DispatchView:
+        """``sent -> result`` with its ``call.result`` event; nothing read back.
+
+        The bridged call's last commit, so written flat: three statements, one transaction
+        (a fourth reads the event number back only when someone listens for commits).
+        """
+        ledger = self._ledger
+        op_ref, run_ref, principal = intent.ref, intent.run_ref, self.principal
+        # pydantic's encoder, already warm from dumping the reply: the stored text is the
+        # same JSON as bound_json's, keys in the reply's order rather than sorted.
+        encoded = pydantic_core.to_json(result, inf_nan_mode="null")
+        truncated = len(encoded) > ledger.max_outcome_bytes
+        text = bound_json(result, ledger.max_outcome_bytes).text if truncated else encoded.decode()
+        now = ledger.clock()
+        hot = self._call_path
+        with ledger._driver.transaction() as cursor:
+            moved = cursor.run(
+                hot.advance_known_dispatch,
+                {
+                    "op_ref": op_ref,
+                    "owner": principal,
+                    "in_run": run_ref,
+                    "from_state": "sent",
+                    "to_state": "result",
+                    "now": now,
+                    "result_json": text,
+                    "result_truncated": truncated,
+                    "task_ref": None,
+                },
+            )
+            if moved != 1:
+                self._refuse_call_path_move(op_ref, DispatchState.RESULT)
+            owned_run = {"run_ref": run_ref, "owner": principal}
+            if cursor.run(hot.bump_seq, owned_run) != 1:
+                raise NotFound("run", run_ref)
+            # SQL completes the payload with the number the counter just took.
+            event = {
+                "run_ref": run_ref,
+                "at_ms": now,
+                "type": _RESULT_EVENT,
+                "op_ref": op_ref,
+                "tool": intent.tool_name,
+                "server": intent.server_name or intent.server_endpoint,
+                "is_error": is_error,
+                "rpc_error": rpc_error,
+                "truncated": truncated,
+            }
+            cursor.run(
+                hot.insert_event_at_seq,
+                {
+                    "principal": principal,
+                    "run_ref": run_ref,
+                    "type": _RESULT_EVENT,
+                    "task_ref": None,
+                    "at_ms": now,
+                    "payload_tail": _event_tail(event),
+                },
+            )
+            seq = cursor.scalar(hot.run_seq, owned_run) if ledger._listeners else 0
+        if seq:
+            ledger._notify(principal, run_ref, seq)
+        return intent.with_result(json.loads(text) if truncated else result, truncated, now)
+
+    def record_task_created(
+        self,
+        op_ref: str,
+        *,
+        task_id: str,
+        status: TaskStatus,
+        status_message: str | None = None,
+        server_created_at: str | None = None,
+        server_updated_at: str | None = None,
+        ttl_ms: int | None = None,
+        poll_interval_ms: int | None = None,
+        next_poll_due_ms: int | None = None,
+        server_version: str | None = None,
+        credential_ref: str | None = None,
+        lease: Membership | None = None,
+    ) -> TaskView:
+        """Commit a ``CreateTaskResult`` as an inner task linked to its run, ``sent -> task``.
+
+        The handle is durable when this returns; only then may it be handed to anyone.
+        ``lease``: the replica incarnation that created it holds it from the first commit, so
+        no other replica can claim it in between (leased mode).
+        """
+        now = self.now
+        ref = new_ref(TASK_PREFIX)
+        principal = self.principal
+        hot = self._call_path
+        driver = self._ledger._driver
+        try:
+            with driver.transaction() as cursor:
+                op = self._advance_on_call_path(
+                    cursor, op_ref, DispatchState.SENT, DispatchState.TASK, now, task_ref=ref
+                )
+                run_ref = op.run_ref
+                run = cursor.one(hot.next_seq, {"run_ref": run_ref, "owner": principal})
+                if run is None:
+                    raise NotFound("run", run_ref)
+                seq = int(run["event_seq"])
+                event = {
+                    "run_ref": run_ref,
+                    "at_ms": now,
+                    "task_ref": ref,
+                    "tool": op.tool_name,
+                    "server": op.server_name or op.server_endpoint,
+                    "type": _TASK_CREATED_EVENT,
+                    "op_ref": op_ref,
+                    "status": status.value,
+                    "ttl_ms": ttl_ms,
+                    "poll_interval_ms": poll_interval_ms,
+                }
+                cursor.run(
+                    hot.insert_event,
+                    {
+                        "principal": principal,
+                        "run_ref": run_ref,
+                        "seq": seq,
+                        "type": _TASK_CREATED_EVENT,
+                        "task_ref": ref,
+                        "payload_json": '{"seq":' + str(seq) + _event_tail(event),
+                        "at_ms": now,
+                    },
+                )
+                values = {
+                    "ref": ref,
+                    "principal": principal,
+                    "run_ref": run_ref,
+                    "op_ref": op_ref,
+                    "response_id": run["response_id"],
+                    "session_id": run["session_id"],
+                    "server_endpoint": op.server_endpoint,
+                    "server_name": op.server_name,
+                    "server_version": server_version,
+                    "credential_ref": credential_ref,
+                    "tool_name": op.tool_name,
+                    "args_digest": op.args_digest,
+                    "task_id": task_id,
+                    "status": status.value,
+                    "status_message": status_message,
+                    "lost_reason": None,
+                    "lost_detail": None,
+                    "server_created_at": server_created_at,
+                    "server_updated_at": server_updated_at,
+                    "ttl_ms": ttl_ms,
+                    "poll_interval_ms": poll_interval_ms,
+                    # Even a task created terminal is polled once: its result comes from
+                    # tasks/get, and the handle is only let go once the result is stored.
+                    "next_poll_due_ms": now if next_poll_due_ms is None else next_poll_due_ms,
+                    "result_json": None,
+                    "error_json": None,
+                    "outcome_truncated": False,
+                    "outcome_bytes": None,
+                    "cancel_requested_at_ms": None,
+                    "detached_at_ms": None,
+                    "terminal_at_ms": None,
+                    "lease_owner": lease.replica_id if lease is not None else None,
+                    "lease_incarnation": lease.incarnation if lease is not None else None,
+                    "created_at_ms": now,
+                    "updated_at_ms": now,
+                }
+                cursor.run(hot.insert_task, values)
+        except driver.integrity_error as exc:
+            holder = self._task_by_handle(self._dispatch_endpoint(op_ref), task_id)
+            if holder is None:
+                raise
+            detail = f"server returned the task handle already held by {holder.ref}"
+            self.record_anomaly(holder.run_ref, "duplicate_task_handle", detail, op_ref=op_ref)
+            raise DuplicateTaskHandle(f"dispatch {op_ref!r}: {detail}") from exc
+        self._ledger._notify(principal, run_ref, seq)
+        return TaskView.from_row(SimpleNamespace(**values))
+
+    def _advance_on_call_path(
+        self,
+        cursor: Cursor,
+        op_ref: str,
+        expected: DispatchState,
+        target: DispatchState,
+        now: int,
+        *,
+        task_ref: str | None = None,
+    ) -> Any:
+        """Guarded ``expected -> target`` move of a dispatch, returning the updated row."""
+        assert may_advance_dispatch(expected, target)
+        row = cursor.one(
+            self._call_path.advance_dispatch,
+            {
+                "op_ref": op_ref,
+                "owner": self.principal,
+                "from_state": expected.value,
+                "to_state": target.value,
+                "now": now,
+                "result_json": None,
+                "result_truncated": False,
+                "task_ref": task_ref,
+            },
+        )
+        if row is None:
+            self._refuse_call_path_move(op_ref, target)
+        return SimpleNamespace(**row)
+
+    def _refuse_call_path_move(self, op_ref: str, target: DispatchState) -> NoReturn:
+        current = self.get_dispatch(op_ref).state  # NotFound for a foreign/unknown ref
+        raise InvalidTransition(
+            f"dispatch {op_ref!r} cannot go from {current.value} to {target.value}"
+        )
+
+    def record_call_error(self, op_ref: str, error: dict[str, Any]) -> DispatchView:
+        """The server answered ``tools/call`` with a JSON-RPC error: a definite, failed reply.
+
+        Stored as the dispatch's result ``{"error": {code, message, data}}``; nothing started.
+        """
+        return self._settle_with_result(op_ref, {"error": error}, is_error=True, rpc_error=True)
+
+    def _advance_dispatch(
+        self, conn: Connection, row: Any, target: DispatchState, **values: Any
+    ) -> None:
+        current = DispatchState(row.state)
+        if not may_advance_dispatch(current, target):
+            raise InvalidTransition(
+                f"dispatch {row.ref!r} cannot go from {current.value} to {target.value}"
+            )
+        conn.execute(
+            update(DISPATCHES)
+            .where(self._owned(DISPATCHES), DISPATCHES.c.ref == row.ref)
+            .values(state=target.value, updated_at_ms=self.now, **values)
+        )

@@ -1,0 +1,145 @@
+"""The input-requests aggregate: each ``inputRequests`` key of a task seen, surfaced and
+answered at most once; answers kept until the server acknowledges them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import insert, or_, select, update
+
+from bridge import events as ev
+from bridge.errors import InputAlreadyAnswered, UnknownInputKey
+from bridge.ids import INPUT_PREFIX, canonical_json, new_ref, sha256_hex
+from bridge.ledger._base import INPUTS, TASKS, Tx
+from bridge.ledger.queries import TenantQueries
+from bridge.ledger.views import InputRequestView
+
+
+def input_request_digest(method: str, params: Any) -> str:
+    """Identity of one input request's payload, to tell a repeat from a reused key."""
+    return sha256_hex(canonical_json({"method": method, "params": params}))
+
+
+class InputWrites(TenantQueries):
+    """Writes of input requests and their answers."""
+
+    def _record_input_requests(
+        self, tx: Tx, row: Any, requests: dict[str, dict[str, Any]]
+    ) -> list[ev.BridgeEvent]:
+        """Record each new key once and surface it once; flag a key reused for a new payload."""
+        appended: list[ev.BridgeEvent] = []
+        known = {
+            r.key: r
+            for r in tx.conn.execute(
+                select(INPUTS).where(self._owned(INPUTS), INPUTS.c.task_ref == row.ref)
+            )
+        }
+        now = self.now
+        for key, request in requests.items():
+            method = str(request.get("method", ""))
+            params = request.get("params") or {}
+            digest = input_request_digest(method, params)
+            seen = known.get(key)
+            if seen is None:
+                input_ref = new_ref(INPUT_PREFIX)
+                tx.conn.execute(
+                    insert(INPUTS).values(
+                        ref=input_ref,
+                        principal=self.principal,
+                        task_ref=row.ref,
+                        key=key,
+                        method=method,
+                        params_json=canonical_json(params).decode("utf-8"),
+                        payload_digest=digest,
+                        first_seen_ms=now,
+                        surfaced_at_ms=now,
+                    )
+                )
+                appended.append(
+                    self._append_task_event(
+                        tx,
+                        row,
+                        ev.TaskInputRequired,
+                        input_ref=input_ref,
+                        method=method,
+                        params=params,
+                    )
+                )
+            elif digest not in (seen.payload_digest, seen.conflicting_digest):
+                tx.conn.execute(
+                    update(INPUTS).where(INPUTS.c.id == seen.id).values(conflicting_digest=digest)
+                )
+                appended.append(
+                    self._append(
+                        tx,
+                        row.run_ref,
+                        ev.Anomaly(
+                            kind="reused_input_key",
+                            detail=f"input request {seen.ref} reappeared with a different payload",
+                            task_ref=row.ref,
+                        ),
+                        raw_task_id=row.task_id,
+                    )
+                )
+        return appended
+
+    def record_input_answer(self, task_ref: str, input_ref: str, response: Any) -> InputRequestView:
+        """Record the host's answer to one input request, exactly once per request.
+
+        ``input_ref`` is the request's bridge reference (``in_…``, as events name it) or the
+        server's key. Committed before ``tasks/update`` is sent; the answer is kept until the
+        server acknowledges it, so a restart redelivers it instead of losing it.
+        """
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            request = tx.conn.execute(
+                select(INPUTS).where(
+                    self._owned(INPUTS),
+                    INPUTS.c.task_ref == task_ref,
+                    or_(INPUTS.c.ref == input_ref, INPUTS.c.key == input_ref),
+                )
+            ).first()
+            if request is None:
+                raise UnknownInputKey(f"task {task_ref!r} has no input request {input_ref!r}")
+            if request.answered_at_ms is not None:
+                raise InputAlreadyAnswered(f"input request {request.ref} was already answered")
+            tx.conn.execute(
+                update(INPUTS)
+                .where(INPUTS.c.id == request.id)
+                .values(
+                    answer_digest=sha256_hex(canonical_json(response)),
+                    answer_json=canonical_json(response).decode("utf-8"),
+                    answered_at_ms=self.now,
+                )
+            )
+            self._append_task_event(tx, row, ev.TaskInputAnswered, input_ref=request.ref)
+        found = [r for r in self.input_requests(task_ref) if r.ref == request.ref]
+        return found[0]
+
+    def mark_answer_delivered(self, task_ref: str, input_ref: str) -> None:
+        """``tasks/update`` carrying this answer was acknowledged: drop the kept answer."""
+        with self._write() as tx:
+            self._task_row(tx.conn, task_ref)
+            updated = tx.conn.execute(
+                update(INPUTS)
+                .where(
+                    self._owned(INPUTS),
+                    INPUTS.c.task_ref == task_ref,
+                    INPUTS.c.ref == input_ref,
+                    INPUTS.c.answered_at_ms.is_not(None),
+                )
+                .values(delivered_at_ms=self.now, answer_json=None)
+            )
+            if updated.rowcount == 0:
+                raise UnknownInputKey(f"task {task_ref!r} has no answered request {input_ref!r}")
+
+    def undelivered_answers(self) -> list[InputRequestView]:
+        """Answers recorded but not acknowledged by the server (to redeliver after a restart)."""
+        return self._inputs_of_tasks(
+            (
+                INPUTS.c.answered_at_ms.is_not(None),
+                INPUTS.c.delivered_at_ms.is_(None),
+                TASKS.c.terminal_at_ms.is_(None),
+            ),
+            order_by=(INPUTS.c.id,),
+        )

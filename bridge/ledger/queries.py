@@ -1,0 +1,189 @@
+"""Reads of one principal's runs, dispatches, tasks, input requests and events.
+
+Every query filters on the principal: another tenant's rows are simply not there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import and_, select
+
+from bridge import events as ev
+from bridge.ledger._base import (
+    DISPATCHES,
+    EVENTS,
+    INPUTS,
+    OPEN_RUN,
+    OPEN_TASK,
+    RUNS,
+    TASKS,
+    TenantScope,
+)
+from bridge.ledger.views import DispatchView, InputRequestView, RunView, TaskView
+from bridge.lifecycle import DispatchState
+
+
+class TenantQueries(TenantScope):
+    """The read side of a :class:`~bridge.ledger.store.TenantLedger`."""
+
+    def get_run(self, run_ref: str) -> RunView:
+        with self._read() as conn:
+            return RunView.from_row(self._run_row(conn, run_ref))
+
+    def find_run(self, uhp_server: str, response_id: str) -> RunView | None:
+        with self._read() as conn:
+            row = conn.execute(
+                select(RUNS).where(
+                    self._owned(RUNS),
+                    RUNS.c.uhp_server == uhp_server,
+                    RUNS.c.response_id == response_id,
+                )
+            ).first()
+        return RunView.from_row(row) if row is not None else None
+
+    def find_run_by_idempotency_key(self, idempotency_key: str) -> RunView | None:
+        with self._read() as conn:
+            row = conn.execute(
+                select(RUNS).where(self._owned(RUNS), RUNS.c.idempotency_key == idempotency_key)
+            ).first()
+        return RunView.from_row(row) if row is not None else None
+
+    def list_runs(self, *, limit: int = 50, open_only: bool = False) -> list[RunView]:
+        query = select(RUNS).where(self._owned(RUNS))
+        if open_only:
+            query = query.where(OPEN_RUN)
+        query = query.order_by(RUNS.c.updated_at_ms.desc(), RUNS.c.ref).limit(limit)
+        with self._read() as conn:
+            return [RunView.from_row(r) for r in conn.execute(query)]
+
+    def find_dispatch(self, operation_id: str) -> DispatchView | None:
+        """The dispatch recorded under a caller-chosen operation id, if any."""
+        return self._dispatch_by_operation(operation_id)
+
+    def get_dispatch(self, op_ref: str) -> DispatchView:
+        with self._read() as conn:
+            return DispatchView.from_row(self._dispatch_row(conn, op_ref))
+
+    def list_dispatches(
+        self, *, run_ref: str | None = None, states: Sequence[DispatchState] | None = None
+    ) -> list[DispatchView]:
+        query = select(DISPATCHES).where(self._owned(DISPATCHES))
+        if run_ref is not None:
+            query = query.where(DISPATCHES.c.run_ref == run_ref)
+        if states is not None:
+            query = query.where(DISPATCHES.c.state.in_([s.value for s in states]))
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(DISPATCHES.c.created_at_ms, DISPATCHES.c.ref))
+            return [DispatchView.from_row(r) for r in rows]
+
+    def get_task(self, task_ref: str) -> TaskView:
+        with self._read() as conn:
+            return TaskView.from_row(self._task_row(conn, task_ref))
+
+    def list_tasks(self, *, run_ref: str | None = None, open_only: bool = False) -> list[TaskView]:
+        query = select(TASKS).where(self._owned(TASKS))
+        if run_ref is not None:
+            query = query.where(TASKS.c.run_ref == run_ref)
+        if open_only:
+            query = query.where(*OPEN_TASK)
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(TASKS.c.created_at_ms, TASKS.c.ref)).all()
+            return TaskView.from_rows(rows)
+
+    def due_tasks(self, now_ms: int, *, limit: int = 500) -> list[TaskView]:
+        """Open tasks whose next poll is due, oldest due first."""
+        query = (
+            select(TASKS)
+            .where(
+                self._owned(TASKS),
+                TASKS.c.next_poll_due_ms.is_not(None),
+                TASKS.c.next_poll_due_ms <= now_ms,
+            )
+            .order_by(TASKS.c.next_poll_due_ms, TASKS.c.ref)
+            .limit(limit)
+        )
+        with self._read() as conn:
+            return [TaskView.from_row(r) for r in conn.execute(query)]
+
+    def input_requests(
+        self, task_ref: str, *, pending_only: bool = False
+    ) -> list[InputRequestView]:
+        query = select(INPUTS).where(self._owned(INPUTS), INPUTS.c.task_ref == task_ref)
+        if pending_only:
+            query = query.where(INPUTS.c.answered_at_ms.is_(None))
+        with self._read() as conn:
+            return [InputRequestView.from_row(r) for r in conn.execute(query.order_by(INPUTS.c.id))]
+
+    def pending_input_requests(self) -> list[InputRequestView]:
+        """Unanswered input requests of every open task (offered to the host again)."""
+        return self._inputs_of_tasks(
+            (INPUTS.c.answered_at_ms.is_(None), *OPEN_TASK),
+            order_by=(TASKS.c.created_at_ms, TASKS.c.ref, INPUTS.c.id),
+        )
+
+    def _inputs_of_tasks(
+        self, conditions: tuple[Any, ...], *, order_by: tuple[Any, ...]
+    ) -> list[InputRequestView]:
+        """This principal's input requests joined to their tasks, filtered on both."""
+        query = (
+            select(INPUTS)
+            .join(TASKS, TASKS.c.ref == INPUTS.c.task_ref)
+            .where(self._owned(INPUTS), self._owned(TASKS), *conditions)
+            .order_by(*order_by)
+        )
+        with self._read() as conn:
+            return [InputRequestView.from_row(r) for r in conn.execute(query)]
+
+    def input_digests(self, task_refs: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Payload digests of every recorded input key of these tasks, by task (one query per
+        thousand tasks: a restart or a claim seeds thousands of handles at once)."""
+        digests: dict[str, dict[str, str]] = {}
+        refs = list(task_refs)
+        with self._read() as conn:
+            for start in range(0, len(refs), 1000):
+                rows = conn.execute(
+                    select(INPUTS.c.task_ref, INPUTS.c.key, INPUTS.c.payload_digest).where(
+                        self._owned(INPUTS), INPUTS.c.task_ref.in_(refs[start : start + 1000])
+                    )
+                )
+                for task_ref, key, digest in rows:
+                    digests.setdefault(task_ref, {})[key] = digest
+        return digests
+
+    def events(
+        self, run_ref: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[ev.BridgeEvent]:
+        """The run's events with ``seq > after_seq``, in order."""
+        query = (
+            select(EVENTS.c.payload_json)
+            .where(self._owned(EVENTS), EVENTS.c.run_ref == run_ref, EVENTS.c.seq > after_seq)
+            .order_by(EVENTS.c.seq)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        with self._read() as conn:
+            return [ev.parse_event(text) for (text,) in conn.execute(query)]
+
+    def _dispatch_by_operation(self, operation_id: str) -> DispatchView | None:
+        with self._read() as conn:
+            row = conn.execute(
+                select(DISPATCHES).where(
+                    self._owned(DISPATCHES), DISPATCHES.c.operation_id == operation_id
+                )
+            ).first()
+        return DispatchView.from_row(row) if row is not None else None
+
+    def _dispatch_endpoint(self, op_ref: str) -> str:
+        return self.get_dispatch(op_ref).server_endpoint
+
+    def _task_by_handle(self, server_endpoint: str, task_id: str) -> TaskView | None:
+        with self._read() as conn:
+            row = conn.execute(
+                select(TASKS).where(
+                    self._owned(TASKS),
+                    and_(TASKS.c.server_endpoint == server_endpoint, TASKS.c.task_id == task_id),
+                )
+            ).first()
+        return TaskView.from_row(row) if row is not None else None

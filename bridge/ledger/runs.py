@@ -1,0 +1,284 @@
+"""The runs aggregate: outer UHP responses, their ids, status, stream position and anomalies.
+
+An outer observation never touches an inner task: the two lifecycles are reconciled apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, cast
+
+from sqlalchemy import insert, or_, update
+from sqlalchemy.exc import IntegrityError
+
+from bridge import events as ev
+from bridge.errors import ConflictingIds
+from bridge.ids import RUN_PREFIX, new_ref
+from bridge.ledger._base import RUNS
+from bridge.ledger.fencing import Membership, check_lease
+from bridge.ledger.outcome import bound_json
+from bridge.ledger.queries import TenantQueries
+from bridge.ledger.views import RunView
+from bridge.lifecycle import Decision, OuterStatus, decide_outer
+
+
+class RunWrites(TenantQueries):
+    """Writes of outer responses (runs)."""
+
+    def open_run(
+        self,
+        uhp_server: str,
+        *,
+        response_id: str | None = None,
+        session_id: str | None = None,
+        harness_id: str | None = None,
+        idempotency_key: str | None = None,
+        status: OuterStatus | None = None,
+    ) -> RunView:
+        """Register an outer response. Idempotent on the response id and on the idempotency key.
+
+        For a response this process will create on a remote UHP server, call this with the
+        ``idempotency_key`` *before* the POST, then :meth:`record_outer_ids` once it answers.
+        """
+        existing = self._find_existing_run(uhp_server, response_id, idempotency_key)
+        if existing is not None:
+            return existing
+        now = self.now
+        ref = new_ref(RUN_PREFIX)
+        try:
+            with self._write() as tx:
+                tx.conn.execute(
+                    insert(RUNS).values(
+                        ref=ref,
+                        principal=self.principal,
+                        uhp_server=uhp_server,
+                        response_id=response_id,
+                        session_id=session_id,
+                        harness_id=harness_id,
+                        status=status.value if status else None,
+                        idempotency_key=idempotency_key,
+                        event_seq=0,
+                        created_at_ms=now,
+                        updated_at_ms=now,
+                    )
+                )
+                self._append(
+                    tx,
+                    ref,
+                    ev.RunRegistered(
+                        uhp_server=uhp_server,
+                        response_id=response_id,
+                        session_id=session_id,
+                        harness_id=harness_id,
+                    ),
+                )
+        except IntegrityError:
+            # A concurrent registration of the same response or key won the race.
+            existing = self._find_existing_run(uhp_server, response_id, idempotency_key)
+            if existing is None:
+                raise
+            return existing
+        return self.get_run(ref)
+
+    def _find_existing_run(
+        self, uhp_server: str, response_id: str | None, idempotency_key: str | None
+    ) -> RunView | None:
+        if response_id is not None:
+            found = self.find_run(uhp_server, response_id)
+            if found is not None:
+                return found
+        if idempotency_key is not None:
+            return self.find_run_by_idempotency_key(idempotency_key)
+        return None
+
+    def record_outer_ids(
+        self,
+        run_ref: str,
+        *,
+        response_id: str,
+        session_id: str | None = None,
+        harness_id: str | None = None,
+    ) -> RunView:
+        """Record the ids a UHP server assigned. Set once; a different value is refused."""
+        with self._write() as tx:
+            row = self._run_row(tx.conn, run_ref, lock=True)
+            updates: dict[str, Any] = {}
+            for name, offered in (
+                ("response_id", response_id),
+                ("session_id", session_id),
+                ("harness_id", harness_id),
+            ):
+                held = getattr(row, name)
+                if offered is None or held == offered:
+                    continue
+                if held is not None:
+                    raise ConflictingIds(f"run {run_ref!r} already has a different {name}")
+                updates[name] = offered
+            if not updates:
+                return RunView.from_row(row)
+            tx.conn.execute(
+                update(RUNS)
+                .where(self._owned(RUNS), RUNS.c.ref == run_ref)
+                .values(updated_at_ms=self.now, **updates)
+            )
+            self._append(
+                tx,
+                run_ref,
+                ev.OuterIdsRecorded(
+                    response_id=updates.get("response_id", row.response_id),
+                    session_id=updates.get("session_id", row.session_id),
+                ),
+            )
+        return self.get_run(run_ref)
+
+    def observe_outer(
+        self,
+        run_ref: str,
+        status: OuterStatus,
+        *,
+        sequence: int | None = None,
+        error: Any = None,
+        lease: Membership | None = None,
+    ) -> Decision:
+        """Apply an observed UHP response status. Never touches any inner task.
+
+        With ``lease`` (a remotely followed run leased to this replica), refused with
+        ``LeaseLost`` unless this replica incarnation still holds the run.
+        """
+        with self._write() as tx:
+            row = self._run_row(tx.conn, run_ref, lock=True)
+            check_lease(row, lease, "run")
+            current = OuterStatus(row.status) if row.status is not None else None
+            decision = decide_outer(current, status)
+            values: dict[str, Any] = {}
+            if sequence is not None and (row.last_sequence is None or sequence > row.last_sequence):
+                values["last_sequence"] = sequence
+            if decision.is_anomaly:
+                self._append(
+                    tx, run_ref, ev.Anomaly(kind="outer_status_regression", detail=decision.reason)
+                )
+            elif decision.records_status:
+                values["status"] = status.value
+                if status.is_terminal and error is not None:
+                    values["error_json"] = bound_json(error, self._ledger.max_outcome_bytes).text
+                self._append(tx, run_ref, ev.OuterStatusChanged(previous=current, status=status))
+                if status.is_terminal:
+                    self._append(tx, run_ref, ev.OuterTerminal(status=status, error=error))
+            if values:
+                values["updated_at_ms"] = self.now
+                tx.conn.execute(
+                    update(RUNS).where(self._owned(RUNS), RUNS.c.ref == run_ref).values(**values)
+                )
+        return decision
+
+    def record_trace_context(self, run_ref: str, trace_id: str, span_id: str) -> None:
+        """Remember the run's outer span (W3C ids) so a later process continues its trace."""
+        with self._write() as tx:
+            self._run_row(tx.conn, run_ref)
+            tx.conn.execute(
+                update(RUNS)
+                .where(self._owned(RUNS), RUNS.c.ref == run_ref)
+                .values(trace_id=trace_id, span_id=span_id)
+            )
+
+    def record_outer_sequence(
+        self, run_ref: str, sequence: int, *, lease: Membership | None = None
+    ) -> bool:
+        """Advance the last seen stream ``sequence_number``; never moves it backwards."""
+        with self._write() as tx:
+            query = update(RUNS).where(
+                self._owned(RUNS),
+                RUNS.c.ref == run_ref,
+                or_(RUNS.c.last_sequence.is_(None), RUNS.c.last_sequence < sequence),
+            )
+            if lease is not None:
+                query = query.where(
+                    RUNS.c.lease_owner == lease.replica_id,
+                    RUNS.c.lease_incarnation == lease.incarnation,
+                )
+            result = tx.conn.execute(query.values(last_sequence=sequence, updated_at_ms=self.now))
+            if result.rowcount == 0:
+                # NotFound for a foreign/unknown run, LeaseLost for a run held elsewhere
+                check_lease(self._run_row(tx.conn, run_ref), lease, "run")
+                return False
+        return True
+
+    def record_stream_lost(
+        self,
+        run_ref: str,
+        reason: str,
+        last_sequence: int | None,
+        *,
+        lease: Membership | None = None,
+    ) -> None:
+        """The outer stream broke; the response itself is unaffected (it continues server-side)."""
+        with self._write() as tx:
+            check_lease(self._run_row(tx.conn, run_ref, lock=True), lease, "run")
+            if last_sequence is not None:
+                tx.conn.execute(
+                    update(RUNS)
+                    .where(
+                        self._owned(RUNS),
+                        RUNS.c.ref == run_ref,
+                        or_(RUNS.c.last_sequence.is_(None), RUNS.c.last_sequence < last_sequence),
+                    )
+                    .values(last_sequence=last_sequence, updated_at_ms=self.now)
+                )
+            self._append(
+                tx, run_ref, ev.OuterStreamLost(reason=reason, last_sequence=last_sequence)
+            )
+
+    def record_stream_resumed(
+        self,
+        run_ref: str,
+        mode: Literal["last_event_id", "reread"],
+        after_sequence: int | None,
+        *,
+        lease: Membership | None = None,
+    ) -> None:
+        with self._write() as tx:
+            check_lease(self._run_row(tx.conn, run_ref, lock=lease is not None), lease, "run")
+            self._append(tx, run_ref, ev.OuterResumed(mode=mode, after_sequence=after_sequence))
+
+    def record_anomaly(
+        self,
+        run_ref: str,
+        kind: str,
+        detail: str,
+        *,
+        task_ref: str | None = None,
+        op_ref: str | None = None,
+        lease: Membership | None = None,
+    ) -> ev.Anomaly:
+        """Record something malformed or contradictory that was observed and ignored.
+
+        ``lease`` fences an anomaly observed while polling a leased task (``task_ref``).
+        """
+        with self._write() as tx:
+            self._run_row(tx.conn, run_ref)
+            raw_task_id = None
+            if task_ref is not None:
+                task_row = self._task_row(tx.conn, task_ref, lock=lease is not None)
+                check_lease(task_row, lease, "task")
+                raw_task_id = task_row.task_id
+            appended = self._append(
+                tx,
+                run_ref,
+                ev.Anomaly(kind=kind, detail=detail, task_ref=task_ref, op_ref=op_ref),
+                raw_task_id=raw_task_id,
+            )
+        return cast(ev.Anomaly, appended)
+
+    def record_open_tasks_at_end(
+        self,
+        run_ref: str,
+        status: OuterStatus,
+        task_refs: list[str],
+        action: Literal["reported", "cancel_requested"],
+    ) -> None:
+        with self._write() as tx:
+            self._run_row(tx.conn, run_ref)
+            self._append(
+                tx,
+                run_ref,
+                ev.OuterOpenTasks(status=status, task_refs=task_refs, action=action),
+            )

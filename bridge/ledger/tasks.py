@@ -1,0 +1,261 @@
+"""The inner-tasks aggregate: observations through the task state machine, terminal
+outcomes, lost verdicts, cancel intents and detaching."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import update
+
+from bridge import events as ev
+from bridge.ledger._base import OPEN_TASK, TASKS, Tx
+from bridge.ledger.fencing import Membership, check_lease
+from bridge.ledger.inputs import InputWrites
+from bridge.ledger.outcome import bound_json
+from bridge.ledger.views import TaskObservation, TaskView
+from bridge.lifecycle import (
+    Change,
+    Decision,
+    LostReason,
+    TaskStatus,
+    decide_task,
+    may_mark_lost,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationOutcome:
+    """What applying one task observation did."""
+
+    decision: Decision
+    task: TaskView
+    events: tuple[ev.BridgeEvent, ...] = field(default=())
+
+    @property
+    def new_input_refs(self) -> tuple[str, ...]:
+        return tuple(e.input_ref for e in self.events if isinstance(e, ev.TaskInputRequired))
+
+
+class TaskWrites(InputWrites):
+    """Writes of inner tasks."""
+
+    def observe_task(
+        self, task_ref: str, observation: TaskObservation, *, lease: Membership | None = None
+    ) -> ObservationOutcome:
+        """Apply one observation of a task through the state machine, with its events.
+
+        With ``lease`` (leased polling), the write is refused with ``LeaseLost`` unless this
+        replica incarnation still holds the task.
+        """
+        appended: list[ev.BridgeEvent] = []
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            check_lease(row, lease, "task")
+            current = TaskStatus(row.status)
+            observed = observation.status
+            decision = decide_task(current, observed, lost=row.lost_reason is not None)
+
+            if decision.is_anomaly:
+                appended.append(
+                    self._append(
+                        tx,
+                        row.run_ref,
+                        ev.Anomaly(
+                            kind="task_status_regression", detail=decision.reason, task_ref=task_ref
+                        ),
+                    )
+                )
+            else:
+                values = self._observation_values(row, observation)
+                if decision.records_status:
+                    values["status"] = observed.value
+                    appended.append(
+                        self._append_task_event(
+                            tx,
+                            row,
+                            ev.TaskStatusChanged,
+                            previous=current,
+                            status=observed,
+                            status_message=observation.status_message,
+                        )
+                    )
+                if observed.is_terminal and row.terminal_at_ms is None:
+                    appended.extend(self._store_terminal(tx, row, observation, decision, values))
+                elif observed is TaskStatus.INPUT_REQUIRED and observation.input_requests:
+                    appended.extend(
+                        self._record_input_requests(tx, row, observation.input_requests)
+                    )
+                tx.conn.execute(
+                    update(TASKS)
+                    .where(self._owned(TASKS), TASKS.c.ref == task_ref)
+                    .values(**values)
+                )
+        return ObservationOutcome(decision, self.get_task(task_ref), tuple(appended))
+
+    def _observation_values(self, row: Any, observation: TaskObservation) -> dict[str, Any]:
+        values: dict[str, Any] = {"updated_at_ms": self.now}
+        if observation.status_message is not None:
+            values["status_message"] = observation.status_message
+        if observation.server_updated_at is not None:
+            values["server_updated_at"] = observation.server_updated_at
+        if observation.poll_interval_ms is not None:
+            values["poll_interval_ms"] = observation.poll_interval_ms
+        if observation.ttl_ms is not None:
+            values["ttl_ms"] = observation.ttl_ms
+        if row.terminal_at_ms is None and row.lost_reason is None and row.detached_at_ms is None:
+            values["next_poll_due_ms"] = observation.next_poll_due_ms
+        return values
+
+    def _store_terminal(
+        self,
+        tx: Tx,
+        row: Any,
+        observation: TaskObservation,
+        decision: Decision,
+        values: dict[str, Any],
+    ) -> list[ev.BridgeEvent]:
+        """Commit the terminal outcome; only then does the handle stop being polled."""
+        appended: list[ev.BridgeEvent] = []
+        status = observation.status
+        result = error = None
+        truncated = False
+        size: int | None = None
+        if status is TaskStatus.COMPLETED and observation.result is not None:
+            bounded = bound_json(observation.result, self._ledger.max_outcome_bytes)
+            values["result_json"], truncated, size = (
+                bounded.text,
+                bounded.truncated,
+                bounded.original_bytes,
+            )
+            result = json.loads(bounded.text)
+        elif status is TaskStatus.FAILED and observation.error is not None:
+            bounded = bound_json(observation.error, self._ledger.max_outcome_bytes)
+            values["error_json"], truncated, size = (
+                bounded.text,
+                bounded.truncated,
+                bounded.original_bytes,
+            )
+            error = json.loads(bounded.text)
+        elif status is not TaskStatus.CANCELLED:
+            missing = "result" if status is TaskStatus.COMPLETED else "error"
+            appended.append(
+                self._append(
+                    tx,
+                    row.run_ref,
+                    ev.Anomaly(
+                        kind="malformed_reply",
+                        detail=f"{status.value} task reported without its {missing}",
+                        task_ref=row.ref,
+                    ),
+                    raw_task_id=row.task_id,
+                )
+            )
+        superseded = decision.change is Change.SUPERSEDE_LOST
+        values.update(
+            outcome_truncated=truncated,
+            outcome_bytes=size,
+            terminal_at_ms=self.now,
+            next_poll_due_ms=None,
+        )
+        if superseded:
+            values.update(lost_reason=None, lost_detail=None)
+        appended.append(
+            self._append_task_event(
+                tx,
+                row,
+                ev.TaskTerminal,
+                status=status,
+                superseded_lost=superseded,
+                result=result,
+                error=error,
+                truncated=truncated,
+            )
+        )
+        return appended
+
+    def mark_task_lost(
+        self,
+        task_ref: str,
+        reason: LostReason,
+        detail: str = "",
+        *,
+        next_poll_due_ms: int | None = None,
+        lease: Membership | None = None,
+    ) -> bool:
+        """Give up on a live handle with a reason. No-op on a terminal or already-lost task.
+
+        ``next_poll_due_ms`` keeps a low-rate look-out for a late terminal status (which would
+        supersede the verdict); by default a lost handle is no longer polled.
+        """
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            check_lease(row, lease, "task")
+            if not may_mark_lost(TaskStatus(row.status), row.lost_reason is not None):
+                return False
+            tx.conn.execute(
+                update(TASKS)
+                .where(self._owned(TASKS), TASKS.c.ref == task_ref)
+                .values(
+                    lost_reason=reason.value,
+                    lost_detail=detail,
+                    next_poll_due_ms=next_poll_due_ms,
+                    updated_at_ms=self.now,
+                )
+            )
+            self._append_task_event(tx, row, ev.TaskLost, reason=reason, detail=detail)
+        return True
+
+    def record_cancel_requested(self, task_ref: str, requested_by: str) -> bool:
+        """Record the intent to cancel (before ``tasks/cancel``). An ack never proves a stop."""
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            if row.terminal_at_ms is not None:
+                return False
+            if row.cancel_requested_at_ms is None:
+                tx.conn.execute(
+                    update(TASKS)
+                    .where(self._owned(TASKS), TASKS.c.ref == task_ref)
+                    .values(cancel_requested_at_ms=self.now, updated_at_ms=self.now)
+                )
+            self._append_task_event(tx, row, ev.TaskCancelRequested, requested_by=requested_by)
+        return True
+
+    def detach_task(self, task_ref: str, requested_by: str) -> bool:
+        """Stop tracking a live task without cancelling it. No-op if terminal or detached."""
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            if row.terminal_at_ms is not None or row.detached_at_ms is not None:
+                return False
+            tx.conn.execute(
+                update(TASKS)
+                .where(self._owned(TASKS), TASKS.c.ref == task_ref)
+                .values(detached_at_ms=self.now, next_poll_due_ms=None, updated_at_ms=self.now)
+            )
+            self._append_task_event(tx, row, ev.TaskDetached, requested_by=requested_by)
+        return True
+
+    def record_step_failure(self, task_ref: str, reason: str) -> None:
+        """The outer step stopped waiting for this task; the handle stays as it is."""
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref)
+            self._append_task_event(tx, row, ev.StepRecoverableFailure, reason=reason)
+
+    def record_server_unreachable(
+        self, task_ref: str, since_ms: int, detail: str, *, lease: Membership | None = None
+    ) -> None:
+        """Report on the task's run that its server has been unreachable since ``since_ms``."""
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=lease is not None)
+            check_lease(row, lease, "task")
+            self._append_task_event(tx, row, ev.ServerUnreachable, since_ms=since_ms, detail=detail)
+
+    def schedule_poll(self, task_ref: str, due_ms: int) -> None:
+        """Set when an open task is next due. Terminal and lost tasks are left alone."""
+        with self._write() as tx:
+            tx.conn.execute(
+                update(TASKS)
+                .where(self._owned(TASKS), TASKS.c.ref == task_ref, *OPEN_TASK)
+                .values(next_poll_due_ms=due_ms)
+            )
