@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.processes import ServerProcess, free_port
+from tests.support.processes import ServerProcess, refused_port
 
 TOKEN = "report-harness-test-token"
 OTHER_TOKEN = "report-harness-other-token"
@@ -23,7 +23,14 @@ MCP_SECRET = "mcp-secret-never-shown"
 DEADLINE_S = 10.0
 
 
-def _config(path: Path) -> Path:
+@pytest.fixture(scope="module")
+def dead_port() -> Iterator[int]:
+    """Where the enabled "reports" MCP server would listen: connections are refused."""
+    with refused_port() as port:
+        yield port
+
+
+def _config(path: Path, dead_port: int) -> Path:
     config = {
         "harnesses": [
             {
@@ -34,7 +41,7 @@ def _config(path: Path) -> Path:
                 "mcpServers": [
                     {  # enabled but nothing listens there: must not fail the task
                         "name": "reports",
-                        "url": f"http://127.0.0.1:{free_port()}/mcp",
+                        "url": f"http://127.0.0.1:{dead_port}/mcp",
                         "enabled": True,
                         "auth": {"credential_ref": "reports-token"},
                     },
@@ -54,17 +61,18 @@ def _config(path: Path) -> Path:
     return path
 
 
-def _start(tmp: Path) -> ServerProcess:
+def _start(tmp: Path, dead_port: int) -> ServerProcess:
+    config = _config(tmp / "harness.json", dead_port)
     server = ServerProcess(
         "harness_examples.report_harness",
-        args=["--config", str(_config(tmp / "harness.json")), "--db", str(tmp / "harness.db")],
+        args=["--config", str(config), "--db", str(tmp / "harness.db")],
     )
     return server.start(timeout=30)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = _start(tmp_path_factory.mktemp("report-harness"))
+def server(tmp_path_factory: pytest.TempPathFactory, dead_port: int) -> Iterator[ServerProcess]:
+    proc = _start(tmp_path_factory.mktemp("report-harness"), dead_port)
     try:
         yield proc
     finally:
@@ -311,8 +319,8 @@ def test_delete_does_not_cancel(client: httpx.Client) -> None:
     assert r.status_code == 404 and r.json()["error"]["code"] == "response_not_found"
 
 
-def test_persistence_and_resume_across_restart(tmp_path: Path) -> None:
-    server = _start(tmp_path)
+def test_persistence_and_resume_across_restart(tmp_path: Path, dead_port: int) -> None:
+    server = _start(tmp_path, dead_port)
     try:
         with _client(server) as c:
             done = _create(c, "reply with the word kiwi")
