@@ -221,6 +221,7 @@ async def test_unknown_outcome_retried_only_for_an_allow_listed_tool(
     assert event_types(tenant, run.ref).count("call.unknown_outcome") == 2
 
 
+@pytest.mark.e2e
 async def test_server_unreachable_past_grace_is_reported_not_lost(wall_ledger: Ledger) -> None:
     tenant = wall_ledger.for_principal(PRINCIPAL)
     run = new_run(tenant)

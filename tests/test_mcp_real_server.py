@@ -168,6 +168,7 @@ async def test_unreachable_server_refuses_before_recording(wall_ledger: Ledger) 
     assert tenant.list_dispatches(run_ref=run.ref) == []  # nothing sent, nothing ambiguous
 
 
+@pytest.mark.e2e
 async def test_server_restart_loses_the_handle_explicitly(
     wall_ledger: Ledger, tmp_path: Path
 ) -> None:

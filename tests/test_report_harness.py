@@ -319,6 +319,7 @@ def test_delete_does_not_cancel(client: httpx.Client) -> None:
     assert r.status_code == 404 and r.json()["error"]["code"] == "response_not_found"
 
 
+@pytest.mark.e2e
 def test_persistence_and_resume_across_restart(tmp_path: Path, dead_port: int) -> None:
     server = _start(tmp_path, dead_port)
     try:

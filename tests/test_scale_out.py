@@ -23,7 +23,7 @@ from tests.support.builders import new_run, new_task
 from tests.support.postgres import fresh_database
 from tests.support.processes import ServerProcess
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]  # replica processes, one SIGKILLed
 
 TASKS = 1_000
 INTERVAL_MS = 3_000  # each task asks to be polled every 3 s ...
