@@ -242,4 +242,4 @@ async def test_a_held_scheduler_starts_no_poll_until_released(
     assert scheduler.stats.polls == polls_when_held
     assert scheduler.is_watching(outcome.task_ref)
     scheduler.release()
-    await wait_until(lambda: scheduler.stats.polls > polls_when_held, timeout=5)
+    await wait_until(lambda: scheduler.stats.polls > polls_when_held, timeout=30)
