@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -90,6 +92,18 @@ McpConfigOpt = Annotated[
 ]
 
 
+@contextmanager
+def mcp_scope(
+    ctx: typer.Context, mcp_config: Path
+) -> Iterator[tuple[Ledger, str, list[McpServerConfig]]]:
+    """The ledger, the principal and the MCP servers an MCP-side command works with."""
+    settings = settings_of(ctx)
+    principal = settings.require_principal()
+    servers = load_mcp_config(mcp_config)
+    with open_ledger(settings) as ledger:
+        yield ledger, principal, servers
+
+
 def _bridge_for(ledger: Ledger, principal: str, servers: list[McpServerConfig]) -> Any:
     from bridge.facade import Bridge  # the MCP/UHP stack is only needed by these commands
 
@@ -123,10 +137,7 @@ def recover(
     """Open a Bridge on the ledger, recover open work and print the recovery report."""
 
     def body() -> None:
-        settings = settings_of(ctx)
-        principal = settings.require_principal()
-        servers = load_mcp_config(mcp_config)
-        with open_ledger(settings) as ledger:
+        with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
             report, tasks = anyio.run(_recover, ledger, principal, servers, wait, settle)
         data = {
             "tasks_watched": report.tasks_watched,
@@ -198,10 +209,7 @@ def cancel_task(
     """Ask the task's server to cancel it (recorded first as intent)."""
 
     def body() -> None:
-        settings = settings_of(ctx)
-        principal = settings.require_principal()
-        servers = load_mcp_config(mcp_config)
-        with open_ledger(settings) as ledger:
+        with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
             view = ledger.for_principal(principal).get_task(task)
             if view.terminal_at_ms is not None:
                 raise CliError(f"task {task} is already {view.status.value}; nothing to cancel")
@@ -247,10 +255,7 @@ def answer(
             response = json.loads(payload)
         except json.JSONDecodeError as exc:
             raise CliError(f"the answer is not valid JSON: {exc.msg}") from exc
-        settings = settings_of(ctx)
-        principal = settings.require_principal()
-        servers = load_mcp_config(mcp_config)
-        with open_ledger(settings) as ledger:
+        with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
             ledger.for_principal(principal).get_task(task)
             delivered = anyio.run(_answer, ledger, principal, servers, task, key, response)
         if as_json:
