@@ -24,10 +24,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types
-import uvicorn
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension, MCPServer, MethodBinding
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 
 TASKS = "io.modelcontextprotocol/tasks"
 MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
@@ -123,13 +124,14 @@ def build(poll_interval_ms: int, log_polls: bool = False) -> tuple[MCPServer, Pa
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--port", type=int, required=True)
+    add_port_arguments(parser)
     parser.add_argument("--poll-interval-ms", type=int, default=1000)
     parser.add_argument("--log-polls", action="store_true")
     args = parser.parse_args(argv)
     server, _ = build(args.poll_interval_ms, args.log_polls)
     app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    check_port_arguments(parser, args)
+    run_uvicorn(app, args, "127.0.0.1", log_level="warning")
 
 
 if __name__ == "__main__":

@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import anyio
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -29,6 +29,12 @@ from bridge import Bridge, ReplicaConfig
 from bridge.ledger.store import Ledger
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
+from harness_examples.port_report import (
+    add_port_arguments,
+    check_port_arguments,
+    listening_socket,
+    uvicorn_server,
+)
 
 STARTED = time.monotonic()
 
@@ -109,10 +115,10 @@ async def serve(args: argparse.Namespace) -> None:
             Route("/release", release, methods=["POST"]),
         ]
     )
-    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")
-    http = uvicorn.Server(config)
+    sock = listening_socket("127.0.0.1", args.port)
+    http = uvicorn_server(app, sock, args.port_file, log_level="warning")
     async with anyio.create_task_group() as tg:
-        tg.start_soon(http.serve)
+        tg.start_soon(partial(http.serve, sockets=[sock]))
         ledger = Ledger.open(args.db)
         started_box.append(time.monotonic())
         async with Bridge(
@@ -133,7 +139,7 @@ async def serve(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--port", type=int, required=True)
+    add_port_arguments(parser)
     parser.add_argument("--db", required=True, help="ledger URL (postgresql+psycopg://…)")
     parser.add_argument("--mcp", required=True, help="the MCP server's Streamable HTTP URL")
     parser.add_argument("--replica-id", required=True)
@@ -145,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--floor-ms", type=int, default=100)
     parser.add_argument("--ceiling-ms", type=int, default=30_000)
     parser.add_argument("--max-in-flight", type=int, default=64)
-    anyio.run(serve, parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    check_port_arguments(parser, args)
+    anyio.run(serve, args)
 
 
 if __name__ == "__main__":

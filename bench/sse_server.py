@@ -11,11 +11,12 @@ import argparse
 import json
 from collections.abc import AsyncIterator, Sequence
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
+
+from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 
 CHUNK = 200  # events per write
 
@@ -83,9 +84,10 @@ app = Starlette(
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="SSE emitter for the stream benchmark.")
-    parser.add_argument("--port", type=int, required=True)
+    add_port_arguments(parser)
     args = parser.parse_args(argv)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    check_port_arguments(parser, args)
+    run_uvicorn(app, args, "127.0.0.1", log_level="warning")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 
 Crash, restart and kill scenarios need a server in another process (an in-process server
 cannot be SIGKILLed without taking the test with it). ``ServerProcess`` starts
-``python -m <module> --port <port> ...`` from the repository root, so ``tests.servers.*``
-import, sends its output to a log file, and considers it ready once the port accepts TCP
-connections (uvicorn binds only after the app's lifespan has started). No pytest imports:
-usable from scripts too.
+``python -m <module> --port 0 --port-file F ...`` from the repository root, so
+``tests.servers.*`` import, and sends its output to a log file. The child binds the port itself
+and writes the number to ``F`` once its app has started (:mod:`harness_examples.port_report`);
+that file is the readiness signal. No port is picked here and handed over, so no other process
+can take it in between. A restart asks for the port first bound: the URL stays valid (ledgers
+record endpoints). No pytest imports: usable from scripts too.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -26,28 +29,26 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A port on 127.0.0.1 where connections are refused, for as long as the block runs.
+
+    The socket stays bound but never listens: nothing else can take the port meanwhile, and a
+    connect gets ``ECONNREFUSED`` at once (an unreachable server, deterministically)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_accepts(port: int, timeout: float = 0.2) -> bool:
-    """Whether something on 127.0.0.1:``port`` accepts a TCP connection right now."""
-    try:
-        with socket.create_connection((HOST, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+        yield int(sock.getsockname()[1])
 
 
 class ServerStartError(RuntimeError):
-    """The server process exited or did not open its port in time."""
+    """The server process exited or did not report its port in time."""
 
 
 class ServerProcess:
-    """One test server subprocess, restartable on the same port."""
+    """One test server subprocess, restartable on the same port.
+
+    ``port`` pins the port from the first start; by default the server binds any free port and
+    :attr:`port` is known once :meth:`start` returned."""
 
     def __init__(
         self,
@@ -60,10 +61,18 @@ class ServerProcess:
         self.module = module
         self.args = list(args)
         self.env = dict(env or {})
-        self.port = port if port is not None else free_port()
+        self._port = port
         self.log_dir = Path(tempfile.mkdtemp(prefix="mcp-test-server-"))
-        self.log_path = self.log_dir / f"{module.rsplit('.', 1)[-1]}-{self.port}.log"
+        self.log_path = self.log_dir / f"{module.rsplit('.', 1)[-1]}.log"
+        self.port_file = self.log_dir / "port"
         self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def port(self) -> int:
+        """The TCP port the server bound (known once it has been started)."""
+        if self._port is None:
+            raise RuntimeError(f"{self.module} has not been started: no port yet")
+        return self._port
 
     @property
     def url(self) -> str:
@@ -79,12 +88,18 @@ class ServerProcess:
         return self._proc is not None and self._proc.poll() is None
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", self.module, "--port", str(self.port), *self.args]
+        port = str(self._port or 0)
+        return [
+            *(sys.executable, "-m", self.module),
+            *("--port", port, "--port-file", str(self.port_file)),
+            *self.args,
+        ]
 
     def start(self, timeout: float = 20.0) -> ServerProcess:
-        """Spawn the server and block until its port accepts connections."""
+        """Spawn the server and block until it reports the port it serves on."""
         if self.running:
             raise RuntimeError(f"{self.module} is already running (pid {self.pid})")
+        self.port_file.unlink(missing_ok=True)  # a report left by an earlier run proves nothing
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         with self.log_path.open("ab") as log:
             log.write(f"--- start: {' '.join(self.command())}\n".encode())
@@ -100,21 +115,30 @@ class ServerProcess:
             )
         deadline = time.monotonic() + timeout
         while True:
+            reported = self._reported_port()
+            if reported is not None:
+                self._port = reported
+                return self
             code = self._proc.poll()
             if code is not None:
                 raise ServerStartError(
-                    f"{self.module} exited with code {code} before listening on port "
-                    f"{self.port}; log {self.log_path}:\n{self.log_tail()}"
+                    f"{self.module} exited with code {code} before serving; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
                 )
-            if port_accepts(self.port):
-                return self
             if time.monotonic() >= deadline:
                 self.kill()
                 raise ServerStartError(
-                    f"{self.module} did not listen on port {self.port} within {timeout}s; "
+                    f"{self.module} did not report a port within {timeout}s; "
                     f"log {self.log_path}:\n{self.log_tail()}"
                 )
-            time.sleep(0.05)
+            time.sleep(0.02)
+
+    def _reported_port(self) -> int | None:
+        try:
+            text = self.port_file.read_text()
+        except FileNotFoundError:
+            return None
+        return int(text)  # written atomically by the child: whole or absent
 
     def kill(self) -> None:
         """SIGKILL (a crash: no cleanup runs) and reap."""

@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.processes import REPO_ROOT
+
+pytestmark = pytest.mark.e2e  # the benchmark driver in a subprocess
 
 
 def test_bench_quick_run_writes_the_report(tmp_path: Path) -> None:

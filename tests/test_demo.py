@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.processes import REPO_ROOT
+
+pytestmark = pytest.mark.e2e  # the demo: servers and harness as processes
 
 
 def test_demo_runs_end_to_end() -> None:

@@ -227,6 +227,7 @@ async def test_declined_payment_records_nothing(servers: Servers, answer: dict[s
 
 
 @pytest.mark.anyio
+@pytest.mark.e2e
 async def test_payments_ledger_survives_restart(servers: Servers) -> None:
     key = f"pay-{uuid.uuid4().hex[:8]}"
     async with connect(servers.payments.url, PAYMENTS_TOKEN) as client:

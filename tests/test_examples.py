@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.processes import REPO_ROOT, ServerProcess
+
+pytestmark = pytest.mark.e2e  # an example run as a process against a server process
 
 
 def test_embed_minimal_runs_a_task_to_completion(

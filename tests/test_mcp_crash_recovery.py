@@ -25,7 +25,7 @@ from tests.support.bridging import FAST, effects, wait_closed, wait_until
 from tests.support.builders import new_run
 from tests.support.processes import REPO_ROOT, ServerProcess
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]  # crash drivers: processes SIGKILLed
 
 # step -> (tool, arguments builder, answer the input?, what recovery must find)
 CASES = {

@@ -23,7 +23,7 @@ from tests.support.bridging import FAST, wait_until
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import ServerProcess
 
-pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.e2e]  # replicas, outages
 P = "acme"
 UNREACHABLE_MCP = "http://127.0.0.1:9/mcp"  # nothing listens there: polls fail, handles stay
 

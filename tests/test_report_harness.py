@@ -15,15 +15,24 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.processes import ServerProcess, free_port
+from tests.support.processes import ServerProcess, refused_port
 
 TOKEN = "report-harness-test-token"
 OTHER_TOKEN = "report-harness-other-token"
 MCP_SECRET = "mcp-secret-never-shown"
 DEADLINE_S = 10.0
+COUNT_INTERVAL_S = 0.25  # "count slowly": one number per interval
+COUNT_TO_50_S = 50 * COUNT_INTERVAL_S
 
 
-def _config(path: Path) -> Path:
+@pytest.fixture(scope="module")
+def dead_port() -> Iterator[int]:
+    """Where the enabled "reports" MCP server would listen: connections are refused."""
+    with refused_port() as port:
+        yield port
+
+
+def _config(path: Path, dead_port: int) -> Path:
     config = {
         "harnesses": [
             {
@@ -34,7 +43,7 @@ def _config(path: Path) -> Path:
                 "mcpServers": [
                     {  # enabled but nothing listens there: must not fail the task
                         "name": "reports",
-                        "url": f"http://127.0.0.1:{free_port()}/mcp",
+                        "url": f"http://127.0.0.1:{dead_port}/mcp",
                         "enabled": True,
                         "auth": {"credential_ref": "reports-token"},
                     },
@@ -47,24 +56,25 @@ def _config(path: Path) -> Path:
         "credentials": {"reports-token": MCP_SECRET},
         "think_seconds": 0.05,
         "pace_seconds": 0.01,
-        "count_interval_seconds": 0.25,
+        "count_interval_seconds": COUNT_INTERVAL_S,
         "keepalive_seconds": 0.1,
     }
     path.write_text(json.dumps(config))
     return path
 
 
-def _start(tmp: Path) -> ServerProcess:
+def _start(tmp: Path, dead_port: int) -> ServerProcess:
+    config = _config(tmp / "harness.json", dead_port)
     server = ServerProcess(
         "harness_examples.report_harness",
-        args=["--config", str(_config(tmp / "harness.json")), "--db", str(tmp / "harness.db")],
+        args=["--config", str(config), "--db", str(tmp / "harness.db")],
     )
     return server.start(timeout=30)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = _start(tmp_path_factory.mktemp("report-harness"))
+def server(tmp_path_factory: pytest.TempPathFactory, dead_port: int) -> Iterator[ServerProcess]:
+    proc = _start(tmp_path_factory.mktemp("report-harness"), dead_port)
     try:
         yield proc
     finally:
@@ -194,7 +204,9 @@ def test_cancel_count_slowly_keeps_partial_output(client: httpx.Client) -> None:
     t0 = time.monotonic()
     cancelled = client.post(f"/v1/responses/{rid}/cancel")
     assert cancelled.status_code == 200
-    assert time.monotonic() - t0 < 2.0
+    # The cancel answers without waiting for the count (50 x 0.25 s = 12.5 s) to run out; the
+    # margin is wide so that only such a wait fails it, not a loaded machine.
+    assert time.monotonic() - t0 < COUNT_TO_50_S / 2
     final = _poll(
         lambda: (r := client.get(f"/v1/responses/{rid}").json())["status"] != "in_progress" and r,
         "a terminal state",
@@ -311,8 +323,9 @@ def test_delete_does_not_cancel(client: httpx.Client) -> None:
     assert r.status_code == 404 and r.json()["error"]["code"] == "response_not_found"
 
 
-def test_persistence_and_resume_across_restart(tmp_path: Path) -> None:
-    server = _start(tmp_path)
+@pytest.mark.e2e
+def test_persistence_and_resume_across_restart(tmp_path: Path, dead_port: int) -> None:
+    server = _start(tmp_path, dead_port)
     try:
         with _client(server) as c:
             done = _create(c, "reply with the word kiwi")

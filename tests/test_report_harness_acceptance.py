@@ -17,7 +17,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.processes import ServerProcess
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]  # harness + MCP servers as processes
 TOKEN = "acceptance-token"
 PAYMENTS_TOKEN = "acceptance-payments-token"
 HARNESS_ID = "chrn_reports"

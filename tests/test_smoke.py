@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # the smoke run in a subprocess
+
 
 def test_smoke_run_prints_the_nested_tree(tmp_path: Path) -> None:
     db = tmp_path / "smoke.db"

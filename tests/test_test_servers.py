@@ -1,6 +1,9 @@
-"""Smoke tests for the subprocess test servers the bridge's end-to-end tests rely on.
+"""Smoke tests for the test servers the bridge's end-to-end tests rely on.
 
-If these fail, the fault is in the test servers or ``ServerProcess``, not in the bridge.
+If these fail, the fault is in the test servers or ``ServerProcess``, not in the bridge. The
+Tasks server runs as a subprocess (``ServerProcess`` is under test too); the adversarial fake's
+wire behaviour is checked over the SDK's in-memory transport (no port: the subject is what it
+answers, and its HTTP path is exercised by ``test_mcp_adversarial.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from mcp import Client
 
 from bridge.mcp.extension import TasksClientExtension
 from bridge.mcp.wire import CreateTaskResult
+from tests.servers import adversarial_server
 from tests.support.mcp_client import get_task, start_task
 from tests.support.processes import ServerProcess
 
@@ -34,12 +38,6 @@ async def create(client: Client, tool: str, arguments: dict[str, Any]) -> Create
 @pytest.fixture(scope="module")
 def tasks_server() -> Iterator[ServerProcess]:
     with ServerProcess("tests.servers.tasks_server") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def adversarial_server() -> Iterator[ServerProcess]:
-    with ServerProcess("tests.servers.adversarial_server") as server:
         yield server
 
 
@@ -68,10 +66,8 @@ async def test_echo_answers_inline(tasks_server: ServerProcess) -> None:
 
 
 @pytest.mark.anyio
-async def test_adversarial_regress_goes_back_to_working(
-    adversarial_server: ServerProcess,
-) -> None:
-    async with Client(adversarial_server.url, extensions=[TasksClientExtension()]) as client:
+async def test_adversarial_regress_goes_back_to_working() -> None:
+    async with Client(adversarial_server.mcp, extensions=[TasksClientExtension()]) as client:
         created = await create(client, "regress", {})
         assert created.task_id is not None
         statuses = [(await get_task(client, created.task_id)).status for _ in range(3)]
@@ -79,7 +75,7 @@ async def test_adversarial_regress_goes_back_to_working(
 
 
 @pytest.mark.anyio
-async def test_adversarial_stats_counts_gets(adversarial_server: ServerProcess) -> None:
+async def test_adversarial_stats_counts_gets() -> None:
     async def stats(client: Client) -> dict[str, dict[str, int]]:
         result = await client.session.call_tool("stats", {}, allow_claimed=True)
         assert isinstance(result, mcp_types.CallToolResult)
@@ -87,7 +83,7 @@ async def test_adversarial_stats_counts_gets(adversarial_server: ServerProcess) 
         parsed: dict[str, dict[str, int]] = json.loads(result.content[0].text)
         return parsed
 
-    async with Client(adversarial_server.url, extensions=[TasksClientExtension()]) as client:
+    async with Client(adversarial_server.mcp, extensions=[TasksClientExtension()]) as client:
         before = await stats(client)
         created = await create(client, "poll_zero", {})
         assert created.poll_interval_ms == 0

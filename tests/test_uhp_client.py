@@ -329,6 +329,7 @@ async def test_vendor_events_pass_through_the_bridge_client(
     assert extra["task_ref"] == "tk_scripted" and "task_id" not in json.dumps(extra)
 
 
+@pytest.mark.e2e
 async def test_sigkilled_follower_is_resumed_by_a_new_process(
     tmp_path: Path, uhp_server: ServerProcess
 ) -> None:

@@ -9,15 +9,9 @@ from __future__ import annotations
 
 from html import escape
 
-from bridge.cli.render import (
-    MARKER_COLOURS,
-    MARKER_LABELS,
-    STATE_COLOURS,
-    Timeline,
-    duration,
-    iso,
-    relative,
-)
+from bridge.cli.records import duration, iso, relative
+from bridge.cli.style import MARKER_COLOURS, MARKER_LABELS, STATE_COLOURS
+from bridge.cli.timeline import Timeline
 
 LABEL_W = 370
 CHART_W = 900

@@ -21,10 +21,19 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from harness_examples.port_report import check_port_arguments, run_fastmcp
+
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 
-__all__ = ["BearerTokenMiddleware", "add_token_argument", "bearer_middleware", "resolve_token"]
+__all__ = [
+    "BearerTokenMiddleware",
+    "add_token_argument",
+    "bearer_middleware",
+    "check_transport",
+    "resolve_token",
+    "serve",
+]
 
 REALM = "mcp"
 
@@ -97,11 +106,11 @@ GRACEFUL_SHUTDOWN_SECONDS = 1  # a parked task must not hold SIGTERM for long
 
 
 def check_transport(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse a token on stdio (no headers there) and HTTP without a port."""
+    """Refuse a token on stdio (no headers there) and HTTP on a port nobody can learn."""
     if args.stdio and args.token is not None:
         parser.error("--token protects HTTP only; stdio has no headers")
-    if not args.stdio and not args.port:
-        parser.error("--port is required for HTTP")
+    if not args.stdio:
+        check_port_arguments(parser, args)
 
 
 def serve(mcp: FastMCP, args: argparse.Namespace, token_env: str) -> None:
@@ -109,12 +118,9 @@ def serve(mcp: FastMCP, args: argparse.Namespace, token_env: str) -> None:
     if args.stdio:
         mcp.run(transport="stdio", show_banner=False)
         return
-    mcp.run(
-        transport="http",
-        host=args.host,
-        port=args.port,
-        path="/mcp",
-        show_banner=False,
+    run_fastmcp(
+        mcp,
+        args,
         middleware=bearer_middleware(resolve_token(args.token, token_env)),
-        uvicorn_config={"timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS},
+        graceful_shutdown_s=GRACEFUL_SHUTDOWN_SECONDS,
     )

@@ -37,6 +37,7 @@ from fastmcp_tasks import TasksExtension
 from pydantic import Field
 
 from harness_examples.mcp_servers.auth import add_token_argument, check_transport, serve
+from harness_examples.port_report import add_port_arguments
 
 TOKEN_ENV = "PAYMENTS_SERVER_TOKEN"
 POLL_INTERVAL = timedelta(milliseconds=200)
@@ -151,7 +152,7 @@ async def payment_count(payment_key: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--port", type=int, default=0)
+    add_port_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--stdio", action="store_true", help="serve over stdio instead of HTTP")
     parser.add_argument("--ledger", required=True, help="SQLite file recording payments")

@@ -7,8 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-import uvicorn
-
+from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 from harness_examples.report_harness.config import TOKENS_ENV, ConfigError, load_config
 from harness_examples.report_harness.server import create_app
 
@@ -25,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         "scripted agent's instructions.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8800, help="TCP port (default 8800)")
+    add_port_arguments(parser, default_port=8800)
     parser.add_argument(
         "--config", required=True, help="JSON config file: harnesses, tokens, credentials"
     )
@@ -40,16 +39,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_port_arguments(parser, args)
     logging.basicConfig(level=args.log_level.upper())
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         sys.exit(f"report_harness: {exc}")
-    uvicorn.run(
+    run_uvicorn(
         create_app(config, args.db),
-        host=args.host,
-        port=args.port,
+        args,
+        args.host,
         log_level=args.log_level,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )

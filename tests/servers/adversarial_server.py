@@ -25,12 +25,13 @@ from typing import Any, NoReturn
 
 import anyio
 import mcp_types
-import uvicorn
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension, MCPServer, MethodBinding, require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
+
+from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 
 TASKS = "io.modelcontextprotocol/tasks"
 MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
@@ -279,15 +280,16 @@ async def echo(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Adversarial fake MCP Tasks server (tests only).")
-    parser.add_argument("--port", type=int, required=True)
+    add_port_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args(argv)
     if args.host != "127.0.0.1":
         parser.error("this test server binds 127.0.0.1 only")
+    check_port_arguments(parser, args)
     # uvicorn directly (not mcp.run) for a short graceful-shutdown window: a hanging
     # never_reply request would otherwise hold SIGTERM until the caller's kill deadline.
     app = mcp.streamable_http_app(streamable_http_path="/mcp", host=args.host)
-    uvicorn.run(app, host=args.host, port=args.port, timeout_graceful_shutdown=1)
+    run_uvicorn(app, args, args.host, timeout_graceful_shutdown=1)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """A real SEP-2663 Tasks server (FastMCP + fastmcp-tasks) for end-to-end tests.
 
-Run as ``python -m tests.servers.tasks_server --port P [--host 127.0.0.1] [--stdio]
+Run as ``python -m tests.servers.tasks_server --port P|0 --port-file F [--host 127.0.0.1] [--stdio]
 [--effects-file PATH]``. It uses fastmcp-tasks' own implementation of
 ``io.modelcontextprotocol/tasks`` (in-process ``memory://`` Docket backend), so the bridge is
 tested against a server nobody in this repo wrote. Side effects are appended, one line each, to
@@ -22,6 +22,8 @@ from fastmcp import Context, FastMCP
 from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks import TasksExtension
 from mcp.shared.exceptions import MCPError
+
+from harness_examples.port_report import add_port_arguments, check_port_arguments, run_fastmcp
 
 EFFECTS_ENV = "TASKS_SERVER_EFFECTS"
 # Short polls keep the tests fast; every task tool in this server uses the same config.
@@ -134,7 +136,7 @@ async def record_effect_inline(key: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=0)
+    add_port_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--stdio", action="store_true", help="serve over stdio instead of HTTP")
     parser.add_argument("--effects-file", default=None)
@@ -145,17 +147,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.stdio:
         mcp.run(transport="stdio", show_banner=False)
         return
-    if not args.port:
-        parser.error("--port is required for HTTP")
-    mcp.run(
-        transport="http",
-        host=args.host,
-        port=args.port,
-        path="/mcp",
-        show_banner=False,
-        # Do not let an open request hold up SIGTERM for long (tests stop servers often).
-        uvicorn_config={"timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS},
-    )
+    check_port_arguments(parser, args)
+    # A short graceful shutdown: an open request must not hold up SIGTERM (tests stop often).
+    run_fastmcp(mcp, args, graceful_shutdown_s=GRACEFUL_SHUTDOWN_SECONDS)
 
 
 if __name__ == "__main__":

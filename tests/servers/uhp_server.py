@@ -645,10 +645,18 @@ def create_app(tokens: Sequence[str] = (DEFAULT_TOKEN,), resumption: bool = True
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    # Imported here: the port handshake is start-up only, the rest of the module is the app.
+    from harness_examples.port_report import (
+        add_port_arguments,
+        check_port_arguments,
+        listening_socket,
+        uvicorn_server,
+    )
+
     parser = argparse.ArgumentParser(
         description="UHP TEST server with fault injection (tests of UHP clients only)."
     )
-    parser.add_argument("--port", type=int, required=True)
+    add_port_arguments(parser)
     parser.add_argument(
         "--token",
         action="append",
@@ -660,13 +668,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="disable Last-Event-ID resumption (GET /v1/responses/{id} always answers JSON)",
     )
     args = parser.parse_args(argv)
+    check_port_arguments(parser, args)
     app = create_app(args.token or [DEFAULT_TOKEN], resumption=not args.no_last_event_id)
-    uvicorn.run(
-        app,
-        host="127.0.0.1",
-        port=args.port,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    sock = listening_socket("127.0.0.1", args.port)
+    server: uvicorn.Server = uvicorn_server(
+        app, sock, args.port_file, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS
     )
+    server.run(sockets=[sock])
 
 
 if __name__ == "__main__":

@@ -30,10 +30,16 @@ def find_binary(name: str) -> str | None:
     return candidates[0] if candidates else None
 
 
-def _free_port() -> int:
+def _candidate_port() -> int:
+    """A port that was free a moment ago; another process may take it before PostgreSQL does."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# PostgreSQL cannot bind port 0 and report the port it got, so a port is chosen here and the
+# first start retried on another one when something took it in between ("could not bind").
+START_ATTEMPTS = 5
 
 
 class ThrowawayPostgres:
@@ -51,7 +57,7 @@ class ThrowawayPostgres:
         self.initdb, self.pg_ctl = initdb, pg_ctl
         self.base = Path(tempfile.mkdtemp(prefix="bridge-pg-"))
         self.data = self.base / "data"
-        self.port = _free_port()
+        self.port = _candidate_port()
         self.as_root = os.geteuid() == 0
 
     def _run(self, *argv: str) -> None:
@@ -74,10 +80,29 @@ class ThrowawayPostgres:
             "UTF8",
             "--no-sync",
         )
-        self.start_server()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            logged_before = self._log_size()
+            try:
+                self.start_server()
+                return
+            except subprocess.CalledProcessError:
+                if attempt == START_ATTEMPTS or not self._lost_the_port(since=logged_before):
+                    raise
+                self.port = _candidate_port()
+
+    def _log_size(self) -> int:
+        log = self.base / "server.log"
+        return log.stat().st_size if log.exists() else 0
+
+    def _lost_the_port(self, *, since: int) -> bool:
+        """Whether the start that logged from offset ``since`` on failed for want of the port."""
+        with (self.base / "server.log").open("rb") as log:
+            log.seek(since)
+            return b"could not bind" in log.read()
 
     def start_server(self) -> None:
-        """Start the server on its data directory (again, after :meth:`kill_server`)."""
+        """Start the server on its data directory (again, after :meth:`kill_server`), on the
+        same port: a restart keeps the URL clients were given."""
         options = (
             f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 "
             "-c fsync=off -c full_page_writes=off -c max_connections=200"

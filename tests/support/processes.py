@@ -5,8 +5,7 @@ from harness_examples.launch import (
     REPO_ROOT,
     ServerProcess,
     ServerStartError,
-    free_port,
-    port_accepts,
+    refused_port,
 )
 
-__all__ = ["HOST", "REPO_ROOT", "ServerProcess", "ServerStartError", "free_port", "port_accepts"]
+__all__ = ["HOST", "REPO_ROOT", "ServerProcess", "ServerStartError", "refused_port"]

@@ -1,0 +1,287 @@
+"""The operator CLI's MCP-side commands: recover, cancel-task, answer (through a Bridge).
+
+Tokens never appear in the MCP config file, only credential refs, resolved from the environment.
+These are plain functions; :mod:`bridge.cli.app` registers them as commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+
+from bridge.cli.context import (
+    CliError,
+    JsonOpt,
+    err_console,
+    open_ledger,
+    out_console,
+    print_json,
+    run_command,
+    settings_of,
+)
+from bridge.cli.records import input_record, now_ms, task_record
+from bridge.ledger.store import Ledger
+from bridge.mcp.servers import McpServerConfig
+
+
+def credential_env_name(ref: str) -> str:
+    return "BRIDGE_CREDENTIAL_" + re.sub(r"[^A-Za-z0-9]", "_", ref).upper()
+
+
+def resolve_credential(ref: str) -> str | None:
+    return os.environ.get(credential_env_name(ref))
+
+
+def load_mcp_config(path: Path) -> list[McpServerConfig]:
+    """``{"mcpServers": [{"name", "url", "enabled", "auth": {"credential_ref"}}]}`` (a mapping
+    of name -> entry is accepted too). Tokens are never in this file: only credential refs."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CliError(f"cannot read MCP config {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"MCP config {path} is not valid JSON: {exc.msg} (line {exc.lineno})"
+        ) from exc
+    entries = data.get("mcpServers") if isinstance(data, dict) else None
+    if isinstance(entries, dict):
+        entries = [{"name": name, **entry} for name, entry in entries.items()]
+    if not isinstance(entries, list):
+        raise CliError(f'MCP config {path}: expected {{"mcpServers": [...]}}')
+    servers = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise CliError(f"MCP config {path}: server #{index} needs a string 'name'")
+        auth = entry.get("auth") or {}
+        if not isinstance(auth, dict):
+            raise CliError(f"MCP config {path}: server {entry['name']!r}: 'auth' must be object")
+        try:
+            servers.append(
+                McpServerConfig(
+                    name=entry["name"],
+                    url=entry.get("url"),
+                    command=entry.get("command"),
+                    args=tuple(entry.get("args") or ()),
+                    env=entry.get("env"),
+                    enabled=bool(entry.get("enabled", True)),
+                    credential_ref=auth.get("credential_ref"),
+                    retry_safe_tools=frozenset(entry.get("retry_safe_tools") or ()),
+                )
+            )
+        except (TypeError, ValueError) as exc:
+            raise CliError(f"MCP config {path}: {exc}") from exc
+    return servers
+
+
+McpConfigOpt = Annotated[
+    Path,
+    typer.Option(
+        "--mcp-config",
+        help='JSON {"mcpServers": [{"name", "url", "enabled", "auth": {"credential_ref"}}]}; '
+        "tokens come from env BRIDGE_CREDENTIAL_<REF>.",
+        exists=False,
+    ),
+]
+
+
+@contextmanager
+def mcp_scope(
+    ctx: typer.Context, mcp_config: Path
+) -> Iterator[tuple[Ledger, str, list[McpServerConfig]]]:
+    """The ledger, the principal and the MCP servers an MCP-side command works with."""
+    settings = settings_of(ctx)
+    principal = settings.require_principal()
+    servers = load_mcp_config(mcp_config)
+    with open_ledger(settings) as ledger:
+        yield ledger, principal, servers
+
+
+def _bridge_for(ledger: Ledger, principal: str, servers: list[McpServerConfig]) -> Any:
+    from bridge.facade import Bridge  # the MCP/UHP stack is only needed by these commands
+
+    # No automatic recovery: a cancel or an answer must not settle another process's in-flight
+    # calls. `bridge recover` runs recovery explicitly.
+    return Bridge(
+        ledger,
+        principals=[principal],
+        mcp_servers=servers,
+        credentials=resolve_credential,
+        recover_on_start=False,
+    )
+
+
+def recover(
+    ctx: typer.Context,
+    mcp_config: McpConfigOpt,
+    wait: Annotated[
+        float, typer.Option("--wait", min=0, help="Keep watching open tasks for SECONDS.")
+    ] = 0.0,
+    settle: Annotated[
+        bool,
+        typer.Option(
+            "--settle/--no-settle",
+            help="Mark dispatches left pending/sent as unknown outcome. Only safe when no other "
+            "live process is dispatching for this principal.",
+        ),
+    ] = True,
+    as_json: JsonOpt = False,
+) -> None:
+    """Open a Bridge on the ledger, recover open work and print the recovery report."""
+
+    def body() -> None:
+        with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
+            report, tasks = anyio.run(_recover, ledger, principal, servers, wait, settle)
+        data = {
+            "tasks_watched": report.tasks_watched,
+            "dispatches_marked_unknown": report.dispatches_marked_unknown,
+            "answers_to_redeliver": report.answers_to_redeliver,
+            "cancels_to_resend": report.cancels_to_resend,
+            "remote_runs_resumed": report.remote_runs_resumed,
+            "served_runs_open": list(report.served_runs_open),
+            "pending_inputs": [input_record(r) for r in report.pending_inputs],
+            "waited_s": wait,
+            "tasks": tasks,
+        }
+        if as_json:
+            print_json(data)
+            return
+        out = out_console()
+        out.print("[bold]Recovery report[/bold]")
+        for key in (
+            "tasks_watched",
+            "dispatches_marked_unknown",
+            "answers_to_redeliver",
+            "cancels_to_resend",
+            "remote_runs_resumed",
+        ):
+            out.print(f"  {key.replace('_', ' ')}: {data[key]}", highlight=False)
+        out.print(f"  served runs open: {', '.join(data['served_runs_open']) or '-'}", markup=False)
+        for request in data["pending_inputs"]:
+            out.print(
+                f"  pending input {request['input_ref']} on {request['task_ref']}: "
+                f"{request['method']}",
+                highlight=False,
+                markup=False,
+            )
+        if tasks:
+            out.print(f"[bold]Tasks after {wait:g}s[/bold]")
+            for task in tasks:
+                verdicts = " ".join(task["verdicts"])
+                out.print(
+                    f"  {task['task_ref']} {task['server']}.{task['tool']} {task['status']} "
+                    f"{verdicts}",
+                    highlight=False,
+                    markup=False,
+                )
+
+    run_command(body)
+
+
+async def _recover(
+    ledger: Ledger, principal: str, servers: list[McpServerConfig], wait: float, settle: bool
+) -> tuple[Any, list[dict[str, Any]]]:
+    tenant = ledger.for_principal(principal)
+    async with _bridge_for(ledger, principal, servers) as bridge:
+        report = await bridge.recover(settle_in_flight_dispatches=settle)
+        watched = [t.ref for t in tenant.list_tasks(open_only=True)]
+        if wait > 0:
+            with err_console().status(f"watching {len(watched)} open task(s) for {wait:g}s"):
+                await anyio.sleep(wait)
+    now = now_ms()
+    tasks = [task_record(tenant.get_task(ref), [], now) for ref in watched]
+    return report, tasks
+
+
+def cancel_task(
+    ctx: typer.Context,
+    task: Annotated[str, typer.Argument(help="Task reference (tk_…).")],
+    mcp_config: McpConfigOpt,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ask the task's server to cancel it (recorded first as intent)."""
+
+    def body() -> None:
+        with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
+            view = ledger.for_principal(principal).get_task(task)
+            if view.terminal_at_ms is not None:
+                raise CliError(f"task {task} is already {view.status.value}; nothing to cancel")
+            acknowledged = anyio.run(_cancel, ledger, principal, servers, task)
+        if as_json:
+            print_json({"task_ref": task, "cancel_recorded": True, "acknowledged": acknowledged})
+            return
+        verdict = (
+            "acknowledged"
+            if acknowledged
+            else "NOT acknowledged (the recorded intent is resent when a bridge recovers)"
+        )
+        out_console().print(
+            f"cancel requested for {task} (recorded as intent); server {verdict}. "
+            "The task's status changes only when a poll observes it.",
+            highlight=False,
+            markup=False,
+        )
+
+    run_command(body)
+
+
+async def _cancel(
+    ledger: Ledger, principal: str, servers: list[McpServerConfig], task_ref: str
+) -> bool:
+    async with _bridge_for(ledger, principal, servers) as bridge:
+        result: bool = await bridge.cancel_task(principal, task_ref)
+        return result
+
+
+def answer(
+    ctx: typer.Context,
+    task: Annotated[str, typer.Argument(help="Task reference (tk_…).")],
+    key: Annotated[str, typer.Argument(help="Input reference (in_…) from task.input_required.")],
+    payload: Annotated[str, typer.Argument(metavar="JSON", help="The answer, as JSON.")],
+    mcp_config: McpConfigOpt,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a pending input request (recorded first, then sent with tasks/update)."""
+
+    def body() -> None:
+        try:
+            response = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"the answer is not valid JSON: {exc.msg}") from exc
+        with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
+            ledger.for_principal(principal).get_task(task)
+            delivered = anyio.run(_answer, ledger, principal, servers, task, key, response)
+        if as_json:
+            print_json(
+                {"task_ref": task, "input_ref": key, "recorded": True, "delivered": delivered}
+            )
+            return
+        verdict = (
+            "delivered"
+            if delivered
+            else ("recorded, NOT yet delivered (redelivered when a bridge recovers)")
+        )
+        out_console().print(f"answer to {key} on {task}: {verdict}", highlight=False, markup=False)
+
+    run_command(body)
+
+
+async def _answer(
+    ledger: Ledger,
+    principal: str,
+    servers: list[McpServerConfig],
+    task_ref: str,
+    input_ref: str,
+    response: Any,
+) -> bool:
+    async with _bridge_for(ledger, principal, servers) as bridge:
+        receipt = await bridge.answer_input(principal, task_ref, input_ref, response)
+        delivered: bool = receipt.delivered
+        return delivered
