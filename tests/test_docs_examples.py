@@ -332,6 +332,7 @@ def run_example(
         yield run
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("example", examples(), ids=lambda p: p.name)
 def test_example_runs(example: Path, run_example: Callable[[Path], ExampleRun]) -> None:
     result = run_example(example)
@@ -378,6 +379,7 @@ def ledger_references(db: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("guide", [g for g in guides() if shell_blocks(g)], ids=lambda p: p.name)
 def test_shell_blocks_run(
     guide: Path, run_example: Callable[[Path], ExampleRun], tmp_path: Path
