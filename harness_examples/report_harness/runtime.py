@@ -243,6 +243,7 @@ class Runtime:
 
     async def _execute(self, run: LiveRun, *, resumed: bool) -> None:
         assert self.bridge is not None
+        _stop_if_cancel_requested(run)
         if run.next_seq == 0:
             await self.emit(run, "response.created", response=self.snapshot(run))
             await self.emit(run, "response.in_progress", response=self.snapshot(run))
@@ -266,6 +267,7 @@ class Runtime:
         max_step = run.request.get("max_step")
         tool_steps_done = sum(1 for s in steps[: run.step] if isinstance(s, agent.ToolStep))
         for index in range(run.step, len(steps)):
+            _stop_if_cancel_requested(run)
             step = steps[index]
             if isinstance(step, agent.ToolStep):
                 if isinstance(max_step, int) and tool_steps_done >= max_step:
@@ -305,6 +307,7 @@ class Runtime:
         for delta in deltas:
             if pause:
                 await asyncio.sleep(pause)
+            _stop_if_cancel_requested(run)
             part["text"] += delta
             await self.emit(
                 run, "response.output_text.delta", **where, content_index=0, delta=delta
@@ -476,6 +479,14 @@ class Runtime:
         for run in runs:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(run.done.wait()), CANCEL_ANSWER_SECONDS)
+
+
+def _stop_if_cancel_requested(run: LiveRun) -> None:
+    """Cancellation is level-triggered: the task's own ``cancel()`` is one-shot (it misses a
+    task that has not started yet, or one that an awaited library absorbed), so every step and
+    delta checks the request too, and ``execute`` finishes the response as cancelled."""
+    if run.cancel_requested:
+        raise asyncio.CancelledError
 
 
 class _Incomplete(Exception):
