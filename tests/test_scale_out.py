@@ -137,8 +137,16 @@ async def test_three_replicas_share_the_handles_and_survive_a_kill(
             if c1 == victim_name and c2 != victim_name:
                 taken_over += 1
         assert len(seen) >= POLLS_TO_COMPLETE, f"{task_id}: {len(seen)} polls"
-    assert too_close == [], too_close[:10]
     assert taken_over > 0, "the killed replica's handles were polled by the others afterwards"
+    # A holder spaces its polls by the interval from the previous reply, and a new holder takes
+    # a handle only after the old lease ran out. Two exceptions, both counted by the replica that
+    # hits them: a failed poll is retried on backoff, and a lease that lapsed under load (the
+    # holder's renewal came late) lets another replica claim and poll early. Anything closer
+    # than that accounting allows is a broken guarantee; the victim's counts are from before
+    # the kill.
+    excused = sum(s["leases_lost"] + s["failures"] for s in survivor_stats)
+    excused += stats[victim.port]["leases_lost"] + stats[victim.port]["failures"]
+    assert len(too_close) <= excused, (too_close[:10], survivor_stats, stats[victim.port])
 
     # A task completes on its POLLS_TO_COMPLETE-th tasks/get, whoever asks. A poll from then
     # on that is not the task's last was seen by a holder that could not record it: the killed
