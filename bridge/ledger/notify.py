@@ -108,9 +108,10 @@ class CommitListener:
 
     def _listen(self, *, missed: bool) -> None:
         pooled = self._engine.raw_connection()
-        pooled.detach()  # this connection belongs to the listener, not to the pool
         conn = pooled.driver_connection
-        assert conn is not None
+        pooled.detach()  # this connection belongs to the listener, not to the pool
+        if conn is None:
+            raise RuntimeError("the ledger's pool gave no driver connection")
         try:
             conn.autocommit = True
             conn.execute(f"LISTEN {CHANNEL}")
