@@ -132,7 +132,9 @@ async def bench_idle_waits(runs: int, window_s: float, report: Report) -> None:
         f"the window (its tasks advertise `pollIntervalMs` {IDLE_POLL_INTERVAL_MS:,}, which the "
         "bridge honours). CPU of the harness process over "
         f"{wall:.0f} s, from `/proc/<pid>/stat`: waiting steps and event forwarders wake on "
-        "commits (SQLite: one `data_version` probe per tick for all of them), never by polling. "
+        "commits (SQLite: one `data_version` probe per tick for all of them), never by polling "
+        "the ledger. What remains is the poll scheduler's `tasks/get` to the MCP server, "
+        f"{runs * 1000 / IDLE_POLL_INTERVAL_MS:.0f} per second for {runs} handles. "
         "The machine is shared (2 cores)."
     )
     report.add()
