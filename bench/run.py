@@ -1,6 +1,6 @@
 """The benchmark suite: one command, figures as ratios against the raw SDK in the same run.
 
-    python -m bench.run [--quick] [--only call|scheduler|stream|scale-out ...] [--out FILE]
+    python -m bench.run [--quick] [--only call|scheduler|stream|scale-out|waits ...] [--out FILE]
 
 1. A bridged ``tools/call`` answered inline (two write-ahead commits on SQLite WAL) against the
    raw official SDK call on the same server, alternating call by call.
@@ -13,6 +13,8 @@
 6-7. Scale-out on a throwaway PostgreSQL 15 (``bench/scale_out.py``): recovery of the only
    replica after SIGKILL with 10,000 open handles, and its re-polling rate against the raw SDK;
    claims per second with 1, 2 and 4 replicas.
+8-9. Waiting on the example harness (``bench/waits.py``): CPU of 200 runs parked in a task
+   tool, and 200 concurrent responses each calling a 3-second task tool.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bench import scale_out
+from bench import scale_out, waits
 from bench.common import Report, machine, median, percentile
 from bench.raw_sdk import raw_poll_capacity
 from bridge.ledger.store import Ledger, TenantLedger
@@ -423,10 +425,12 @@ async def main_async(args: argparse.Namespace) -> Report:
         await bench_stream(5_000 if args.quick else 30_000, 3 if args.quick else 11, report)
     if "scale-out" in only:
         await scale_out.bench_scale_out(count, args.quick, report)
+    if "waits" in only:
+        await waits.bench_waits(args.quick, report)
     return report
 
 
-SECTIONS = ("call", "scheduler", "stream", "scale-out")
+SECTIONS = ("call", "scheduler", "stream", "scale-out", "waits")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from bridge._notifier import POLL_S, CommitNotifier
+from bridge._notifier import CommitNotifier
 from bridge.aio import LedgerRunner
 from bridge.errors import BridgeError, WaitTimedOut
 from bridge.ledger.store import Ledger
@@ -72,22 +72,24 @@ class BridgeReads:
         self, principal: str, task_refs: Sequence[str], timeout: float
     ) -> list[TaskView]:
         """Until every task is settled — terminal, or lost (lost counts as final) — then their
-        views in the order asked. Wakes on this process's commits (and looks again every
-        0.25 s for other processes'). Raises :class:`~bridge.errors.WaitTimedOut` after
-        ``timeout`` seconds; the tasks go on being watched."""
+        views in the order asked. Woken by commits on the tasks' runs, this process's or
+        another's (no polling). Raises :class:`~bridge.errors.WaitTimedOut` after ``timeout``
+        seconds; the tasks go on being watched."""
         self._scope(principal)
         assert self._notifier is not None, "use the bridge inside 'async with'"
         tenant = self.ledger.for_principal(principal)
         deadline = anyio.current_time() + timeout
+        runs = {v.run_ref for v in [await self._db(tenant.get_task, r) for r in task_refs]}
         while True:
-            views = [await self._db(tenant.get_task, ref) for ref in task_refs]
-            pending = [v for v in views if not is_settled(v)]
-            if not pending:
-                return views
-            left = deadline - anyio.current_time()
-            if left <= 0:
-                raise WaitTimedOut([v.ref for v in pending], timeout)
-            await self._notifier.wait({v.run_ref for v in pending}, min(left, POLL_S))
+            with self._notifier.watch(principal, runs) as change:  # armed, then read
+                views = [await self._db(tenant.get_task, ref) for ref in task_refs]
+                pending = [v for v in views if not is_settled(v)]
+                if not pending:
+                    return views
+                left = deadline - anyio.current_time()
+                if left <= 0:
+                    raise WaitTimedOut([v.ref for v in pending], timeout)
+                await change.wait(left)
 
     async def list_tools(self, principal: str, server: str) -> list[mcp_types.Tool]:
         """The tools ``server`` lists, through the bridge's own connection and credentials

@@ -30,7 +30,7 @@ from opentelemetry import context as otel_context
 
 from bridge import events as ev
 from bridge._compose import BridgeLeaseHolder, build_replica, build_requester, ledger_runner
-from bridge._notifier import POLL_S, CommitNotifier
+from bridge._notifier import CommitNotifier
 from bridge._outer_spans import OuterSpans
 from bridge._reads import BridgeReads
 from bridge.errors import BridgeError, LeaseLost
@@ -135,10 +135,11 @@ class Bridge(BridgeReads):
         )
 
     async def __aenter__(self) -> Bridge:
-        self._notifier = CommitNotifier(self.ledger)
+        self._notifier = CommitNotifier(self.ledger, self._db)
         await self.requester.__aenter__()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        await self._tg.start(self._notifier.run)  # wakes waiters on other processes' commits
         if self._replica_config is not None:
             await self._join_replicas(self._replica_config)
         if self._recover_on_start:
@@ -390,18 +391,19 @@ class Bridge(BridgeReads):
         tenant = self.ledger.for_principal(principal)
         budget = deadline_s
         while True:
-            current = await self._db(tenant.get_task, task.ref)
-            if not current.is_open:
-                return TaskSettled(op_ref, current)
-            if budget <= 0:
-                reason = f"the step's wait deadline ({deadline_s:g} s) passed"
-                await self._db(tenant.record_step_failure, task.ref, reason)
-                return RecoverableFailure(op_ref, current, reason)
-            started = anyio.current_time()
-            await self._notifier.wait(current.run_ref, min(budget, POLL_S))
-            waiting_for_host = ask and current.status is TaskStatus.INPUT_REQUIRED
-            if not waiting_for_host:
-                budget -= anyio.current_time() - started
+            with self._notifier.watch(principal, task.run_ref) as change:  # armed, then read
+                current = await self._db(tenant.get_task, task.ref)
+                if not current.is_open:
+                    return TaskSettled(op_ref, current)
+                if budget <= 0:
+                    reason = f"the step's wait deadline ({deadline_s:g} s) passed"
+                    await self._db(tenant.record_step_failure, task.ref, reason)
+                    return RecoverableFailure(op_ref, current, reason)
+                waiting_for_host = ask and current.status is TaskStatus.INPUT_REQUIRED
+                started = anyio.current_time()
+                await change.wait(None if waiting_for_host else budget)
+                if not waiting_for_host:
+                    budget -= anyio.current_time() - started
 
     # -- input requests ----------------------------------------------------------------------
     async def answer_input(
@@ -467,12 +469,13 @@ class Bridge(BridgeReads):
         tenant = self.ledger.for_principal(principal)
         last = after_seq
         while True:
-            batch = await self._db(tenant.events, run_ref, after_seq=last, limit=500)
-            for event in batch:
-                last = event.seq
-                yield event
-            if not batch:
-                await self._notifier.wait(run_ref, POLL_S)
+            with self._notifier.watch(principal, run_ref) as change:  # armed, then read
+                batch = await self._db(tenant.events, run_ref, after_seq=last, limit=500)
+                for event in batch:
+                    last = event.seq
+                    yield event
+                if not batch:
+                    await change.wait(None)  # woken by a commit on the run, never by a timer
 
     # -- recovery ----------------------------------------------------------------------------
     async def recover(self, *, settle_in_flight_dispatches: bool = True) -> RecoveryReport:

@@ -31,3 +31,5 @@ def test_bench_quick_run_writes_the_report(tmp_path: Path) -> None:
     assert "re-polling rate / raw SDK rate" in text
     assert "handles polled exactly once after the restart" in text
     assert "Claims per second on PostgreSQL" in text
+    assert "20 waiting runs in the example harness" in text
+    assert "| tool executed exactly once (server count) | **20/20** |" in text

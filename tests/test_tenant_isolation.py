@@ -56,6 +56,7 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "due_tasks": lambda: foreign.due_tasks(now + 10**9),
         "input_requests": lambda: foreign.input_requests(task.ref),
         "events": lambda: foreign.events(run.ref),
+        "run_event_seqs": lambda: foreign.run_event_seqs([run.ref]),
         "undelivered_answers": lambda: foreign.undelivered_answers(),
         "pending_input_requests": lambda: foreign.pending_input_requests(),
         "input_digests": lambda: foreign.input_digests([task.ref]),
@@ -125,6 +126,7 @@ def test_foreign_reads_find_nothing(ledger: Ledger, acme: dict[str, Any]) -> Non
     own = ledger.for_principal("acme")
     assert own.get_task(acme["task"].ref).ref == acme["task"].ref  # the data is really there
     assert own.input_digests([acme["task"].ref]), "the owner sees its input keys"
+    assert own.run_event_seqs([acme["run"].ref]), "the owner sees its runs' sequence numbers"
     assert len(own.list_runs()) == 2
 
 

@@ -33,6 +33,7 @@ from bridge.ledger.models import (
     InputRequest,
     OuterResponse,
 )
+from bridge.ledger.notify import CommitPublisher
 from bridge.ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
 from bridge.lifecycle import OuterStatus
 
@@ -118,6 +119,8 @@ class LedgerCore:
         self.clock = clock
         self.max_outcome_bytes = max_outcome_bytes
         self._listeners: list[EventListener] = []
+        if self.dialect.name == "postgresql":  # other processes' waiters hear commits by NOTIFY
+            self._listeners.append(CommitPublisher(engine))
         self._driver: DriverSession = self.dialect.driver_session(
             engine, precompiled=precompiled_call_path
         )

@@ -166,6 +166,17 @@ class TenantQueries(TenantScope):
         with self._read() as conn:
             return [ev.parse_event(text) for (text,) in conn.execute(query)]
 
+    def run_event_seqs(self, run_refs: Sequence[str]) -> dict[str, int]:
+        """The last event ``seq`` of each of these runs (one query; unknown refs are absent):
+        what a waiter compares to learn which runs another process wrote to."""
+        if not run_refs:
+            return {}
+        query = select(RUNS.c.ref, RUNS.c.event_seq).where(
+            self._owned(RUNS), RUNS.c.ref.in_(list(run_refs))
+        )
+        with self._read() as conn:
+            return {ref: seq for ref, seq in conn.execute(query)}
+
     def _dispatch_by_operation(self, operation_id: str) -> DispatchView | None:
         with self._read() as conn:
             row = conn.execute(

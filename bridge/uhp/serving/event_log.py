@@ -26,6 +26,8 @@ TERMINAL_EVENT_FOR_STATUS = {
     "cancelled": "response.failed",
 }
 TERMINAL_STATUSES = frozenset(TERMINAL_EVENT_FOR_STATUS)
+#: The longest pause between two looks at a log that is neither live here nor closed.
+NOT_LIVE_POLL_MAX_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +112,18 @@ async def follow_log(
     *,
     keepalive_s: Callable[[], float],
     not_live_poll_s: float = 0.2,
+    not_live_poll_max_s: float = NOT_LIVE_POLL_MAX_S,
 ) -> AsyncIterator[LoggedEvent | None]:
     """The log from sequence ``start`` on, live until (and including) the terminal event.
 
     Yields None where a keep-alive is due (nothing appended for ``keepalive_s()`` seconds).
-    A log that is neither live nor closed (a run about to be resumed) is looked at again
-    every ``not_live_poll_s``.
+    The log is read again only when its live signal says it grew: a keep-alive is a timer
+    write and reads nothing. A log that is neither live nor closed (a run about to be resumed,
+    or one another process serves) is looked at again after ``not_live_poll_s``, backing off
+    to ``not_live_poll_max_s`` while it stays so.
     """
     after = start - 1
+    not_live_wait = not_live_poll_s
     while True:
         signal = source.live_signal()  # taken before reading: no append slips in between
         for event in await source.events_after(after):
@@ -128,12 +134,15 @@ async def follow_log(
         if signal is None:
             if await source.closed():
                 return
-            await asyncio.sleep(not_live_poll_s)
+            await asyncio.sleep(not_live_wait)
+            not_live_wait = min(not_live_wait * 2, not_live_poll_max_s)
             continue
-        try:
-            await asyncio.wait_for(signal.wait(), keepalive_s())
-        except TimeoutError:
-            yield None
+        not_live_wait = not_live_poll_s
+        while source.live_signal() is signal:  # replaced (or gone) once the log grew
+            try:
+                await asyncio.wait_for(signal.wait(), keepalive_s())
+            except TimeoutError:
+                yield None
 
 
 async def sse_frames(
