@@ -475,7 +475,7 @@ class Bridge(BridgeReads):
                     last = event.seq
                     yield event
                 if not batch:
-                    await change.wait(None)  # woken by a commit on the run, never by a timer
+                    await change.wait(None)  # woken by a commit on the run (or the backstop)
 
     # -- recovery ----------------------------------------------------------------------------
     async def recover(self, *, settle_in_flight_dispatches: bool = True) -> RecoveryReport:
