@@ -31,7 +31,14 @@ from bridge.mcp.servers import McpServerConfig
 from bridge.mcp.transport import RETRY_AFTER_CAP_MS, retry_after_ms
 from bridge.policies import UnknownOutcomePolicy
 from tests.servers.adversarial_server import DUPLICATE_ID, RETRY_AFTER_S
-from tests.support.bridging import FAST, adversarial_stats, event_types, wait_closed, wait_until
+from tests.support.bridging import (
+    FAST,
+    adversarial_stats,
+    event_types,
+    finished_spans_text,
+    wait_closed,
+    wait_until,
+)
 from tests.support.builders import new_run
 from tests.support.processes import ServerProcess
 
@@ -313,17 +320,7 @@ async def test_raw_task_ids_quoted_by_the_server_reach_no_output_channel(
         events = json.dumps([e.model_dump(mode="json") for e in tenant.events(run.ref)])
     finally:
         ledger.close()
-    spans = json.dumps(
-        [
-            {
-                "name": s.name,
-                "attributes": dict(s.attributes or {}),
-                "events": [(e.name, dict(e.attributes or {})) for e in s.events],
-            }
-            for s in span_exporter.get_finished_spans()
-        ],
-        default=str,
-    )
+    spans = finished_spans_text(span_exporter)
     cli_output = ""
     for command in (["show", run.ref], ["timeline", run.ref], ["events", run.ref, "--json"]):
         result = CliRunner().invoke(app, ["--db", str(db), "--principal", PRINCIPAL, *command])
