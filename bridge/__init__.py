@@ -20,6 +20,9 @@ if TYPE_CHECKING:
         setup_tracing as setup_tracing,
     )
     from bridge.errors import (
+        AnswerRefused as AnswerRefused,
+    )
+    from bridge.errors import (
         BridgeError as BridgeError,
     )
     from bridge.errors import (
@@ -45,6 +48,9 @@ if TYPE_CHECKING:
     )
     from bridge.errors import (
         LedgerError as LedgerError,
+    )
+    from bridge.errors import (
+        MalformedTaskHandle as MalformedTaskHandle,
     )
     from bridge.errors import (
         McpSideError as McpSideError,
@@ -337,6 +343,7 @@ _EXPORTS: dict[str, str] = {
     "TaskLost": "bridge.events",
     "TaskStatusChanged": "bridge.events",
     "TaskTerminal": "bridge.events",
+    "AnswerRefused": "bridge.errors",
     "BridgeError": "bridge.errors",
     "ConflictingIds": "bridge.errors",
     "DuplicateTaskHandle": "bridge.errors",
@@ -346,6 +353,7 @@ _EXPORTS: dict[str, str] = {
     "InvalidTransition": "bridge.errors",
     "LeaseLost": "bridge.errors",
     "LedgerError": "bridge.errors",
+    "MalformedTaskHandle": "bridge.errors",
     "McpSideError": "bridge.errors",
     "NoToolResult": "bridge.errors",
     "NotFound": "bridge.errors",

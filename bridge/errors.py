@@ -17,7 +17,9 @@ errors live in :mod:`bridge.uhp.errors`; every name is exported by :mod:`bridge`
     │   ├── UnknownServer            no enabled MCP server with that name
     │   ├── ServerConnectFailed      could not connect; nothing was sent
     │   ├── InvalidTaskResponse      the server broke the protocol (recorded as unknown)
-    │   └── TaskRequestFailed        tasks/get|update|cancel failed
+    │   │   └── MalformedTaskHandle  an empty, oversized, unprintable or duplicate taskId
+    │   ├── TaskRequestFailed        tasks/get|update|cancel failed
+    │   └── AnswerRefused            the server refused a tasks/update (not delivered)
     ├── NoToolResult                 the step holds no tool result to read
     ├── InvalidInputAnswer           content does not match the requested schema
     ├── WaitTimedOut                 wait_for's timeout passed (also a TimeoutError)
@@ -111,6 +113,12 @@ class InvalidTaskResponse(McpSideError):
         self.detail = detail
 
 
+class MalformedTaskHandle(InvalidTaskResponse):
+    """The server's ``taskId`` cannot be kept as a handle: empty, longer than the bridge's cap,
+    containing control characters, or one the ledger already holds for another call. Nothing
+    was stored as a task; the dispatch is an unknown outcome with an anomaly on its own run."""
+
+
 class TaskRequestFailed(McpSideError):
     """A ``tasks/get|update|cancel`` request failed (JSON-RPC error or transport failure)."""
 
@@ -118,6 +126,23 @@ class TaskRequestFailed(McpSideError):
         super().__init__(f"task {task_ref}: {detail}")
         self.task_ref = task_ref
         self.detail = detail
+        self.code = code
+
+
+class AnswerRefused(McpSideError):
+    """The server answered the ``tasks/update`` carrying an answer with a JSON-RPC error.
+
+    The answer stays recorded but is not delivered and not resent; an ``answer_refused``
+    anomaly is on the task's run. A ``-32602`` is confirmed with ``tasks/get`` first: only a
+    task the server no longer knows is lost (then the receipt says ``task_lost`` instead).
+    ``reason`` is the server's message with the raw task id scrubbed out.
+    """
+
+    def __init__(self, task_ref: str, input_ref: str, reason: str, code: int | None) -> None:
+        super().__init__(f"task {task_ref}: answer to {input_ref} refused: {reason}")
+        self.task_ref = task_ref
+        self.input_ref = input_ref
+        self.reason = reason
         self.code = code
 
 

@@ -8,10 +8,14 @@ emitted, whatever handlers the host configured.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
 REDACTED = "[redacted-task-id]"
+# Shorter ids ("1", "42") are guessable, so no bearer handle; replacing them everywhere would
+# corrupt unrelated text (every "1" in a result). Longer ids are replaced wherever they occur.
+MIN_SCRUBBED_ID_LEN = 8
 _PATTERNS = (
     re.compile(r"""(["']taskId["']\s*:\s*["'])([^"']+)(["'])"""),
     re.compile(r"""(\btask_id\s*=\s*["'])([^"']+)(["'])"""),
@@ -20,10 +24,46 @@ _PATTERNS = (
 
 
 def redact(text: str) -> str:
+    """Replace every ``taskId`` value in ``text``, and every other occurrence of those values
+    in the same text (an input key or a message that embeds the id), by :data:`REDACTED`."""
+    found: set[str] = set()
+
+    def hide(match: re.Match[str]) -> str:
+        found.add(match.group(2))
+        return match.group(1) + REDACTED + (match.group(3) if match.lastindex == 3 else "")
+
     for pattern in _PATTERNS:
-        text = pattern.sub(
-            lambda m: m.group(1) + REDACTED + (m.group(3) if m.lastindex == 3 else ""), text
-        )
+        text = pattern.sub(hide, text)
+    for raw_id in sorted(found - {REDACTED}, key=len, reverse=True):
+        text = scrub_task_id(text, raw_id, "redacted-task-id")
+    return text
+
+
+def task_id_forms(raw_id: str) -> tuple[str, ...]:
+    """The raw id and its obvious encodings inside text: as is, JSON-escaped (ASCII and UTF-8
+    flavours) and Python-repr-escaped; the first is the raw id, the rest only where they differ."""
+    forms = [raw_id]
+    for form in (
+        json.dumps(raw_id)[1:-1],
+        json.dumps(raw_id, ensure_ascii=False)[1:-1],
+        repr(raw_id)[1:-1],
+    ):
+        if form and form not in forms:
+            forms.append(form)
+    return tuple(forms)
+
+
+def scrub_task_id(text: str, raw_id: str, ref: str) -> str:
+    """Replace the raw task id (and its encodings, see :func:`task_id_forms`) by ``[ref]``.
+
+    Cheap when the id is absent (one substring test per form), so it can run on every stored
+    server text. Keeps a JSON document valid: the replacement has no character to escape.
+    """
+    if len(raw_id) < MIN_SCRUBBED_ID_LEN:
+        return text
+    for form in task_id_forms(raw_id):
+        if form in text:
+            text = text.replace(form, f"[{ref}]")
     return text
 
 

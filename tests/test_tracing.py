@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from bridge import Bridge, McpServerConfig, OuterStatus, TaskPending, TaskSettled, WaitMode
 from bridge.cli.app import app
 from bridge.ledger.store import Ledger
-from tests.support.bridging import FAST, wait_closed
+from tests.support.bridging import FAST, finished_spans_text, wait_closed
 from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.anyio
@@ -114,17 +114,7 @@ async def test_trace_of_a_run_spanning_a_restart(
     raw_ids = [t.task_id for t in tenant.list_tasks(run_ref=run.ref)]
     events = json.dumps([e.model_dump(mode="json") for e in tenant.events(run.ref)])
     ledger.close()
-    spans_text = json.dumps(
-        [
-            {
-                "name": s.name,
-                "attributes": dict(s.attributes or {}),
-                "events": [(e.name, dict(e.attributes or {})) for e in s.events],
-            }
-            for s in span_exporter.get_finished_spans()
-        ],
-        default=str,
-    )
+    spans_text = finished_spans_text(span_exporter)
     logs = caplog.text
     runner = CliRunner()
     cli_output = ""

@@ -42,6 +42,7 @@ from bridge.ledger.outcome import bound_json
 from bridge.ledger.runs import RunWrites
 from bridge.ledger.views import DispatchView, TaskView
 from bridge.lifecycle import DispatchState, TaskStatus, may_advance_dispatch
+from bridge.redaction import scrub_task_id
 
 # The encoding of bridge.ids.canonical_json, with the encoder built once for the call path
 # (json.dumps builds a new one per call): same arguments, same text, same digests.
@@ -441,7 +442,9 @@ class DispatchWrites(RunWrites):
                     "args_digest": op.args_digest,
                     "task_id": task_id,
                     "status": status.value,
-                    "status_message": status_message,
+                    "status_message": (
+                        scrub_task_id(status_message, task_id, ref) if status_message else None
+                    ),
                     "lost_reason": None,
                     "lost_detail": None,
                     "server_created_at": server_created_at,
@@ -465,11 +468,13 @@ class DispatchWrites(RunWrites):
                 }
                 cursor.run(hot.insert_task, values)
         except driver.integrity_error as exc:
-            holder = self._task_by_handle(self._dispatch_endpoint(op_ref), task_id)
+            dispatch = self.get_dispatch(op_ref)
+            holder = self._task_by_handle(dispatch.server_endpoint, task_id)
             if holder is None:
                 raise
             detail = f"server returned the task handle already held by {holder.ref}"
-            self.record_anomaly(holder.run_ref, "duplicate_task_handle", detail, op_ref=op_ref)
+            # On the run of the call that received it (the holder's run did nothing wrong).
+            self.record_anomaly(dispatch.run_ref, "duplicate_task_handle", detail, op_ref=op_ref)
             raise DuplicateTaskHandle(f"dispatch {op_ref!r}: {detail}") from exc
         self._ledger._notify(principal, run_ref, seq)
         return TaskView.from_row(SimpleNamespace(**values))

@@ -23,6 +23,7 @@ from bridge.lifecycle import (
     decide_task,
     may_mark_lost,
 )
+from bridge.redaction import scrub_task_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,9 @@ class TaskWrites(InputWrites):
     def _observation_values(self, row: Any, observation: TaskObservation) -> dict[str, Any]:
         values: dict[str, Any] = {"updated_at_ms": self.now}
         if observation.status_message is not None:
-            values["status_message"] = observation.status_message
+            values["status_message"] = scrub_task_id(
+                observation.status_message, row.task_id, row.ref
+            )
         if observation.server_updated_at is not None:
             values["server_updated_at"] = observation.server_updated_at
         if observation.poll_interval_ms is not None:
@@ -124,20 +127,23 @@ class TaskWrites(InputWrites):
         size: int | None = None
         if status is TaskStatus.COMPLETED and observation.result is not None:
             bounded = bound_json(observation.result, self._ledger.max_outcome_bytes)
+            # Server text may quote the raw task id: stored and shown as the task's reference.
+            text = scrub_task_id(bounded.text, row.task_id, row.ref)
             values["result_json"], truncated, size = (
-                bounded.text,
+                text,
                 bounded.truncated,
                 bounded.original_bytes,
             )
-            result = json.loads(bounded.text)
+            result = json.loads(text)
         elif status is TaskStatus.FAILED and observation.error is not None:
             bounded = bound_json(observation.error, self._ledger.max_outcome_bytes)
+            text = scrub_task_id(bounded.text, row.task_id, row.ref)
             values["error_json"], truncated, size = (
-                bounded.text,
+                text,
                 bounded.truncated,
                 bounded.original_bytes,
             )
-            error = json.loads(bounded.text)
+            error = json.loads(text)
         elif status is not TaskStatus.CANCELLED:
             missing = "result" if status is TaskStatus.COMPLETED else "error"
             appended.append(

@@ -19,7 +19,8 @@ from mcp import MCPError
 from mcp.client import UnexpectedClaimedResult
 
 from bridge.errors import ServerConnectFailed
-from bridge.mcp.wire import INTERNAL_ERROR, TRANSPORT_CODES
+from bridge.mcp.transport import RETRY_AFTER_CAP_MS, SYNTHETIC_KEY
+from bridge.mcp.wire import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, TRANSPORT_CODES
 
 
 class FailureKind(StrEnum):
@@ -35,6 +36,8 @@ class Failure:
     detail: str
     code: int | None = None
     data: Any = None
+    # How long the server asked us to wait (429/503 ``Retry-After``, capped), if it did.
+    retry_after_ms: int | None = None
 
     def as_error_object(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.detail}
@@ -78,12 +81,40 @@ def classify(exc: BaseException) -> Failure | None:
         return Failure(FailureKind.UNREACHABLE, exc.detail)
     if isinstance(exc, MCPError):
         if exc.code in TRANSPORT_CODES:
-            return Failure(FailureKind.NO_ANSWER, exc.message, exc.code)
+            return Failure(FailureKind.NO_ANSWER, exc.message, exc.code, None, _retry_after(exc))
+        if _made_by_the_sdk(exc):
+            return Failure(FailureKind.NO_ANSWER, exc.message[:500], exc.code)
         return Failure(FailureKind.RPC_ERROR, exc.message, exc.code, exc.data)
     if isinstance(exc, pydantic.ValidationError | UnexpectedClaimedResult | ValueError):
         return Failure(FailureKind.MALFORMED, _short(exc))
     if isinstance(exc, _TRANSPORT_ERRORS):
         return Failure(FailureKind.NO_ANSWER, f"{type(exc).__name__}: {exc}")
+    return None
+
+
+def _made_by_the_sdk(exc: MCPError) -> bool:
+    """Errors the SDK fabricates locally when the reply could not be read (a non-JSON body,
+    an unexpected content type, a 202 to a request). The server said nothing definite, so
+    they must not be taken for a JSON-RPC rejection. Every ``-32700`` counts: a server's own
+    "parse error" cannot be told apart from the SDK's, and "unknown" is the safe reading."""
+    if exc.code == PARSE_ERROR:
+        return True
+    return exc.code == INVALID_REQUEST and exc.message.startswith(_SDK_INVALID_REQUEST_PREFIXES)
+
+
+# The messages the SDK's Streamable HTTP client uses for the -32600 errors it makes itself.
+_SDK_INVALID_REQUEST_PREFIXES = (
+    "Unexpected content type",
+    "server answered a request with 202 Accepted",
+)
+
+
+def _retry_after(exc: MCPError) -> int | None:
+    data = exc.data
+    synthetic = data.get(SYNTHETIC_KEY) if isinstance(data, dict) else None
+    delay = synthetic.get("retryAfterMs") if isinstance(synthetic, dict) else None
+    if isinstance(delay, int) and not isinstance(delay, bool):
+        return min(max(delay, 0), RETRY_AFTER_CAP_MS)
     return None
 
 

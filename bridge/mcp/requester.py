@@ -28,15 +28,20 @@ from anyio.abc import TaskGroup
 
 from bridge import _telemetry as telemetry
 from bridge.aio import LedgerRunner
-from bridge.errors import InvalidTaskResponse, InvalidTransition, TaskRequestFailed
+from bridge.errors import (
+    DuplicateTaskHandle,
+    InvalidTaskResponse,
+    InvalidTransition,
+    MalformedTaskHandle,
+)
 from bridge.ledger.fencing import Membership
 from bridge.ledger.leases import TenantLeases
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.ledger.views import DispatchView, TaskView
-from bridge.lifecycle import DispatchState, LostReason, TaskStatus
+from bridge.lifecycle import DispatchState, TaskStatus
 from bridge.mcp.failures import Failure, FailureKind, classify
+from bridge.mcp.handles import task_id_problem
 from bridge.mcp.outcomes import (
-    AnswerDelivery,
     AnswerReceipt,
     CallOutcome,
     InlineResult,
@@ -44,7 +49,10 @@ from bridge.mcp.outcomes import (
     TaskHandle,
     UnknownOutcome,
 )
-from bridge.mcp.scheduler import PollScheduler, SchedulerConfig, deliver_answers, send_cancel
+from bridge.mcp.scheduler import (
+    PollScheduler,
+    SchedulerConfig,
+)
 from bridge.mcp.servers import (
     CredentialResolver,
     McpServerConfig,
@@ -52,8 +60,8 @@ from bridge.mcp.servers import (
     ServerPool,
     no_credentials,
 )
+from bridge.mcp.task_updates import TaskUpdates
 from bridge.mcp.wire import (
-    INVALID_PARAMS,
     CreateTaskResult,
 )
 from bridge.policies import UnknownOutcomePolicy
@@ -104,6 +112,7 @@ class TaskRequester:
         self._tg: TaskGroup | None = None
         self._pool: ServerPool | None = None
         self._scheduler: PollScheduler | None = None
+        self._updates: TaskUpdates | None = None
         self.replica: ReplicaLeases | None = None
         # Running totals of the leased handles this replica took over (claims, adoptions).
         self.handover = ResumeReport()
@@ -123,6 +132,9 @@ class TaskRequester:
             rng=self._rng,
         )
         self._scheduler.on_closed = self.emit_task_span
+        self._updates = TaskUpdates(
+            self.ledger, self.db, self._pool, self._scheduler, self.emit_task_span
+        )
         await self._tg.start(self._scheduler.run)
         return self
 
@@ -146,6 +158,12 @@ class TaskRequester:
         if self._scheduler is None:
             raise RuntimeError("use the requester inside 'async with'")
         return self._scheduler
+
+    @property
+    def updates(self) -> TaskUpdates:
+        if self._updates is None:
+            raise RuntimeError("use the requester inside 'async with'")
+        return self._updates
 
     @property
     def pool(self) -> ServerPool:
@@ -261,25 +279,44 @@ class TaskRequester:
         intent: DispatchView,
         created: CreateTaskResult,
     ) -> TaskHandle:
+        problem = task_id_problem(created.task_id)
+        if problem is not None:
+            detail = f"tools/call: {problem}"
+            await self.db(tenant.mark_dispatch_unknown, intent.ref, detail)
+            await self.db(
+                tenant.record_anomaly,
+                intent.run_ref,
+                "malformed_task_handle",
+                detail,
+                op_ref=intent.ref,
+            )
+            raise MalformedTaskHandle(intent.ref, detail)
         now = self._clock()
         interval = self.scheduler.interval_for(created.poll_interval_ms)
         # Leased mode: held by this replica incarnation from its first commit.
         lease = self.replica.membership if self.replica is not None else None
-        task = await self.db(
-            tenant.record_task_created,
-            intent.ref,
-            task_id=created.task_id,
-            status=TaskStatus(created.status),
-            status_message=created.status_message,
-            server_created_at=created.created_at,
-            server_updated_at=created.last_updated_at,
-            ttl_ms=created.ttl_ms,
-            poll_interval_ms=created.poll_interval_ms,
-            next_poll_due_ms=now + interval,
-            server_version=connection.info.version,
-            credential_ref=connection.config.credential_ref,
-            lease=lease,
-        )
+        try:
+            task = await self.db(
+                tenant.record_task_created,
+                intent.ref,
+                task_id=created.task_id,
+                status=TaskStatus(created.status),
+                status_message=created.status_message,
+                server_created_at=created.created_at,
+                server_updated_at=created.last_updated_at,
+                ttl_ms=created.ttl_ms,
+                poll_interval_ms=created.poll_interval_ms,
+                next_poll_due_ms=now + interval,
+                server_version=connection.info.version,
+                credential_ref=connection.config.credential_ref,
+                lease=lease,
+            )
+        except DuplicateTaskHandle as exc:
+            # The ledger refused it atomically (its anomaly is on this dispatch's run); the
+            # dispatch itself still says "sent": settle it as unknown, with its event.
+            detail = "tools/call: a taskId the ledger already holds for another call"
+            await self.db(tenant.mark_dispatch_unknown, intent.ref, detail)
+            raise MalformedTaskHandle(intent.ref, detail) from exc
         # Committed: only now is the handle watched and handed out.
         self.scheduler.watch(tenant.principal, task, due_ms=now + interval, lease=lease)
         return TaskHandle(intent.ref, task)
@@ -384,61 +421,12 @@ class TaskRequester:
     async def answer_input(
         self, principal: str, task_ref: str, input_ref: str, response: Any
     ) -> AnswerReceipt:
-        """Answer one input request of a task. Recorded first, then sent with ``tasks/update``.
-
-        ``input_ref`` names the request as the ``task.input_required`` event did (``in_…``).
-        The receipt says whether the server acknowledged it now (``DELIVERED``), whether the
-        recorded answer waits to be redelivered before the task's next poll (``QUEUED``;
-        servers ignore keys already answered), or whether the server no longer knows the task
-        (``TASK_LOST``). Raises ``UnknownInputKey`` / ``InputAlreadyAnswered`` for a bad or
-        repeated key (nothing recorded).
-        """
-        tenant = self.ledger.for_principal(principal)
-        request = await self.db(tenant.record_input_answer, task_ref, input_ref, response)
-        task = await self.db(tenant.get_task, task_ref)
-        connection = self._connection_for(task.server_endpoint)
-        try:
-            if connection is None:
-                raise TaskRequestFailed(task_ref, "no enabled server has this endpoint")
-            await deliver_answers(connection, task, {request.key: response})
-        except Exception as exc:
-            failure = classify(exc)
-            if failure is not None and failure.code == INVALID_PARAMS:
-                await self._lose_not_found(principal, task_ref, "tasks/update")
-                return AnswerReceipt(task_ref, request.ref, AnswerDelivery.TASK_LOST)
-            if failure is None and not isinstance(exc, TaskRequestFailed):
-                raise
-            self.scheduler.mark_undelivered_answers(task_ref)
-            return AnswerReceipt(task_ref, request.ref, AnswerDelivery.QUEUED)
-        await self.db(tenant.mark_answer_delivered, task_ref, request.ref)
-        self.scheduler.poll_soon(task_ref)
-        return AnswerReceipt(task_ref, request.ref, AnswerDelivery.DELIVERED)
+        """Answer one input request of a task (see :meth:`TaskUpdates.answer_input`)."""
+        return await self.updates.answer_input(principal, task_ref, input_ref, response)
 
     async def cancel_task(self, principal: str, task_ref: str, requested_by: str = "host") -> bool:
-        """Ask the server to cancel (recorded first as intent). Returns whether it acknowledged.
-
-        An acknowledgement is not a stop: the task's status changes only when a poll sees it.
-        """
-        tenant = self.ledger.for_principal(principal)
-        if not await self.db(tenant.record_cancel_requested, task_ref, requested_by):
-            return False  # already terminal
-        task = await self.db(tenant.get_task, task_ref)
-        connection = self._connection_for(task.server_endpoint)
-        if connection is None:
-            return False
-        try:
-            await send_cancel(connection, task)
-        except Exception as exc:
-            failure = classify(exc)
-            if failure is None:
-                raise
-            if failure.code == INVALID_PARAMS:
-                await self._lose_not_found(principal, task_ref, "tasks/cancel")
-                return False
-            self.scheduler.mark_cancel_pending(task_ref)  # resent before the next poll
-            return False
-        self.scheduler.poll_soon(task_ref)
-        return True
+        """Ask the server to cancel (see :meth:`TaskUpdates.cancel_task`)."""
+        return await self.updates.cancel_task(principal, task_ref, requested_by)
 
     async def detach_task(self, principal: str, task_ref: str, requested_by: str = "host") -> bool:
         """Stop watching a task without cancelling it (recorded, with an event)."""
@@ -446,13 +434,6 @@ class TaskRequester:
         detached = await self.db(tenant.detach_task, task_ref, requested_by)
         self.scheduler.forget(task_ref)
         return detached
-
-    async def _lose_not_found(self, principal: str, task_ref: str, method: str) -> None:
-        tenant = self.ledger.for_principal(principal)
-        detail = f"{method} answered -32602 (unknown task)"
-        await self.db(tenant.mark_task_lost, task_ref, LostReason.NOT_FOUND, detail)
-        self.scheduler.forget(task_ref)
-        self.emit_task_span(principal, task_ref)
 
     def emit_task_span(self, principal: str, task_ref: str) -> None:
         """Emit the lifetime span of a task that just closed (when tracing is configured)."""
@@ -468,10 +449,6 @@ class TaskRequester:
         telemetry.emit_task_span(
             task, run, dispatch.trace_id, dispatch.span_id, events, self.ledger.clock()
         )
-
-    def _connection_for(self, endpoint: str) -> ServerConnection | None:
-        config = self.pool.config_for_endpoint(endpoint)
-        return self.pool.connection(config.name) if config is not None else None
 
     # -- restart -----------------------------------------------------------------------------
     async def resume(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ from bridge.mcp.due_queue import DueQueue
 from bridge.mcp.failures import Failure, FailureKind, classify
 from bridge.mcp.servers import ServerConnection, ServerPool
 from bridge.mcp.wire import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     CancelTaskRequest,
     DetailedTask,
@@ -38,6 +39,7 @@ from bridge.mcp.wire import (
     UpdateTaskParams,
     UpdateTaskRequest,
 )
+from bridge.redaction import scrub_task_id
 
 log = logging.getLogger(__name__)
 
@@ -273,16 +275,11 @@ class PollScheduler:
                 self.stats.lateness.append((due_ms, self._clock() - due_ms, task.ref))
             try:
                 if watch.cancel_pending:
-                    await send_cancel(connection, task)
+                    await self._refusable(watch, "tasks/cancel", send_cancel(connection, task))
                     watch.cancel_pending = False
                 if watch.undelivered_answers:
                     await self._deliver_answers(watch, connection)
-                session = await connection.session()
-                reply = await session.send_request(
-                    GetTaskRequest(params=TaskIdParams(task_id=task.task_id)),
-                    DetailedTask,
-                    request_read_timeout_seconds=config.request_timeout_s,
-                )
+                reply = await fetch_task(connection, task)
             except Exception as exc:
                 failure = classify(exc)
                 if failure is None:
@@ -297,10 +294,38 @@ class PollScheduler:
             a for a in await self._db(tenant.undelivered_answers) if a.task_ref == watch.view.ref
         ]
         if pending:
-            await deliver_answers(connection, watch.view, {a.key: a.answer for a in pending})
-            for answer in pending:
-                await self._db(tenant.mark_answer_delivered, watch.view.ref, answer.ref)
+            update = deliver_answers(connection, watch.view, {a.key: a.answer for a in pending})
+            if await self._refusable(watch, "tasks/update", update):
+                for answer in pending:
+                    await self._db(tenant.mark_answer_delivered, watch.view.ref, answer.ref)
         watch.undelivered_answers = False
+
+    async def _refusable(self, watch: _Watch, method: str, request: Awaitable[None]) -> bool:
+        """Send a resent ``tasks/update|cancel``; ``False`` if the server refused it.
+
+        A refusal (any JSON-RPC error but -32603) is reported once as an anomaly and not resent;
+        even -32602 does not lose the task here: the ``tasks/get`` that follows decides that.
+        Transport trouble propagates (the handle backs off and it is resent later).
+        """
+        try:
+            await request
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None or failure.kind is not FailureKind.RPC_ERROR:
+                raise
+            if failure.code == INTERNAL_ERROR:
+                raise
+            tenant = self._ledger.for_principal(watch.principal)
+            await self._db(
+                tenant.record_anomaly,
+                watch.view.run_ref,
+                f"{method.removeprefix('tasks/')}_refused",
+                f"{method} answered {failure.code}: {failure.detail[:200]}",
+                task_ref=watch.view.ref,
+                lease=watch.lease,
+            )
+            return False
+        return True
 
     async def _on_failure(self, watch: _Watch, failure: Failure) -> None:
         now = self._clock()
@@ -333,7 +358,7 @@ class PollScheduler:
                 task_ref=watch.view.ref,
                 lease=watch.lease,
             )
-        self._backoff(watch)
+        self._backoff(watch, at_least_ms=failure.retry_after_ms)
 
     async def _on_reply(self, watch: _Watch, reply: DetailedTask) -> None:
         task = watch.view
@@ -389,8 +414,11 @@ class PollScheduler:
         task = watch.view
         if status is not task.status or status.is_terminal:
             return False
-        if reply.status_message is not None and reply.status_message != task.status_message:
-            return False
+        message = reply.status_message
+        if message is not None and scrub_task_id(message, task.task_id, task.ref) != (
+            task.status_message
+        ):
+            return False  # (stored scrubbed: compared scrubbed, or every poll would rewrite it)
         if reply.poll_interval_ms is not None and reply.poll_interval_ms != task.poll_interval_ms:
             return False
         if reply.ttl_ms is not None and reply.ttl_ms != task.ttl_ms:
@@ -427,15 +455,30 @@ class PollScheduler:
         bounded = min(max(base, self.config.floor_ms), self.config.ceiling_ms)
         return int(bounded * (1 + self._rng.random() * self.config.jitter))
 
-    def _backoff(self, watch: _Watch) -> None:
+    def _backoff(self, watch: _Watch, *, at_least_ms: int | None = None) -> None:
+        """Retry later: exponential backoff, or longer when the server asked (Retry-After,
+        already capped by the transport at ``RETRY_AFTER_CAP_MS``)."""
         watch.failures += 1
         delay = min(
             self.config.backoff_base_ms * 2 ** min(watch.failures - 1, 16),
             self.config.backoff_max_ms,
         )
         delay = int(delay * (1 + self._rng.random() * self.config.jitter))
+        if at_least_ms is not None:
+            delay = max(delay, at_least_ms)
         if watch.view.ref in self._watched:
             self._queue.schedule(watch.view.ref, self._clock() + delay)
+
+
+async def fetch_task(connection: ServerConnection, task: TaskView) -> DetailedTask:
+    """Send ``tasks/get`` for one handle."""
+    session = await connection.session()
+    reply: DetailedTask = await session.send_request(
+        GetTaskRequest(params=TaskIdParams(task_id=task.task_id)),
+        DetailedTask,
+        request_read_timeout_seconds=connection.config.request_timeout_s,
+    )
+    return reply
 
 
 async def send_cancel(connection: ServerConnection, task: TaskView) -> None:

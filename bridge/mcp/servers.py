@@ -23,10 +23,10 @@ from anyio.abc import TaskGroup
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bridge.errors import ServerConnectFailed, UnknownServer
 from bridge.mcp.extension import TasksClientExtension
+from bridge.mcp.transport import IsolatingTransport
 
 log = logging.getLogger(__name__)
 
@@ -154,10 +154,23 @@ class ServerConnection:
             self.info = ServerInfo(name=info.name, version=info.version)
 
     def reset(self) -> None:
-        """Drop the current transport (after a transport error); the next use reconnects."""
+        """Drop the current transport now; the next use reconnects."""
         live, self._live = self._live, None
         if live is not None:
             live.stop.set()
+
+    def retire(self) -> None:
+        """After a transport failure: new requests get a new client (the session may be gone
+        with the server), while requests already in flight on the old one may still finish
+        (their answers are not thrown away); the old client stops after a request timeout."""
+        live, self._live = self._live, None
+        if live is not None:
+            self._tg.start_soon(self._stop_after_timeout, live)
+
+    async def _stop_after_timeout(self, live: _Live) -> None:
+        with anyio.move_on_after(self.config.request_timeout_s):
+            await live.stop.wait()
+        live.stop.set()
 
     async def list_tools(self) -> list[mcp_types.Tool]:
         """Every tool the server lists (``tools/list``, all pages), over this connection."""
@@ -245,9 +258,18 @@ class ServerPool:
             timeout = httpx2.Timeout(
                 config.request_timeout_s * 2 + 5, connect=config.connect_timeout_s
             )
-            client = create_mcp_http_client(headers=headers, timeout=timeout)
+            # One request's transport failure stays that request's (see bridge.mcp.transport).
+            transport = IsolatingTransport(
+                httpx2.AsyncHTTPTransport(), on_failure=lambda: self._retire(config.name)
+            )
+            client = httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport)
             self._http[config.name] = client
         return client
+
+    def _retire(self, name: str) -> None:
+        for (server, _declared), connection in self._connections.items():
+            if server == name:
+                connection.retire()
 
     async def aclose(self) -> None:
         for connection in self._connections.values():

@@ -10,6 +10,7 @@ import secrets
 import anyio
 
 from bridge import (
+    AnswerRefused,
     Bridge,
     InvalidInputAnswer,
     McpServerConfig,
@@ -65,8 +66,11 @@ async def main() -> None:
                     await request.accept({"approve": "yes please"})  # not a boolean
                 except InvalidInputAnswer as refused:  # checked first: nothing was recorded
                     print("refused:", refused.detail)
-                receipt = await request.accept({"approve": True})  # or .decline() / .cancel()
-                print("answer", receipt.delivery.value)  # delivered | queued | task_lost
+                try:
+                    receipt = await request.accept({"approve": True})  # or .decline() / .cancel()
+                    print("answer", receipt.delivery.value)  # delivered | queued | task_lost
+                except AnswerRefused as refused:  # the server said no: not delivered, not resent
+                    print("answer refused:", refused.reason)
             elif isinstance(event, ev.CallUnknownOutcome | ev.ServerUnreachable | ev.Anomaly):
                 print("needs attention:", event.type)
             elif event.is_final:  # task.terminal or task.lost: nothing more will come

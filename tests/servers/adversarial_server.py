@@ -2,8 +2,10 @@
 
 This server exists only so the bridge's defences can be tested against behaviour no real
 server produces (status regressions, reused input keys, malformed task shapes, unknown
-statuses, absurd poll intervals, requests that never answer, tasks that vanish). For the
-honest path use ``tests.servers.tasks_server`` (a real fastmcp-tasks server).
+statuses, absurd poll intervals, requests that never answer, tasks that vanish, handles that
+are huge, empty or reused, error texts quoting the task id, refused updates) and HTTP-level
+misbehaviour (see :class:`HttpMisbehaviour`: non-JSON 200s, 429/500, a dropped connection).
+For the honest path use ``tests.servers.tasks_server`` (a real fastmcp-tasks server).
 
 Built on the official SDK only (``MCPServer`` plus an ``Extension`` serving
 ``tasks/get|update|cancel`` and intercepting ``tools/call``); the SEP-2663 shapes are flat
@@ -17,8 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -52,8 +55,21 @@ TASK_TOOLS = frozenset(
         "ttl_short",
         "never_reply",
         "vanishing",
+        "huge_id",
+        "empty_id",
+        "duplicate_id",
+        "refuse_update",
+        "quote_id_error",
+        "quote_id_result",
+        "rate_limited",
+        "honest",
     }
 )
+#: The task id every ``duplicate_id`` call returns (a reused handle).
+DUPLICATE_ID = "dup-" + "d" * 40
+#: Task ids of ``rate_limited`` start with this; their first tasks/get is answered 429.
+RATE_LIMITED_PREFIX = "rl-"
+RETRY_AFTER_S = 1
 #: Tools whose tasks stay ``working`` until tasks/cancel (which they then honour).
 FOREVER_TOOLS = frozenset({"poll_zero", "poll_huge", "ttl_short"})
 _POLL_MS = {"poll_zero": 0, "poll_huge": 10**12}
@@ -132,6 +148,11 @@ class AdversarialTasks(Extension):
         self.calls: Counter[str] = Counter()
         # tasks/* requests whose Mcp-Name header did not carry the task id (SEP-2663 MUST).
         self.name_header: Counter[str] = Counter()
+        # rate_limited: when each task's tasks/get was answered 429, and the delay (ms) until
+        # the next tasks/get of that task arrived.
+        self.limited_at: dict[str, float] = {}
+        self.retry_gaps_ms: list[int] = []
+        self.updates_refused = 0
 
     def methods(self) -> Sequence[MethodBinding]:
         return [
@@ -145,6 +166,8 @@ class AdversarialTasks(Extension):
             "gets": dict(self.gets),
             "calls": dict(self.calls),
             "name_header": dict(self.name_header),
+            "retry_gaps_ms": {str(i): gap for i, gap in enumerate(self.retry_gaps_ms)},
+            "updates": {"refused": self.updates_refused},
         }
 
     def _check_name_header(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
@@ -175,14 +198,15 @@ class AdversarialTasks(Extension):
             return {"resultType": "task", "status": "working"}
         now = _now()
         task = FakeTask(
-            task_id=secrets.token_urlsafe(32),
+            task_id=_task_id(name),
             tool=name,
             created_at=now,
             last_updated_at=now,
             ttl_ms=_TTL_MS.get(name, DEFAULT_TTL_MS),
             poll_interval_ms=_POLL_MS.get(name, DEFAULT_POLL_MS),
         )
-        self.tasks[task.task_id] = task
+        if name != "huge_id":  # never asked for again: the bridge must refuse it
+            self.tasks[task.task_id] = task
         return {"resultType": "task", **task.wire("working")}
 
     def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> FakeTask:
@@ -199,6 +223,9 @@ class AdversarialTasks(Extension):
             self.gets[task.tool] += 1
             task.gets += 1
         task = self._find(ctx, params.task_id)
+        limited = self.limited_at.pop(task.task_id, None)
+        if limited is not None:
+            self.retry_gaps_ms.append(int((time.monotonic() - limited) * 1000))
         body = self._scripted_get(task)
         return {"resultType": "complete", **body}
 
@@ -220,12 +247,36 @@ class AdversarialTasks(Extension):
             return task.wire("working")
         if tool in FOREVER_TOOLS and task.cancelled:
             return task.wire("cancelled")
+        if tool == "refuse_update":
+            # The key embeds the raw task id (servers do that): it must not reach a log.
+            key = f"{task.task_id}/approve"
+            return {**task.wire("input_required"), "inputRequests": {key: _elicit("ok?")}}
+        if tool == "quote_id_error":
+            error = {"code": -1, "message": f"job {task.task_id} exploded", "data": [task.task_id]}
+            return {
+                **task.wire("failed"),
+                "statusMessage": f"{task.task_id} failed",
+                "error": error,
+            }
+        if tool == "quote_id_result":
+            text = f"report for {task.task_id} ready"
+            return {**task.wire("completed"), "result": _text_result(text)}
+        if tool in ("honest", "rate_limited", "duplicate_id") and task.gets >= 2:
+            return {**task.wire("completed"), "result": _text_result("done")}
         return task.wire("working")
 
     async def update(
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
     ) -> HandlerResult:
         task = self._find(ctx, params.task_id)
+        if task.tool == "refuse_update":
+            # A badly shaped answer refused with -32602 while the task is alive (the code a
+            # server also uses for an unknown task): the bridge must not take it as lost.
+            self.updates_refused += 1
+            raise MCPError(
+                code=mcp_types.INVALID_PARAMS,
+                message=f"inputResponses for {task.task_id} do not match the requested schema",
+            )
         if task.tool == "reuse_key" and "k1" in params.input_responses:
             task.answered_k1 = True
         return {"resultType": "complete"}
@@ -236,6 +287,109 @@ class AdversarialTasks(Extension):
         task = self._find(ctx, params.task_id)
         task.cancelled = True
         return {"resultType": "complete"}
+
+
+def _task_id(tool: str) -> str:
+    if tool == "huge_id":
+        return "h" * 1_000_000  # a 1 MB handle
+    if tool == "empty_id":
+        return ""
+    if tool == "duplicate_id":
+        return DUPLICATE_ID
+    if tool == "rate_limited":
+        return RATE_LIMITED_PREFIX + secrets.token_urlsafe(32)
+    return secrets.token_urlsafe(32)
+
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: tools/call names answered at the HTTP level, before the MCP server sees them.
+HTTP_TOOLS = frozenset(
+    {"not_json", "html_200", "rate_limited_call", "server_error", "drop_connection"}
+)
+
+
+class HttpMisbehaviour:
+    """ASGI middleware misbehaving at the HTTP level, chosen by the ``Mcp-Method`` and
+    ``Mcp-Name`` headers (a ``tools/call`` names its tool there, a ``tasks/*`` its task id):
+
+    - ``not_json``: 200, ``application/json``, a body that is not JSON;
+    - ``html_200``: 200 with an HTML page;
+    - ``rate_limited_call``: 429 with ``Retry-After``;
+    - ``server_error``: 500 with a plain-text body;
+    - ``drop_connection``: headers and half a body, then the connection is dropped;
+    - the first ``tasks/get`` of a ``rate_limited`` task (id prefix ``rl-``): 429 with
+      ``Retry-After: 1``.
+    """
+
+    def __init__(self, app: Asgi, tasks: AdversarialTasks) -> None:
+        self.app = app
+        self.tasks = tasks
+        self.limited: set[str] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        method, name = headers.get("mcp-method"), headers.get("mcp-name", "")
+        if method == "tools/call" and name in HTTP_TOOLS:
+            self.tasks.calls[name] += 1
+            await _drain(receive)
+            await self._misbehave(name, send)
+            return
+        first_get = name.startswith(RATE_LIMITED_PREFIX) and name not in self.limited
+        if method == "tasks/get" and first_get:
+            self.limited.add(name)
+            self.tasks.limited_at[name] = time.monotonic()
+            await _drain(receive)
+            await _reply(send, 429, b"slow down", "text/plain", retry_after=RETRY_AFTER_S)
+            return
+        await self.app(scope, receive, send)
+
+    async def _misbehave(self, name: str, send: Send) -> None:
+        if name == "not_json":
+            await _reply(send, 200, b"<html>this is not JSON</html>", "application/json")
+        elif name == "html_200":
+            await _reply(send, 200, b"<html>maintenance</html>", "text/html")
+        elif name == "rate_limited_call":
+            await _reply(send, 429, b"slow down", "text/plain", retry_after=RETRY_AFTER_S)
+        elif name == "server_error":
+            await _reply(send, 500, b"internal error", "text/plain")
+        else:  # drop_connection: promise 100 bytes, send 10, then fail the connection
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", b"100"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": b'{"jsonrpc"', "more_body": True})
+            raise ConnectionAbortedError("adversarial fake: dropping the connection")
+
+
+async def _drain(receive: Receive) -> None:
+    while (await receive()).get("more_body", False):
+        pass
+
+
+async def _reply(
+    send: Send, status: int, body: bytes, content_type: str, *, retry_after: int | None = None
+) -> None:
+    headers = [
+        (b"content-type", content_type.encode()),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _missing_capability() -> NoReturn:
@@ -278,6 +432,13 @@ async def echo(text: str) -> str:
     return text
 
 
+@mcp.tool()
+async def slow_echo(text: str, seconds: float) -> str:
+    """A plain inline tool that answers after ``seconds`` (an honest call kept in flight)."""
+    await anyio.sleep(seconds)
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Adversarial fake MCP Tasks server (tests only).")
     add_port_arguments(parser)
@@ -289,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # uvicorn directly (not mcp.run) for a short graceful-shutdown window: a hanging
     # never_reply request would otherwise hold SIGTERM until the caller's kill deadline.
     app = mcp.streamable_http_app(streamable_http_path="/mcp", host=args.host)
-    run_uvicorn(app, args, args.host, timeout_graceful_shutdown=1)
+    run_uvicorn(HttpMisbehaviour(app, extension), args, args.host, timeout_graceful_shutdown=1)
 
 
 if __name__ == "__main__":

@@ -64,3 +64,18 @@ async def adversarial_stats(url: str) -> dict[str, dict[str, int]]:
     text = result.content[0].text  # type: ignore[union-attr]
     counts: dict[str, dict[str, int]] = json.loads(text)
     return counts
+
+
+def finished_spans_text(exporter: Any) -> str:
+    """Every finished span's name, attributes and events as one JSON text (to grep for leaks)."""
+    return json.dumps(
+        [
+            {
+                "name": s.name,
+                "attributes": dict(s.attributes or {}),
+                "events": [(e.name, dict(e.attributes or {})) for e in s.events],
+            }
+            for s in exporter.get_finished_spans()
+        ],
+        default=str,
+    )

@@ -1,0 +1,129 @@
+"""An HTTP transport that keeps one request's failure to that request.
+
+The SDK runs every request of a server connection as a task in one shared task group: an
+exception from one POST (the server dropping the connection, a read timeout, a protocol error)
+cancels the group and with it every concurrent call on that connection, whose outcomes then
+become unknown although their servers answered. This transport sits under the SDK's httpx
+client and turns such a failure into that one request's own JSON-RPC error instead:
+
+- a transport failure before the response headers arrive becomes a ``-32000`` (connection
+  closed) error for that request: no answer, so its outcome is unknown;
+- a failure while reading the body surfaces as a stream error, which the SDK reports for that
+  request alone (``-32700`` "Failed to parse JSON response", or an ended SSE stream);
+- ``429`` and ``503`` become a ``-32000`` error whose ``data`` carries the HTTP status and the
+  server's ``Retry-After`` (in ms, capped at :data:`RETRY_AFTER_CAP_MS`), so polls wait as long
+  as the server asked and a consequential call is still reported as unknown, never repeated.
+
+A normal response passes through untouched except for the body wrapper (one extra async frame).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx2
+import mcp_types
+
+# A server may ask for any delay; the bridge waits at most this long before polling again (a
+# task's TTL backstop still runs), so a hostile Retry-After cannot park a handle for days.
+RETRY_AFTER_CAP_MS = 60_000
+# Marks the data of an error this transport made (it never came from the server).
+SYNTHETIC_KEY = "bridge.transport"
+_RETRY_STATUSES = frozenset({429, 503})
+
+
+def retry_after_ms(value: str | None, now_s: float) -> int | None:
+    """``Retry-After`` (delta-seconds or an HTTP date) in ms, capped; ``None`` if absent/bad."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - now_s
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    if math.isnan(seconds):
+        return None
+    return int(min(max(seconds * 1000, 0), RETRY_AFTER_CAP_MS))
+
+
+def _error_response(
+    request: httpx2.Request, status: int, message: str, data: Any
+) -> httpx2.Response:
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,  # the SDK puts the request's own id on it
+        "error": {
+            "code": mcp_types.CONNECTION_CLOSED,
+            "message": message,
+            "data": {SYNTHETIC_KEY: data},
+        },
+    }
+    return httpx2.Response(
+        status,
+        headers={"content-type": "application/json"},
+        content=json.dumps(body).encode(),
+        request=request,
+    )
+
+
+class _BodyGuard(httpx2.AsyncByteStream):
+    """Re-raises a transport failure inside the body as a stream error (per request)."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except httpx2.TransportError as exc:
+            raise httpx2.StreamClosed() from exc
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class IsolatingTransport(httpx2.AsyncBaseTransport):
+    """Wraps the real transport; see the module docstring."""
+
+    def __init__(
+        self,
+        inner: httpx2.AsyncBaseTransport,
+        *,
+        on_failure: Callable[[], None] | None = None,
+        clock_s: Callable[[], float] = time.time,
+    ) -> None:
+        self._inner = inner
+        self._on_failure = on_failure  # the connection may be gone: new requests reconnect
+        self._now_s = clock_s
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            response = await self._inner.handle_async_request(request)
+        except httpx2.TransportError as exc:
+            # Only the exception's type: its text may quote request headers (Mcp-Name).
+            detail = {"error": type(exc).__name__}
+            if self._on_failure is not None:
+                self._on_failure()
+            return _error_response(request, 502, f"transport failure: {type(exc).__name__}", detail)
+        if response.status_code in _RETRY_STATUSES:
+            delay = retry_after_ms(response.headers.get("retry-after"), self._now_s())
+            await response.aclose()
+            data = {"httpStatus": response.status_code, "retryAfterMs": delay}
+            return _error_response(
+                request, response.status_code, f"HTTP {response.status_code} from server", data
+            )
+        stream = response.stream
+        if isinstance(stream, httpx2.AsyncByteStream):
+            response.stream = _BodyGuard(stream)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
