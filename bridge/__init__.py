@@ -47,6 +47,9 @@ if TYPE_CHECKING:
         LedgerError as LedgerError,
     )
     from bridge.errors import (
+        LedgerUnavailable as LedgerUnavailable,
+    )
+    from bridge.errors import (
         McpSideError as McpSideError,
     )
     from bridge.errors import (
@@ -346,6 +349,7 @@ _EXPORTS: dict[str, str] = {
     "InvalidTransition": "bridge.errors",
     "LeaseLost": "bridge.errors",
     "LedgerError": "bridge.errors",
+    "LedgerUnavailable": "bridge.errors",
     "McpSideError": "bridge.errors",
     "NoToolResult": "bridge.errors",
     "NotFound": "bridge.errors",
