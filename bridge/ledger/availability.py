@@ -99,6 +99,14 @@ def unavailable_reason(exc: BaseException) -> str | None:
     return _UNAVAILABLE_CODES.get(primary)
 
 
+def refuse_if_unavailable(exc: BaseException) -> None:
+    """Raise ``LedgerUnavailable`` (from ``exc``) if ``exc`` says the database cannot take
+    writes at all; return otherwise."""
+    reason = unavailable_reason(exc)
+    if reason is not None:
+        raise LedgerUnavailable(reason) from exc
+
+
 def first_line(exc: BaseException) -> str:
     """The driver's own message of a (possibly wrapped) database error, on one line."""
     if isinstance(exc, LedgerUnavailable):

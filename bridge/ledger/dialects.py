@@ -19,16 +19,18 @@ from typing import Any, ClassVar, Literal
 from sqlalchemy import BigInteger, Engine, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.engine.interfaces import Dialect
+from sqlalchemy.engine.interfaces import Dialect, ExceptionContext
 from sqlalchemy.exc import CompileError
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
+from bridge.errors import LedgerUnavailable
 from bridge.ledger.availability import (
     SQLITE_BUSY_TIMEOUT_MS,
     file_of,
     take_write_lock,
+    unavailable_reason,
     watch_file,
 )
 from bridge.ledger.hotpath import CoreSession, DriverSession, SqliteDriverSession
@@ -96,6 +98,13 @@ class SqliteDialect(LedgerDialect):
         if database and database != ":memory:" and not database.startswith("file:"):
             watched = watch_file(engine, Path(database).absolute())
 
+        if watched is not None:
+
+            @event.listens_for(engine, "do_connect")
+            def _before_connect(*_: Any) -> None:
+                # Before SQLite opens the path: it would create an empty database there.
+                watched.check()
+
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
             # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite's own is deferred).
@@ -108,6 +117,12 @@ class SqliteDialect(LedgerDialect):
             cursor.close()
             if watched is not None:
                 watched.opened()
+
+        @event.listens_for(engine, "handle_error")
+        def _on_error(context: ExceptionContext) -> BaseException | None:
+            # A database that cannot take writes at all (read-only, full...) is unavailable.
+            reason = unavailable_reason(context.original_exception)
+            return LedgerUnavailable(reason) if reason is not None else None
 
         @event.listens_for(engine, "begin")
         def _on_begin(connection: Any) -> None:

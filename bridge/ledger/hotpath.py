@@ -31,7 +31,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from bridge.ledger.availability import LedgerFile, take_write_lock
+from bridge.ledger.availability import LedgerFile, refuse_if_unavailable, take_write_lock
 
 
 class CompiledStatement:
@@ -232,10 +232,13 @@ class _SqliteTransaction:
             try:
                 self._cursor.statement("COMMIT")
                 return
-            except BaseException:
+            except BaseException as commit_error:
                 self._abort()
+                refuse_if_unavailable(commit_error)
                 raise
         self._abort()
+        if exc is not None:
+            refuse_if_unavailable(exc)
 
     def _abort(self) -> None:
         session = self._session
