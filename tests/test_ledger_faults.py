@@ -17,8 +17,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,21 +80,52 @@ def held_lock(path: Path) -> Iterator[HeldLock]:
         holder.release()
 
 
-@pytest.fixture
-def file_ledger(tmp_path: Path) -> Iterator[tuple[Ledger, Path]]:
-    path = tmp_path / "ledger.db"
-    ledger = Ledger.open(path)
-    try:
-        yield ledger, path
-    finally:
-        ledger.close()
+class Background:
+    """``fn`` called in a thread; :attr:`outcome` holds its return value or exception."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.outcome: list[Any] = []
+        self._fn = fn
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.outcome.append(self._fn())
+        except BaseException as exc:  # reported to the test
+            self.outcome.append(exc)
+
+    def still_waiting_after(self, seconds: float) -> bool:
+        self.thread.join(seconds)
+        return self.thread.is_alive() and self.outcome == []
 
 
-def _stored_run(ledger: Ledger) -> tuple[TenantLedger, RunView]:
+@dataclass
+class Stored:
+    """A ledger on a real file holding one run with one event, written before the fault."""
+
+    ledger: Ledger
+    path: Path
+    tenant: TenantLedger
+    run: RunView
+    events_before: list[str]
+
+
+def _store_a_run(ledger: Ledger, path: Path) -> Stored:
     tenant = ledger.for_principal("acme")
     run = tenant.open_run("http://uhp.example", response_id="resp_before")
     tenant.record_anomaly(run.ref, "stored_before", "written before the fault")
-    return tenant, run
+    return Stored(ledger, path, tenant, run, _event_types(tenant, run.ref))
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> Iterator[Stored]:
+    path = tmp_path / "ledger.db"
+    ledger = Ledger.open(path)
+    try:
+        yield _store_a_run(ledger, path)
+    finally:
+        ledger.close()
 
 
 def _event_types(tenant: TenantLedger, run_ref: str) -> list[str]:
@@ -110,11 +142,10 @@ def _dispatch_count(ledger: Ledger, run_ref: str) -> int:
 # -- a write lock held by another process ------------------------------------------------------
 @pytest.mark.anyio
 async def test_held_lock_delays_the_write_not_the_event_loop(
-    file_ledger: tuple[Ledger, Path],
+    stored: Stored,
 ) -> None:
-    ledger, path = file_ledger
-    tenant, run = _stored_run(ledger)
-    before = _event_types(tenant, run.ref)
+    path, tenant, run = stored.path, stored.tenant, stored.run
+    before = stored.events_before
     runner = LedgerRunner(inline=True)
     written = anyio.Event()
 
@@ -146,12 +177,11 @@ async def test_held_lock_delays_the_write_not_the_event_loop(
 
 @pytest.mark.anyio
 async def test_call_path_intent_waits_for_the_lock_and_is_committed_once(
-    file_ledger: tuple[Ledger, Path],
+    stored: Stored,
 ) -> None:
     """What the requester does inline: the intent fails busy at once (nothing written, so
     nothing may be sent), then commits once the lock is free; exactly one intent exists."""
-    ledger, path = file_ledger
-    tenant, run = _stored_run(ledger)
+    ledger, path, tenant, run = stored.ledger, stored.path, stored.tenant, stored.run
     runner = LedgerRunner(inline=True)
     fields: dict[str, Any] = {
         "server_endpoint": "http://mcp.example/mcp",
@@ -187,47 +217,32 @@ async def test_call_path_intent_waits_for_the_lock_and_is_committed_once(
 
 
 @pytest.mark.anyio
-async def test_lock_held_past_the_deadline_is_a_typed_error(
-    file_ledger: tuple[Ledger, Path],
-) -> None:
-    ledger, path = file_ledger
-    tenant, run = _stored_run(ledger)
-    before = _event_types(tenant, run.ref)
+async def test_lock_held_past_the_deadline_is_a_typed_error(stored: Stored) -> None:
+    tenant, run = stored.tenant, stored.run
     runner = LedgerRunner(inline=True, lock_wait_s=0.3)
     with (
-        held_lock(path),
+        held_lock(stored.path),
         anyio.fail_after(DEADLINE_S),
         pytest.raises(LedgerUnavailable) as raised,
     ):
         await runner(tenant.record_anomaly, run.ref, "never", "the lock is never free")
     assert type(raised.value) is LedgerUnavailable and "write lock" in raised.value.reason
-    assert _event_types(tenant, run.ref) == before
+    assert _event_types(tenant, run.ref) == stored.events_before
 
 
 def test_a_worker_thread_waits_for_the_lock_then_writes(
-    file_ledger: tuple[Ledger, Path],
+    stored: Stored,
 ) -> None:
     """Off the event loop a write waits (beyond SQLite's few-ms busy timeout) and commits."""
-    ledger, path = file_ledger
-    tenant, run = _stored_run(ledger)
-    outcome: list[BaseException | None] = []
-
-    def write() -> None:
-        try:
-            tenant.record_anomaly(run.ref, "from_thread", "waited in a thread")
-            outcome.append(None)
-        except BaseException as exc:  # reported to the test below
-            outcome.append(exc)
-
+    path, tenant, run = stored.path, stored.tenant, stored.run
     with held_lock(path) as holder:
-        thread = threading.Thread(target=write)
-        thread.start()
-        thread.join(0.3)
-        assert thread.is_alive() and outcome == [], "the write must wait for the lock"
+        write = Background(lambda: tenant.record_anomaly(run.ref, "thread", "waited in a thread"))
+        assert write.still_waiting_after(0.3), "the write must wait for the lock"
         holder.release()
-        thread.join(DEADLINE_S)
-    assert outcome == [None]
-    assert _event_types(tenant, run.ref)[-1] == "anomaly"
+        write.thread.join(DEADLINE_S)
+    (event,) = write.outcome
+    assert event.type == "anomaly" and event.kind == "thread"
+    assert _event_types(tenant, run.ref) == [*stored.events_before, "anomaly"]
 
 
 # -- a read-only file --------------------------------------------------------------------------
@@ -246,8 +261,8 @@ def _immutable(path: Path) -> Iterator[None]:
 def test_read_only_file_refuses_writes_with_a_typed_error(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     ledger = Ledger.open(path)
-    tenant, run = _stored_run(ledger)
-    before = _event_types(tenant, run.ref)
+    first = _store_a_run(ledger, path)
+    run, before = first.run, first.events_before
     ledger.close()
     with _immutable(path):
         reopened = Ledger.open(path, upgrade=False)
@@ -265,10 +280,9 @@ def test_read_only_file_refuses_writes_with_a_typed_error(tmp_path: Path) -> Non
 
 # -- the file deleted under a running bridge ---------------------------------------------------
 def test_file_deleted_under_a_running_ledger_refuses_all_work(
-    file_ledger: tuple[Ledger, Path], caplog: pytest.LogCaptureFixture
+    stored: Stored, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ledger, path = file_ledger
-    tenant, run = _stored_run(ledger)
+    path, tenant, run = stored.path, stored.tenant, stored.run
     intent = tenant.begin_dispatch(run.ref, server_endpoint="e", tool_name="t", arguments={})
     path.unlink()
     with caplog.at_level(logging.ERROR, logger="bridge.ledger"):
@@ -297,10 +311,9 @@ def test_file_deleted_under_a_running_ledger_refuses_all_work(
 
 
 def test_file_replaced_under_a_running_ledger_is_noticed_on_the_next_write(
-    file_ledger: tuple[Ledger, Path], tmp_path: Path
+    stored: Stored, tmp_path: Path
 ) -> None:
-    ledger, path = file_ledger
-    tenant, run = _stored_run(ledger)
+    path, tenant, run = stored.path, stored.tenant, stored.run
     other = Ledger.open(tmp_path / "other.db")
     other.close()
     os.replace(tmp_path / "other.db", path)
@@ -381,8 +394,18 @@ def test_harness_reports_an_unopenable_ledger_in_one_line(kind: str, tmp_path: P
 
 
 # -- the example harness over HTTP -------------------------------------------------------------
+@dataclass
+class Served:
+    """The example harness on a real file, with one completed response stored."""
+
+    server: ServerProcess
+    db: Path
+    client: httpx.Client
+    stored: dict[str, Any]
+
+
 @pytest.fixture
-def harness(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
+def harness(tmp_path: Path) -> Iterator[Served]:
     db = tmp_path / "harness.db"
     config = _harness_config(tmp_path / "harness.json")
     server = ServerProcess(
@@ -390,77 +413,48 @@ def harness(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
     )
     server.start(timeout=30)
     try:
-        yield server, db
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{server.port}",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=DEADLINE_S,
+        ) as client:
+            reply = client.post("/v1/responses", json={"input": "reply banana"})
+            assert reply.status_code == 200 and reply.json()["status"] == "completed", reply.text
+            yield Served(server, db, client, dict(reply.json()))
     finally:
         server.stop()
 
 
-def _client(server: ServerProcess) -> httpx.Client:
-    return httpx.Client(
-        base_url=f"http://127.0.0.1:{server.port}",
-        headers={"Authorization": f"Bearer {TOKEN}"},
-        timeout=DEADLINE_S,
-    )
-
-
-def _banana(client: httpx.Client) -> dict[str, Any]:
-    reply = client.post("/v1/responses", json={"input": "Please reply with the word banana"})
-    assert reply.status_code == 200, reply.text
-    body = dict(reply.json())
-    assert body["status"] == "completed"
-    return body
+@pytest.mark.e2e
+def test_harness_answers_while_another_process_holds_the_lock(harness: Served) -> None:
+    client, stored = harness.client, harness.stored
+    with held_lock(harness.db) as holder:
+        create = Background(lambda: client.post("/v1/responses", json={"input": "reply kiwi"}))
+        for _ in range(5):
+            started = time.monotonic()
+            assert client.get("/v1/uhp").status_code == 200
+            assert time.monotonic() - started < 1.0, "GET /v1/uhp waited for the lock"
+        assert create.still_waiting_after(0.3), "the create must wait for the lock"
+        holder.release()
+        create.thread.join(DEADLINE_S)
+    (created,) = create.outcome
+    assert isinstance(created, httpx.Response) and created.status_code == 200, created
+    assert created.json()["status"] == "completed"
+    again = client.get(f"/v1/responses/{stored['id']}")  # stored before: still there
+    assert again.status_code == 200 and again.json()["status"] == "completed"
 
 
 @pytest.mark.e2e
-def test_harness_answers_while_another_process_holds_the_lock(
-    harness: tuple[ServerProcess, Path],
-) -> None:
-    server, db = harness
-    with _client(server) as client:
-        stored = _banana(client)
-        outcome: list[httpx.Response | BaseException] = []
-
-        def create() -> None:
-            try:
-                outcome.append(
-                    client.post("/v1/responses", json={"input": "Please reply with the word kiwi"})
-                )
-            except BaseException as exc:  # reported to the test below
-                outcome.append(exc)
-
-        with held_lock(db) as holder:
-            writer = threading.Thread(target=create)
-            writer.start()
-            for _ in range(5):
-                started = time.monotonic()
-                assert client.get("/v1/uhp").status_code == 200
-                assert time.monotonic() - started < 1.0, "GET /v1/uhp waited for the lock"
-            writer.join(0.3)
-            assert writer.is_alive() and outcome == [], "the create must wait for the lock"
-            holder.release()
-            writer.join(DEADLINE_S)
-        assert len(outcome) == 1 and isinstance(outcome[0], httpx.Response)
-        assert outcome[0].status_code == 200, outcome[0].text
-        assert outcome[0].json()["status"] == "completed"
-        again = client.get(f"/v1/responses/{stored['id']}")  # stored before: still there
-        assert again.status_code == 200 and again.json()["status"] == "completed"
-
-
-@pytest.mark.e2e
-def test_harness_answers_503_once_its_ledger_file_is_deleted(
-    harness: tuple[ServerProcess, Path],
-) -> None:
-    server, db = harness
-    with _client(server) as client:
-        stored = _banana(client)
-        db.unlink()
-        assert client.get("/v1/uhp").status_code == 200  # reads nothing: still answers
-        for reply in (
-            client.get(f"/v1/responses/{stored['id']}"),
-            client.post("/v1/responses", json={"input": "Please reply with the word kiwi"}),
-        ):
-            assert reply.status_code == 503, reply.text
-            assert reply.json()["error"]["code"] == "ledger_unavailable"
-            assert reply.json()["error"]["type"] == "server_error"
-        assert not db.exists(), "no empty database may be created in its place"
-    assert "was deleted under the running process" in server.log_tail(200)
+def test_harness_answers_503_once_its_ledger_file_is_deleted(harness: Served) -> None:
+    client, db = harness.client, harness.db
+    db.unlink()
+    assert client.get("/v1/uhp").status_code == 200  # reads nothing: still answers
+    for reply in (
+        client.get(f"/v1/responses/{harness.stored['id']}"),
+        client.post("/v1/responses", json={"input": "reply kiwi"}),
+    ):
+        assert reply.status_code == 503, reply.text
+        assert reply.json()["error"]["code"] == "ledger_unavailable"
+        assert reply.json()["error"]["type"] == "server_error"
+    assert not db.exists(), "no empty database may be created in its place"
+    assert "was deleted under the running process" in harness.server.log_tail(200)
