@@ -245,6 +245,28 @@ def test_a_worker_thread_waits_for_the_lock_then_writes(
     assert _event_types(tenant, run.ref) == [*stored.events_before, "anomaly"]
 
 
+@pytest.mark.anyio
+async def test_opening_the_ledger_on_an_event_loop_waits_for_the_lock(tmp_path: Path) -> None:
+    """Start-up (``Bridge.open`` runs ``Ledger.open`` on the loop, before serving) waits for
+    a lock held elsewhere, e.g. another process migrating, instead of failing at once."""
+    path = tmp_path / "ledger.db"
+    first = _store_a_run(Ledger.open(path), path)
+    first.ledger.close()
+    with held_lock(path) as holder:
+        release = threading.Timer(0.3, holder.release)
+        release.start()
+        started = time.monotonic()
+        reopened = Ledger.open(path)
+        waited = time.monotonic() - started
+        release.join(DEADLINE_S)
+    try:
+        assert waited >= 0.2, "the migration's write cannot have run under the held lock"
+        tenant = reopened.for_principal("acme")
+        assert _event_types(tenant, first.run.ref) == first.events_before
+    finally:
+        reopened.close()
+
+
 # -- a read-only file --------------------------------------------------------------------------
 @contextmanager
 def _immutable(path: Path) -> Iterator[None]:

@@ -11,6 +11,9 @@ enough to stall an event loop. A write that still finds the lock held waits in P
   :class:`~bridge.aio.LedgerRunner` awaits a backoff and runs the whole ledger call again
   (so a held lock delays only the writes that need it, never the loop).
 
+Opening the ledger (its migration) waits in place even on an event loop thread
+(:func:`waiting_for_the_lock`): it runs before the loop serves anything.
+
 Only the statement that takes the lock (``BEGIN IMMEDIATE``, or a lone autocommit statement)
 is ever busy: it failed before anything was written, so trying again is always safe.
 
@@ -30,9 +33,11 @@ import asyncio
 import logging
 import os
 import sqlite3
+import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -116,8 +121,25 @@ def first_line(exc: BaseException) -> str:
     return text[0] if text else type(cause).__name__
 
 
-def _on_event_loop() -> bool:
-    return asyncio._get_running_loop() is not None
+_THREAD = threading.local()
+
+
+def _must_not_block() -> bool:
+    """Whether a write finding the lock held must not wait here: on an event loop thread,
+    unless inside :func:`waiting_for_the_lock`."""
+    return asyncio._get_running_loop() is not None and not getattr(_THREAD, "may_block", False)
+
+
+@contextmanager
+def waiting_for_the_lock() -> Iterator[None]:
+    """Writes in this block wait for a held lock even on an event loop thread: for start-up
+    work (opening and migrating the ledger) done before the loop serves anything."""
+    before = getattr(_THREAD, "may_block", False)
+    _THREAD.may_block = True
+    try:
+        yield
+    finally:
+        _THREAD.may_block = before
 
 
 def take_write_lock(begin: Callable[[], T], first_error: sqlite3.Error) -> T:
@@ -132,7 +154,7 @@ def take_write_lock(begin: Callable[[], T], first_error: sqlite3.Error) -> T:
             if reason is None:
                 raise error
             raise LedgerUnavailable(reason) from error
-        if _on_event_loop():
+        if _must_not_block():
             raise WriteLockBusy() from error
         if time.monotonic() >= deadline:
             raise LedgerUnavailable(

@@ -35,7 +35,7 @@ from bridge.ledger._base import (
     scrub_raw_id,
     wall_clock_ms,
 )
-from bridge.ledger.availability import first_line
+from bridge.ledger.availability import first_line, waiting_for_the_lock
 from bridge.ledger.dialects import SqliteSynchronous
 from bridge.ledger.dispatches import CallPathStatements, DispatchWrites
 from bridge.ledger.engine import create_ledger_engine
@@ -98,7 +98,8 @@ class Ledger(LedgerCore):
         engine = create_ledger_engine(url, sqlite_synchronous=sqlite_synchronous)
         try:
             if upgrade:
-                migrate.upgrade(engine)
+                with waiting_for_the_lock():  # another process may be migrating right now
+                    migrate.upgrade(engine)
             else:
                 engine.connect().close()  # fail here, not on the first call, if it cannot open
         except (DBAPIError, sqlite3.Error, OSError, LedgerUnavailable) as exc:
