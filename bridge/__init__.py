@@ -50,6 +50,9 @@ if TYPE_CHECKING:
         LedgerError as LedgerError,
     )
     from bridge.errors import (
+        LedgerUnavailable as LedgerUnavailable,
+    )
+    from bridge.errors import (
         MalformedTaskHandle as MalformedTaskHandle,
     )
     from bridge.errors import (
@@ -354,6 +357,7 @@ _EXPORTS: dict[str, str] = {
     "LeaseLost": "bridge.errors",
     "LedgerError": "bridge.errors",
     "MalformedTaskHandle": "bridge.errors",
+    "LedgerUnavailable": "bridge.errors",
     "McpSideError": "bridge.errors",
     "NoToolResult": "bridge.errors",
     "NotFound": "bridge.errors",

@@ -12,7 +12,8 @@ errors live in :mod:`bridge.uhp.errors`; every name is exported by :mod:`bridge`
     │   ├── DuplicateTaskHandle      a task id the ledger holds for another call
     │   ├── UnknownInputKey          the task never asked for that input
     │   ├── InputAlreadyAnswered     input requests are answered once
-    │   └── LeaseLost                the row is no longer leased to this replica
+    │   ├── LeaseLost                the row is no longer leased to this replica
+    │   └── LedgerUnavailable        the database is gone, unopenable or locked too long
     ├── McpSideError
     │   ├── UnknownServer            no enabled MCP server with that name
     │   ├── ServerConnectFailed      could not connect; nothing was sent
@@ -181,3 +182,15 @@ class WaitTimedOut(BridgeError, TimeoutError):
         super().__init__(f"{len(pending)} task(s) still open after {timeout:g} s: {pending}")
         self.pending = pending
         self.timeout = timeout
+
+
+class LedgerUnavailable(LedgerError):
+    """The ledger's database cannot take work: it could not be opened, its file was deleted or
+    replaced under the running process, it refuses writes (read-only, full, corrupt), or
+    another connection held its write lock past the wait deadline. Nothing was written by the
+    refused operation; what was committed before stays committed. ``reason`` says which, in
+    one line (no credentials: a PostgreSQL URL's password is never quoted)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"ledger unavailable: {reason}")
+        self.reason = reason

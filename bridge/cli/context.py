@@ -6,6 +6,7 @@ Every read is scoped to ``--principal``; an expected failure is printed as one l
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,9 +19,10 @@ from rich.console import Console
 from rich.text import Text
 from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from bridge.errors import BridgeError, NotFound
+from bridge.errors import BridgeError, LedgerUnavailable, NotFound
+from bridge.ledger.availability import first_line, unavailable_reason
 from bridge.ledger.engine import normalize_url
 from bridge.ledger.store import Ledger, TenantLedger
 
@@ -98,6 +100,8 @@ def open_ledger(settings: Settings) -> Iterator[Ledger]:
             )
     try:
         ledger = Ledger.open(url, upgrade=False)
+    except LedgerUnavailable as exc:
+        raise CliError(exc.reason) from exc
     except SQLAlchemyError as exc:
         raise CliError(f"cannot open ledger at {safe_url(url)}: {type(exc).__name__}") from exc
     try:
@@ -147,10 +151,23 @@ def run_command(body: Any) -> None:
         fail(str(exc))
     except NotFound as exc:
         fail(f"{exc.kind} {exc.ref!r} not found for this principal")
+    except LedgerUnavailable as exc:
+        fail(str(exc))
     except BridgeError as exc:
         fail(f"{type(exc).__name__}: {exc}")
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, sqlite3.Error) as exc:
+        if _database_refused(exc):
+            fail(f"ledger unavailable: {first_line(exc)}")
         fail(f"ledger error ({type(exc).__name__}); if the schema is old, run `bridge db upgrade`")
+
+
+def _database_refused(exc: BaseException) -> bool:
+    """The database itself refused (cannot open, not a database, read-only, locked, server
+    down), as opposed to a query the schema does not fit."""
+    driver_error = getattr(exc, "orig", None) or exc
+    return isinstance(exc, OperationalError | sqlite3.OperationalError) or (
+        unavailable_reason(driver_error) is not None
+    )
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]

@@ -12,21 +12,30 @@ A :class:`LedgerDialect` is chosen once, when a :class:`~bridge.ledger.store.Led
 from __future__ import annotations
 
 import sqlite3
+from functools import partial
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from sqlalchemy import BigInteger, Engine, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.engine.interfaces import Dialect
+from sqlalchemy.engine.interfaces import Dialect, ExceptionContext
 from sqlalchemy.exc import CompileError
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
+from bridge.errors import LedgerUnavailable
+from bridge.ledger.availability import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    file_of,
+    take_write_lock,
+    unavailable_reason,
+    watch_file,
+)
 from bridge.ledger.hotpath import CoreSession, DriverSession, SqliteDriverSession
 
 SqliteSynchronous = Literal["NORMAL", "FULL"]
-SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 class LedgerDialect:
@@ -70,8 +79,11 @@ class SqliteDialect(LedgerDialect):
     ) -> Engine:
         """WAL journal, ``synchronous`` as asked (NORMAL: durable across a process crash, a
         power loss may drop the last commits; FULL: durable across a power loss too, slower
-        commits), a busy timeout, and ``BEGIN IMMEDIATE`` so a writer takes the write lock up
-        front instead of failing to upgrade a read lock under contention."""
+        commits), a busy timeout of a few milliseconds (a longer wait for the lock happens
+        in Python, off the event loop: :mod:`bridge.ledger.availability`), and
+        ``BEGIN IMMEDIATE`` so a writer takes the write lock up front instead of failing to
+        upgrade a read lock under contention. A file database is watched: deleted or
+        replaced under the process, it refuses further work."""
         if sqlite_synchronous not in ("NORMAL", "FULL"):
             raise ValueError(
                 f"sqlite_synchronous must be NORMAL or FULL, not {sqlite_synchronous!r}"
@@ -81,6 +93,17 @@ class SqliteDialect(LedgerDialect):
             connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
             **kwargs,
         )
+        database = engine.url.database
+        watched = None
+        if database and database != ":memory:" and not database.startswith("file:"):
+            watched = watch_file(engine, Path(database).absolute())
+
+        if watched is not None:
+
+            @event.listens_for(engine, "do_connect")
+            def _before_connect(*_: Any) -> None:
+                # Before SQLite opens the path: it would create an empty database there.
+                watched.check()
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
@@ -92,12 +115,28 @@ class SqliteDialect(LedgerDialect):
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
             cursor.close()
+            if watched is not None:
+                watched.opened()
+
+        @event.listens_for(engine, "handle_error")
+        def _on_error(context: ExceptionContext) -> BaseException | None:
+            # A database that cannot take writes at all (read-only, full...) is unavailable.
+            reason = unavailable_reason(context.original_exception)
+            return LedgerUnavailable(reason) if reason is not None else None
 
         @event.listens_for(engine, "begin")
         def _on_begin(connection: Any) -> None:
+            if watched is not None:
+                watched.check()
             # Readers (marked by the ledger) take a deferred BEGIN: they never queue for the lock.
-            read_only = connection.get_execution_options().get("bridge_read", False)
-            connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+            if connection.get_execution_options().get("bridge_read", False):
+                connection.exec_driver_sql("BEGIN")
+                return
+            driver_connection = connection.connection.driver_connection
+            try:
+                driver_connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                take_write_lock(partial(driver_connection.execute, "BEGIN IMMEDIATE"), exc)
 
         return engine
 
@@ -106,7 +145,7 @@ class SqliteDialect(LedgerDialect):
 
     def driver_session(self, engine: Engine, *, precompiled: bool = True) -> DriverSession:
         if precompiled:
-            return SqliteDriverSession(engine, self.statement_dialect())
+            return SqliteDriverSession(engine, self.statement_dialect(), file_of(engine))
         return super().driver_session(engine, precompiled=False)
 
 

@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
-from bridge.ledger.dialects import SQLITE_BUSY_TIMEOUT_MS, SqliteSynchronous, dialect_for_url
+from bridge.ledger.availability import SQLITE_BUSY_TIMEOUT_MS
+from bridge.ledger.dialects import SqliteSynchronous, dialect_for_url
 
 __all__ = [
     "DEFAULT_SQLITE_PATH",

@@ -15,9 +15,11 @@ tested against (``tests/test_ledger_write_paths.py``).
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from operator import itemgetter
 from types import TracebackType
 from typing import Any, cast
@@ -28,6 +30,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.compiler import SQLCompiler
+
+from bridge.ledger.availability import LedgerFile, refuse_if_unavailable, take_write_lock
 
 
 class CompiledStatement:
@@ -153,7 +157,16 @@ class DriverSession:
 
 class SqliteDriverSession(DriverSession):
     """SQLite: one reused cursor per thread, ``BEGIN IMMEDIATE`` transactions, and a lone
-    statement in autocommit (no BEGIN/COMMIT pair)."""
+    statement in autocommit (no BEGIN/COMMIT pair).
+
+    A lock held elsewhere and a ledger file deleted under the process are handled as
+    :mod:`bridge.ledger.availability` says (``watched``: the file, for a file database); the
+    uncontended path pays one decrement per transaction for it.
+    """
+
+    def __init__(self, engine: Engine, dialect: Dialect, watched: LedgerFile | None) -> None:
+        super().__init__(engine, dialect)
+        self.watched = watched
 
     def _sqlite_cursor(self) -> Cursor:
         """This thread's one cursor on the driver's own ``sqlite3`` connection.
@@ -173,8 +186,14 @@ class SqliteDriverSession(DriverSession):
 
     def execute_alone(self, statement: CompiledStatement, params: Mapping[str, Any]) -> int:
         cursor = self._sqlite_cursor()
+        if self.watched is not None:
+            self.watched.check_now_and_then()
         try:
-            return cursor.run(statement, params)
+            try:
+                return cursor.run(statement, params)
+            except sqlite3.Error as exc:
+                # Autocommit: a busy statement wrote nothing, so it may run again.
+                return take_write_lock(partial(cursor.run, statement, params), exc)
         except BaseException:
             self._discard_if_broken(self._connection())
             raise
@@ -191,7 +210,13 @@ class _SqliteTransaction:
 
     def __enter__(self) -> Cursor:
         try:
-            self._cursor.statement("BEGIN IMMEDIATE")
+            watched = self._session.watched
+            if watched is not None:
+                watched.check_now_and_then()
+            try:
+                self._cursor.statement("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                take_write_lock(partial(self._cursor.statement, "BEGIN IMMEDIATE"), exc)
         except BaseException:
             self._abort()
             raise
@@ -207,10 +232,13 @@ class _SqliteTransaction:
             try:
                 self._cursor.statement("COMMIT")
                 return
-            except BaseException:
+            except BaseException as commit_error:
                 self._abort()
+                refuse_if_unavailable(commit_error)
                 raise
         self._abort()
+        if exc is not None:
+            refuse_if_unavailable(exc)
 
     def _abort(self) -> None:
         session = self._session

@@ -13,9 +13,13 @@ This module composes them and keeps the names callers import from it.
 
 from __future__ import annotations
 
+import sqlite3
 from functools import cached_property
 from pathlib import Path
 
+from sqlalchemy.exc import DBAPIError
+
+from bridge.errors import LedgerUnavailable
 from bridge.ledger import migrate
 from bridge.ledger._base import (
     DISPATCHES,
@@ -31,6 +35,7 @@ from bridge.ledger._base import (
     scrub_raw_id,
     wall_clock_ms,
 )
+from bridge.ledger.availability import first_line, waiting_for_the_lock
 from bridge.ledger.dialects import SqliteSynchronous
 from bridge.ledger.dispatches import CallPathStatements, DispatchWrites
 from bridge.ledger.engine import create_ledger_engine
@@ -85,10 +90,21 @@ class Ledger(LedgerCore):
         with WAL) survives a process crash, but an OS crash or power loss may drop the newest
         commits; ``"FULL"`` syncs every commit to disk and survives those too, at a higher
         cost per commit. PostgreSQL ignores it (its commits are durable when they return).
+
+        Raises :class:`~bridge.errors.LedgerUnavailable` (its message one line, without the
+        URL's password) when the database cannot be opened: a missing directory, an
+        unreadable file or one that is not a database, a server refusing the connection.
         """
         engine = create_ledger_engine(url, sqlite_synchronous=sqlite_synchronous)
-        if upgrade:
-            migrate.upgrade(engine)
+        try:
+            if upgrade:
+                with waiting_for_the_lock():  # another process may be migrating right now
+                    migrate.upgrade(engine)
+            else:
+                engine.connect().close()  # fail here, not on the first call, if it cannot open
+        except (DBAPIError, sqlite3.Error, OSError, LedgerUnavailable) as exc:
+            engine.dispose()
+            raise LedgerUnavailable(f"cannot open {engine.url!r}: {first_line(exc)}") from exc
         return cls(engine, clock=clock, max_outcome_bytes=max_outcome_bytes)
 
     def for_principal(self, principal: str) -> TenantLedger:

@@ -34,6 +34,7 @@ from bridge.errors import (
     InvalidTransition,
     MalformedTaskHandle,
 )
+from bridge.ledger.availability import WriteLockBusy
 from bridge.ledger.fencing import Membership
 from bridge.ledger.leases import TenantLeases
 from bridge.ledger.store import Ledger, TenantLedger
@@ -214,7 +215,12 @@ class TaskRequester:
                 "dispatcher": self.replica.membership if self.replica is not None else None,
             }
             if self.db.inline:  # an embedded ledger commits faster than a hop through the runner
-                intent = tenant.begin_dispatch(run_ref, **intent_fields)
+                try:
+                    intent = tenant.begin_dispatch(run_ref, **intent_fields)
+                except WriteLockBusy:  # nothing written, nothing sent: wait off the loop
+                    intent = await self.db.when_lock_free(
+                        tenant.begin_dispatch, run_ref, **intent_fields
+                    )
             else:
                 intent = await self.db(tenant.begin_dispatch, run_ref, **intent_fields)
             outcome = await self._send(tenant, connection, intent, tool, arguments)
@@ -265,7 +271,12 @@ class TaskRequester:
             return await self._record_handle(tenant, connection, intent, reply)
         result = _dump(reply)
         if self.db.inline:
-            settled = tenant.record_immediate_result(intent.ref, result, intent=intent)
+            try:
+                settled = tenant.record_immediate_result(intent.ref, result, intent=intent)
+            except WriteLockBusy:
+                settled = await self.db.when_lock_free(
+                    tenant.record_immediate_result, intent.ref, result, intent=intent
+                )
         else:
             settled = await self.db(
                 tenant.record_immediate_result, intent.ref, result, intent=intent

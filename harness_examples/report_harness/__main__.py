@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sqlite3
 import sys
 from collections.abc import Sequence
 
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.types import ASGIApp
+
+from bridge.errors import LedgerUnavailable
+from bridge.ledger.availability import first_line
+from bridge.ledger.store import Ledger
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
-from harness_examples.report_harness.config import TOKENS_ENV, ConfigError, load_config
+from harness_examples.report_harness.config import (
+    TOKENS_ENV,
+    ConfigError,
+    HarnessConfig,
+    load_config,
+)
 from harness_examples.report_harness.server import create_app
 
 GRACEFUL_SHUTDOWN_SECONDS = 2
@@ -38,6 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def open_app(config: HarnessConfig, db: str) -> ASGIApp:
+    """The app, once the database is known to open (a one-line error otherwise, before
+    anything is served: not a traceback from the server's start-up)."""
+    Ledger.open(db).close()  # migrates the bridge's tables, as Bridge.open would
+    try:
+        return create_app(config, db)
+    except (SQLAlchemyError, sqlite3.Error) as exc:
+        raise LedgerUnavailable(f"cannot open {db}: {first_line(exc)}") from exc
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -47,8 +69,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         config = load_config(args.config)
     except ConfigError as exc:
         sys.exit(f"report_harness: {exc}")
+    try:
+        app = open_app(config, args.db)
+    except LedgerUnavailable as exc:
+        sys.exit(f"report_harness: {exc}")
     run_uvicorn(
-        create_app(config, args.db),
+        app,
         args,
         args.host,
         log_level=args.log_level,

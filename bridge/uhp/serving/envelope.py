@@ -104,4 +104,12 @@ async def _on_crash(request: Request, exc: Exception) -> Response:
 
 def error_handlers() -> dict[Any, Handler]:
     """``exception_handlers`` for ``Starlette(...)``: every error leaves in the envelope."""
-    return {UhpApiError: _on_api_error, HTTPException: _on_http_error, Exception: _on_crash}
+    from bridge.errors import LedgerUnavailable
+    from bridge.uhp.serving.unavailable import on_ledger_unavailable
+
+    return {
+        UhpApiError: _on_api_error,
+        HTTPException: _on_http_error,
+        LedgerUnavailable: on_ledger_unavailable,
+        Exception: _on_crash,
+    }
