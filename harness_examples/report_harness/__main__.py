@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from bridge.uhp.serving import scrub_access_log
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 from harness_examples.report_harness.config import TOKENS_ENV, ConfigError, load_config
 from harness_examples.report_harness.server import create_app
@@ -47,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         config = load_config(args.config)
     except ConfigError as exc:
         sys.exit(f"report_harness: {exc}")
+    scrub_access_log()  # a token given in a query string never reaches the access log
     run_uvicorn(
         create_app(config, args.db),
         args,
