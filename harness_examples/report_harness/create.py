@@ -88,8 +88,22 @@ async def create_response(request: Request) -> Response:
     if wants_stream:
         return stream(request, run.id, 0)
     if not background:
-        await run.done.wait()
+        await _settled(rt, run)
     return JSONResponse(copy.deepcopy(run.body))
+
+
+async def _settled(rt: Runtime, run: LiveRun) -> None:
+    """Wait for the run's end; one whose terminal state could not be stored is a 503 (the
+    store still says ``in_progress``, and the next start of the harness resumes it)."""
+    await run.done.wait()
+    if run.id in rt.unsettled:
+        raise UhpApiError(
+            503,
+            "server_error",
+            "store_unavailable",
+            "The response ended but its final state could not be stored; it is resumed "
+            "when the harness restarts.",
+        )
 
 
 async def _create(
@@ -213,8 +227,9 @@ async def _answer_existing(
     stored = await response_or_404(request, principal, response_id)
     if wants_stream:
         return stream(request, stored.id, resume_start(request))
-    live = runtime_of(request).live.get(stored.id)
+    rt = runtime_of(request)
+    live = rt.live.get(stored.id)
     if live is not None and not background:
-        await live.done.wait()
+        await _settled(rt, live)
         return JSONResponse(copy.deepcopy(live.body))
     return JSONResponse(current_body(request, stored))
