@@ -55,7 +55,7 @@ def wants_stream(request: Request) -> bool:
 #: A sequence number as ``Last-Event-ID`` carries it: ASCII digits (``-1``: before the first
 #: event), below 2**63 so that every store can hold it (``int()`` alone would also take
 #: ``"1_0"``, non-ASCII digits and numbers of any size).
-_SEQUENCE_NUMBER = re.compile(r"-?[0-9]{1,19}")
+_SEQUENCE_NUMBER = re.compile(r"-1|[0-9]{1,19}")
 MAX_SEQUENCE_NUMBER = 2**63 - 1
 
 
@@ -68,4 +68,4 @@ def resume_start(request: Request) -> int:
         raise invalid_request(
             f"Last-Event-ID {raw[:40]!r} is not a sequence number.", "Last-Event-ID"
         )
-    return max(int(raw) + 1, 0)
+    return int(raw) + 1
