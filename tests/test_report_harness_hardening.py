@@ -341,3 +341,35 @@ def test_a_terminal_write_that_never_succeeds_releases_everyone_and_resolves_on_
             assert c.get(f"/v1/responses/{rid}").json() == final
     finally:
         server.stop()
+
+
+# --------------------------------------------------------------------------- tool trouble
+@pytest.mark.e2e
+def test_an_invalid_task_response_is_the_steps_output_and_the_run_goes_on(tmp_path: Path) -> None:
+    with ServerProcess("tests.servers.adversarial_server") as adversary:
+        harness = {
+            "id": "chrn_adv",
+            "base": "scripted",
+            "model": "scripted-1",
+            "mcpServers": [{"name": "adv", "url": adversary.url, "enabled": True}],
+        }
+        server = _start(tmp_path, tmp_path / "harness.db", harnesses=[harness])
+        try:
+            with _client(server) as c:
+                text = 'call adv.malformed_create\ncall adv.echo {"text": "after"}'
+                answer = c.post("/v1/responses", json={"input": text})
+                assert answer.status_code == 200, answer.text
+                body = answer.json()
+                assert body["status"] == "completed"
+                outputs = [
+                    json.loads(item["output"])
+                    for item in body["output"]
+                    if item["type"] == "function_call_output"
+                ]
+                assert outputs[0]["outcome"] == "error"
+                assert outputs[0]["error"]["kind"] == "invalid_task_response"
+                assert outputs[1]["outcome"] == "result"  # the run went on to the next step
+                assert "dispatch" not in json.dumps(outputs[0])  # no ids, no raw server text
+                assert c.get(f"/v1/responses/{body['id']}").json() == body
+        finally:
+            server.stop()

@@ -16,17 +16,11 @@ import anyio
 
 from bridge import (
     Bridge,
-    InlineResult,
     McpServerConfig,
     OuterStatus,
-    RecoverableFailure,
-    RejectedCall,
-    TaskPending,
-    TaskSettled,
-    UnknownOutcome,
     WaitMode,
 )
-from bridge.errors import ServerConnectFailed
+from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, ServerConnectFailed
 from bridge.uhp.adapter import nested_tasks_summary, to_uhp_event
 from bridge.uhp.serving import (
     BearerAuth,
@@ -39,6 +33,7 @@ from bridge.uhp.serving import (
 )
 from harness_examples.report_harness import agent
 from harness_examples.report_harness.config import HarnessConfig, HarnessEntry
+from harness_examples.report_harness.outcomes import describe, tool_trouble
 from harness_examples.report_harness.settling import terminal_record, write_with_retry
 from harness_examples.report_harness.store import (
     DELTA_EVENTS,
@@ -430,7 +425,12 @@ class Runtime:
             )
             log.warning("response %s: %s", run.id, exc)
             return {"outcome": "server_unreachable", "server": step.server}
-        return _describe(outcome)
+        except (InvalidTaskResponse, DuplicateTaskHandle) as exc:
+            # The server misbehaved on this one call: the step's output says so and the run
+            # goes on. A fixed text per kind: the exception's own text may quote the server.
+            log.warning("response %s step %d: %s", run.id, index, type(exc).__name__)
+            return tool_trouble(exc)
+        return describe(outcome)
 
     async def _forward(self, run: LiveRun) -> None:
         """Bridge events of this run -> vendor events in the response's own log."""
@@ -542,33 +542,6 @@ class _Incomplete(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def _describe(outcome: Any) -> dict[str, Any]:
-    match outcome:
-        case InlineResult():
-            return {"outcome": "result", "is_error": outcome.is_error, "result": outcome.result}
-        case TaskSettled():
-            return {
-                "outcome": "task_lost" if outcome.lost else "task_settled",
-                "task_ref": outcome.task.ref,
-                "status": outcome.status.value,
-                "result": outcome.task.result,
-                "error": outcome.task.error,
-            }
-        case TaskPending():
-            return {"outcome": "task_pending", "task_ref": outcome.task.ref}
-        case RecoverableFailure():
-            return {
-                "outcome": "step_failed_recoverably",
-                "task_ref": outcome.task.ref,
-                "reason": outcome.reason,
-            }
-        case RejectedCall():
-            return {"outcome": "rejected", "error": outcome.error}
-        case UnknownOutcome():
-            return {"outcome": "unknown_outcome", "reason": outcome.reason}
-    return {"outcome": type(outcome).__name__}
 
 
 class StoredLog:
