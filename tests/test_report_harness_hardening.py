@@ -280,10 +280,11 @@ def test_a_full_disk_at_the_terminal_write_still_ends_the_response(
     try:
         with _client(server) as c:
             kept = c.post("/v1/responses", json={"input": "reply with the word fig"}).json()
-            freed = threading.Event()
+            filled, freed = threading.Event(), threading.Event()
 
             def fill_once(event: dict[str, Any]) -> None:
-                if event["delta"].startswith("3") and not freed.is_set():
+                if event["delta"] == "3\n" and not filled.is_set():
+                    filled.set()
                     filler = _fill(small_disk)
                     threading.Timer(1.5, lambda: (filler.unlink(), freed.set())).start()
 
