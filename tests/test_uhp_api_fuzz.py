@@ -151,7 +151,7 @@ def headers(draw: st.DrawFn) -> dict[str, str]:
         out["Authorization"] = draw(header_text)
     if draw(st.booleans()):
         out["UHP-Version"] = draw(
-            st.one_of(st.sampled_from(["2026-08-11", "2026-09-28"]), printable)
+            st.one_of(st.sampled_from(["2026-08-11", "2026-09-28"]), header_text)
         )
     if draw(st.booleans()):
         out["Idempotency-Key"] = draw(st.one_of(header_text, st.sampled_from(["k1", "k2"])))
