@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bridge.uhp import serving as uhp
+from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -423,3 +424,14 @@ async def test_the_access_log_never_shows_a_query_string(caplog: pytest.LogCaptu
             '%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", "/v1/x?access_token=s3cret", "1.1", 200
         )
     assert "s3cret" not in caplog.text and "/v1/x?<query redacted>" in caplog.text
+
+
+@pytest.mark.e2e
+def test_the_test_servers_access_log_never_shows_a_query_token() -> None:
+    secret = "query-token-never-logged-77"
+    with ServerProcess("tests.servers.uhp_server", args=["--token", ALICE]) as server:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=DEADLINE_S) as http:
+            assert http.get(f"/v1/uhp?access_token={secret}").status_code == 200
+            http.get(f"/v1/responses/resp_x?token={secret}", headers={"Authorization": "Bearer x"})
+        log = server.log_path.read_text(errors="replace")
+    assert "/v1/uhp?<query redacted>" in log and secret not in log
