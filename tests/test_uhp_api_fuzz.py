@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness_examples.report_harness.create import KNOWN_FIELDS
 from tests.support.processes import ServerProcess
 
 TOKEN = "fuzz-token"
@@ -32,18 +33,7 @@ OTHER_TOKEN = "fuzz-other-token"
 EXAMPLES = int(os.environ.get("BRIDGE_FUZZ_EXAMPLES", "300"))
 REQUEST_DEADLINE_S = 15.0
 ANCHORS = ("reply with the word anchor", "call nowhere.tool", "say one two three")
-FIELDS = (
-    "input",
-    "model",
-    "metadata",
-    "stream",
-    "background",
-    "previous_response_id",
-    "instructions",
-    "store",
-    "max_step",
-    "timeout_seconds",
-)
+FIELDS = sorted(KNOWN_FIELDS)  # every field the harness reads, each drawn on purpose
 
 
 @pytest.fixture(scope="module")
