@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import Engine, Text, delete, func
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import registry
 from sqlmodel import Column, Field, Session, SQLModel, col, select
 
 from bridge.ledger.engine import create_ledger_engine
@@ -42,7 +43,12 @@ def fold_delta(body: dict[str, Any], event: dict[str, Any]) -> None:
         item["arguments"] += event["delta"]
 
 
-class HarnessResponse(SQLModel, table=True):
+class HarnessTable(SQLModel, registry=registry()):
+    """Base of the harness's tables: their own metadata, apart from the bridge ledger's (whose
+    migrations describe ``SQLModel.metadata`` exactly)."""
+
+
+class HarnessResponse(HarnessTable, table=True):
     __tablename__ = "harness_responses"
 
     id: str = Field(primary_key=True)
@@ -62,7 +68,7 @@ class HarnessResponse(SQLModel, table=True):
     deleted: bool = False
 
 
-class HarnessEvent(SQLModel, table=True):
+class HarnessEvent(HarnessTable, table=True):
     __tablename__ = "harness_events"
 
     response_id: str = Field(primary_key=True)
@@ -71,7 +77,7 @@ class HarnessEvent(SQLModel, table=True):
     data: str = Field(sa_column=Column(Text, nullable=False))
 
 
-class HarnessIdempotency(SQLModel, table=True):
+class HarnessIdempotency(HarnessTable, table=True):
     __tablename__ = "harness_idempotency"
 
     principal: str = Field(primary_key=True)
@@ -165,7 +171,7 @@ class HarnessStore:
     @classmethod
     def open(cls, url: str) -> HarnessStore:
         engine = create_ledger_engine(url)  # same tuning as the bridge's ledger (WAL, busy wait)
-        SQLModel.metadata.create_all(engine, tables=TABLES)
+        HarnessTable.metadata.create_all(engine, tables=TABLES)
         return cls(engine)
 
     def close(self) -> None:
