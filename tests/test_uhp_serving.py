@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bridge.uhp import serving as uhp
+from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -345,3 +347,91 @@ def test_settling_a_response_closes_open_items_and_names_its_terminal_event() ->
     assert response["error"] is None and response["output"][0]["status"] == "incomplete"
     with pytest.raises(ValueError):
         uhp.settle_response(response, "in_progress")
+
+
+# --------------------------------------------------------------------------- parse-time limits
+HOSTILE_BODIES = {
+    "NaN": b'{"input": NaN}',
+    "Infinity": b'{"input": "x", "n": -Infinity}',
+    "1e400": b'{"input": "x", "timeout_seconds": 1e400}',
+    "lone surrogate": b'{"input": "\\ud800"}',
+    "lone surrogate key": b'{"\\udfff": 1}',
+    "not UTF-8": b'{"input": "\xff"}',
+    "65 deep": b'{"a": ' + b"[" * 64 + b"]" * 64 + b"}",
+    "100000 deep": b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "not an object": b"[1, 2]",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_BODIES))
+async def test_hostile_json_is_a_400_before_anything_runs(
+    client: httpx.AsyncClient, tiny: TinyServer, name: str
+) -> None:
+    with anyio.fail_after(DEADLINE_S):
+        answer = await client.post(
+            "/v1/responses", content=HOSTILE_BODIES[name], headers={"Idempotency-Key": name}
+        )
+    assert answer.status_code == 400 and _envelope(answer)["code"] == "invalid_json"
+    assert tiny.executions[name] == 0 and not tiny.logs
+
+
+def test_json_at_the_depth_limit_parses() -> None:
+    deepest = b'{"a": ' + b"[" * (uhp.MAX_JSON_DEPTH - 1) + b"]" * (uhp.MAX_JSON_DEPTH - 1) + b"}"
+    assert uhp.parse_json(deepest)["a"] is not None
+    assert uhp.parse_json(b'{"n": 1.5e300, "s": "\\ud83d\\ude00"}') == {"n": 1.5e300, "s": "😀"}
+
+
+@pytest.mark.parametrize("value", ["9223372036854775807", "99999999999999999999", "abc", "1_0"])
+async def test_an_out_of_range_last_event_id_is_a_400(
+    client: httpx.AsyncClient, tiny: TinyServer, value: str
+) -> None:
+    response_id = await _finished_response(client, tiny)
+    answer = await client.get(f"/v1/responses/{response_id}", headers={"Last-Event-ID": value})
+    assert answer.status_code == 400 and _envelope(answer)["param"] == "Last-Event-ID"
+
+
+@pytest.mark.parametrize("value", [1.5, -1, True, "3", 10**30])
+def test_a_budget_must_be_a_bounded_integer(value: Any) -> None:
+    with pytest.raises(uhp.UhpApiError) as refused:
+        uhp.budget({"timeout_seconds": value}, "timeout_seconds")
+    assert refused.value.status == 400 and refused.value.param == "timeout_seconds"
+    assert uhp.budget({"timeout_seconds": 30}, "timeout_seconds") == 30
+
+
+async def test_a_body_over_the_limit_is_a_413_however_it_is_sent(
+    served: str, tiny: TinyServer
+) -> None:
+    big = b'{"input": "' + b"x" * uhp.MAX_BODY_BYTES + b'"}'
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: the limit holds as it reads
+        for start in range(0, len(big), 65536):
+            yield big[start : start + 65536]
+
+    headers = {"Authorization": f"Bearer {ALICE}"}
+    async with httpx.AsyncClient(base_url=served, headers=headers, timeout=DEADLINE_S) as http:
+        declared = await http.post("/v1/responses", content=big)
+        streamed = await http.post("/v1/responses", content=chunked())
+        small = await http.post("/v1/responses", json={"input": "fits"})
+    for answer in (declared, streamed):
+        assert answer.status_code == 413 and _envelope(answer)["code"] == "request_too_large"
+    assert small.status_code == 200 and len(tiny.logs) == 1
+
+
+async def test_the_access_log_never_shows_a_query_string(caplog: pytest.LogCaptureFixture) -> None:
+    uhp.scrub_access_log()
+    with caplog.at_level("INFO", logger="uvicorn.access"):
+        logging.getLogger("uvicorn.access").info(
+            '%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", "/v1/x?access_token=s3cret", "1.1", 200
+        )
+    assert "s3cret" not in caplog.text and "/v1/x?<query redacted>" in caplog.text
+
+
+@pytest.mark.e2e
+def test_the_test_servers_access_log_never_shows_a_query_token() -> None:
+    secret = "query-token-never-logged-77"
+    with ServerProcess("tests.servers.uhp_server", args=["--token", ALICE]) as server:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=DEADLINE_S) as http:
+            assert http.get(f"/v1/uhp?access_token={secret}").status_code == 200
+            http.get(f"/v1/responses/resp_x?token={secret}", headers={"Authorization": "Bearer x"})
+        log = server.log_path.read_text(errors="replace")
+    assert "/v1/uhp?<query redacted>" in log and secret not in log

@@ -14,6 +14,7 @@ from starlette.types import ASGIApp
 from bridge.errors import LedgerUnavailable
 from bridge.ledger.availability import first_line
 from bridge.ledger.store import Ledger
+from bridge.uhp.serving import scrub_access_log
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 from harness_examples.report_harness.config import (
     TOKENS_ENV,
@@ -73,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         app = open_app(config, args.db)
     except LedgerUnavailable as exc:
         sys.exit(f"report_harness: {exc}")
+    scrub_access_log()  # a token given in a query string never reaches the access log
     run_uvicorn(
         app,
         args,

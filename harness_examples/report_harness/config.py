@@ -9,7 +9,8 @@
       "tokens": ["<bearer token>", ...],
       "credentials": {"reports-token": "<token for the MCP server>"},
       "pace_seconds": 0.03, "think_seconds": 0.6, "count_interval_seconds": 0.25,
-      "keepalive_seconds": 15, "wait_deadline_seconds": 60
+      "keepalive_seconds": 15, "wait_deadline_seconds": 60, "max_body_bytes": 1048576,
+      "terminal_write_seconds": 60
     }
 
 Bearer tokens may also come from the environment (``REPORT_HARNESS_TOKENS``, comma-separated);
@@ -24,6 +25,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bridge.uhp.serving import MAX_BODY_BYTES
 
 TOKENS_ENV = "REPORT_HARNESS_TOKENS"
 DEFAULT_MODEL = "scripted-1"
@@ -103,6 +106,8 @@ class HarnessConfig:
     count_interval_seconds: float = 0.25
     keepalive_seconds: float = 15.0
     wait_deadline_seconds: float = 60.0
+    max_body_bytes: int = MAX_BODY_BYTES  # a larger request body is refused with 413
+    terminal_write_seconds: float = 60.0  # how long a failing terminal write is retried
 
     def harness(self, harness_id: str) -> HarnessEntry | None:
         return next((h for h in self.harnesses if h.id == harness_id), None)
@@ -199,6 +204,8 @@ def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Har
         count_interval_seconds=num("count_interval_seconds", 0.25),
         keepalive_seconds=max(num("keepalive_seconds", 15.0), 0.05),
         wait_deadline_seconds=num("wait_deadline_seconds", 60.0),
+        max_body_bytes=max(int(num("max_body_bytes", MAX_BODY_BYTES)), 1),
+        terminal_write_seconds=num("terminal_write_seconds", 60.0),
     )
 
 

@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from bridge.uhp.serving import (
     UhpApiError,
+    budget,
     conflict,
     ignored_fields,
     invalid_request,
@@ -53,15 +54,6 @@ def _invalid_input(message: str, param: str) -> UhpApiError:
     return invalid_request(message, param, code="invalid_input")
 
 
-def _budget(body: dict[str, Any], name: str) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise invalid_request(f"'{name}' must be a non-negative integer.", name)
-    return value
-
-
 def _answer_text(body: dict[str, Any]) -> str | None:
     texts = [
         part.get("text", "")
@@ -76,7 +68,7 @@ def _answer_text(body: dict[str, Any]) -> str | None:
 async def create_response(request: Request) -> Response:
     rt = runtime_of(request)
     principal = authenticate(request)
-    asked = await read_create_request(request)
+    asked = await read_create_request(request, max_bytes=rt.config.max_body_bytes)
     key, wants_stream, background = asked.idempotency_key, asked.stream, asked.background
 
     async def replayed() -> str | None:
@@ -96,8 +88,22 @@ async def create_response(request: Request) -> Response:
     if wants_stream:
         return stream(request, run.id, 0)
     if not background:
-        await run.done.wait()
+        await _settled(rt, run)
     return JSONResponse(copy.deepcopy(run.body))
+
+
+async def _settled(rt: Runtime, run: LiveRun) -> None:
+    """Wait for the run's end; one whose terminal state could not be stored is a 503 (the
+    store still says ``in_progress``, and the next start of the harness resumes it)."""
+    await run.done.wait()
+    if run.id in rt.unsettled:
+        raise UhpApiError(
+            503,
+            "server_error",
+            "store_unavailable",
+            "The response ended but its final state could not be stored; it is resumed "
+            "when the harness restarts.",
+        )
 
 
 async def _create(
@@ -173,8 +179,8 @@ async def _create(
     ignored = ignored_fields(body, KNOWN_FIELDS)
     if ignored:
         out_meta["ignored_fields"] = ignored
-    max_step = _budget(body, "max_step")
-    timeout = _budget(body, "timeout_seconds")
+    max_step = budget(body, "max_step")
+    timeout = budget(body, "timeout_seconds")
     response_id = new_id("resp_")
     # Always stored (store=false is accepted but not honoured); usage null: no model, no tokens.
     response = new_response(
@@ -221,8 +227,9 @@ async def _answer_existing(
     stored = await response_or_404(request, principal, response_id)
     if wants_stream:
         return stream(request, stored.id, resume_start(request))
-    live = runtime_of(request).live.get(stored.id)
+    rt = runtime_of(request)
+    live = rt.live.get(stored.id)
     if live is not None and not background:
-        await live.done.wait()
+        await _settled(rt, live)
         return JSONResponse(copy.deepcopy(live.body))
     return JSONResponse(current_body(request, stored))

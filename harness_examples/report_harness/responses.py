@@ -94,7 +94,7 @@ async def answer_mcp_input(request: Request) -> Response:
     rt = runtime_of(request)
     principal = authenticate(request)
     await response_or_404(request, principal, request.path_params["response_id"])
-    body = await json_object(request)
+    body = await json_object(request, max_bytes=rt.config.max_body_bytes)
     task_ref, input_ref = body.get("task_ref"), body.get("input_ref")
     if not isinstance(task_ref, str) or not isinstance(input_ref, str):
         raise invalid_request(

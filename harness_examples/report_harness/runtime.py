@@ -16,17 +16,11 @@ import anyio
 
 from bridge import (
     Bridge,
-    InlineResult,
     McpServerConfig,
     OuterStatus,
-    RecoverableFailure,
-    RejectedCall,
-    TaskPending,
-    TaskSettled,
-    UnknownOutcome,
     WaitMode,
 )
-from bridge.errors import ServerConnectFailed
+from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, ServerConnectFailed
 from bridge.uhp.adapter import nested_tasks_summary, to_uhp_event
 from bridge.uhp.serving import (
     BearerAuth,
@@ -35,12 +29,18 @@ from bridge.uhp.serving import (
     new_id,
     new_message_item,
     new_text_part,
-    settle_response,
     sse_frames,
 )
 from harness_examples.report_harness import agent
 from harness_examples.report_harness.config import HarnessConfig, HarnessEntry
-from harness_examples.report_harness.store import TERMINAL, HarnessStore, StoredResponse
+from harness_examples.report_harness.outcomes import describe, tool_trouble
+from harness_examples.report_harness.settling import terminal_record, write_with_retry
+from harness_examples.report_harness.store import (
+    DELTA_EVENTS,
+    TERMINAL,
+    HarnessStore,
+    StoredResponse,
+)
 
 log = logging.getLogger("report_harness")
 
@@ -88,6 +88,9 @@ class Runtime:
         self.bridge: Bridge | None = None
         self.shutting_down = False
         self.resumed: list[str] = []
+        #: Runs whose terminal state could not be stored: their streams end, their waiting
+        #: requests are answered 503, and the next start resumes them.
+        self.unsettled: set[str] = set()
 
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
@@ -181,6 +184,10 @@ class Runtime:
             # Advance first: a cancellation delivered while the (uncancellable) write runs
             # must not make the next event reuse this number.
             run.next_seq = seq + 1
+            # A delta stores only itself (the stored body catches up at the next item
+            # boundary, and a read in between folds the pending deltas in: see the store), so
+            # a streamed word costs the same however long the response already is.
+            body_json = None if type_ in DELTA_EVENTS else json.dumps(run.body)
             try:
                 await self.db(
                     self.store.append,
@@ -188,7 +195,7 @@ class Runtime:
                     seq,
                     type_,
                     json.dumps(event),
-                    json.dumps(run.body),
+                    body_json,
                     run.body["status"],
                     step=step,
                     bridge_cursor=run.bridge_cursor if forwarded_seq is not None else None,
@@ -418,7 +425,12 @@ class Runtime:
             )
             log.warning("response %s: %s", run.id, exc)
             return {"outcome": "server_unreachable", "server": step.server}
-        return _describe(outcome)
+        except (InvalidTaskResponse, DuplicateTaskHandle) as exc:
+            # The server misbehaved on this one call: the step's output says so and the run
+            # goes on. A fixed text per kind: the exception's own text may quote the server.
+            log.warning("response %s step %d: %s", run.id, index, type(exc).__name__)
+            return tool_trouble(exc)
+        return describe(outcome)
 
     async def _forward(self, run: LiveRun) -> None:
         """Bridge events of this run -> vendor events in the response's own log."""
@@ -450,24 +462,61 @@ class Runtime:
                 await self.emit(run, kind, forwarded_seq=event.seq, **body)
 
     async def finish(self, run: LiveRun, status: str, error: dict[str, Any] | None = None) -> None:
+        """End the run: its terminal state is stored (retried up to a deadline) before memory
+        says so, and whatever happens, waiting requests are released and streams end."""
         if run.terminal or run.finishing:
             return
         run.finishing = True  # from here on a cancel request no longer interrupts the task
         try:
-            if self.bridge is not None and run.run_ref is not None:
-                with contextlib.suppress(Exception):
-                    await self.bridge.record_outer_status(
-                        run.principal, run.run_ref, OuterStatus(status), error=error
-                    )
-                await self._drain(run)
-                tenant = self.bridge.ledger.for_principal(run.principal)
-                summary = await self.db(nested_tasks_summary, tenant, run.run_ref)
-                run.body["metadata"].update(summary)
+            try:
+                await self._before_settling(run, status, error)
+            except Exception:  # the terminal state matters more than the last vendor events
+                log.exception("response %s: closing events not recorded", run.id)
+            await self._settle(run, status, error)
         finally:
-            terminal_event = settle_response(run.body, status, error)
-            await self.emit(run, terminal_event, response=self.snapshot(run))
             run.done.set()
             self.live.pop(run.id, None)
+            run.signal.notify()
+
+    async def _before_settling(
+        self, run: LiveRun, status: str, error: dict[str, Any] | None
+    ) -> None:
+        if self.bridge is None or run.run_ref is None:
+            return
+        with contextlib.suppress(Exception):
+            await self.bridge.record_outer_status(
+                run.principal, run.run_ref, OuterStatus(status), error=error
+            )
+        await self._drain(run)
+        tenant = self.bridge.ledger.for_principal(run.principal)
+        summary = await self.db(nested_tasks_summary, tenant, run.run_ref)
+        run.body["metadata"].update(summary)
+
+    async def _settle(self, run: LiveRun, status: str, error: dict[str, Any] | None) -> None:
+        async with run.lock:
+            record = terminal_record(run.body, status, error, run.next_seq)
+
+            async def write() -> None:
+                await self.db(
+                    self.store.append,
+                    run.id,
+                    run.next_seq,
+                    record.event_type,
+                    record.event_json,
+                    record.body_json,
+                    record.status,
+                )
+
+            written = await write_with_retry(
+                write,
+                deadline_s=self.config.terminal_write_seconds,
+                what=f"response {run.id} terminal state",
+            )
+            if written:
+                run.body = record.body
+                run.next_seq += 1
+            else:  # left in_progress in the store: the next start of the harness resumes it
+                self.unsettled.add(run.id)
 
     # -- cancelling --------------------------------------------------------------------------
     async def cancel(self, response_ids: list[str]) -> None:
@@ -495,33 +544,6 @@ class _Incomplete(Exception):
         self.reason = reason
 
 
-def _describe(outcome: Any) -> dict[str, Any]:
-    match outcome:
-        case InlineResult():
-            return {"outcome": "result", "is_error": outcome.is_error, "result": outcome.result}
-        case TaskSettled():
-            return {
-                "outcome": "task_lost" if outcome.lost else "task_settled",
-                "task_ref": outcome.task.ref,
-                "status": outcome.status.value,
-                "result": outcome.task.result,
-                "error": outcome.task.error,
-            }
-        case TaskPending():
-            return {"outcome": "task_pending", "task_ref": outcome.task.ref}
-        case RecoverableFailure():
-            return {
-                "outcome": "step_failed_recoverably",
-                "task_ref": outcome.task.ref,
-                "reason": outcome.reason,
-            }
-        case RejectedCall():
-            return {"outcome": "rejected", "error": outcome.error}
-        case UnknownOutcome():
-            return {"outcome": "unknown_outcome", "reason": outcome.reason}
-    return {"outcome": type(outcome).__name__}
-
-
 class StoredLog:
     """A response's event log as the kit follows it: the rows in the store, woken by the live
     run of this process (an ``EventSource``)."""
@@ -539,6 +561,9 @@ class StoredLog:
         return live.signal.current if live is not None else None
 
     async def closed(self) -> bool:
-        # Not live here: finished, gone, or about to be resumed (then it is looked at again).
+        # Not live here: finished, gone, unsettled (resumed by the next start), or about to be
+        # resumed here (then it is looked at again).
+        if self.response_id in self.runtime.unsettled:
+            return True
         stored = await self.runtime.db(self.runtime.store.get, self.response_id)
         return stored is None or stored.terminal

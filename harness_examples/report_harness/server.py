@@ -40,8 +40,9 @@ from harness_examples.report_harness.runtime import Runtime
 from harness_examples.report_harness.store import HarnessStore
 
 
-def create_app(config: HarnessConfig, db_url: str) -> ASGIApp:
-    store = HarnessStore.open(db_url)
+def create_app(config: HarnessConfig, db_url: str, store: HarnessStore | None = None) -> ASGIApp:
+    """The harness app over ``db_url`` (``store``: its tables, opened here by default)."""
+    store = store or HarnessStore.open(db_url)
     runtime = Runtime(config, store, db_url)
 
     @contextlib.asynccontextmanager

@@ -5,7 +5,10 @@ PostgreSQL URL). Every stream event is appended together with the response snaps
 produced, in one transaction, so the stored response and the stored event log never disagree:
 after a crash the log is the exact prefix of what clients may have seen, and the response row
 says how far the scripted agent got (``step``) and how far the bridge's event log was forwarded
-(``bridge_cursor``).
+(``bridge_cursor``). Deltas (:data:`DELTA_EVENTS`) are the exception that keeps streaming
+linear: one is appended without a snapshot, and reading an unfinished response folds the
+deltas after its last snapshot into it (:func:`fold_delta`), so every read still sees the text
+streamed so far.
 
 All methods are synchronous (call them from a worker thread).
 """
@@ -14,20 +17,38 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, Text, delete
+from sqlalchemy import Engine, Text, delete, func
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import registry
 from sqlmodel import Column, Field, Session, SQLModel, col, select
 
 from bridge.ledger.engine import create_ledger_engine
 from bridge.uhp.serving import KeyRecord
 
 TERMINAL = frozenset({"completed", "failed", "incomplete", "cancelled"})
+#: Events stored without a response snapshot (what they add is derived on read).
+DELTA_EVENTS = frozenset({"response.output_text.delta", "response.function_call_arguments.delta"})
 
 
-class HarnessResponse(SQLModel, table=True):
+def fold_delta(body: dict[str, Any], event: dict[str, Any]) -> None:
+    """Apply one delta event to the response ``body`` it was emitted for."""
+    item = body["output"][event["output_index"]]
+    if event["type"] == "response.output_text.delta":
+        item["content"][event["content_index"]]["text"] += event["delta"]
+    else:
+        item["arguments"] += event["delta"]
+
+
+class HarnessTable(SQLModel, registry=registry()):
+    """Base of the harness's tables: their own metadata, apart from the bridge ledger's (whose
+    migrations describe ``SQLModel.metadata`` exactly)."""
+
+
+class HarnessResponse(HarnessTable, table=True):
     __tablename__ = "harness_responses"
 
     id: str = Field(primary_key=True)
@@ -47,7 +68,7 @@ class HarnessResponse(SQLModel, table=True):
     deleted: bool = False
 
 
-class HarnessEvent(SQLModel, table=True):
+class HarnessEvent(HarnessTable, table=True):
     __tablename__ = "harness_events"
 
     response_id: str = Field(primary_key=True)
@@ -56,7 +77,7 @@ class HarnessEvent(SQLModel, table=True):
     data: str = Field(sa_column=Column(Text, nullable=False))
 
 
-class HarnessIdempotency(SQLModel, table=True):
+class HarnessIdempotency(HarnessTable, table=True):
     __tablename__ = "harness_idempotency"
 
     principal: str = Field(primary_key=True)
@@ -94,14 +115,17 @@ class StoredResponse:
         return self.status in TERMINAL
 
     @classmethod
-    def of(cls, row: HarnessResponse) -> StoredResponse:
+    def of(cls, row: HarnessResponse, pending_deltas: Sequence[str] = ()) -> StoredResponse:
+        body = json.loads(row.body)
+        for delta in pending_deltas:
+            fold_delta(body, json.loads(delta))
         return cls(
             id=row.id,
             principal=row.principal,
             session_id=row.session_id,
             harness_id=row.harness_id,
             status=row.status,
-            body=json.loads(row.body),
+            body=body,
             input_items=json.loads(row.input_items),
             request=json.loads(row.request),
             step=row.step,
@@ -110,6 +134,26 @@ class StoredResponse:
             bridge_cursor=row.bridge_cursor,
             deleted=row.deleted,
         )
+
+
+def _read(s: Session, row: HarnessResponse) -> StoredResponse:
+    """The response as stored; an unfinished one with the deltas after its last snapshot."""
+    if row.status in TERMINAL:
+        return StoredResponse.of(row)
+    last_snapshot = s.exec(
+        select(func.max(HarnessEvent.seq)).where(
+            HarnessEvent.response_id == row.id, col(HarnessEvent.type).not_in(DELTA_EVENTS)
+        )
+    ).one()
+    pending = s.exec(
+        select(HarnessEvent.data)
+        .where(
+            HarnessEvent.response_id == row.id,
+            HarnessEvent.seq > (-1 if last_snapshot is None else last_snapshot),
+        )
+        .order_by(col(HarnessEvent.seq))
+    ).all()
+    return StoredResponse.of(row, pending)
 
 
 class IdempotencyConflict(Exception):
@@ -127,7 +171,7 @@ class HarnessStore:
     @classmethod
     def open(cls, url: str) -> HarnessStore:
         engine = create_ledger_engine(url)  # same tuning as the bridge's ledger (WAL, busy wait)
-        SQLModel.metadata.create_all(engine, tables=TABLES)
+        HarnessTable.metadata.create_all(engine, tables=TABLES)
         return cls(engine)
 
     def close(self) -> None:
@@ -193,7 +237,7 @@ class HarnessStore:
                 return None
             if principal is not None and row.principal != principal:
                 return None
-            return StoredResponse.of(row)
+            return _read(s, row)
 
     def idempotent(self, principal: str, key: str) -> KeyRecord | None:
         """What the key maps to for this principal (the kit decides whether it is a replay)."""
@@ -211,14 +255,14 @@ class HarnessStore:
                 )
                 .order_by(col(HarnessResponse.created_at), col(HarnessResponse.updated_at))
             ).all()
-            return [StoredResponse.of(r) for r in rows]
+            return [_read(s, r) for r in rows]
 
     def in_progress(self) -> list[StoredResponse]:
         with Session(self.engine) as s:
             rows = s.exec(
                 select(HarnessResponse).where(HarnessResponse.status == "in_progress")
             ).all()
-            return [StoredResponse.of(r) for r in rows]
+            return [_read(s, r) for r in rows]
 
     def set_bridge_run(self, response_id: str, run_ref: str) -> None:
         with Session(self.engine) as s:
@@ -244,18 +288,20 @@ class HarnessStore:
         seq: int,
         event_type: str,
         event_json: str,
-        body_json: str,
+        body_json: str | None,
         status: str,
         *,
         step: int | None = None,
         bridge_cursor: int | None = None,
     ) -> None:
-        """Append one event and store the response snapshot it produced, atomically."""
+        """Append one event and store the response snapshot it produced, atomically (a delta
+        comes without one: ``body_json`` None keeps the last snapshot)."""
         with Session(self.engine) as s:
             row = s.get(HarnessResponse, response_id)
             assert row is not None
             s.add(HarnessEvent(response_id=response_id, seq=seq, type=event_type, data=event_json))
-            row.body = body_json
+            if body_json is not None:
+                row.body = body_json
             row.status = status
             row.next_seq = seq + 1
             row.updated_at = time.time()

@@ -670,6 +670,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     check_port_arguments(parser, args)
     app = create_app(args.token or [DEFAULT_TOKEN], resumption=not args.no_last_event_id)
+    uhp.scrub_access_log()  # a token given in a query string never reaches the access log
     sock = listening_socket("127.0.0.1", args.port)
     server: uvicorn.Server = uvicorn_server(
         app, sock, args.port_file, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS

@@ -3,6 +3,7 @@
 One module a job, each usable on its own:
 
 =====================  ===================================================================
+``access_log``         :func:`scrub_access_log`: no query strings (tokens) in access logs
 ``envelope``           :class:`UhpApiError` and the exception handlers: every non-2xx body
                        in the UHP error envelope
 ``versions``           :class:`VersionNegotiation`: ``UHP-Version`` refused or stamped
@@ -12,7 +13,8 @@ One module a job, each usable on its own:
                        sequence numbers, replay from ``Last-Event-ID``, live tail
 ``sse``                frames, keep-alives, :class:`EventStreamResponse`, the stream headers
 ``idempotency``        ``Idempotency-Key``: the key record and the replay decision
-``request_body``       the JSON body, its flags, :func:`read_create_request`
+``json_body``          the body read under a size limit (413) and parsed strictly (400)
+``request_body``       the JSON body, its flags and budgets, :func:`read_create_request`
 ``response_object``    a new Response, and settling it in a terminal state
 =====================  ===================================================================
 
@@ -20,6 +22,7 @@ The app keeps what is its own: the runs, what it stores, the routes. See
 ``docs/uhp-side.md`` ("Serving UHP from your harness").
 """
 
+from bridge.uhp.serving.access_log import scrub_access_log
 from bridge.uhp.serving.auth import BearerAuth, digest_principal
 from bridge.uhp.serving.discovery import discovery_document
 from bridge.uhp.serving.envelope import (
@@ -46,8 +49,16 @@ from bridge.uhp.serving.idempotency import (
     replayed_response_id,
     request_fingerprint,
 )
+from bridge.uhp.serving.json_body import (
+    MAX_BODY_BYTES,
+    MAX_JSON_DEPTH,
+    parse_json,
+    read_limited,
+)
 from bridge.uhp.serving.request_body import (
+    MAX_BUDGET,
     CreateRequest,
+    budget,
     flag,
     json_object,
     read_create_request,
@@ -71,6 +82,9 @@ from bridge.uhp.serving.versions import VersionNegotiation, served_version
 
 __all__ = [
     "KEEPALIVE_FRAME",
+    "MAX_BODY_BYTES",
+    "MAX_BUDGET",
+    "MAX_JSON_DEPTH",
     "TERMINAL_EVENT_FOR_STATUS",
     "TERMINAL_STATUSES",
     "BearerAuth",
@@ -84,6 +98,7 @@ __all__ = [
     "MemoryKeyStore",
     "UhpApiError",
     "VersionNegotiation",
+    "budget",
     "conflict",
     "digest_principal",
     "discovery_document",
@@ -99,10 +114,13 @@ __all__ = [
     "new_response",
     "new_text_part",
     "not_found",
+    "parse_json",
     "read_create_request",
+    "read_limited",
     "replayed_response_id",
     "request_fingerprint",
     "resume_start",
+    "scrub_access_log",
     "served_version",
     "settle_response",
     "sse_frame",

@@ -7,6 +7,7 @@ client sends back as ``Last-Event-ID`` to resume after it (streaming chapter).
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterable, Mapping
 
 from starlette.requests import Request
@@ -51,14 +52,20 @@ def wants_stream(request: Request) -> bool:
     )
 
 
+#: A sequence number as ``Last-Event-ID`` carries it: ASCII digits (``-1``: before the first
+#: event), below 2**63 so that every store can hold it (``int()`` alone would also take
+#: ``"1_0"``, non-ASCII digits and numbers of any size).
+_SEQUENCE_NUMBER = re.compile(r"-1|[0-9]{1,19}")
+MAX_SEQUENCE_NUMBER = 2**63 - 1
+
+
 def resume_start(request: Request) -> int:
     """The first sequence number to send: one past ``Last-Event-ID``, or 0 without one."""
     raw = (request.headers.get("last-event-id") or "").strip()
     if not raw:
         return 0
-    try:
-        return max(int(raw) + 1, 0)
-    except ValueError:
+    if _SEQUENCE_NUMBER.fullmatch(raw) is None or int(raw) >= MAX_SEQUENCE_NUMBER:
         raise invalid_request(
             f"Last-Event-ID {raw[:40]!r} is not a sequence number.", "Last-Event-ID"
-        ) from None
+        )
+    return int(raw) + 1

@@ -1,0 +1,376 @@
+"""The report harness under hostile input and store faults (issue 14, UHP-serving side).
+
+Real server processes over loopback, a real SQLite file, and for the fault cases a real full
+disk (a small tmpfs, mounted here when the test runs as root). Every case asserts an answer
+within a deadline, an outcome in the UHP envelope or a terminal state that reads back the same
+after a restart, and that what was stored before is still there, unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from bridge.uhp.serving import new_message_item, new_response, new_text_part
+from harness_examples.port_report import listening_socket, uvicorn_server
+from harness_examples.report_harness.config import parse_config
+from harness_examples.report_harness.server import create_app
+from harness_examples.report_harness.store import HarnessStore
+from tests.support.processes import ServerProcess
+
+TOKEN = "hardening-token"
+SECRET = "query-secret-token-4242"
+DEADLINE_S = 15.0
+BODY_LIMIT = 64 * 1024
+
+
+def _config(**extra: Any) -> dict[str, Any]:
+    return {
+        "harnesses": [{"id": "chrn_plain", "base": "scripted", "model": "scripted-1"}],
+        "tokens": [TOKEN],
+        "think_seconds": 0,
+        "pace_seconds": 0,
+        "count_interval_seconds": 0.05,
+        "keepalive_seconds": 0.1,
+        "max_body_bytes": BODY_LIMIT,
+        **extra,
+    }
+
+
+def _start(folder: Path, db: Path, **extra: Any) -> ServerProcess:
+    config = folder / "harness.json"
+    config.write_text(json.dumps(_config(**extra)))
+    server = ServerProcess(
+        "harness_examples.report_harness", args=["--config", str(config), "--db", str(db)]
+    )
+    return server.start(timeout=30)
+
+
+def _client(server: ServerProcess) -> httpx.Client:
+    return httpx.Client(
+        base_url=f"http://127.0.0.1:{server.port}",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=DEADLINE_S,
+    )
+
+
+def _envelope(answer: httpx.Response) -> dict[str, Any]:
+    body = answer.json()
+    assert set(body) == {"error"} and {"type", "code", "message"} <= set(body["error"])
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+def _events(answer: httpx.Response) -> Iterator[dict[str, Any]]:
+    for line in answer.iter_lines():
+        if line.startswith("data:"):
+            yield json.loads(line[5:])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("hardening")
+    proc = _start(folder, folder / "harness.db")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+# --------------------------------------------------------------------------- at the door
+def _deep(levels: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(levels):
+        value = {"d": value}
+    return value
+
+
+HOSTILE_POSTS: dict[str, tuple[bytes, int, str]] = {
+    "NaN": (b'{"input": "hi", "metadata": {"x": NaN}}', 400, "invalid_json"),
+    "Infinity": (b'{"input": "hi", "max_step": Infinity}', 400, "invalid_json"),
+    "timeout 1e400": (b'{"input": "hi", "timeout_seconds": 1e400}', 400, "invalid_json"),
+    "timeout 1.5": (b'{"input": "hi", "timeout_seconds": 1.5}', 400, "invalid_value"),
+    "timeout 10**30": (
+        b'{"input": "hi", "timeout_seconds": 1' + b"0" * 30 + b"}",
+        400,
+        "invalid_value",
+    ),
+    "lone surrogate": (b'{"input": "\\udc00"}', 400, "invalid_json"),
+    "metadata 600 deep": (
+        json.dumps({"input": "hi", "metadata": _deep(600)}).encode(),
+        400,
+        "invalid_json",
+    ),
+    "over the body limit": (
+        json.dumps({"input": "x" * BODY_LIMIT}).encode(),
+        413,
+        "request_too_large",
+    ),
+}
+
+
+def test_hostile_requests_are_refused_before_anything_runs(server: ServerProcess) -> None:
+    with _client(server) as c:
+        kept = c.post("/v1/responses", json={"input": "reply with the word kiwi"}).json()
+        for name, (body, status, code) in HOSTILE_POSTS.items():
+            answer = c.post("/v1/responses", content=body, headers={"Idempotency-Key": name})
+            assert answer.status_code == status, (name, answer.text)
+            assert _envelope(answer)["code"] == code, name
+            # Nothing ran and nothing was recorded under the key: a sound body now runs.
+            fresh = c.post("/v1/responses", json={"input": "hi"}, headers={"Idempotency-Key": name})
+            assert fresh.status_code == 200 and fresh.json()["status"] == "completed", name
+        for value in (str(2**63), "12abc", "-5"):
+            answer = c.get(
+                f"/v1/responses/{kept['id']}?stream=true", headers={"Last-Event-ID": value}
+            )
+            assert answer.status_code == 400 and _envelope(answer)["param"] == "Last-Event-ID"
+        assert c.get(f"/v1/responses/{kept['id']}").json() == kept
+
+
+def test_a_reused_idempotency_key_with_another_body_is_a_422(server: ServerProcess) -> None:
+    with _client(server) as c:
+        first = c.post("/v1/responses", json={"input": "hi"}, headers={"Idempotency-Key": "k"})
+        other = c.post("/v1/responses", json={"input": "ho"}, headers={"Idempotency-Key": "k"})
+        assert other.status_code == 422 and _envelope(other)["code"] == "idempotency_key_reused"
+        assert c.get(f"/v1/responses/{first.json()['id']}").json() == first.json()
+
+
+def test_a_token_in_a_query_string_never_reaches_the_access_log(server: ServerProcess) -> None:
+    with _client(server) as c:
+        c.get(f"/v1/uhp?access_token={SECRET}")
+        c.get(f"/v1/responses/resp_nothing?token={SECRET}&stream=true")
+    log = server.log_path.read_text(errors="replace")
+    assert "/v1/uhp?<query redacted>" in log  # the access log is on, and scrubbed
+    assert SECRET not in log
+
+
+# --------------------------------------------------------------------------- streaming cost
+class MeasuredStore(HarnessStore):
+    """The real store, recording how many bytes each append writes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.written: list[tuple[str, int]] = []
+
+    def append(
+        self, response_id: str, seq: int, event_type: str, event_json: str, body_json: str | None,
+        status: str, **kw: Any,
+    ) -> None:  # fmt: skip
+        self.written.append((event_type, len(event_json) + len(body_json or "")))
+        super().append(response_id, seq, event_type, event_json, body_json, status, **kw)
+
+
+@pytest.mark.anyio
+async def test_a_streamed_word_costs_the_same_however_long_the_answer(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'measured.db'}"
+    store = MeasuredStore(HarnessStore.open(url).engine)
+    app = create_app(parse_config(_config()), url, store)
+    sock = listening_socket("127.0.0.1", 0)
+    server = uvicorn_server(app, sock, None, log_level="warning")
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    words = [f"word{n:05d}" for n in range(1500)]
+    try:
+        with anyio.fail_after(60):
+            while not server.started:
+                await asyncio.sleep(0.01)
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{sock.getsockname()[1]}",
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                timeout=60,
+            ) as http:
+                answer = await http.post(
+                    "/v1/responses", json={"input": "reply with exactly: " + " ".join(words)}
+                )
+    finally:
+        server.should_exit = True
+        await serving
+    assert answer.status_code == 200 and answer.json()["status"] == "completed"
+    deltas = [size for kind, size in store.written if kind == "response.output_text.delta"]
+    assert len(deltas) == len(words)
+    # The answer is ~15 KB by the end; a delta that rewrote the response would grow with it.
+    assert max(deltas) < 400 and max(deltas) - min(deltas) < 50
+
+
+def test_a_read_between_snapshots_folds_in_the_streamed_deltas(tmp_path: Path) -> None:
+    store = HarnessStore.open(f"sqlite:///{tmp_path / 'fold.db'}")
+    body = new_response(
+        "resp_fold", model="m", metadata={"session_id": "hsess_f", "harness_id": "h"},
+        previous_response_id=None,
+    )  # fmt: skip
+    store.create(
+        principal="p", body=body, input_items=[], request={}, idempotency_key=None,
+        fingerprint="f",
+    )  # fmt: skip
+    item = new_message_item()
+    item["content"].append(new_text_part())
+    body["output"].append(item)
+    where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+    added = {"type": "response.content_part.added", "sequence_number": 0, **where}
+    store.append("resp_fold", 0, added["type"], json.dumps(added), json.dumps(body), "in_progress")
+    for seq, word in enumerate(["one ", "two ", "three"], start=1):
+        delta = {"type": "response.output_text.delta", "sequence_number": seq, "delta": word}
+        store.append(
+            "resp_fold", seq, delta["type"], json.dumps({**delta, **where}), None, "in_progress"
+        )
+    stored = store.get("resp_fold")
+    assert stored is not None and stored.next_seq == 4
+    assert stored.body["output"][0]["content"][0]["text"] == "one two three"
+    store.close()
+
+
+# --------------------------------------------------------------------------- store faults
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 24 MB tmpfs, or a skip where mounting is not permitted."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    """Fill ``disk`` to the last byte; the filler file is returned (delete it to free)."""
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as out:
+        for size in (65536, 1):  # big blocks, then the last bytes one by one
+            with contextlib.suppress(OSError):
+                while True:
+                    out.write(b"\0" * size)
+    return filler
+
+
+def _stream_to_the_end(c: httpx.Client, text: str, on_delta: Any) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    deadline = time.monotonic() + DEADLINE_S * 2
+    with c.stream("POST", "/v1/responses", json={"input": text, "stream": True}) as answer:
+        assert answer.status_code == 200
+        for event in _events(answer):
+            assert time.monotonic() < deadline, "the stream did not end"
+            events.append(event)
+            if event["type"] == "response.output_text.delta":
+                on_delta(event)
+    return events
+
+
+@pytest.mark.e2e
+def test_a_full_disk_at_the_terminal_write_still_ends_the_response(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    server = _start(tmp_path, small_disk / "harness.db")
+    try:
+        with _client(server) as c:
+            kept = c.post("/v1/responses", json={"input": "reply with the word fig"}).json()
+            filled, freed = threading.Event(), threading.Event()
+
+            def fill_once(event: dict[str, Any]) -> None:
+                if event["delta"] == "3\n" and not filled.is_set():
+                    filled.set()
+                    filler = _fill(small_disk)
+                    threading.Timer(1.5, lambda: (filler.unlink(), freed.set())).start()
+
+            events = _stream_to_the_end(c, "count slowly to 30", fill_once)
+            assert freed.wait(DEADLINE_S)
+            final = events[-1]
+            assert final["type"] == "response.failed", [e["type"] for e in events[-3:]]
+            assert final["response"]["status"] == "failed"
+            assert c.get(f"/v1/responses/{final['response']['id']}").json() == final["response"]
+        server.restart(timeout=30)
+        with _client(server) as c:
+            assert c.get(f"/v1/responses/{final['response']['id']}").json() == final["response"]
+            assert c.get(f"/v1/responses/{kept['id']}").json() == kept
+    finally:
+        server.stop()
+
+
+@pytest.mark.e2e
+def test_a_terminal_write_that_never_succeeds_releases_everyone_and_resolves_on_restart(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    server = _start(tmp_path, small_disk / "harness.db", terminal_write_seconds=0.5)
+    try:
+        with _client(server) as c:
+            kept = c.post("/v1/responses", json={"input": "reply with the word fig"}).json()
+            started = c.post(
+                "/v1/responses", json={"input": "count slowly to 40", "background": True}
+            ).json()
+            rid = started["id"]
+            deadline = time.monotonic() + DEADLINE_S
+            while "3" not in json.dumps(c.get(f"/v1/responses/{rid}").json()["output"]):
+                assert time.monotonic() < deadline
+            filler = _fill(small_disk)
+            # A stream of the run ends (no terminal event it could not store), within a deadline.
+            with c.stream("GET", f"/v1/responses/{rid}?stream=true") as answer:
+                types = [e["type"] for e in _events(answer)]
+            assert types and "response.completed" not in types and "response.failed" not in types
+            still = c.get(f"/v1/responses/{rid}").json()
+            assert still["status"] == "in_progress"  # memory claims nothing the store lacks
+            assert c.post(f"/v1/responses/{rid}/cancel").status_code == 200
+            filler.unlink()
+        server.restart(timeout=30)
+        with _client(server) as c:
+            deadline = time.monotonic() + DEADLINE_S * 2
+            while (final := c.get(f"/v1/responses/{rid}").json())["status"] == "in_progress":
+                assert time.monotonic() < deadline, "the unsettled run was not resolved"
+                time.sleep(0.05)
+            assert final["status"] == "completed"
+            with c.stream("GET", f"/v1/responses/{rid}?stream=true") as answer:
+                types = [e["type"] for e in _events(answer)]
+            assert types.count("response.completed") == 1  # resolved exactly once
+            assert c.get(f"/v1/responses/{kept['id']}").json() == kept
+        server.restart(timeout=30)
+        with _client(server) as c:
+            assert c.get(f"/v1/responses/{rid}").json() == final
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- tool trouble
+@pytest.mark.e2e
+def test_an_invalid_task_response_is_the_steps_output_and_the_run_goes_on(tmp_path: Path) -> None:
+    with ServerProcess("tests.servers.adversarial_server") as adversary:
+        harness = {
+            "id": "chrn_adv",
+            "base": "scripted",
+            "model": "scripted-1",
+            "mcpServers": [{"name": "adv", "url": adversary.url, "enabled": True}],
+        }
+        server = _start(tmp_path, tmp_path / "harness.db", harnesses=[harness])
+        try:
+            with _client(server) as c:
+                text = 'call adv.malformed_create\ncall adv.echo {"text": "after"}'
+                answer = c.post("/v1/responses", json={"input": text})
+                assert answer.status_code == 200, answer.text
+                body = answer.json()
+                assert body["status"] == "completed"
+                outputs = [
+                    json.loads(item["output"])
+                    for item in body["output"]
+                    if item["type"] == "function_call_output"
+                ]
+                assert outputs[0]["outcome"] == "error"
+                assert outputs[0]["error"]["kind"] == "invalid_task_response"
+                assert outputs[1]["outcome"] == "result"  # the run went on to the next step
+                assert "dispatch" not in json.dumps(outputs[0])  # no ids, no raw server text
+                assert c.get(f"/v1/responses/{body['id']}").json() == body
+        finally:
+            server.stop()
