@@ -170,17 +170,27 @@ async def test_sigkill_of_the_harness_during_nested_tasks_loses_nothing(
         while question is None:
             await anyio.sleep(0.2)
             question = await asked()
-    async with httpx.AsyncClient() as http:
-        answered = await http.post(
-            f"{base}/v1/responses/{response_id}/mcp_inputs",
-            json={
-                "task_ref": question["task_ref"],
-                "input_ref": question["input_ref"],
-                "response": {"action": "accept", "content": {"approve": True}},
-            },
-            headers={"Authorization": f"Bearer {TOKEN}"},
-        )
+
+    async def answer(input_ref: str) -> httpx.Response:
+        async with httpx.AsyncClient() as http:
+            return await http.post(
+                f"{base}/v1/responses/{response_id}/mcp_inputs",
+                json={
+                    "task_ref": question["task_ref"],
+                    "input_ref": input_ref,
+                    "response": {"action": "accept", "content": {"approve": True}},
+                },
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+
+    unknown = await answer("in_not_asked")
+    assert unknown.status_code == 404, unknown.text
+    assert unknown.json()["error"]["code"] == "input_request_not_found"
+    answered = await answer(question["input_ref"])
     assert answered.status_code < 300, answered.text
+    again = await answer(question["input_ref"])  # one answer per request: the second is refused
+    assert again.status_code == 409, again.text
+    assert again.json()["error"]["code"] == "input_already_answered"
     with anyio.fail_after(60):
         final = await _get(base, response_id)
         while final["status"] == "in_progress":

@@ -6,7 +6,16 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bridge.errors import (
+    AnswerRefused,
+    InputAlreadyAnswered,
+    McpSideError,
+    NotFound,
+    UnknownInputKey,
+)
 from bridge.uhp.serving import (
+    UhpApiError,
+    conflict,
     invalid_request,
     json_object,
     not_found,
@@ -105,6 +114,16 @@ async def answer_mcp_input(request: Request) -> Response:
         accepted = await rt.bridge.answer_input(
             principal, task_ref, input_ref, body.get("response")
         )
-    except Exception:
+    except (NotFound, UnknownInputKey):
         raise not_found("input_request_not_found", "No such pending input request.") from None
+    except InputAlreadyAnswered:
+        raise conflict("input_already_answered", "This input request has an answer.") from None
+    except AnswerRefused as exc:  # the MCP server refused it: not delivered, the caller decides
+        raise conflict(
+            "input_answer_refused", f"The MCP server refused the answer: {exc.reason}"
+        ) from None
+    except McpSideError as exc:  # recorded; redelivered when the server is reachable again
+        raise UhpApiError(
+            502, "server_error", "mcp_server_error", f"The answer is recorded, not delivered: {exc}"
+        ) from None
     return JSONResponse({"object": f"{VENDOR}.input_answer", "accepted": accepted.delivered})
