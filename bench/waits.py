@@ -26,8 +26,10 @@ from bench.common import Report
 from tests.support.processes import ServerProcess
 
 TOKEN = "bench-waits-token"
-#: A task that outlives the window advertises a long interval (the bridge honours it).
-IDLE_POLL_INTERVAL_MS = 10_000
+#: Tasks that outlive the window advertise a long interval (the bridge honours it). At 60 s
+#: the waiting alone is measured (3.3 polls/s for 200 handles); at 10 s the same window also
+#: carries 20 `tasks/get` per second, the polling cost the scheduler section measures.
+IDLE_POLL_INTERVALS_MS = (60_000, 10_000)
 CALL_POLL_INTERVAL_MS = 500
 TASK_SECONDS = 3.0
 
@@ -110,10 +112,11 @@ async def _wait_for_starts(effects: Path, count: int, timeout: float) -> None:
             await anyio.sleep(0.2)
 
 
-async def bench_idle_waits(runs: int, window_s: float, report: Report) -> None:
+async def _idle_share(runs: int, window_s: float, poll_interval_ms: int) -> tuple[float, float]:
+    """CPU share of one core and RSS (MB) of the harness while ``runs`` responses wait."""
     with tempfile.TemporaryDirectory() as scratch_dir:
         scratch = Path(scratch_dir)
-        with harness_with_task_tool(scratch, IDLE_POLL_INTERVAL_MS) as (base, pid, effects):
+        with harness_with_task_tool(scratch, poll_interval_ms) as (base, pid, effects):
             async with _client(base, 60) as client:
                 for n in range(runs):
                     body = {"input": _call(f"idle-{n}", 3600), "background": True}
@@ -124,26 +127,33 @@ async def bench_idle_waits(runs: int, window_s: float, report: Report) -> None:
             before, started = sample(pid), time.perf_counter()
             await anyio.sleep(window_s)
             after, wall = sample(pid), time.perf_counter() - started
-    share = (after.cpu_s - before.cpu_s) / wall
+    return (after.cpu_s - before.cpu_s) / wall, after.rss_mb
+
+
+async def bench_idle_waits(runs: int, window_s: float, report: Report) -> None:
+    shares = {ms: await _idle_share(runs, window_s, ms) for ms in IDLE_POLL_INTERVALS_MS}
     report.add(f"## 8. {runs} waiting runs in the example harness")
     report.add()
     report.add(
         f"{runs} background responses, each blocked in a task tool that does not finish during "
-        f"the window (its tasks advertise `pollIntervalMs` {IDLE_POLL_INTERVAL_MS:,}, which the "
-        "bridge honours). CPU of the harness process over "
-        f"{wall:.0f} s, from `/proc/<pid>/stat`: waiting steps and event forwarders wake on "
-        "commits (SQLite: one `data_version` probe per tick for all of them), never by polling "
-        "the ledger. What remains is the poll scheduler's `tasks/get` to the MCP server, "
-        f"{runs * 1000 / IDLE_POLL_INTERVAL_MS:.0f} per second for {runs} handles. "
+        f"the window. CPU of the harness process over {window_s:g} s, from `/proc/<pid>/stat`: "
+        "waiting steps and event forwarders wake on commits (SQLite: one `data_version` probe "
+        "per tick for all of them), never by polling the ledger. What remains is the poll "
+        "scheduler's `tasks/get` to the MCP server at the interval the tasks advertise "
+        "(honoured): measured at two intervals, so the waiting and the polling show apart. "
         "The machine is shared (2 cores)."
     )
     report.add()
-    report.add("| figure | value | target |")
-    report.add("|---|---|---|")
     report.add(
-        f"| harness CPU, {runs} waiting runs | **{share * 100:.1f} % of one core** | ≤ 5 % |"
+        "| tasks advertise `pollIntervalMs` | `tasks/get` per s | harness CPU | RSS | target |"
     )
-    report.add(f"| harness RSS | {after.rss_mb:.0f} MB | |")
+    report.add("|---|---|---|---|---|")
+    for ms, (share, rss) in shares.items():
+        target = "≤ 5 %" if ms == IDLE_POLL_INTERVALS_MS[0] else ""
+        report.add(
+            f"| {ms:,} ms | {runs * 1000 / ms:.1f} | **{share * 100:.1f} % of one core** "
+            f"| {rss:.0f} MB | {target} |"
+        )
     report.add()
 
 
