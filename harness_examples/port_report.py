@@ -65,6 +65,10 @@ def listening_socket(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     # As uvicorn does: a restart on the same port must not wait out TIME_WAIT.
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it. Without it, on a socket handed to uvicorn, small
+    # responses wait for the peer's delayed ACK: ~40 ms a request (measured: make bench's
+    # call section went from 1.14x to 10.4x the raw SDK before this line).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
         sock.listen(BACKLOG)
