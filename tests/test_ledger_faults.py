@@ -34,6 +34,7 @@ from bridge.errors import LedgerUnavailable
 from bridge.ledger.availability import CALL_PATH_CHECK_EVERY, WriteLockBusy
 from bridge.ledger.store import DISPATCHES, Ledger, TenantLedger
 from bridge.ledger.views import RunView
+from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import REPO_ROOT, ServerProcess, refused_port
 
 DEADLINE_S = 15.0
@@ -480,3 +481,44 @@ def test_harness_answers_503_once_its_ledger_file_is_deleted(harness: Served) ->
         assert reply.json()["error"]["type"] == "server_error"
     assert not db.exists(), "no empty database may be created in its place"
     assert "was deleted under the running process" in harness.server.log_tail(200)
+
+
+@pytest.mark.e2e
+@pytest.mark.postgres
+def test_harness_answers_503_while_its_postgresql_is_down(tmp_path: Path) -> None:
+    """PostgreSQL stops abruptly under the running harness: requests that need the database
+    answer 503 in the envelope (not a 500), and after the restart everything stored before
+    reads back unchanged."""
+    database = ThrowawayPostgres(durable_commits=True)  # a kill must not lose acked commits
+    database.start()
+    try:
+        with fresh_database(database.url()) as url:
+            config = _harness_config(tmp_path / "harness.json")
+            server = ServerProcess(
+                "harness_examples.report_harness", args=["--config", str(config), "--db", url]
+            )
+            server.start(timeout=30)
+            try:
+                with httpx.Client(
+                    base_url=f"http://127.0.0.1:{server.port}",
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                    timeout=DEADLINE_S,
+                ) as client:
+                    stored = client.post("/v1/responses", json={"input": "reply banana"})
+                    assert stored.status_code == 200, stored.text
+                    database.kill_server()
+                    assert client.get("/v1/uhp").status_code == 200  # reads nothing
+                    for reply in (
+                        client.get(f"/v1/responses/{stored.json()['id']}"),
+                        client.post("/v1/responses", json={"input": "reply kiwi"}),
+                    ):
+                        assert reply.status_code == 503, reply.text
+                        assert reply.json()["error"]["code"] == "ledger_unavailable"
+                    assert "database unavailable" in server.log_tail(200)
+                    database.start_server()
+                    again = client.get(f"/v1/responses/{stored.json()['id']}")
+                    assert again.status_code == 200 and again.json() == stored.json()
+            finally:
+                server.stop()
+    finally:
+        database.stop()

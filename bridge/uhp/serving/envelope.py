@@ -104,12 +104,15 @@ async def _on_crash(request: Request, exc: Exception) -> Response:
 
 def error_handlers() -> dict[Any, Handler]:
     """``exception_handlers`` for ``Starlette(...)``: every error leaves in the envelope."""
+    from sqlalchemy.exc import OperationalError
+
     from bridge.errors import LedgerUnavailable
-    from bridge.uhp.serving.unavailable import on_ledger_unavailable
+    from bridge.uhp.serving.unavailable import on_database_unreachable, on_ledger_unavailable
 
     return {
         UhpApiError: _on_api_error,
         HTTPException: _on_http_error,
         LedgerUnavailable: on_ledger_unavailable,
+        OperationalError: on_database_unreachable,
         Exception: _on_crash,
     }
