@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -299,6 +300,49 @@ def test_a_full_disk_at_the_terminal_write_still_ends_the_response(
             assert c.get(f"/v1/responses/{final['response']['id']}").json() == final["response"]
             assert c.get(f"/v1/responses/{kept['id']}").json() == kept
     finally:
+        server.stop()
+
+
+@pytest.mark.e2e
+def test_a_store_read_only_for_seconds_still_ends_the_response(tmp_path: Path) -> None:
+    """The database files turn read-only (``chattr +i``, which binds root too) mid-stream for
+    2 s: the failed writes end the run, its terminal write is retried until the files are
+    writable again, and the stored terminal state is what the client saw, across a restart."""
+    chattr = shutil.which("chattr")
+    server = _start(tmp_path, tmp_path / "harness.db")
+    files = [str(p) for p in sorted(tmp_path.glob("harness.db*"))]
+    if chattr is None or subprocess.run([chattr, "+i", *files], check=False).returncode:
+        server.stop()
+        pytest.skip("chattr +i is not available here (needs CAP_LINUX_IMMUTABLE)")
+    subprocess.run([chattr, "-i", *files], check=True)
+    try:
+        with _client(server) as c:
+            kept = c.post("/v1/responses", json={"input": "reply with the word fig"}).json()
+            made_read_only, writable = threading.Event(), threading.Event()
+
+            def read_only_once(event: dict[str, Any]) -> None:
+                if event["delta"] == "3\n" and not made_read_only.is_set():
+                    made_read_only.set()
+                    subprocess.run([chattr, "+i", *files], check=True)
+
+                    def restore() -> None:
+                        subprocess.run([chattr, "-i", *files], check=True)
+                        writable.set()
+
+                    threading.Timer(2.0, restore).start()
+
+            events = _stream_to_the_end(c, "count slowly to 30", read_only_once)
+            assert writable.wait(DEADLINE_S)
+            final = events[-1]
+            assert final["type"] == "response.failed", [e["type"] for e in events[-3:]]
+            assert c.get(f"/v1/responses/{final['response']['id']}").json() == final["response"]
+            assert "terminal state: write failed" in server.log_tail(400)  # the retry ran
+        server.restart(timeout=30)
+        with _client(server) as c:
+            assert c.get(f"/v1/responses/{final['response']['id']}").json() == final["response"]
+            assert c.get(f"/v1/responses/{kept['id']}").json() == kept
+    finally:
+        subprocess.run([chattr or "chattr", "-i", *files], check=False)
         server.stop()
 
 
