@@ -23,11 +23,13 @@ import anyio
 import httpx
 import pytest
 
+from bridge.ledger.store import Ledger
+from bridge.lifecycle import OuterStatus
 from bridge.uhp.serving import new_message_item, new_response, new_text_part
 from harness_examples.port_report import listening_socket, uvicorn_server
 from harness_examples.report_harness.config import parse_config
 from harness_examples.report_harness.server import create_app
-from harness_examples.report_harness.store import HarnessStore
+from harness_examples.report_harness.store import TERMINAL, HarnessStore
 from tests.support.processes import ServerProcess
 
 TOKEN = "hardening-token"
@@ -201,6 +203,74 @@ async def test_a_streamed_word_costs_the_same_however_long_the_answer(tmp_path: 
     assert len(deltas) == len(words)
     # The answer is ~15 KB by the end; a delta that rewrote the response would grow with it.
     assert max(deltas) < 400 and max(deltas) - min(deltas) < 50
+
+
+class TerminalWritesFail(HarnessStore):
+    """The real store, refusing every terminal write (as a disk that fills at that moment)."""
+
+    def append(
+        self, response_id: str, seq: int, event_type: str, event_json: str, body_json: str | None,
+        status: str, **kw: Any,
+    ) -> None:  # fmt: skip
+        if status in TERMINAL:
+            raise OSError("no space left on device")
+        super().append(response_id, seq, event_type, event_json, body_json, status, **kw)
+
+
+async def _serve_once(store: HarnessStore, url: str, action: Any, **config: Any) -> Any:
+    """The harness in process on ``store`` for one ``action(http)``, then shut down."""
+    app = create_app(parse_config(_config(**config)), url, store)
+    sock = listening_socket("127.0.0.1", 0)
+    server = uvicorn_server(app, sock, None, log_level="warning")
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        with anyio.fail_after(60):
+            while not server.started:
+                await asyncio.sleep(0.01)
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{sock.getsockname()[1]}",
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                timeout=60,
+            ) as http:
+                return await action(http)
+    finally:
+        server.should_exit = True
+        await serving
+
+
+@pytest.mark.anyio
+async def test_a_run_the_bridge_saw_end_is_settled_as_recorded_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """The bridge's ledger recorded the run's end, then the harness's own terminal write gave
+    up: after a restart the run is settled as the ledger recorded it, not executed again."""
+    url = f"sqlite:///{tmp_path / 'split.db'}"
+
+    async def start(http: httpx.AsyncClient) -> httpx.Response:
+        return await http.post("/v1/responses", json={"input": "reply with the word fig"})
+
+    failing = TerminalWritesFail(HarnessStore.open(url).engine)
+    given_up = await _serve_once(failing, url, start, terminal_write_seconds=0.3)
+    assert given_up.status_code == 503, given_up.text  # store_unavailable: nothing claimed
+    (row,) = failing.in_progress()
+    bridge_run = Ledger.open(url).for_principal(row.principal).get_run(row.bridge_run_ref)
+    assert bridge_run.status is OuterStatus.COMPLETED  # the bridge saw the end first
+
+    async def read(http: httpx.AsyncClient) -> tuple[dict[str, Any], list[str]]:
+        with anyio.fail_after(DEADLINE_S):
+            while (body := (await http.get(f"/v1/responses/{row.id}")).json())[
+                "status"
+            ] == "in_progress":
+                await asyncio.sleep(0.05)
+        async with http.stream("GET", f"/v1/responses/{row.id}?stream=true") as answer:
+            types = [json.loads(line[5:])["type"] async for line in answer.aiter_lines()
+                     if line.startswith("data:")]  # fmt: skip
+        return body, types
+
+    final, types = await _serve_once(HarnessStore.open(url), url, read)
+    assert final["status"] == "completed"
+    assert types.count("response.completed") == 1
+    assert not any(t.endswith(".resumed") for t in types), "settled, not executed again"
 
 
 def test_a_read_between_snapshots_folds_in_the_streamed_deltas(tmp_path: Path) -> None:

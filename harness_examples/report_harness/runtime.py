@@ -265,6 +265,12 @@ class Runtime:
             run.run_ref = view.ref
             await self.db(self.store.set_bridge_run, run.id, view.ref)
         if resumed:
+            ended = await self.bridge.get_run(run.principal, run.run_ref)
+            if ended.status is not None and ended.status.is_terminal:
+                # The bridge recorded the end, then this store's terminal write gave up before
+                # the restart: settle as recorded, never re-run to a different ending.
+                await self.finish(run, ended.status.value, ended.error)
+                return
             await self.emit(run, f"{VENDOR}.resumed", resumed_at_step=run.step)
             await self._close_open_items(run)
         run.forwarder = asyncio.create_task(self._forward(run))
