@@ -486,5 +486,23 @@ def test_an_invalid_task_response_is_the_steps_output_and_the_run_goes_on(tmp_pa
                 assert outputs[1]["outcome"] == "result"  # the run went on to the next step
                 assert "dispatch" not in json.dumps(outputs[0])  # no ids, no raw server text
                 assert c.get(f"/v1/responses/{body['id']}").json() == body
+                # A handle the server already gave for another call: the same, as its own kind.
+                text = "\n".join(
+                    ["call adv.duplicate_id policy=detach"] * 2 + ['call adv.echo {"text": "on"}']
+                )
+                answer = c.post("/v1/responses", json={"input": text})
+                assert answer.status_code == 200, answer.text
+                body = answer.json()
+                assert body["status"] == "completed"
+                outputs = [
+                    json.loads(item["output"])
+                    for item in body["output"]
+                    if item["type"] == "function_call_output"
+                ]
+                assert outputs[0]["outcome"] == "task_pending"
+                assert outputs[1]["outcome"] == "error"
+                assert outputs[1]["error"]["kind"] == "malformed_task_handle"
+                assert outputs[2]["outcome"] == "result"
+                assert "dup-" not in json.dumps(body)  # the raw handle is nowhere
         finally:
             server.stop()

@@ -13,10 +13,12 @@ from bridge import (
     TaskSettled,
     UnknownOutcome,
 )
-from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse
+from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, MalformedTaskHandle
 
-#: Tool trouble reported as the step's output (not as a failed response).
+#: Tool trouble reported as the step's output (not as a failed response); the most specific
+#: kind first, so a subclass is reported as itself.
 TOOL_TROUBLE: dict[type[Exception], str] = {
+    MalformedTaskHandle: "malformed_task_handle",
     InvalidTaskResponse: "invalid_task_response",
     DuplicateTaskHandle: "duplicate_task_handle",
 }
@@ -25,13 +27,16 @@ TOOL_TROUBLE_TEXT = {
     "forbids; the call's outcome is unknown and it was not retried.",
     "duplicate_task_handle": "The MCP server returned a task handle it had already given "
     "for another call; this call's outcome is unknown and it was not retried.",
+    "malformed_task_handle": "The MCP server returned a task handle that is empty, oversized, "
+    "not printable or already given for another call; this call's outcome is unknown and it "
+    "was not retried.",
 }
 
 
 def tool_trouble(exc: InvalidTaskResponse | DuplicateTaskHandle) -> dict[str, Any]:
     """The output of a call the server answered unacceptably: the kind and a fixed text (the
     exception's own text may quote the server), never a raw id."""
-    kind = TOOL_TROUBLE[type(exc)]
+    kind = next(name for kind_of, name in TOOL_TROUBLE.items() if isinstance(exc, kind_of))
     return {"outcome": "error", "error": {"kind": kind, "message": TOOL_TROUBLE_TEXT[kind]}}
 
 
