@@ -210,6 +210,36 @@ async def test_a_reply_without_a_definite_answer_is_an_unknown_outcome(
     assert isinstance(after_it, InlineResult) and after_it.text() == "ok"
 
 
+async def test_a_safe_retry_waits_as_long_as_retry_after_asks(
+    wall_ledger: Ledger, adversarial_server: ServerProcess
+) -> None:
+    """A tool declared safe to repeat may be retried after a 429, but not sooner than the
+    server's Retry-After: the retry is sent at least RETRY_AFTER_S seconds after the first."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    config = McpServerConfig(
+        name="fake",
+        url=adversarial_server.url,
+        request_timeout_s=5.0,
+        retry_safe_tools=frozenset({"rate_limited_call"}),
+    )
+    before = (await adversarial_stats(adversarial_server.url))["calls"].get("rate_limited_call", 0)
+    async with TaskRequester(wall_ledger, [config], scheduler=FAST) as requester:
+        started = anyio.current_time()
+        with anyio.fail_after(DEADLINE_S):
+            outcome = await requester.call_tool(
+                PRINCIPAL, run.ref, "fake", "rate_limited_call", {},
+                unknown_outcomes=UnknownOutcomePolicy.RETRY_IF_SAFE,
+            )  # fmt: skip
+        elapsed = anyio.current_time() - started
+    assert isinstance(outcome, UnknownOutcome)
+    assert outcome.retry_after_ms == RETRY_AFTER_S * 1000
+    assert len(outcome.retries) == 1 and isinstance(outcome.retries[0], UnknownOutcome)
+    after = (await adversarial_stats(adversarial_server.url))["calls"].get("rate_limited_call", 0)
+    assert after == before + 2  # the call and one retry, no more
+    assert elapsed >= RETRY_AFTER_S * 0.95  # a lower bound: load can only make it longer
+
+
 async def test_retry_after_on_a_poll_is_honoured(
     requester: TaskRequester, wall_ledger: Ledger, adversarial_server: ServerProcess
 ) -> None:

@@ -84,6 +84,8 @@ class UnknownOutcome(ToolResultAccess):
     reason: str
     retries: tuple[CallOutcome, ...] = ()
     replayed: bool = False
+    # The server's Retry-After (429/503), capped: a policy-allowed retry waits this long first.
+    retry_after_ms: int | None = None
 
     def _stored_result(self) -> Any:
         raise NoToolResult(f"the call's outcome is unknown ({self.reason})")

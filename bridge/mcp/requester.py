@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from types import TracebackType
 from typing import Any
 
@@ -263,7 +263,9 @@ class TaskRequester:
                 await self._invalid_reply(tenant, intent, connection, exc, failure)
             if failure.leaves_call_outcome_unknown:
                 await self.db(tenant.mark_dispatch_unknown, intent.ref, failure.detail)
-                return UnknownOutcome(intent.ref, failure.detail)
+                return UnknownOutcome(
+                    intent.ref, failure.detail, retry_after_ms=failure.retry_after_ms
+                )
             settled = await self.db(tenant.record_call_error, intent.ref, failure.as_error_object())
             return RejectedCall(intent.ref, settled.result["error"])
         # (a CallToolResult is told apart first: isinstance on a pydantic class is not free)
@@ -365,7 +367,10 @@ class TaskRequester:
         if not await self._safe_to_repeat(connection, tool):
             return outcome
         retries: list[CallOutcome] = []
+        last: CallOutcome = outcome
         for attempt in range(1, self.max_unknown_retries + 1):
+            if isinstance(last, UnknownOutcome) and last.retry_after_ms:
+                await anyio.sleep(last.retry_after_ms / 1000)  # as the server asked (capped)
             retried = await self.call_tool(
                 principal,
                 run_ref,
@@ -377,9 +382,10 @@ class TaskRequester:
                 unknown_outcomes=UnknownOutcomePolicy.REPORT,
             )
             retries.append(retried)
+            last = retried
             if not isinstance(retried, UnknownOutcome):
                 break
-        return UnknownOutcome(outcome.op_ref, outcome.reason, retries=tuple(retries))
+        return replace(outcome, retries=tuple(retries))
 
     async def _safe_to_repeat(self, connection: ServerConnection, tool: str) -> bool:
         if tool in connection.config.retry_safe_tools:
