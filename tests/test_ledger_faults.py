@@ -457,6 +457,10 @@ def test_harness_answers_while_another_process_holds_the_lock(harness: Served) -
             started = time.monotonic()
             assert client.get("/v1/uhp").status_code == 200
             assert time.monotonic() - started < 1.0, "GET /v1/uhp waited for the lock"
+        started = time.monotonic()
+        read = client.get(f"/v1/responses/{stored['id']}")  # a read: no write lock needed
+        assert read.status_code == 200 and read.json() == stored, read.text
+        assert time.monotonic() - started < 2.0, "a read waited for the write lock"
         assert create.still_waiting_after(0.3), "the create must wait for the lock"
         holder.release()
         create.thread.join(DEADLINE_S)

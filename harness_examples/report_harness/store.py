@@ -167,6 +167,9 @@ class IdempotencyConflict(Exception):
 class HarnessStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # Reads begin a deferred transaction (the ledger's SQLite dialect begins writers with
+        # BEGIN IMMEDIATE): another process holding the write lock delays writes, not reads.
+        self.reader = engine.execution_options(bridge_read=True)
 
     @classmethod
     def open(cls, url: str) -> HarnessStore:
@@ -231,7 +234,7 @@ class HarnessStore:
 
     def get(self, response_id: str, principal: str | None = None) -> StoredResponse | None:
         """The response, or None when unknown, deleted or owned by another principal."""
-        with Session(self.engine) as s:
+        with Session(self.reader) as s:
             row = s.get(HarnessResponse, response_id)
             if row is None or row.deleted:
                 return None
@@ -241,12 +244,12 @@ class HarnessStore:
 
     def idempotent(self, principal: str, key: str) -> KeyRecord | None:
         """What the key maps to for this principal (the kit decides whether it is a replay)."""
-        with Session(self.engine) as s:
+        with Session(self.reader) as s:
             row = s.get(HarnessIdempotency, (principal, key))
             return KeyRecord(row.response_id, row.fingerprint) if row is not None else None
 
     def session(self, principal: str, session_id: str) -> list[StoredResponse]:
-        with Session(self.engine) as s:
+        with Session(self.reader) as s:
             rows = s.exec(
                 select(HarnessResponse)
                 .where(
@@ -258,7 +261,7 @@ class HarnessStore:
             return [_read(s, r) for r in rows]
 
     def in_progress(self) -> list[StoredResponse]:
-        with Session(self.engine) as s:
+        with Session(self.reader) as s:
             rows = s.exec(
                 select(HarnessResponse).where(HarnessResponse.status == "in_progress")
             ).all()
@@ -314,7 +317,7 @@ class HarnessStore:
 
     def events_after(self, response_id: str, after_seq: int) -> list[tuple[int, str, str]]:
         """``(seq, type, json)`` of the events with ``seq > after_seq``, in order."""
-        with Session(self.engine) as s:
+        with Session(self.reader) as s:
             rows = s.exec(
                 select(HarnessEvent)
                 .where(HarnessEvent.response_id == response_id, HarnessEvent.seq > after_seq)
