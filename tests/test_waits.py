@@ -16,8 +16,10 @@ import pytest
 from sqlalchemy import event
 
 from bridge import Bridge
+from bridge import _notifier as notifier_module
 from bridge import events as ev
 from bridge._notifier import PROBE_MAX_S, CommitNotifier
+from bridge.ledger.notify import CommitPublisher
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import TaskStatus
@@ -216,3 +218,36 @@ async def test_a_subscriber_sees_every_event_once_while_others_write_concurrentl
     assert results[7] == list(range(8, expected + 1))
     probes = [e for e in tenant.events(run.ref) if isinstance(e, ev.Anomaly)]
     assert len(probes) == 3 * iterations
+
+
+@pytest.mark.postgres
+async def test_a_lost_notification_delays_a_subscriber_only_until_the_backstop(
+    wall_pg_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process commits but its NOTIFY never arrives (here: a writer without the
+    publisher): the subscriber still sees the event, at the latest after the backstop."""
+    monkeypatch.setattr(notifier_module, "BACKSTOP_S", 0.5)
+    tenant = wall_pg_ledger.for_principal(P)
+    run = new_run(tenant)
+    silent = Ledger.open(_url(wall_pg_ledger), upgrade=False)
+    for listener in [lst for lst in silent._listeners if isinstance(lst, CommitPublisher)]:
+        silent.remove_listener(listener)
+    try:
+        async with bridge_on(wall_pg_ledger) as bridge:
+            seen: list[str] = []
+
+            async def follow() -> None:
+                async for event in bridge.subscribe(P, run.ref, after_seq=run.event_count):
+                    seen.append(event.type)
+                    return
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(follow)
+                await _wait_until(lambda: _notifier(bridge).waiting == 1)
+                silent.for_principal(P).record_anomaly(run.ref, "probe", "no notify")
+                with anyio.fail_after(5):  # the backstop is 0.5 s here (30 s by default)
+                    while not seen:
+                        await anyio.sleep(0.05)
+            assert seen == ["anomaly"]
+    finally:
+        silent.close()
