@@ -427,12 +427,11 @@ class Served:
     stored: dict[str, Any]
 
 
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Served]:
-    db = tmp_path / "harness.db"
+@contextmanager
+def _served_harness(tmp_path: Path, db: str) -> Iterator[tuple[ServerProcess, httpx.Client]]:
     config = _harness_config(tmp_path / "harness.json")
     server = ServerProcess(
-        "harness_examples.report_harness", args=["--config", str(config), "--db", str(db)]
+        "harness_examples.report_harness", args=["--config", str(config), "--db", db]
     )
     server.start(timeout=30)
     try:
@@ -441,11 +440,18 @@ def harness(tmp_path: Path) -> Iterator[Served]:
             headers={"Authorization": f"Bearer {TOKEN}"},
             timeout=DEADLINE_S,
         ) as client:
-            reply = client.post("/v1/responses", json={"input": "reply banana"})
-            assert reply.status_code == 200 and reply.json()["status"] == "completed", reply.text
-            yield Served(server, db, client, dict(reply.json()))
+            yield server, client
     finally:
         server.stop()
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Served]:
+    db = tmp_path / "harness.db"
+    with _served_harness(tmp_path, str(db)) as (server, client):
+        reply = client.post("/v1/responses", json={"input": "reply banana"})
+        assert reply.status_code == 200 and reply.json()["status"] == "completed", reply.text
+        yield Served(server, db, client, dict(reply.json()))
 
 
 @pytest.mark.e2e
@@ -496,33 +502,23 @@ def test_harness_answers_503_while_its_postgresql_is_down(tmp_path: Path) -> Non
     database = ThrowawayPostgres(durable_commits=True)  # a kill must not lose acked commits
     database.start()
     try:
-        with fresh_database(database.url()) as url:
-            config = _harness_config(tmp_path / "harness.json")
-            server = ServerProcess(
-                "harness_examples.report_harness", args=["--config", str(config), "--db", url]
-            )
-            server.start(timeout=30)
-            try:
-                with httpx.Client(
-                    base_url=f"http://127.0.0.1:{server.port}",
-                    headers={"Authorization": f"Bearer {TOKEN}"},
-                    timeout=DEADLINE_S,
-                ) as client:
-                    stored = client.post("/v1/responses", json={"input": "reply banana"})
-                    assert stored.status_code == 200, stored.text
-                    database.kill_server()
-                    assert client.get("/v1/uhp").status_code == 200  # reads nothing
-                    for reply in (
-                        client.get(f"/v1/responses/{stored.json()['id']}"),
-                        client.post("/v1/responses", json={"input": "reply kiwi"}),
-                    ):
-                        assert reply.status_code == 503, reply.text
-                        assert reply.json()["error"]["code"] == "ledger_unavailable"
-                    assert "database unavailable" in server.log_tail(200)
-                    database.start_server()
-                    again = client.get(f"/v1/responses/{stored.json()['id']}")
-                    assert again.status_code == 200 and again.json() == stored.json()
-            finally:
-                server.stop()
+        with (
+            fresh_database(database.url()) as url,
+            _served_harness(tmp_path, url) as (server, client),
+        ):
+            stored = client.post("/v1/responses", json={"input": "reply banana"})
+            assert stored.status_code == 200, stored.text
+            database.kill_server()
+            assert client.get("/v1/uhp").status_code == 200  # reads nothing
+            for reply in (
+                client.get(f"/v1/responses/{stored.json()['id']}"),
+                client.post("/v1/responses", json={"input": "reply kiwi"}),
+            ):
+                assert reply.status_code == 503, reply.text
+                assert reply.json()["error"]["code"] == "ledger_unavailable"
+            assert "database unavailable" in server.log_tail(200)
+            database.start_server()
+            again = client.get(f"/v1/responses/{stored.json()['id']}")
+            assert again.status_code == 200 and again.json() == stored.json()
     finally:
         database.stop()

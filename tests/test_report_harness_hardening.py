@@ -178,26 +178,14 @@ class MeasuredStore(HarnessStore):
 async def test_a_streamed_word_costs_the_same_however_long_the_answer(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'measured.db'}"
     store = MeasuredStore(HarnessStore.open(url).engine)
-    app = create_app(parse_config(_config()), url, store)
-    sock = listening_socket("127.0.0.1", 0)
-    server = uvicorn_server(app, sock, None, log_level="warning")
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
     words = [f"word{n:05d}" for n in range(1500)]
-    try:
-        with anyio.fail_after(60):
-            while not server.started:
-                await asyncio.sleep(0.01)
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{sock.getsockname()[1]}",
-                headers={"Authorization": f"Bearer {TOKEN}"},
-                timeout=60,
-            ) as http:
-                answer = await http.post(
-                    "/v1/responses", json={"input": "reply with exactly: " + " ".join(words)}
-                )
-    finally:
-        server.should_exit = True
-        await serving
+
+    async def ask(http: httpx.AsyncClient) -> httpx.Response:
+        return await http.post(
+            "/v1/responses", json={"input": "reply with exactly: " + " ".join(words)}
+        )
+
+    answer = await _serve_once(store, url, ask)
     assert answer.status_code == 200 and answer.json()["status"] == "completed"
     deltas = [size for kind, size in store.written if kind == "response.output_text.delta"]
     assert len(deltas) == len(words)
