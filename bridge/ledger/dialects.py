@@ -12,6 +12,7 @@ A :class:`LedgerDialect` is chosen once, when a :class:`~bridge.ledger.store.Led
 from __future__ import annotations
 
 import sqlite3
+from abc import ABC, abstractmethod
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -38,7 +39,7 @@ from bridge.ledger.hotpath import CoreSession, DriverSession, SqliteDriverSessio
 SqliteSynchronous = Literal["NORMAL", "FULL"]
 
 
-class LedgerDialect:
+class LedgerDialect(ABC):
     """The base: what the ledger needs to know about its database."""
 
     name: ClassVar[str]
@@ -51,14 +52,15 @@ class LedgerDialect:
     #: SQL for the database server's current time in Unix epoch milliseconds.
     now_ms_sql: ClassVar[str]
 
+    @abstractmethod
     def create_engine(
         self, url: str, *, sqlite_synchronous: SqliteSynchronous = "NORMAL", **kwargs: Any
     ) -> Engine:
-        raise NotImplementedError
+        """An engine on ``url`` tuned for this database's short write transactions."""
 
+    @abstractmethod
     def statement_dialect(self) -> Dialect:
         """The dialect the call-path statements are compiled for (the driver's paramstyle)."""
-        raise NotImplementedError
 
     def driver_session(self, engine: Engine, *, precompiled: bool = True) -> DriverSession:
         """Where the call-path statements run: the driver's own connection (``precompiled``)

@@ -7,6 +7,7 @@ what it holds through ``_stored_result`` (the stored ``CallToolResult`` as JSON,
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from bridge.errors import NoToolResult
@@ -16,13 +17,14 @@ if TYPE_CHECKING:
     import mcp_types
 
 
-class ToolResultAccess:
+class ToolResultAccess(ABC):
     """``text()`` and ``to_call_tool_result()`` over ``_stored_result()``."""
 
     __slots__ = ()
 
+    @abstractmethod
     def _stored_result(self) -> Any:
-        raise NotImplementedError
+        """The stored ``CallToolResult`` as JSON, or raise ``NoToolResult`` saying why not."""
 
     def text(self) -> str:
         """The concatenated text content of the tool result (``isError`` results included).
