@@ -125,25 +125,17 @@ class TaskWrites(InputWrites):
         result = error = None
         truncated = False
         size: int | None = None
-        if status is TaskStatus.COMPLETED and observation.result is not None:
-            bounded = bound_json(observation.result, self._ledger.max_outcome_bytes)
+        outcome = {TaskStatus.COMPLETED: observation.result, TaskStatus.FAILED: observation.error}
+        if outcome.get(status) is not None:
+            bounded = bound_json(outcome[status], self._ledger.max_outcome_bytes)
             # Server text may quote the raw task id: stored and shown as the task's reference.
             text = scrub_task_id(bounded.text, row.task_id, row.ref)
-            values["result_json"], truncated, size = (
-                text,
-                bounded.truncated,
-                bounded.original_bytes,
-            )
-            result = json.loads(text)
-        elif status is TaskStatus.FAILED and observation.error is not None:
-            bounded = bound_json(observation.error, self._ledger.max_outcome_bytes)
-            text = scrub_task_id(bounded.text, row.task_id, row.ref)
-            values["error_json"], truncated, size = (
-                text,
-                bounded.truncated,
-                bounded.original_bytes,
-            )
-            error = json.loads(text)
+            column = "result_json" if status is TaskStatus.COMPLETED else "error_json"
+            values[column], truncated, size = text, bounded.truncated, bounded.original_bytes
+            if status is TaskStatus.COMPLETED:
+                result = json.loads(text)
+            else:
+                error = json.loads(text)
         elif status is not TaskStatus.CANCELLED:
             missing = "result" if status is TaskStatus.COMPLETED else "error"
             appended.append(
