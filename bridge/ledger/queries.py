@@ -186,9 +186,6 @@ class TenantQueries(TenantScope):
             ).first()
         return DispatchView.from_row(row) if row is not None else None
 
-    def _dispatch_endpoint(self, op_ref: str) -> str:
-        return self.get_dispatch(op_ref).server_endpoint
-
     def _task_by_handle(self, server_endpoint: str, task_id: str) -> TaskView | None:
         with self._read() as conn:
             row = conn.execute(
