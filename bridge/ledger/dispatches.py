@@ -381,12 +381,15 @@ class DispatchWrites(RunWrites):
         server_version: str | None = None,
         credential_ref: str | None = None,
         lease: Membership | None = None,
+        task_generation: str | None = None,
     ) -> TaskView:
         """Commit a ``CreateTaskResult`` as an inner task linked to its run, ``sent -> task``.
 
         The handle is durable when this returns; only then may it be handed to anyone.
         ``lease``: the replica incarnation that created it holds it from the first commit, so
-        no other replica can claim it in between (leased mode).
+        no other replica can claim it in between (leased mode). ``task_generation``: the task
+        protocol the handle belongs to (``None``: the Tasks extension), so whoever polls it
+        later, after a restart too, speaks that generation.
         """
         now = self.now
         ref = new_ref(TASK_PREFIX)
@@ -465,6 +468,7 @@ class DispatchWrites(RunWrites):
                     "lease_incarnation": lease.incarnation if lease is not None else None,
                     "created_at_ms": now,
                     "updated_at_ms": now,
+                    "task_generation": task_generation,
                 }
                 cursor.run(hot.insert_task, values)
         except driver.integrity_error as exc:

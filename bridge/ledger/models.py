@@ -130,6 +130,9 @@ class InnerTask(SQLModel, table=True):
     lease_incarnation: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     created_at_ms: int = Field(sa_column=_ms())
     updated_at_ms: int = Field(sa_column=_ms())
+    # Which task protocol the handle belongs to: NULL for the Tasks extension (2026-07-28),
+    # "2025-11-25" for the core experimental tasks, polled with that generation's methods.
+    task_generation: str | None = Field(default=None, max_length=32)
 
 
 class InputRequest(SQLModel, table=True):

@@ -155,6 +155,8 @@ class TaskView:
     terminal_at_ms: int | None
     created_at_ms: int
     updated_at_ms: int
+    # NULL: the Tasks extension; "2025-11-25": the core experimental tasks of that revision.
+    task_generation: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> TaskView:
@@ -205,6 +207,7 @@ class TaskView:
             terminal_at_ms=c["terminal_at_ms"],
             created_at_ms=c["created_at_ms"],
             updated_at_ms=c["updated_at_ms"],
+            task_generation=c["task_generation"],
         )
 
     @property

@@ -40,7 +40,9 @@ from bridge.ledger.leases import TenantLeases
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.ledger.views import DispatchView, TaskView
 from bridge.lifecycle import DispatchState, TaskStatus
+from bridge.mcp import legacy_wire
 from bridge.mcp.failures import Failure, FailureKind, classify
+from bridge.mcp.generations import TaskGeneration, negotiated_generation, stored_generation
 from bridge.mcp.handles import task_id_problem
 from bridge.mcp.outcomes import (
     AnswerReceipt,
@@ -246,14 +248,20 @@ class TaskRequester:
         arguments: dict[str, Any],
     ) -> CallOutcome:
         config = connection.config
+        generation = TaskGeneration.EXTENSION
         try:
             session = await connection.session()
-            reply: Any = await session.call_tool(
-                tool,
-                arguments,
-                read_timeout_seconds=config.request_timeout_s,
-                allow_claimed=connection.declare_tasks,
-            )
+            if connection.declare_tasks:
+                generation = negotiated_generation(session)
+            if generation is TaskGeneration.EXPERIMENTAL_2025_11_25:
+                reply: Any = await legacy_wire.call_tool(connection, session, tool, arguments)
+            else:
+                reply = await session.call_tool(
+                    tool,
+                    arguments,
+                    read_timeout_seconds=config.request_timeout_s,
+                    allow_claimed=connection.declare_tasks,
+                )
         except Exception as exc:
             failure = classify(exc)
             if failure is None:
@@ -270,7 +278,7 @@ class TaskRequester:
             return RejectedCall(intent.ref, settled.result["error"])
         # (a CallToolResult is told apart first: isinstance on a pydantic class is not free)
         if type(reply) is not mcp_types.CallToolResult and isinstance(reply, CreateTaskResult):
-            return await self._record_handle(tenant, connection, intent, reply)
+            return await self._record_handle(tenant, connection, intent, reply, generation)
         result = _dump(reply)
         if self.db.inline:
             try:
@@ -291,6 +299,7 @@ class TaskRequester:
         connection: ServerConnection,
         intent: DispatchView,
         created: CreateTaskResult,
+        generation: TaskGeneration = TaskGeneration.EXTENSION,
     ) -> TaskHandle:
         problem = task_id_problem(created.task_id)
         if problem is not None:
@@ -323,6 +332,7 @@ class TaskRequester:
                 server_version=connection.info.version,
                 credential_ref=connection.config.credential_ref,
                 lease=lease,
+                task_generation=stored_generation(generation),
             )
         except DuplicateTaskHandle as exc:
             # The ledger refused it atomically (its anomaly is on this dispatch's run); the

@@ -26,8 +26,10 @@ from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger, input_request_digest, wall_clock_ms
 from bridge.ledger.views import TaskObservation, TaskView
 from bridge.lifecycle import LostReason, TaskStatus
+from bridge.mcp import legacy_wire
 from bridge.mcp.due_queue import DueQueue
 from bridge.mcp.failures import Failure, FailureKind, classify
+from bridge.mcp.generations import TaskGeneration, generation_of
 from bridge.mcp.servers import ServerConnection, ServerPool
 from bridge.mcp.wire import (
     INTERNAL_ERROR,
@@ -471,7 +473,9 @@ class PollScheduler:
 
 
 async def fetch_task(connection: ServerConnection, task: TaskView) -> DetailedTask:
-    """Send ``tasks/get`` for one handle."""
+    """Send ``tasks/get`` for one handle (in the generation it was created under)."""
+    if generation_of(task) is TaskGeneration.EXPERIMENTAL_2025_11_25:
+        return await legacy_wire.fetch_task(connection, task)
     session = await connection.session()
     reply: DetailedTask = await session.send_request(
         GetTaskRequest(params=TaskIdParams(task_id=task.task_id)),
@@ -483,6 +487,8 @@ async def fetch_task(connection: ServerConnection, task: TaskView) -> DetailedTa
 
 async def send_cancel(connection: ServerConnection, task: TaskView) -> None:
     """Send ``tasks/cancel`` (an empty ack means only that the request was taken)."""
+    if generation_of(task) is TaskGeneration.EXPERIMENTAL_2025_11_25:
+        return await legacy_wire.cancel_task(connection, task)
     session = await connection.session()
     await session.send_request(
         CancelTaskRequest(params=TaskIdParams(task_id=task.task_id)),

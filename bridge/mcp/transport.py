@@ -10,6 +10,9 @@ client and turns such a failure into that one request's own JSON-RPC error inste
   closed) error for that request: no answer, so its outcome is unknown;
 - a failure while reading the body surfaces as a stream error, which the SDK reports for that
   request alone (``-32700`` "Failed to parse JSON response", or an ended SSE stream);
+- ``404`` to a request carrying an ``Mcp-Session-Id`` (a handshake-era server that restarted
+  and forgot the session) retires the connection, so the next request initializes a new
+  session, and becomes a ``-32000`` error for that request;
 - ``429`` and ``503`` become a ``-32000`` error whose ``data`` carries the HTTP status and the
   server's ``Retry-After`` (in ms, capped at :data:`RETRY_AFTER_CAP_MS`), so polls wait as long
   as the server asked and a consequential call is still reported as unknown, never repeated.
@@ -35,6 +38,7 @@ RETRY_AFTER_CAP_MS = 60_000
 # Marks the data of an error this transport made (it never came from the server).
 SYNTHETIC_KEY = "bridge.transport"
 _RETRY_STATUSES = frozenset({429, 503})
+_SESSION_HEADER = "mcp-session-id"
 
 
 def retry_after_ms(value: str | None, now_s: float) -> int | None:
@@ -113,6 +117,16 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
             if self._on_failure is not None:
                 self._on_failure()
             return _error_response(request, 502, f"transport failure: {type(exc).__name__}", detail)
+        if response.status_code == 404 and request.headers.get(_SESSION_HEADER):
+            # Handshake-era servers (2025-11-25 and before) keep a session; after a restart
+            # they answer 404 to its id, and the client MUST initialize a new one: the
+            # connection is retired (the next request reconnects) and this request had no
+            # answer from anyone who knew its session.
+            await response.aclose()
+            if self._on_failure is not None:
+                self._on_failure()
+            data = {"httpStatus": 404, "sessionExpired": True}
+            return _error_response(request, 404, "MCP session no longer known to the server", data)
         if response.status_code in _RETRY_STATUSES:
             delay = retry_after_ms(response.headers.get("retry-after"), self._now_s())
             await response.aclose()

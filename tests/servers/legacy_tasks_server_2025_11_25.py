@@ -1,0 +1,222 @@
+"""A real MCP server of the 2025-11-25 generation: experimental tasks from the official SDK 1.x.
+
+Runs ONLY in the separate legacy venv (:mod:`tests.support.legacy_venv`, ``mcp`` 1.30), never
+in the bridge's venv: ``.venv-legacy-mcp/bin/python -m tests.servers.legacy_tasks_server_2025_11_25
+--port P|0 --port-file F [--effects-file PATH]``. It negotiates protocol ``2025-11-25`` in
+``initialize`` and serves the SDK's own experimental tasks: ``capabilities.tasks`` with
+``requests.tools.call``, ``execution.taskSupport`` per tool, and the SDK's default handlers
+for ``tasks/get``, ``tasks/result``, ``tasks/cancel`` and ``tasks/list`` over its in-memory
+task store.
+
+One deviation from the SDK's ``run_task`` helper, on purpose: the work runs in a task group of
+the server process, not of the MCP session, and the task ids carry no session scope. With
+``run_task`` a task's work is cancelled when the creating session ends and a scoped id is
+refused to every other session, so no client restart could ever resume it; this server keeps
+its tasks until it is itself restarted (then every handle is gone: ``-32602``).
+
+Tools: ``slow_report`` (optional task; completes after ``seconds``), ``count_effect`` (required
+task; appends one line to the effects file, so a test counts how often it really ran),
+``wait_forever`` (required task; runs until cancelled), ``echo`` (no task support: a plain
+call), ``stats`` (how many requests of each JSON-RPC method this process received, the
+``stats`` calls themselves left out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import uuid
+import warnings
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from anyio.abc import TaskGroup
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
+
+TTL_CAP_MS = 600_000  # the server overrides longer requested TTLs (the spec allows it)
+GRACEFUL_SHUTDOWN_SECONDS = 1
+
+server: Server[Any, Any] = Server("uhp-bridge-legacy-tasks-2025-11-25")
+with warnings.catch_warnings():  # serving the deprecated experimental API is the point
+    warnings.simplefilter("ignore", DeprecationWarning)
+    support = server.experimental.enable_tasks()
+methods: Counter[str] = Counter()
+_work: TaskGroup | None = None
+_effects_file: Path | None = None
+
+
+def _record(line: str) -> None:
+    if _effects_file is None:
+        return
+    fd = os.open(_effects_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def _text(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=error)
+
+
+def _tool(name: str, task_support: str | None, properties: dict[str, Any]) -> types.Tool:
+    execution = types.ToolExecution(taskSupport=task_support) if task_support else None
+    schema = {"type": "object", "properties": properties}
+    return types.Tool(name=name, inputSchema=schema, execution=execution)
+
+
+@server.list_tools()
+async def list_tools() -> list[types.Tool]:
+    return [
+        _tool("slow_report", "optional", {"quarter": {"type": "string"}, "seconds": {}}),
+        _tool("count_effect", "required", {"label": {"type": "string"}}),
+        _tool("wait_forever", "required", {}),
+        _tool("echo", None, {"text": {"type": "string"}}),
+        _tool("stats", None, {}),
+    ]
+
+
+async def _slow_report(arguments: dict[str, Any], _task_id: str) -> types.CallToolResult:
+    await anyio.sleep(float(arguments.get("seconds", 0.3)))
+    return _text(f"report {arguments.get('quarter', '?')}")
+
+
+async def _count_effect(arguments: dict[str, Any], _task_id: str) -> types.CallToolResult:
+    label = str(arguments.get("label", "effect"))
+    _record(label)
+    return _text(f"effect {label}")
+
+
+async def _wait_forever(_arguments: dict[str, Any], task_id: str) -> types.CallToolResult:
+    while True:  # the SDK's tasks/cancel only flips the stored status: stop when it did
+        task = await support.store.get_task(task_id)
+        if task is None or task.status == "cancelled":
+            _record("wait_forever stopped")
+            return _text("stopped")
+        await anyio.sleep(0.02)
+
+
+WORK: dict[str, Callable[[dict[str, Any], str], Awaitable[types.CallToolResult]]] = {
+    "slow_report": _slow_report,
+    "count_effect": _count_effect,
+    "wait_forever": _wait_forever,
+}
+
+
+async def _run(task_id: str, tool: str, arguments: dict[str, Any]) -> None:
+    try:
+        result = await WORK[tool](arguments, task_id)
+    except Exception as exc:  # a failed tool is a failed task, as the SDK's run_task does it
+        result = _text(str(exc), error=True)
+    task = await support.store.get_task(task_id)
+    if task is None or task.status in ("completed", "failed", "cancelled"):
+        return  # cancelled meanwhile: a terminal status never changes
+    await support.store.store_result(task_id, result)
+    status = "failed" if result.isError else "completed"
+    await support.store.update_task(task_id, status=status)
+
+
+@server.call_tool()
+async def call_tool(
+    name: str, arguments: dict[str, Any]
+) -> types.CallToolResult | types.CreateTaskResult:
+    if name == "echo":
+        return _text(str(arguments.get("text", "")))
+    if name == "stats":
+        return _text(json.dumps(dict(methods)))
+    metadata = server.request_context.experimental.task_metadata
+    if metadata is None:  # required task support and no params.task (the spec's -32601 case)
+        return _text(f"{name} must be called as a task", error=True)
+    ttl = min(metadata.ttl or TTL_CAP_MS, TTL_CAP_MS)
+    task_id = str(uuid.uuid4())  # unscoped: any session holding the id may use it
+    task = await support.store.create_task(types.TaskMetadata(ttl=ttl), task_id)
+    task = await support.store.update_task(task_id, status_message="accepted")
+    assert _work is not None
+    _work.start_soon(_run, task_id, name, arguments)
+    return types.CreateTaskResult(task=task)
+
+
+class CountingMcpEndpoint:
+    """The Streamable HTTP endpoint, counting each JSON-RPC method it receives."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self._manager = manager
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        if scope.get("method") == "POST":
+            more = True
+            while more:
+                message = await receive()
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+            _count(body)
+            replayed = False
+
+            async def receive_again() -> dict[str, Any]:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return dict(await receive())
+
+            await self._manager.handle_request(scope, receive_again, send)
+            return
+        await self._manager.handle_request(scope, receive, send)
+
+
+def _count(body: bytes) -> None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return
+    for item in message if isinstance(message, list) else [message]:
+        if not isinstance(item, dict) or not isinstance(item.get("method"), str):
+            continue
+        params = item.get("params")
+        if isinstance(params, dict) and params.get("name") == "stats":
+            continue  # reading the counters does not count
+        methods[item["method"]] += 1
+
+
+def build_app() -> Starlette:
+    manager = StreamableHTTPSessionManager(app=server)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        global _work
+        async with anyio.create_task_group() as work, manager.run():
+            _work = work
+            yield
+            work.cancel_scope.cancel()
+
+    endpoint = CountingMcpEndpoint(manager)
+    routes = [Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"])]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    global _effects_file
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_port_arguments(parser)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--effects-file", type=Path, default=None)
+    args = parser.parse_args(argv)
+    check_port_arguments(parser, args)
+    _effects_file = args.effects_file
+    run_uvicorn(build_app(), args, args.host, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
+
+
+if __name__ == "__main__":
+    main()
