@@ -125,8 +125,9 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
             await response.aclose()
             if self._on_failure is not None:
                 self._on_failure()
-            data = {"httpStatus": 404, "sessionExpired": True}
-            return _error_response(request, 404, "MCP session no longer known to the server", data)
+            expired = {"httpStatus": 404, "sessionExpired": True}
+            message = "MCP session no longer known to the server"
+            return _error_response(request, 404, message, expired)
         if response.status_code in _RETRY_STATUSES:
             delay = retry_after_ms(response.headers.get("retry-after"), self._now_s())
             await response.aclose()
