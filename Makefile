@@ -4,8 +4,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# A second venv with an MCP SDK 1.x release: the 2025-11-25 experimental-tasks server that
+# tests/test_mcp_legacy_tasks.py starts. Built once, reused while its pin is unchanged.
+LEGACY_MCP_VENV := .venv-legacy-mcp
 
-.PHONY: demo test bench lint typecheck clean
+.PHONY: demo test bench lint typecheck clean legacy-mcp-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +19,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m harness_examples.demo
 
-test: $(STAMP)
+legacy-mcp-venv: $(STAMP)
+	$(PY) -m tests.support.legacy_venv
+
+test: $(STAMP) legacy-mcp-venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
@@ -30,4 +36,4 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LEGACY_MCP_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -17,7 +17,8 @@ import pytest
 from mcp import Client
 
 from bridge import Bridge, WaitMode
-from bridge.ledger.store import Ledger
+from bridge.ledger.store import Ledger, TenantLedger
+from bridge.ledger.views import RunView
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
 from bridge.mcp.generations import EXPERIMENTAL_TASKS_VERSION
 from bridge.mcp.outcomes import InlineResult, TaskHandle
@@ -103,13 +104,16 @@ async def test_long_call_is_a_recorded_handle_polled_to_its_result(
 
 
 async def test_a_tool_without_task_support_is_called_plainly(
-    requester: TaskRequester, wall_ledger: Ledger
+    requester: TaskRequester, wall_ledger: Ledger, legacy_server: LegacyServerProcess
 ) -> None:
     tenant = wall_ledger.for_principal(PRINCIPAL)
     run = new_run(tenant)
     outcome = await requester.call_tool(PRINCIPAL, run.ref, "legacy", "echo", {"text": "hi"})
     assert isinstance(outcome, InlineResult) and _text(outcome.result) == "hi"
     assert tenant.list_tasks() == []
+    methods = await _methods(legacy_server)
+    assert methods["tools/call"] == 1 and methods["tools/list"] == 1  # taskSupport looked up
+    assert not {"tasks/get", "tasks/result", "tasks/list"} & set(methods)
 
 
 async def test_an_effect_runs_once_and_a_replay_sends_nothing(
@@ -132,13 +136,21 @@ async def test_an_effect_runs_once_and_a_replay_sends_nothing(
     assert methods["tools/call"] == 1 and "tasks/list" not in methods
 
 
-async def test_a_server_restart_loses_the_handle(
-    requester: TaskRequester, wall_ledger: Ledger, legacy_server: LegacyServerProcess
-) -> None:
-    tenant = wall_ledger.for_principal(PRINCIPAL)
+async def _parked_task(
+    requester: TaskRequester, ledger: Ledger
+) -> tuple[TenantLedger, RunView, TaskHandle]:
+    """A ``wait_forever`` task: it ends only when cancelled (or its server goes)."""
+    tenant = ledger.for_principal(PRINCIPAL)
     run = new_run(tenant)
     outcome = await requester.call_tool(PRINCIPAL, run.ref, "legacy", "wait_forever", {})
     assert isinstance(outcome, TaskHandle)
+    return tenant, run, outcome
+
+
+async def test_a_server_restart_loses_the_handle(
+    requester: TaskRequester, wall_ledger: Ledger, legacy_server: LegacyServerProcess
+) -> None:
+    tenant, run, outcome = await _parked_task(requester, wall_ledger)
     legacy_server.restart()  # in-memory task store gone: tasks/get answers -32602
     await wait_closed(tenant, outcome.task_ref)
     lost = tenant.get_task(outcome.task_ref)
@@ -150,10 +162,7 @@ async def test_a_server_restart_loses_the_handle(
 async def test_cancel_is_sent_and_the_cancelled_status_observed(
     requester: TaskRequester, wall_ledger: Ledger, legacy_server: LegacyServerProcess
 ) -> None:
-    tenant = wall_ledger.for_principal(PRINCIPAL)
-    run = new_run(tenant)
-    outcome = await requester.call_tool(PRINCIPAL, run.ref, "legacy", "wait_forever", {})
-    assert isinstance(outcome, TaskHandle)
+    tenant, run, outcome = await _parked_task(requester, wall_ledger)
     assert await requester.cancel_task(PRINCIPAL, outcome.task_ref)
     await wait_closed(tenant, outcome.task_ref)
     cancelled = tenant.get_task(outcome.task_ref)

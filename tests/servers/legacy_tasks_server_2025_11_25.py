@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import uuid
 import warnings
 from collections import Counter
@@ -43,6 +42,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
+from tests.servers.effects import append_effect
 
 TTL_CAP_MS = 600_000  # the server overrides longer requested TTLs (the spec allows it)
 GRACEFUL_SHUTDOWN_SECONDS = 1
@@ -57,13 +57,7 @@ _effects_file: Path | None = None
 
 
 def _record(line: str) -> None:
-    if _effects_file is None:
-        return
-    fd = os.open(_effects_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    append_effect(_effects_file, line)
 
 
 def _text(text: str, *, error: bool = False) -> types.CallToolResult:

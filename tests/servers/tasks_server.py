@@ -24,6 +24,7 @@ from fastmcp_tasks import TasksExtension
 from mcp.shared.exceptions import MCPError
 
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_fastmcp
+from tests.servers.effects import append_effect
 
 EFFECTS_ENV = "TASKS_SERVER_EFFECTS"
 # Short polls keep the tests fast; every task tool in this server uses the same config.
@@ -47,14 +48,8 @@ def set_effects_file(path: str | os.PathLike[str] | None) -> None:
 
 
 def record(line: str) -> None:
-    """Append one side-effect line; O_APPEND keeps concurrent writers from interleaving."""
-    if _effects_file is None:
-        return
-    fd = os.open(_effects_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    """Append one side-effect line to the effects file, if one was chosen."""
+    append_effect(_effects_file, line)
 
 
 @mcp.tool(task=TASK, annotations={"readOnlyHint": True, "idempotentHint": True})
