@@ -147,6 +147,7 @@ async def _parked_task(
     return tenant, run, outcome
 
 
+@pytest.mark.e2e  # the server is SIGKILLed and restarted
 async def test_a_server_restart_loses_the_handle(
     requester: TaskRequester, wall_ledger: Ledger, legacy_server: LegacyServerProcess
 ) -> None:
@@ -176,6 +177,7 @@ async def test_cancel_is_sent_and_the_cancelled_status_observed(
     assert "tasks/result" not in methods  # a cancelled task has no result to fetch
 
 
+@pytest.mark.e2e  # the bridge is closed and reopened on one ledger
 async def test_a_restarted_bridge_resumes_a_legacy_handle(
     tmp_path: Path, legacy_server: LegacyServerProcess
 ) -> None:

@@ -59,7 +59,12 @@ def ensure_legacy_venv(venv: Path = LEGACY_VENV) -> Path:
     # Only ``bin/python -m ...`` is ever run (a symlink, and sys.prefix follows pyvenv.cfg),
     # so the pip scripts' shebangs naming the build directory do not matter.
     shutil.rmtree(venv, ignore_errors=True)
-    building.rename(venv)
+    try:
+        building.rename(venv)
+    except OSError:  # another process (a parallel test run) put its build there first
+        shutil.rmtree(building, ignore_errors=True)
+        if not _stamp_matches(venv):
+            raise
     return legacy_python(venv)
 
 
