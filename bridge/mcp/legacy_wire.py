@@ -26,6 +26,7 @@ import mcp_types
 from mcp import MCPError
 from pydantic import ConfigDict, TypeAdapter
 
+from bridge.errors import ServerConnectFailed
 from bridge.ledger.views import TaskView
 from bridge.mcp.servers import ServerConnection
 from bridge.mcp.wire import INVALID_PARAMS, TRANSPORT_CODES, CreateTaskResult, DetailedTask
@@ -147,15 +148,27 @@ async def _fetch_outcome(
     return result, None
 
 
-async def _takes_tasks(connection: ServerConnection, tool: str) -> bool:
+async def learn_task_support(connection: ServerConnection, tool: str) -> None:
+    """Know ``tool``'s ``taskSupport`` before the call is recorded (``tools/list`` once per
+    connection, again for a tool it did not list). A failure raises
+    :class:`~bridge.errors.ServerConnectFailed`: nothing was recorded or sent."""
     known = _task_support.get(connection)
-    if known is None or tool not in known:
-        known = {
-            item.name: item.execution.task_support if item.execution is not None else None
-            for item in await connection.list_tools()
-        }
-        _task_support[connection] = known
-    return known.get(tool) in _TASK_TOOLS
+    if known is not None and tool in known:
+        return
+    try:
+        tools = await connection.list_tools()
+    except Exception as exc:
+        detail = f"tools/list for taskSupport failed: {type(exc).__name__}"
+        raise ServerConnectFailed(connection.config.name, detail) from exc
+    _task_support[connection] = {
+        item.name: item.execution.task_support if item.execution is not None else None
+        for item in tools
+    }
+
+
+async def _takes_tasks(connection: ServerConnection, tool: str) -> bool:
+    await learn_task_support(connection, tool)  # normally known already: no request
+    return _task_support[connection].get(tool) in _TASK_TOOLS
 
 
 async def _send_unchecked(

@@ -201,7 +201,9 @@ class TaskRequester:
             if previous is not None:
                 return await self._replay(tenant, previous, run_ref, tool, arguments)
         connection = self.pool.connection(server, declare_tasks=declare_tasks)
-        await connection.session()  # unreachable -> raises here, before anything is recorded
+        session = await connection.session()  # unreachable -> raises here, before recording
+        if connection.declare_tasks and negotiated_generation(session) is _LEGACY_TASKS:
+            await legacy_wire.learn_task_support(connection, tool)  # tools/list, before too
         config = connection.config
         with telemetry.tool_call_span(config.url, tool) as span:
             ids = telemetry.span_ids(span)
@@ -568,6 +570,9 @@ class TaskRequester:
             if lease is None:
                 return  # another replica claimed it in between: it polls it
         self.scheduler.watch(principal, task, due_ms=due_ms, lease=lease)
+
+
+_LEGACY_TASKS = TaskGeneration.EXPERIMENTAL_2025_11_25
 
 
 def _dump(result: mcp_types.CallToolResult) -> dict[str, Any]:
