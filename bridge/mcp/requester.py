@@ -15,6 +15,7 @@ and only when the caller's policy says so.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, replace
@@ -34,6 +35,8 @@ from bridge.errors import (
     InvalidTransition,
     MalformedTaskHandle,
 )
+from bridge.input_handlers import InputHandlers
+from bridge.inputs import InputRequest
 from bridge.ledger.availability import WriteLockBusy
 from bridge.ledger.fencing import Membership
 from bridge.ledger.leases import TenantLeases
@@ -61,11 +64,13 @@ from bridge.mcp.servers import (
     ServerPool,
     no_credentials,
 )
+from bridge.mcp.stuck_inputs import StuckInputs
+from bridge.mcp.task_inputs import TaskInputs
 from bridge.mcp.task_updates import TaskUpdates
 from bridge.mcp.wire import (
     CreateTaskResult,
 )
-from bridge.policies import UnknownOutcomePolicy
+from bridge.policies import InputPolicy, UnknownOutcomePolicy
 from bridge.redaction import install_log_redaction
 from bridge.replica import ReplicaLeases
 
@@ -99,8 +104,13 @@ class TaskRequester:
         clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
         db: LedgerRunner | None = None,
+        input_handlers: InputHandlers | None = None,
+        input_policy: InputPolicy | None = None,
     ) -> None:
         self.ledger = ledger
+        # Default: the host answers form elicitations itself; nothing else is declared.
+        self.input_handlers = input_handlers or InputHandlers()
+        self.input_policy = input_policy or InputPolicy()
         self._servers = list(servers)
         self._credentials = credentials
         self._scheduler_config = scheduler
@@ -123,7 +133,12 @@ class TaskRequester:
         install_log_redaction()  # the SDK logs whole messages, taskId included, at DEBUG
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._pool = ServerPool(self._servers, self._tg, self._credentials)
+        self._pool = ServerPool(
+            self._servers,
+            self._tg,
+            self._credentials,
+            declared_inputs=self.input_handlers.capabilities_for,
+        )
         self._scheduler = PollScheduler(
             self.ledger,
             self._pool,
@@ -135,6 +150,18 @@ class TaskRequester:
         self._scheduler.on_closed = self.emit_task_span
         self._updates = TaskUpdates(
             self.ledger, self.db, self._pool, self._scheduler, self.emit_task_span
+        )
+        stuck = StuckInputs(self.ledger, self.db, self.input_policy, self._clock, self.cancel_task)
+        self._scheduler.inputs = TaskInputs(
+            self.ledger,
+            self.db,
+            self._pool,
+            self._scheduler,
+            self._tg,
+            self.input_handlers,
+            self.input_policy,
+            self.input_request,
+            stuck,
         )
         await self._tg.start(self._scheduler.run)
         return self
@@ -440,6 +467,15 @@ class TaskRequester:
     ) -> AnswerReceipt:
         """Answer one input request of a task (see :meth:`TaskUpdates.answer_input`)."""
         return await self.updates.answer_input(principal, task_ref, input_ref, response)
+
+    def input_request(
+        self, principal: str, task_ref: str, input_ref: str, method: str, params: Any
+    ) -> InputRequest:
+        """The typed request for one recorded input request, answering through this
+        requester (recorded first, then ``tasks/update``)."""
+        send = functools.partial(self.answer_input, principal, task_ref, input_ref)
+        fields = params if isinstance(params, dict) else {}
+        return InputRequest(principal, task_ref, input_ref, method, fields, send)
 
     async def cancel_task(self, principal: str, task_ref: str, requested_by: str = "host") -> bool:
         """Ask the server to cancel (see :meth:`TaskUpdates.cancel_task`)."""
