@@ -45,6 +45,7 @@ from bridge.mcp.outcomes import AnswerReceipt, TaskHandle
 from bridge.mcp.requester import ResumeReport
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
+from bridge.mcp.task_inputs import task_input_request
 from bridge.policies import OnOuterCancel, OnOuterEnd, Policies, WaitMode
 from bridge.recovery import RecoveryReport
 from bridge.replica import ReplicaConfig, ReplicaLeases
@@ -458,7 +459,8 @@ class Bridge(BridgeReads):
     def _input_request(
         self, principal: str, task_ref: str, input_ref: str, method: str, params: Any
     ) -> InputRequest:
-        return self.requester.input_request(principal, task_ref, input_ref, method, params)
+        answer = self.requester.answer_input
+        return task_input_request(answer, principal, task_ref, input_ref, method, params)
 
     # -- cancel, detach ----------------------------------------------------------------------
 

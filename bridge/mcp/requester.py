@@ -15,7 +15,6 @@ and only when the caller's policy says so.
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, replace
@@ -36,7 +35,6 @@ from bridge.errors import (
     MalformedTaskHandle,
 )
 from bridge.input_handlers import InputHandlers
-from bridge.inputs import InputRequest
 from bridge.ledger.availability import WriteLockBusy
 from bridge.ledger.fencing import Membership
 from bridge.ledger.leases import TenantLeases
@@ -64,7 +62,6 @@ from bridge.mcp.servers import (
     ServerPool,
     no_credentials,
 )
-from bridge.mcp.stuck_inputs import StuckInputs
 from bridge.mcp.task_inputs import TaskInputs
 from bridge.mcp.task_updates import TaskUpdates
 from bridge.mcp.wire import (
@@ -151,18 +148,9 @@ class TaskRequester:
         self._updates = TaskUpdates(
             self.ledger, self.db, self._pool, self._scheduler, self.emit_task_span
         )
-        stuck = StuckInputs(self.ledger, self.db, self.input_policy, self._clock, self.cancel_task)
         self._scheduler.inputs = TaskInputs(
-            self.ledger,
-            self.db,
-            self._pool,
-            self._scheduler,
-            self._tg,
-            self.input_handlers,
-            self.input_policy,
-            self.input_request,
-            stuck,
-        )
+            self.ledger, self.db, self._pool, self._scheduler, self._tg, self.input_handlers
+        ).with_policy(self.input_policy, self.answer_input, self.cancel_task, self._clock)
         await self._tg.start(self._scheduler.run)
         return self
 
@@ -467,15 +455,6 @@ class TaskRequester:
     ) -> AnswerReceipt:
         """Answer one input request of a task (see :meth:`TaskUpdates.answer_input`)."""
         return await self.updates.answer_input(principal, task_ref, input_ref, response)
-
-    def input_request(
-        self, principal: str, task_ref: str, input_ref: str, method: str, params: Any
-    ) -> InputRequest:
-        """The typed request for one recorded input request, answering through this
-        requester (recorded first, then ``tasks/update``)."""
-        send = functools.partial(self.answer_input, principal, task_ref, input_ref)
-        fields = params if isinstance(params, dict) else {}
-        return InputRequest(principal, task_ref, input_ref, method, fields, send)
 
     async def cancel_task(self, principal: str, task_ref: str, requested_by: str = "host") -> bool:
         """Ask the server to cancel (see :meth:`TaskUpdates.cancel_task`)."""

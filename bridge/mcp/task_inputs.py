@@ -10,8 +10,9 @@ answer waiting for ``tasks/update``.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from anyio.abc import TaskGroup
@@ -24,15 +25,26 @@ from bridge.inputs import InputRequest
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import TaskView
+from bridge.mcp.outcomes import AnswerReceipt
 from bridge.mcp.scheduler import PollScheduler
 from bridge.mcp.servers import ServerPool
-from bridge.mcp.stuck_inputs import StuckInputs
+from bridge.mcp.stuck_inputs import CancelTask, StuckInputs
 from bridge.policies import InputPolicy
 
 log = logging.getLogger(__name__)
 
-# (principal, task_ref, input_ref, method, params) -> the typed request the host would get
-RequestBuilder = Callable[[str, str, str, str, Any], InputRequest]
+# (principal, task_ref, input_ref, answer) -> receipt: the requester's answer_input
+AnswerInput = Callable[[str, str, str, Any], Awaitable[AnswerReceipt]]
+
+
+def task_input_request(
+    answer: AnswerInput, principal: str, task_ref: str, input_ref: str, method: str, params: Any
+) -> InputRequest:
+    """The typed request for one recorded task input request, answered through ``answer``
+    (recorded first, then ``tasks/update``)."""
+    send = functools.partial(answer, principal, task_ref, input_ref)
+    fields = params if isinstance(params, dict) else {}
+    return InputRequest(principal, task_ref, input_ref, method, fields, send)
 
 
 class TaskInputDecisions:
@@ -85,9 +97,6 @@ class TaskInputs:
         scheduler: PollScheduler,
         task_group: TaskGroup,
         handlers: InputHandlers,
-        policy: InputPolicy,
-        build_request: RequestBuilder,
-        stuck: StuckInputs,
     ) -> None:
         self._ledger = ledger
         self._db = db
@@ -95,9 +104,19 @@ class TaskInputs:
         self._scheduler = scheduler
         self._tg = task_group
         self._handlers = handlers
+        self._policy = InputPolicy()
+        self._answer: AnswerInput | None = None
+        self._stuck: StuckInputs | None = None
+
+    def with_policy(
+        self, policy: InputPolicy, answer: AnswerInput, cancel: CancelTask, clock: Callable[[], int]
+    ) -> TaskInputs:
+        """Complete the hook: the input policy, how answers are sent (the requester's
+        ``answer_input``) and how a stuck task is cancelled (its ``cancel_task``)."""
         self._policy = policy
-        self._build_request = build_request
-        self._stuck = stuck
+        self._answer = answer
+        self._stuck = StuckInputs(self._ledger, self._db, policy, clock, cancel)
+        return self
 
     def recorded(
         self, principal: str, task: TaskView, requests: list[ev.TaskInputRequired]
@@ -105,9 +124,10 @@ class TaskInputs:
         """New input requests of ``task`` are on record: hand each to its handler."""
         config = self._pool.config_for_endpoint(task.server_endpoint)
         server = config.name if config is not None else task.server_endpoint
+        assert self._answer is not None, "TaskInputs.with_policy completes the hook"
         for event in requests:
-            request = self._build_request(
-                principal, task.ref, event.input_ref, event.method, event.params
+            request = task_input_request(
+                self._answer, principal, task.ref, event.input_ref, event.method, event.params
             )
             self._tg.start_soon(self._handle, principal, server, request)
 
@@ -123,7 +143,9 @@ class TaskInputs:
             log.exception("handling input request %s failed", request.input_ref)
 
     async def polled(self, principal: str, task: TaskView, lease: Membership | None) -> None:
-        await self._stuck.polled(principal, task, lease)
+        if self._stuck is not None:
+            await self._stuck.polled(principal, task, lease)
 
     def forget(self, task_ref: str) -> None:
-        self._stuck.forget(task_ref)
+        if self._stuck is not None:
+            self._stuck.forget(task_ref)
