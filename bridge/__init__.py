@@ -137,7 +137,16 @@ if TYPE_CHECKING:
         TaskInputAnswered as TaskInputAnswered,
     )
     from bridge.events import (
+        TaskInputDeclined as TaskInputDeclined,
+    )
+    from bridge.events import (
+        TaskInputHandlerFailed as TaskInputHandlerFailed,
+    )
+    from bridge.events import (
         TaskInputRequired as TaskInputRequired,
+    )
+    from bridge.events import (
+        TaskInputStuck as TaskInputStuck,
     )
     from bridge.events import (
         TaskLost as TaskLost,
@@ -153,6 +162,30 @@ if TYPE_CHECKING:
     )
     from bridge.facade import (
         UhpServerConfig as UhpServerConfig,
+    )
+    from bridge.input_handlers import (
+        HOST as HOST,
+    )
+    from bridge.input_handlers import (
+        Accept as Accept,
+    )
+    from bridge.input_handlers import (
+        Cancel as Cancel,
+    )
+    from bridge.input_handlers import (
+        Decline as Decline,
+    )
+    from bridge.input_handlers import (
+        FormElicitation as FormElicitation,
+    )
+    from bridge.input_handlers import (
+        InputHandlers as InputHandlers,
+    )
+    from bridge.input_handlers import (
+        InputHandling as InputHandling,
+    )
+    from bridge.input_handlers import (
+        UrlElicitation as UrlElicitation,
     )
     from bridge.inputs import (
         InputRequest as InputRequest,
@@ -212,16 +245,25 @@ if TYPE_CHECKING:
         McpServerConfig as McpServerConfig,
     )
     from bridge.policies import (
+        InputPolicy as InputPolicy,
+    )
+    from bridge.policies import (
         OnOuterCancel as OnOuterCancel,
     )
     from bridge.policies import (
         OnOuterEnd as OnOuterEnd,
     )
     from bridge.policies import (
+        OnStuckInput as OnStuckInput,
+    )
+    from bridge.policies import (
         Policies as Policies,
     )
     from bridge.policies import (
         ToolPolicy as ToolPolicy,
+    )
+    from bridge.policies import (
+        UnansweredInput as UnansweredInput,
     )
     from bridge.policies import (
         UnknownOutcomePolicy as UnknownOutcomePolicy,
@@ -304,6 +346,20 @@ _EXPORTS: dict[str, str] = {
     "TaskHandle": "bridge.mcp.outcomes",
     "UnknownOutcome": "bridge.mcp.outcomes",
     "InputRequest": "bridge.inputs",
+    "Accept": "bridge.input_handlers",
+    "Cancel": "bridge.input_handlers",
+    "Decline": "bridge.input_handlers",
+    "FormElicitation": "bridge.input_handlers",
+    "HOST": "bridge.input_handlers",
+    "InputHandlers": "bridge.input_handlers",
+    "InputHandling": "bridge.input_handlers",
+    "UrlElicitation": "bridge.input_handlers",
+    "InputPolicy": "bridge.policies",
+    "OnStuckInput": "bridge.policies",
+    "UnansweredInput": "bridge.policies",
+    "TaskInputDeclined": "bridge.events",
+    "TaskInputHandlerFailed": "bridge.events",
+    "TaskInputStuck": "bridge.events",
     "RecoveryReport": "bridge.recovery",
     "DispatchView": "bridge.ledger.views",
     "InputRequestView": "bridge.ledger.views",

@@ -8,12 +8,14 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 
 from bridge.aio import LedgerRunner
+from bridge.input_handlers import InputHandlers
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import RunView, TaskView
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig
+from bridge.policies import InputPolicy
 from bridge.replica import ReplicaConfig, ReplicaLeases
 
 RunsClaimed = Callable[[str, Membership, list[RunView]], Awaitable[None]]
@@ -30,8 +32,19 @@ def build_requester(
     servers: Sequence[McpServerConfig],
     credentials: CredentialResolver,
     scheduler: SchedulerConfig | None,
+    *,
+    input_handlers: InputHandlers | None = None,
+    input_policy: InputPolicy | None = None,
 ) -> TaskRequester:
-    return TaskRequester(ledger, servers, credentials=credentials, scheduler=scheduler, db=db)
+    return TaskRequester(
+        ledger,
+        servers,
+        credentials=credentials,
+        scheduler=scheduler,
+        db=db,
+        input_handlers=input_handlers,
+        input_policy=input_policy,
+    )
 
 
 class BridgeLeaseHolder:

@@ -126,6 +126,45 @@ class TaskInputAnswered(_TaskEvent):
     input_ref: str
 
 
+class TaskInputDeclined(_TaskEvent):
+    """The bridge declined an input request under the input policy (``reason``: a kind the host
+    never declared, or a handler that failed). ``answered``: an elicitation's
+    ``{"action": "decline"}`` was recorded (and is sent with ``tasks/update``); false for a
+    kind with no decline shape (sampling): nothing is sent and the request is not offered to the
+    host any more."""
+
+    type: Literal["task.input_declined"] = "task.input_declined"
+    input_ref: str
+    method: str
+    reason: Literal["undeclared", "handler_failed"]
+    answered: bool
+
+
+class TaskInputHandlerFailed(_TaskEvent):
+    """The host's handler for an input request raised, returned an answer that fails the
+    request's schema or shape, or met a request it cannot parse. Nothing it returned was
+    recorded or sent; ``action`` says what the input policy did instead."""
+
+    type: Literal["task.input_handler_failed"] = "task.input_handler_failed"
+    input_ref: str
+    method: str
+    failure: Literal["raised", "invalid_answer", "invalid_request"]
+    detail: str
+    action: Literal["declined", "left_pending"]
+
+
+class TaskInputStuck(_TaskEvent):
+    """The task stayed ``input_required`` with these requests unanswered past the input
+    policy's deadline. ``cancel``: the policy asks for ``tasks/cancel`` next (its own
+    ``task.cancel_requested`` follows, requested by ``policy:input_stuck``)."""
+
+    type: Literal["task.input_stuck"] = "task.input_stuck"
+    input_refs: list[str]
+    polls: int
+    waited_ms: int
+    cancel: bool
+
+
 class TaskCancelRequested(_TaskEvent):
     type: Literal["task.cancel_requested"] = "task.cancel_requested"
     requested_by: str  # "host", "policy:<name>", "operator"
@@ -201,6 +240,9 @@ BridgeEvent = Annotated[
     | TaskStatusChanged
     | TaskInputRequired
     | TaskInputAnswered
+    | TaskInputDeclined
+    | TaskInputHandlerFailed
+    | TaskInputStuck
     | TaskCancelRequested
     | TaskDetached
     | StepRecoverableFailure

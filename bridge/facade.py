@@ -34,6 +34,7 @@ from bridge._notifier import CommitNotifier
 from bridge._outer_spans import OuterSpans
 from bridge._reads import BridgeReads
 from bridge.errors import BridgeError, LeaseLost
+from bridge.input_handlers import InputHandlers
 from bridge.inputs import InputRequest
 from bridge.ledger.dialects import SqliteSynchronous
 from bridge.ledger.fencing import Membership
@@ -44,6 +45,7 @@ from bridge.mcp.outcomes import AnswerReceipt, TaskHandle
 from bridge.mcp.requester import ResumeReport
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
+from bridge.mcp.task_inputs import task_input_request
 from bridge.policies import OnOuterCancel, OnOuterEnd, Policies, WaitMode
 from bridge.recovery import RecoveryReport
 from bridge.replica import ReplicaConfig, ReplicaLeases
@@ -79,6 +81,7 @@ class Bridge(BridgeReads):
         recover_on_start: bool = True,
         owns_ledger: bool = False,
         replica: ReplicaConfig | None = None,
+        input_handlers: InputHandlers | None = None,
     ) -> None:
         if not principals:
             raise ValueError("a bridge serves at least one principal/tenant")
@@ -92,7 +95,15 @@ class Bridge(BridgeReads):
         self._owns_ledger = owns_ledger
         # The composition root: one ledger runner for every part, wired at construction.
         self._db = ledger_runner(ledger)
-        self.requester = build_requester(ledger, self._db, mcp_servers, credentials, scheduler)
+        self.requester = build_requester(
+            ledger,
+            self._db,
+            mcp_servers,
+            credentials,
+            scheduler,
+            input_handlers=input_handlers,
+            input_policy=self.policies.inputs,
+        )
         self._tg: TaskGroup | None = None
         self._notifier: CommitNotifier | None = None
         self._uhp_clients: dict[tuple[str, str], UhpClient] = {}
@@ -117,9 +128,13 @@ class Bridge(BridgeReads):
         recover_on_start: bool = True,
         replica: ReplicaConfig | None = None,
         sqlite_synchronous: SqliteSynchronous = "NORMAL",
+        input_handlers: InputHandlers | None = None,
     ) -> Bridge:
         """A bridge on a ledger URL (SQLite file path by default; ``postgresql://…``), migrated
-        on open. ``sqlite_synchronous="FULL"``: SQLite commits also survive power loss."""
+        on open. ``sqlite_synchronous="FULL"``: SQLite commits also survive power loss.
+        ``input_handlers``: who answers which input kinds, and so what is declared to each
+        server (default: the host answers form elicitations; see
+        :mod:`bridge.input_handlers`)."""
         return cls(
             Ledger.open(url, sqlite_synchronous=sqlite_synchronous),
             owns_ledger=True,
@@ -132,6 +147,7 @@ class Bridge(BridgeReads):
             follow=follow,
             recover_on_start=recover_on_start,
             replica=replica,
+            input_handlers=input_handlers,
         )
 
     async def __aenter__(self) -> Bridge:
@@ -443,9 +459,8 @@ class Bridge(BridgeReads):
     def _input_request(
         self, principal: str, task_ref: str, input_ref: str, method: str, params: Any
     ) -> InputRequest:
-        send = functools.partial(self.answer_input, principal, task_ref, input_ref)
-        fields = params if isinstance(params, dict) else {}
-        return InputRequest(principal, task_ref, input_ref, method, fields, send)
+        answer = self.requester.answer_input
+        return task_input_request(answer, principal, task_ref, input_ref, method, params)
 
     # -- cancel, detach ----------------------------------------------------------------------
 

@@ -76,6 +76,11 @@ class InputRequest:
         self._require_elicitation("cancel")
         return await self._send({"action": "cancel"})
 
+    async def respond(self, result: Any) -> AnswerReceipt:
+        """Send the method's own result shape as is (``sampling/createMessage``: a
+        ``CreateMessageResult`` dumped to JSON), unchecked, like ``Bridge.answer_input``."""
+        return await self._send(result)
+
     def _require_elicitation(self, action: str) -> None:
         if self.method != ELICITATION:
             raise InvalidInputAnswer(

@@ -37,6 +37,45 @@ class OnOuterEnd(StrEnum):
     REPORT = "report"  # one outer.open_tasks event, then they are no longer watched
 
 
+class UnansweredInput(StrEnum):
+    """What the bridge does with an input request nobody will answer (see
+    :mod:`bridge.input_handlers`): a kind the host did not declare, or a handler that failed."""
+
+    DECLINE = "decline"  # default: an elicitation is declined; a kind without one is not sent
+    LEAVE_PENDING = "leave_pending"  # kept for the host (``pending_inputs``), nothing is sent
+
+
+class OnStuckInput(StrEnum):
+    REPORT = "report"  # default: one task.input_stuck event, the task is left as it is
+    CANCEL = "cancel"  # opt-in: then tasks/cancel, recorded as "policy:input_stuck"
+
+
+@dataclass(frozen=True, slots=True)
+class InputPolicy:
+    """Input requests the host did not (or could not) answer.
+
+    ``stuck_after_polls`` / ``stuck_after_ms``: a task still ``input_required`` with an
+    unanswered key after this many polls (counted by this process) or this long since the key
+    was first recorded is *stuck* (the C# SDK's requester gives up after 60 polls). Both off by
+    default: a person may legitimately take hours to answer.
+    """
+
+    undeclared: UnansweredInput = UnansweredInput.DECLINE
+    handler_failed: UnansweredInput = UnansweredInput.DECLINE
+    stuck_after_polls: int | None = None
+    stuck_after_ms: int | None = None
+    on_stuck: OnStuckInput = OnStuckInput.REPORT
+
+    def __post_init__(self) -> None:
+        for bound in (self.stuck_after_polls, self.stuck_after_ms):
+            if bound is not None and bound < 1:
+                raise ValueError("a stuck-input deadline is at least 1 (or None: off)")
+
+    @property
+    def watches_stuck(self) -> bool:
+        return self.stuck_after_polls is not None or self.stuck_after_ms is not None
+
+
 @dataclass(frozen=True, slots=True)
 class ToolPolicy:
     wait: WaitMode = WaitMode.WAIT
@@ -53,6 +92,7 @@ class Policies:
     per_tool: dict[str, ToolPolicy] = field(default_factory=dict)
     on_outer_cancel: OnOuterCancel = OnOuterCancel.LEAVE_RUNNING
     on_outer_end: OnOuterEnd = OnOuterEnd.KEEP_WATCHING
+    inputs: InputPolicy = InputPolicy()
 
     def for_tool(self, server: str, tool: str) -> ToolPolicy:
         return (

@@ -87,6 +87,15 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         ),
         "mark_task_lost": lambda: foreign.mark_task_lost(task.ref, LostReason.NOT_FOUND),
         "record_input_answer": lambda: foreign.record_input_answer(task.ref, "k", {}),
+        "record_input_declined": lambda: foreign.record_input_declined(
+            task.ref, "k", "undeclared", {"action": "decline"}
+        ),
+        "record_input_handler_failed": lambda: foreign.record_input_handler_failed(
+            task.ref, "k", "raised", "x", "declined"
+        ),
+        "record_input_stuck": lambda: foreign.record_input_stuck(
+            task.ref, ["k"], polls=1, waited_ms=0, cancel=False
+        ),
         "record_cancel_requested": lambda: foreign.record_cancel_requested(task.ref, "x"),
         "mark_answer_delivered": lambda: foreign.mark_answer_delivered(task.ref, "k"),
         "detach_task": lambda: foreign.detach_task(task.ref, "x"),

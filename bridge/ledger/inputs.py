@@ -3,7 +3,8 @@ answered at most once; answers kept until the server acknowledges them."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from sqlalchemy import insert, or_, select, update
 
@@ -11,6 +12,7 @@ from bridge import events as ev
 from bridge.errors import InputAlreadyAnswered, UnknownInputKey
 from bridge.ids import INPUT_PREFIX, canonical_json, new_ref, sha256_hex
 from bridge.ledger._base import INPUTS, TASKS, Tx
+from bridge.ledger.fencing import Membership, check_lease
 from bridge.ledger.queries import TenantQueries
 from bridge.ledger.views import InputRequestView
 
@@ -92,29 +94,139 @@ class InputWrites(TenantQueries):
         """
         with self._write() as tx:
             row = self._task_row(tx.conn, task_ref, lock=True)
-            request = tx.conn.execute(
-                select(INPUTS).where(
+            request = self._unanswered_input(tx, task_ref, input_ref)
+            self._write_answer(tx, request.id, response)
+            self._append_task_event(tx, row, ev.TaskInputAnswered, input_ref=request.ref)
+        return self._input_view(task_ref, request.ref)
+
+    def record_input_declined(
+        self,
+        task_ref: str,
+        input_ref: str,
+        reason: Literal["undeclared", "handler_failed"],
+        answer: Any = None,
+    ) -> InputRequestView:
+        """The bridge declines one input request (input policy), once, in one transaction.
+
+        With ``answer`` (an elicitation's ``{"action": "decline"}``) it is recorded like the
+        host's answer and delivered by the poller before the task's next poll; without one
+        (a kind with no decline shape) nothing will be sent. Either way the request is no longer
+        pending for the host, and a later answer raises ``InputAlreadyAnswered``.
+        """
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            request = self._unanswered_input(tx, task_ref, input_ref)
+            tx.conn.execute(
+                update(INPUTS).where(INPUTS.c.id == request.id).values(declined_at_ms=self.now)
+            )
+            if answer is not None:
+                self._write_answer(tx, request.id, answer)
+            self._append_task_event(
+                tx,
+                row,
+                ev.TaskInputDeclined,
+                input_ref=request.ref,
+                method=request.method,
+                reason=reason,
+                answered=answer is not None,
+            )
+            if answer is not None:
+                self._append_task_event(tx, row, ev.TaskInputAnswered, input_ref=request.ref)
+        return self._input_view(task_ref, request.ref)
+
+    def record_input_handler_failed(
+        self,
+        task_ref: str,
+        input_ref: str,
+        failure: Literal["raised", "invalid_answer", "invalid_request"],
+        detail: str,
+        action: Literal["declined", "left_pending"],
+    ) -> None:
+        """The host's handler gave no usable answer; nothing of it is recorded but this."""
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref)
+            request = self._unanswered_input(tx, task_ref, input_ref)
+            self._append_task_event(
+                tx,
+                row,
+                ev.TaskInputHandlerFailed,
+                input_ref=request.ref,
+                method=request.method,
+                failure=failure,
+                detail=detail[:300],
+                action=action,
+            )
+
+    def record_input_stuck(
+        self,
+        task_ref: str,
+        input_refs: Sequence[str],
+        *,
+        polls: int,
+        waited_ms: int,
+        cancel: bool,
+        lease: Membership | None = None,
+    ) -> list[str]:
+        """Report these unanswered requests stuck, each once (``task.input_stuck``). Returns the
+        ones newly reported (empty: all answered meanwhile, or reported before)."""
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            check_lease(row, lease, "task")
+            rows = tx.conn.execute(
+                select(INPUTS.c.id, INPUTS.c.ref).where(
                     self._owned(INPUTS),
                     INPUTS.c.task_ref == task_ref,
-                    or_(INPUTS.c.ref == input_ref, INPUTS.c.key == input_ref),
+                    INPUTS.c.ref.in_(list(input_refs)),
+                    INPUTS.c.answered_at_ms.is_(None),
+                    INPUTS.c.stuck_at_ms.is_(None),
                 )
-            ).first()
-            if request is None:
-                raise UnknownInputKey(f"task {task_ref!r} has no input request {input_ref!r}")
-            if request.answered_at_ms is not None:
-                raise InputAlreadyAnswered(f"input request {request.ref} was already answered")
+            ).all()
+            if not rows:
+                return []
             tx.conn.execute(
                 update(INPUTS)
-                .where(INPUTS.c.id == request.id)
-                .values(
-                    answer_digest=sha256_hex(canonical_json(response)),
-                    answer_json=canonical_json(response).decode("utf-8"),
-                    answered_at_ms=self.now,
-                )
+                .where(INPUTS.c.id.in_([r.id for r in rows]))
+                .values(stuck_at_ms=self.now)
             )
-            self._append_task_event(tx, row, ev.TaskInputAnswered, input_ref=request.ref)
-        found = [r for r in self.input_requests(task_ref) if r.ref == request.ref]
-        return found[0]
+            stuck = sorted(r.ref for r in rows)
+            self._append_task_event(
+                tx,
+                row,
+                ev.TaskInputStuck,
+                input_refs=stuck,
+                polls=polls,
+                waited_ms=waited_ms,
+                cancel=cancel,
+            )
+        return stuck
+
+    def _unanswered_input(self, tx: Tx, task_ref: str, input_ref: str) -> Any:
+        request = tx.conn.execute(
+            select(INPUTS).where(
+                self._owned(INPUTS),
+                INPUTS.c.task_ref == task_ref,
+                or_(INPUTS.c.ref == input_ref, INPUTS.c.key == input_ref),
+            )
+        ).first()
+        if request is None:
+            raise UnknownInputKey(f"task {task_ref!r} has no input request {input_ref!r}")
+        if request.answered_at_ms is not None or request.declined_at_ms is not None:
+            raise InputAlreadyAnswered(f"input request {request.ref} was already answered")
+        return request
+
+    def _write_answer(self, tx: Tx, request_id: int, response: Any) -> None:
+        tx.conn.execute(
+            update(INPUTS)
+            .where(INPUTS.c.id == request_id)
+            .values(
+                answer_digest=sha256_hex(canonical_json(response)),
+                answer_json=canonical_json(response).decode("utf-8"),
+                answered_at_ms=self.now,
+            )
+        )
+
+    def _input_view(self, task_ref: str, ref: str) -> InputRequestView:
+        return next(r for r in self.input_requests(task_ref) if r.ref == ref)
 
     def mark_answer_delivered(self, task_ref: str, input_ref: str) -> None:
         """``tasks/update`` carrying this answer was acknowledged: drop the kept answer."""

@@ -164,6 +164,11 @@ class InputRequest(SQLModel, table=True):
     answer_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     answered_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
     delivered_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    # The bridge declined it (input policy): with an answer (an elicitation's decline) or
+    # without one (a kind that has no decline shape: nothing is sent). Migration 0005.
+    declined_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    # Reported stuck once (task.input_stuck), so a restart does not report it again.
+    stuck_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
 
 
 class EventRecord(SQLModel, table=True):

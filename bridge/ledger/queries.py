@@ -117,9 +117,10 @@ class TenantQueries(TenantScope):
             return [InputRequestView.from_row(r) for r in conn.execute(query.order_by(INPUTS.c.id))]
 
     def pending_input_requests(self) -> list[InputRequestView]:
-        """Unanswered input requests of every open task (offered to the host again)."""
+        """Unanswered input requests of every open task (offered to the host again); a request
+        the bridge declined is no longer the host's to answer."""
         return self._inputs_of_tasks(
-            (INPUTS.c.answered_at_ms.is_(None), *OPEN_TASK),
+            (INPUTS.c.answered_at_ms.is_(None), INPUTS.c.declined_at_ms.is_(None), *OPEN_TASK),
             order_by=(TASKS.c.created_at_ms, TASKS.c.ref, INPUTS.c.id),
         )
 

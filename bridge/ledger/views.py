@@ -233,6 +233,8 @@ class InputRequestView:
     answered_at_ms: int | None
     delivered_at_ms: int | None
     answer: Any = field(repr=False)  # kept only until delivered; may be sensitive
+    declined_at_ms: int | None = None  # declined by the bridge's input policy
+    stuck_at_ms: int | None = None  # reported stuck (task.input_stuck)
 
     @classmethod
     def from_row(cls, row: Any) -> InputRequestView:
@@ -248,6 +250,8 @@ class InputRequestView:
             answered_at_ms=row.answered_at_ms,
             delivered_at_ms=row.delivered_at_ms,
             answer=_loads(row.answer_json),
+            declined_at_ms=row.declined_at_ms,
+            stuck_at_ms=row.stuck_at_ms,
         )
 
 

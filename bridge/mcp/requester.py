@@ -34,6 +34,7 @@ from bridge.errors import (
     InvalidTransition,
     MalformedTaskHandle,
 )
+from bridge.input_handlers import InputHandlers
 from bridge.ledger.availability import WriteLockBusy
 from bridge.ledger.fencing import Membership
 from bridge.ledger.leases import TenantLeases
@@ -63,11 +64,12 @@ from bridge.mcp.servers import (
     ServerPool,
     no_credentials,
 )
+from bridge.mcp.task_inputs import TaskInputs
 from bridge.mcp.task_updates import TaskUpdates
 from bridge.mcp.wire import (
     CreateTaskResult,
 )
-from bridge.policies import UnknownOutcomePolicy
+from bridge.policies import InputPolicy, UnknownOutcomePolicy
 from bridge.redaction import install_log_redaction
 from bridge.replica import ReplicaLeases
 
@@ -101,8 +103,13 @@ class TaskRequester:
         clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
         db: LedgerRunner | None = None,
+        input_handlers: InputHandlers | None = None,
+        input_policy: InputPolicy | None = None,
     ) -> None:
         self.ledger = ledger
+        # Default: the host answers form elicitations itself; nothing else is declared.
+        self.input_handlers = input_handlers or InputHandlers()
+        self.input_policy = input_policy or InputPolicy()
         self._servers = list(servers)
         self._credentials = credentials
         self._scheduler_config = scheduler
@@ -125,7 +132,12 @@ class TaskRequester:
         install_log_redaction()  # the SDK logs whole messages, taskId included, at DEBUG
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._pool = ServerPool(self._servers, self._tg, self._credentials)
+        self._pool = ServerPool(
+            self._servers,
+            self._tg,
+            self._credentials,
+            declared_inputs=self.input_handlers.capabilities_for,
+        )
         self._scheduler = PollScheduler(
             self.ledger,
             self._pool,
@@ -138,6 +150,9 @@ class TaskRequester:
         self._updates = TaskUpdates(
             self.ledger, self.db, self._pool, self._scheduler, self.emit_task_span
         )
+        self._scheduler.inputs = TaskInputs(
+            self.ledger, self.db, self._pool, self._scheduler, self._tg, self.input_handlers
+        ).with_policy(self.input_policy, self.answer_input, self.cancel_task, self._clock)
         await self._tg.start(self._scheduler.run)
         return self
 

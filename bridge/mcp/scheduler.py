@@ -20,6 +20,7 @@ import anyio
 import mcp_types
 from anyio.abc import TaskStatus as AnyioTaskStatus
 
+from bridge import events as ev
 from bridge.aio import LedgerRunner
 from bridge.errors import LeaseLost
 from bridge.ledger.fencing import Membership
@@ -64,6 +65,18 @@ class LeaseGuard(Protocol):
     """Whether this replica may act on the handles it leased (see :mod:`bridge.replica`)."""
 
     def can_act(self) -> bool: ...
+
+
+class InputObserver(Protocol):
+    """Input requests as polls see them (:class:`bridge.mcp.task_inputs.TaskInputs`)."""
+
+    def recorded(
+        self, principal: str, task: TaskView, requests: list[ev.TaskInputRequired]
+    ) -> None: ...
+
+    async def polled(self, principal: str, task: TaskView, lease: Membership | None) -> None: ...
+
+    def forget(self, task_ref: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -120,6 +133,8 @@ class PollScheduler:
         self.on_closed: Callable[[str, str], None] | None = None
         # Set in leased mode: leased handles are polled only while it says the lease holds.
         self.lease_guard: LeaseGuard | None = None
+        # Told where input requests are first recorded, and after every poll.
+        self.inputs: InputObserver | None = None
         self._held = False
 
     # -- what callers use ------------------------------------------------------------------
@@ -183,6 +198,8 @@ class PollScheduler:
     def forget(self, task_ref: str) -> None:
         self._watched.pop(task_ref, None)
         self._queue.discard(task_ref)
+        if self.inputs is not None:
+            self.inputs.forget(task_ref)
 
     def forget_leased(self) -> int:
         """Drop every leased handle (this replica's membership lapsed). Returns how many."""
@@ -399,11 +416,16 @@ class PollScheduler:
             watch.view = outcome.task
             for key, request in (requests or {}).items():
                 watch.input_digests.setdefault(key, _digest(request))
+            recorded = [e for e in outcome.events if isinstance(e, ev.TaskInputRequired)]
+            if recorded and self.inputs is not None:
+                self.inputs.recorded(watch.principal, outcome.task, recorded)
             if not outcome.task.is_open:
                 self.forget(task.ref)
                 self._closed(watch)
                 return
             self._queue.schedule(task.ref, next_due)
+        if self.inputs is not None:
+            await self.inputs.polled(watch.principal, watch.view, watch.lease)
         await self._expire_if_past_ttl(watch, now)
 
     def _is_unchanged(

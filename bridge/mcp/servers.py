@@ -26,11 +26,14 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bridge.errors import ServerConnectFailed, UnknownServer
 from bridge.mcp.extension import TasksClientExtension
+from bridge.mcp.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
 from bridge.mcp.transport import IsolatingTransport
 
 log = logging.getLogger(__name__)
 
 CredentialResolver = Callable[[str], str | None]
+# The input kinds (elicitation modes, sampling) declared to a server, by server name.
+DeclaredInputs = Callable[[str], InputCapabilities]
 
 
 def no_credentials(_ref: str) -> str | None:
@@ -87,9 +90,11 @@ class ServerConnection:
         declare_tasks: bool,
         http_client: httpx2.AsyncClient | None,
         task_group: TaskGroup,
+        declared_inputs: InputCapabilities = NO_INPUTS,
     ) -> None:
         self.config = config
         self.declare_tasks = declare_tasks
+        self.declared_inputs = declared_inputs
         self._http = http_client
         self._tg = task_group
         self._live: _Live | None = None
@@ -136,7 +141,7 @@ class ServerConnection:
             detail = "connect timeout" if scope.cancelled_caught else _describe(failure)
             raise ServerConnectFailed(self.config.name, detail)
 
-    def _new_client(self) -> Client:
+    def _new_client(self) -> DeclaringClient:
         extensions = [TasksClientExtension()] if self.declare_tasks else []
         if self.config.url is not None:
             transport: Any = streamable_http_client(self.config.url, http_client=self._http)
@@ -146,7 +151,9 @@ class ServerConnection:
                 args=list(self.config.args),
                 env=dict(self.config.env) if self.config.env is not None else None,
             )
-        return Client(transport, extensions=extensions, cache=None)
+        client = DeclaringClient(transport, extensions=extensions, cache=None)
+        client.declared = self.declared_inputs
+        return client
 
     def _remember_info(self, client: Client) -> None:
         info = client.server_info
@@ -212,8 +219,10 @@ class ServerPool:
         servers: list[McpServerConfig],
         task_group: TaskGroup,
         credentials: CredentialResolver = no_credentials,
+        declared_inputs: DeclaredInputs = lambda _name: NO_INPUTS,
     ) -> None:
         self._configs = {s.name: s for s in servers if s.enabled}
+        self._declared_inputs = declared_inputs
         self._by_endpoint = {s.endpoint: s for s in self._configs.values()}
         self._tg = task_group
         self._credentials = credentials
@@ -239,6 +248,7 @@ class ServerPool:
                 declare_tasks=declare_tasks,
                 http_client=self._http_client(config),
                 task_group=self._tg,
+                declared_inputs=self._declared_inputs(name),
             )
             self._connections[key] = found
         return found

@@ -1,0 +1,61 @@
+"""Which input kinds the bridge declares to one server, and the SDK client that declares them.
+
+On 2026-07-28 a client declares ``elicitation`` (form and/or URL mode) and ``sampling`` in the
+``io.modelcontextprotocol/clientCapabilities`` of every request; a server MUST NOT ask for an
+undeclared kind. The bridge declares a kind only when the host can answer it (a handler, or the
+host itself through ``pending_inputs``), per server. The SDK derives these entries from its own
+callbacks and always declares both elicitation modes together, so :class:`DeclaringClient`
+replaces exactly those two entries of the capabilities the SDK builds (for ``server/discover``,
+each request's ``_meta`` stamp, and the legacy ``initialize``), leaving everything else — the
+Tasks extension above all — as the SDK made it.
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+import mcp_types
+from mcp import Client
+from mcp.client.session import ClientSession
+
+
+@dataclass(frozen=True, slots=True)
+class InputCapabilities:
+    """The input kinds declared to one server."""
+
+    form_elicitation: bool = False
+    url_elicitation: bool = False
+    sampling: bool = False
+
+    def applied_to(self, built: mcp_types.ClientCapabilities) -> mcp_types.ClientCapabilities:
+        """``built`` with its ``elicitation`` / ``sampling`` entries replaced by these."""
+        elicitation = None
+        if self.form_elicitation or self.url_elicitation:
+            elicitation = mcp_types.ElicitationCapability(
+                form=mcp_types.FormElicitationCapability() if self.form_elicitation else None,
+                url=mcp_types.UrlElicitationCapability() if self.url_elicitation else None,
+            )
+        sampling = mcp_types.SamplingCapability() if self.sampling else None
+        return built.model_copy(update={"elicitation": elicitation, "sampling": sampling})
+
+
+NO_INPUTS = InputCapabilities()
+
+
+class DeclaringClient(Client):
+    """The SDK client, declaring exactly :attr:`declared` as its input capabilities."""
+
+    declared: InputCapabilities = NO_INPUTS
+
+    async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
+        session = await super()._build_session(exit_stack)
+        build = session._build_capabilities
+        declared = self.declared
+
+        def declaring(version: str) -> mcp_types.ClientCapabilities:
+            return declared.applied_to(build(version))
+
+        # One hook, on this session only: every capability ad the SDK sends is built here.
+        setattr(session, "_build_capabilities", declaring)  # noqa: B010
+        return session

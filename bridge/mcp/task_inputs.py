@@ -1,0 +1,151 @@
+"""Task input requests meet the host's handlers: the hook the poll scheduler calls where a
+task's input request is first recorded, and after every poll (the stuck-input deadline).
+
+:meth:`TaskInputs.recorded` runs :meth:`bridge.input_handlers.InputHandlers.handle` once per new
+request, each in its own task (a handler may take long: a person, a model), never inside the
+poll. The bridge's own decisions (a decline, a failed handler) are recorded on the task's run
+through :class:`TaskInputDecisions`; a recorded decline is delivered by the poller, like any
+answer waiting for ``tasks/update``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from anyio.abc import TaskGroup
+
+from bridge import events as ev
+from bridge.aio import LedgerRunner
+from bridge.errors import BridgeError
+from bridge.input_handlers import HandlerFailure, InputHandlers
+from bridge.inputs import InputRequest
+from bridge.ledger.fencing import Membership
+from bridge.ledger.store import Ledger
+from bridge.ledger.views import TaskView
+from bridge.mcp.outcomes import AnswerReceipt
+from bridge.mcp.scheduler import PollScheduler
+from bridge.mcp.servers import ServerPool
+from bridge.mcp.stuck_inputs import CancelTask, StuckInputs
+from bridge.policies import InputPolicy
+
+log = logging.getLogger(__name__)
+
+# (principal, task_ref, input_ref, answer) -> receipt: the requester's answer_input
+AnswerInput = Callable[[str, str, str, Any], Awaitable[AnswerReceipt]]
+
+
+def task_input_request(
+    answer: AnswerInput, principal: str, task_ref: str, input_ref: str, method: str, params: Any
+) -> InputRequest:
+    """The typed request for one recorded task input request, answered through ``answer``
+    (recorded first, then ``tasks/update``)."""
+    send = functools.partial(answer, principal, task_ref, input_ref)
+    fields = params if isinstance(params, dict) else {}
+    return InputRequest(principal, task_ref, input_ref, method, fields, send)
+
+
+class TaskInputDecisions:
+    """Records the bridge's decisions about one principal's task input requests."""
+
+    def __init__(
+        self, ledger: Ledger, db: LedgerRunner, scheduler: PollScheduler, principal: str
+    ) -> None:
+        self._tenant = ledger.for_principal(principal)
+        self._db = db
+        self._scheduler = scheduler
+
+    async def decline(
+        self,
+        request: InputRequest,
+        reason: Literal["undeclared", "handler_failed"],
+        answer: dict[str, Any] | None,
+    ) -> None:
+        await self._db(
+            self._tenant.record_input_declined, request.task_ref, request.input_ref, reason, answer
+        )
+        if answer is not None:  # sent with tasks/update before the task's next poll
+            self._scheduler.mark_undelivered_answers(request.task_ref)
+
+    async def handler_failed(
+        self,
+        request: InputRequest,
+        failure: HandlerFailure,
+        detail: str,
+        action: Literal["declined", "left_pending"],
+    ) -> None:
+        await self._db(
+            self._tenant.record_input_handler_failed,
+            request.task_ref,
+            request.input_ref,
+            failure,
+            detail,
+            action,
+        )
+
+
+class TaskInputs:
+    """The scheduler's input hook (see :class:`bridge.mcp.scheduler.InputObserver`)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        db: LedgerRunner,
+        pool: ServerPool,
+        scheduler: PollScheduler,
+        task_group: TaskGroup,
+        handlers: InputHandlers,
+    ) -> None:
+        self._ledger = ledger
+        self._db = db
+        self._pool = pool
+        self._scheduler = scheduler
+        self._tg = task_group
+        self._handlers = handlers
+        self._policy = InputPolicy()
+        self._answer: AnswerInput | None = None
+        self._stuck: StuckInputs | None = None
+
+    def with_policy(
+        self, policy: InputPolicy, answer: AnswerInput, cancel: CancelTask, clock: Callable[[], int]
+    ) -> TaskInputs:
+        """Complete the hook: the input policy, how answers are sent (the requester's
+        ``answer_input``) and how a stuck task is cancelled (its ``cancel_task``)."""
+        self._policy = policy
+        self._answer = answer
+        self._stuck = StuckInputs(self._ledger, self._db, policy, clock, cancel)
+        return self
+
+    def recorded(
+        self, principal: str, task: TaskView, requests: list[ev.TaskInputRequired]
+    ) -> None:
+        """New input requests of ``task`` are on record: hand each to its handler."""
+        config = self._pool.config_for_endpoint(task.server_endpoint)
+        server = config.name if config is not None else task.server_endpoint
+        assert self._answer is not None, "TaskInputs.with_policy completes the hook"
+        for event in requests:
+            request = task_input_request(
+                self._answer, principal, task.ref, event.input_ref, event.method, event.params
+            )
+            self._tg.start_soon(self._handle, principal, server, request)
+
+    async def _handle(self, principal: str, server: str, request: InputRequest) -> None:
+        decisions = TaskInputDecisions(self._ledger, self._db, self._scheduler, principal)
+        try:
+            await self._handlers.handle(
+                request, server=server, policy=self._policy, decisions=decisions
+            )
+        except BridgeError as exc:  # e.g. answered meanwhile by the host, or refused
+            log.info("input request %s: %s", request.input_ref, exc)
+        except Exception:  # one request's trouble must never stop the requester
+            log.exception("handling input request %s failed", request.input_ref)
+
+    async def polled(self, principal: str, task: TaskView, lease: Membership | None) -> None:
+        if self._stuck is not None:
+            await self._stuck.polled(principal, task, lease)
+
+    def forget(self, task_ref: str) -> None:
+        if self._stuck is not None:
+            self._stuck.forget(task_ref)
