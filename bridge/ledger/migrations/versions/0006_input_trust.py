@@ -1,7 +1,7 @@
 """input trust: input requests the bridge declined, and stuck inputs already reported
 
-Revision ID: 0005_input_trust
-Revises: 0004
+Revision ID: 0006_input_trust
+Revises: 0005_legacy_tasks
 Create Date: 2026-12-06
 
 """
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0005_input_trust"
-down_revision: str | Sequence[str] | None = "0004"
+revision: str = "0006_input_trust"
+down_revision: str | Sequence[str] | None = "0005_legacy_tasks"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
