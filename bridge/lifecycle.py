@@ -137,9 +137,13 @@ def decide_task(current: TaskStatus, observed: TaskStatus, *, lost: bool = False
     return _APPLY  # working <-> input_required, or either -> terminal
 
 
-def may_mark_lost(current: TaskStatus, already_lost: bool) -> bool:
-    """A lost verdict applies only to a live handle, and only once."""
-    return not current.is_terminal and not already_lost
+def may_mark_lost(current: TaskStatus, already_lost: bool, *, outcome_stored: bool = True) -> bool:
+    """A lost verdict applies only once, and only while no terminal outcome is stored: to a
+    live handle, or to one the server *created* terminal whose outcome never arrived
+    (``outcome_stored=False``: a ``completed`` create without its result is still due)."""
+    if already_lost:
+        return False
+    return not current.is_terminal or not outcome_stored
 
 
 _DISPATCH_NEXT: dict[DispatchState, frozenset[DispatchState]] = {

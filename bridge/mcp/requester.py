@@ -38,7 +38,7 @@ from bridge.ledger.availability import WriteLockBusy
 from bridge.ledger.fencing import Membership
 from bridge.ledger.leases import TenantLeases
 from bridge.ledger.store import Ledger, TenantLedger
-from bridge.ledger.views import DispatchView, TaskView
+from bridge.ledger.views import DispatchView, TaskObservation, TaskView
 from bridge.lifecycle import DispatchState, TaskStatus
 from bridge.mcp.failures import Failure, FailureKind, classify
 from bridge.mcp.handles import task_id_problem
@@ -305,7 +305,8 @@ class TaskRequester:
             )
             raise MalformedTaskHandle(intent.ref, detail)
         now = self._clock()
-        interval = self.scheduler.interval_for(created.poll_interval_ms)
+        ttl_deadline = None if created.ttl_ms is None else now + created.ttl_ms
+        due = self.scheduler.next_due_ms(now, created.poll_interval_ms, ttl_deadline)
         # Leased mode: held by this replica incarnation from its first commit.
         lease = self.replica.membership if self.replica is not None else None
         try:
@@ -319,7 +320,7 @@ class TaskRequester:
                 server_updated_at=created.last_updated_at,
                 ttl_ms=created.ttl_ms,
                 poll_interval_ms=created.poll_interval_ms,
-                next_poll_due_ms=now + interval,
+                next_poll_due_ms=due,
                 server_version=connection.info.version,
                 credential_ref=connection.config.credential_ref,
                 lease=lease,
@@ -330,8 +331,18 @@ class TaskRequester:
             detail = "tools/call: a taskId the ledger already holds for another call"
             await self.db(tenant.mark_dispatch_unknown, intent.ref, detail)
             raise MalformedTaskHandle(intent.ref, detail) from exc
+        inline = _inline_outcome(created)
+        if inline is not None:
+            # Created terminal, outcome included: stored like a polled one (bounded, scrubbed,
+            # task.terminal), and the handle closes without a poll. A terminal create without
+            # its outcome stays due: tasks/get fetches it, and a -32602 there loses the handle.
+            closed = await self.db(tenant.observe_task, task.ref, inline, lease=lease)
+            task = closed.task
+            if not task.is_open:
+                self.emit_task_span(tenant.principal, task.ref)
+                return TaskHandle(intent.ref, task)
         # Committed: only now is the handle watched and handed out.
-        self.scheduler.watch(tenant.principal, task, due_ms=now + interval, lease=lease)
+        self.scheduler.watch(tenant.principal, task, due_ms=due, lease=lease)
         return TaskHandle(intent.ref, task)
 
     async def _invalid_reply(
@@ -558,6 +569,25 @@ class TaskRequester:
             if lease is None:
                 return  # another replica claimed it in between: it polls it
         self.scheduler.watch(principal, task, due_ms=due_ms, lease=lease)
+
+
+def _inline_outcome(created: CreateTaskResult) -> TaskObservation | None:
+    """The terminal observation a ``CreateTaskResult`` carries whole, if it does: ``completed``
+    with its ``result``, ``failed`` with its ``error``, or ``cancelled``."""
+    status = TaskStatus(created.status)
+    carried = {
+        TaskStatus.COMPLETED: created.result is not None,
+        TaskStatus.FAILED: created.error is not None,
+        TaskStatus.CANCELLED: True,
+    }
+    if not carried.get(status, False):
+        return None
+    return TaskObservation(
+        status=status,
+        status_message=created.status_message,
+        result=created.result,
+        error=created.error,
+    )
 
 
 def _dump(result: mcp_types.CallToolResult) -> dict[str, Any]:
