@@ -11,6 +11,7 @@ from bridge.aio import LedgerRunner
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import RunView, TaskView
+from bridge.mcp.admission import AdmissionChecks
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig
@@ -30,8 +31,16 @@ def build_requester(
     servers: Sequence[McpServerConfig],
     credentials: CredentialResolver,
     scheduler: SchedulerConfig | None,
+    admission_checks: AdmissionChecks | None = None,
 ) -> TaskRequester:
-    return TaskRequester(ledger, servers, credentials=credentials, scheduler=scheduler, db=db)
+    return TaskRequester(
+        ledger,
+        servers,
+        credentials=credentials,
+        scheduler=scheduler,
+        db=db,
+        admission_checks=admission_checks,
+    )
 
 
 class BridgeLeaseHolder:

@@ -39,7 +39,8 @@ from bridge.ledger.dialects import SqliteSynchronous
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import RunView, TaskView
-from bridge.lifecycle import OuterStatus, TaskStatus
+from bridge.lifecycle import Admission, OuterStatus, TaskStatus
+from bridge.mcp.admission import AdmissionChecks
 from bridge.mcp.outcomes import AnswerReceipt, TaskHandle
 from bridge.mcp.requester import ResumeReport
 from bridge.mcp.scheduler import SchedulerConfig
@@ -79,6 +80,7 @@ class Bridge(BridgeReads):
         recover_on_start: bool = True,
         owns_ledger: bool = False,
         replica: ReplicaConfig | None = None,
+        admission_checks: AdmissionChecks | None = None,
     ) -> None:
         if not principals:
             raise ValueError("a bridge serves at least one principal/tenant")
@@ -92,7 +94,9 @@ class Bridge(BridgeReads):
         self._owns_ledger = owns_ledger
         # The composition root: one ledger runner for every part, wired at construction.
         self._db = ledger_runner(ledger)
-        self.requester = build_requester(ledger, self._db, mcp_servers, credentials, scheduler)
+        self.requester = build_requester(
+            ledger, self._db, mcp_servers, credentials, scheduler, admission_checks
+        )
         self._tg: TaskGroup | None = None
         self._notifier: CommitNotifier | None = None
         self._uhp_clients: dict[tuple[str, str], UhpClient] = {}
@@ -117,6 +121,7 @@ class Bridge(BridgeReads):
         recover_on_start: bool = True,
         replica: ReplicaConfig | None = None,
         sqlite_synchronous: SqliteSynchronous = "NORMAL",
+        admission_checks: AdmissionChecks | None = None,
     ) -> Bridge:
         """A bridge on a ledger URL (SQLite file path by default; ``postgresql://…``), migrated
         on open. ``sqlite_synchronous="FULL"``: SQLite commits also survive power loss."""
@@ -132,6 +137,7 @@ class Bridge(BridgeReads):
             follow=follow,
             recover_on_start=recover_on_start,
             replica=replica,
+            admission_checks=admission_checks,
         )
 
     async def __aenter__(self) -> Bridge:
@@ -457,6 +463,14 @@ class Bridge(BridgeReads):
         """Stop watching a task without cancelling it."""
         self._scope(principal)
         return await self.requester.detach_task(principal, task_ref, "host")
+
+    async def resolve_unknown_outcome(
+        self, principal: str, op_ref: str, admission: Admission
+    ) -> None:
+        """Say whether a call whose outcome is unknown was admitted by its server (recorded
+        once, ``call.admission_checked`` by ``host``); see ``bridge.mcp.admission``."""
+        self._scope(principal)
+        await self.requester.resolve_unknown_outcome(principal, op_ref, admission)
 
     # -- events ------------------------------------------------------------------------------
     async def subscribe(

@@ -76,6 +76,19 @@ class LostReason(StrEnum):
     SERVER_GONE = "server_gone"  # the server identity the handle belongs to is gone
 
 
+class Admission(StrEnum):
+    """Whether the server admitted a call whose outcome is unknown (request sent, no handle, no
+    result). A verdict on a dispatch, never a state: the dispatch stays ``unknown``."""
+
+    ADMITTED = "admitted"  # the server took it; no handle reached the bridge: never resend
+    NOT_ADMITTED = "not_admitted"  # the server never took it: sending it again is safe
+    UNKNOWN = "unknown"  # nobody can tell yet: only the host resolves it
+
+    @property
+    def is_final(self) -> bool:
+        return self is not Admission.UNKNOWN
+
+
 class Change(StrEnum):
     """What an observation does to the recorded state."""
 

@@ -6,8 +6,9 @@ task's latest ``pollIntervalMs`` is honoured exactly: a task is never polled soo
 server asked (jitter only lengthens the wait), above a floor (a server answering 0 cannot make
 it spin) and, only if the host opts in, below a ceiling; with exponential backoff while its
 server fails. Explicit wake-ups (:meth:`PollScheduler.poll_soon`: an answer to deliver, a
-cancel to send, the host asking) poll at once, whatever the interval. Only observed *changes* are written to the ledger (with their events); the terminal
-result is committed before the handle leaves the queue.
+cancel to send, the host asking) poll at once, whatever the interval; so does the TTL
+backstop's one look at the deadline. Only observed *changes* are written to the ledger (with
+their events); the terminal result is committed before the handle leaves the queue.
 """
 
 from __future__ import annotations
