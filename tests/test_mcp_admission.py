@@ -24,6 +24,7 @@ from bridge.mcp.outcomes import InlineResult, UnknownOutcome
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
 from bridge.policies import UnknownOutcomePolicy
+from tests.conftest import server_with_effects
 from tests.servers.orders_server import OPERATION_META_KEY
 from tests.support.bridging import FAST, effects
 from tests.support.builders import new_run
@@ -37,11 +38,8 @@ _items = itertools.count()
 
 @pytest.fixture(scope="module")
 def orders_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    path = tmp_path_factory.mktemp("orders") / "effects.log"
-    server = ServerProcess("tests.servers.orders_server", args=["--effects-file", str(path)])
-    server.effects_path = path  # type: ignore[attr-defined]
-    with server:
-        yield server
+    """``tests.servers.orders_server``, effects counted like the tasks server's."""
+    yield from server_with_effects("tests.servers.orders_server", tmp_path_factory)
 
 
 class ScriptedCheck:
@@ -143,17 +141,21 @@ async def test_admitted_is_never_retried(wall_ledger: Ledger, orders_server: Ser
     check = ScriptedCheck(Admission.ADMITTED)
     async with _requester(wall_ledger, _config(orders_server), check) as requester:
         await _drop_next_reply(orders_server)
-        outcome = await requester.call_tool(
-            P, run.ref, "orders", "place_order", {"item": item},
-            operation_id=f"op-{item}", unknown_outcomes=RETRY,
-        )  # fmt: skip
-        assert isinstance(outcome, UnknownOutcome) and outcome.retries == ()
-        assert outcome.admission is Admission.ADMITTED
-        # The same operation id again: the verdict is on record, nothing is sent.
-        again = await requester.call_tool(
-            P, run.ref, "orders", "place_order", {"item": item},
-            operation_id=f"op-{item}", unknown_outcomes=RETRY,
-        )  # fmt: skip
+        # The second call, same operation id: the verdict is on record, nothing is sent.
+        outcome, again = [
+            await requester.call_tool(
+                P,
+                run.ref,
+                "orders",
+                "place_order",
+                {"item": item},
+                operation_id=f"op-{item}",
+                unknown_outcomes=RETRY,
+            )
+            for _ in range(2)
+        ]
+    assert isinstance(outcome, UnknownOutcome) and outcome.retries == ()
+    assert outcome.admission is Admission.ADMITTED and not outcome.replayed
     assert isinstance(again, UnknownOutcome) and again.replayed and again.retries == ()
     assert again.admission is Admission.ADMITTED and len(check.asked) == 1
     assert _orders_of(orders_server, item) == 1
@@ -227,4 +229,3 @@ async def test_a_check_that_fails_leaves_the_outcome_unknown(
     assert isinstance(outcome, UnknownOutcome) and outcome.retries == ()
     assert outcome.admission is Admission.UNKNOWN
     assert _orders_of(orders_server, item) == 1
-

@@ -10,8 +10,9 @@ the original stays ``unknown`` on record.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
@@ -24,23 +25,8 @@ from bridge.mcp.outcomes import CallOutcome, UnknownOutcome
 from bridge.mcp.servers import ServerConnection
 from bridge.policies import UnknownOutcomePolicy
 
-
-class CallTool(Protocol):
-    """The requester's ``call_tool`` (a retry is an ordinary bridged call)."""
-
-    async def __call__(
-        self,
-        principal: str,
-        run_ref: str,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any] | None = None,
-        *,
-        operation_id: str | None = None,
-        declare_tasks: bool = True,
-        unknown_outcomes: UnknownOutcomePolicy | None = None,
-        duplicate_key: str | None = None,
-    ) -> CallOutcome: ...
+# The requester's call_tool (a retry is an ordinary bridged call, with keyword arguments).
+CallTool = Callable[..., Awaitable[CallOutcome]]
 
 
 class UnknownOutcomeRetries:
