@@ -65,6 +65,15 @@ def test_interval_is_never_shortened_and_the_ceiling_is_opt_in() -> None:
     assert set(interval(capped, 60_000)) == {30_000}
 
 
+def test_the_ttl_deadline_is_the_one_look_before_a_long_interval() -> None:
+    scheduler = PollScheduler(None, None, None, SchedulerConfig(jitter=0.0))  # type: ignore[arg-type]
+    assert scheduler.next_due_ms(0, 60_000, ttl_deadline_ms=10_000) == 10_000
+    assert scheduler.next_due_ms(0, 60_000, ttl_deadline_ms=None) == 60_000
+    assert scheduler.next_due_ms(0, 60_000, ttl_deadline_ms=90_000) == 60_000
+    # Deadline already passed (that poll decided): back to the server's interval.
+    assert scheduler.next_due_ms(20_000, 60_000, ttl_deadline_ms=10_000) == 80_000
+
+
 async def test_a_slow_interval_is_never_polled_sooner_and_a_change_is_followed(
     sqlite_ledger: Ledger, clock: FakeClock, adversarial_server: ServerProcess
 ) -> None:
