@@ -92,6 +92,9 @@ if TYPE_CHECKING:
         BridgeEvent as BridgeEvent,
     )
     from bridge.events import (
+        CallAdmissionChecked as CallAdmissionChecked,
+    )
+    from bridge.events import (
         CallResult as CallResult,
     )
     from bridge.events import (
@@ -203,6 +206,9 @@ if TYPE_CHECKING:
         TaskView as TaskView,
     )
     from bridge.lifecycle import (
+        Admission as Admission,
+    )
+    from bridge.lifecycle import (
         DispatchState as DispatchState,
     )
     from bridge.lifecycle import (
@@ -213,6 +219,12 @@ if TYPE_CHECKING:
     )
     from bridge.lifecycle import (
         TaskStatus as TaskStatus,
+    )
+    from bridge.mcp.admission import (
+        AdmissionChecks as AdmissionChecks,
+    )
+    from bridge.mcp.admission import (
+        OperationView as OperationView,
     )
     from bridge.mcp.outcomes import (
         AnswerDelivery as AnswerDelivery,
@@ -367,6 +379,9 @@ _EXPORTS: dict[str, str] = {
     "TaskView": "bridge.ledger.views",
     "DispatchState": "bridge.lifecycle",
     "LostReason": "bridge.lifecycle",
+    "Admission": "bridge.lifecycle",
+    "AdmissionChecks": "bridge.mcp.admission",
+    "OperationView": "bridge.mcp.admission",
     "OuterStatus": "bridge.lifecycle",
     "TaskStatus": "bridge.lifecycle",
     "OnOuterCancel": "bridge.policies",
@@ -385,6 +400,7 @@ _EXPORTS: dict[str, str] = {
     "BridgeEvent": "bridge.events",
     "CallResult": "bridge.events",
     "CallUnknownOutcome": "bridge.events",
+    "CallAdmissionChecked": "bridge.events",
     "OuterIdsRecorded": "bridge.events",
     "OuterOpenTasks": "bridge.events",
     "OuterResumed": "bridge.events",

@@ -12,6 +12,7 @@ from bridge.input_handlers import InputHandlers
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import RunView, TaskView
+from bridge.mcp.admission import AdmissionChecks
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig
@@ -35,6 +36,7 @@ def build_requester(
     *,
     input_handlers: InputHandlers | None = None,
     input_policy: InputPolicy | None = None,
+    admission_checks: AdmissionChecks | None = None,
 ) -> TaskRequester:
     return TaskRequester(
         ledger,
@@ -44,6 +46,7 @@ def build_requester(
         db=db,
         input_handlers=input_handlers,
         input_policy=input_policy,
+        admission_checks=admission_checks,
     )
 
 

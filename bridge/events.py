@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
+from bridge.lifecycle import Admission, DispatchState, LostReason, OuterStatus, TaskStatus
 
 
 class _Event(BaseModel):
@@ -82,6 +82,20 @@ class CallUnknownOutcome(_Event):
     server: str
     previous: DispatchState
     reason: str
+
+
+class CallAdmissionChecked(_Event):
+    """Whether a call whose outcome is unknown was admitted, as the host's admission check
+    (``decided_by="hook"``) or the host itself (``"host"``) said. ``admitted``: taken without
+    a handle reaching the bridge, never resent; ``not_admitted``: safe to send again (with the
+    same operation id); ``unknown``: still open, only the host resolves it."""
+
+    type: Literal["call.admission_checked"] = "call.admission_checked"
+    op_ref: str
+    tool: str
+    server: str
+    admission: Admission
+    decided_by: Literal["hook", "host"]
 
 
 class CallResult(_Event):
@@ -235,6 +249,7 @@ BridgeEvent = Annotated[
     | OuterStreamLost
     | OuterResumed
     | CallUnknownOutcome
+    | CallAdmissionChecked
     | CallResult
     | TaskCreated
     | TaskStatusChanged

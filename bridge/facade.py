@@ -40,7 +40,8 @@ from bridge.ledger.dialects import SqliteSynchronous
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import RunView, TaskView
-from bridge.lifecycle import OuterStatus, TaskStatus
+from bridge.lifecycle import Admission, OuterStatus, TaskStatus
+from bridge.mcp.admission import AdmissionChecks
 from bridge.mcp.outcomes import AnswerReceipt, TaskHandle
 from bridge.mcp.requester import ResumeReport
 from bridge.mcp.scheduler import SchedulerConfig
@@ -82,6 +83,7 @@ class Bridge(BridgeReads):
         owns_ledger: bool = False,
         replica: ReplicaConfig | None = None,
         input_handlers: InputHandlers | None = None,
+        admission_checks: AdmissionChecks | None = None,
     ) -> None:
         if not principals:
             raise ValueError("a bridge serves at least one principal/tenant")
@@ -103,6 +105,7 @@ class Bridge(BridgeReads):
             scheduler,
             input_handlers=input_handlers,
             input_policy=self.policies.inputs,
+            admission_checks=admission_checks,
         )
         self._tg: TaskGroup | None = None
         self._notifier: CommitNotifier | None = None
@@ -129,6 +132,7 @@ class Bridge(BridgeReads):
         replica: ReplicaConfig | None = None,
         sqlite_synchronous: SqliteSynchronous = "NORMAL",
         input_handlers: InputHandlers | None = None,
+        admission_checks: AdmissionChecks | None = None,
     ) -> Bridge:
         """A bridge on a ledger URL (SQLite file path by default; ``postgresql://…``), migrated
         on open. ``sqlite_synchronous="FULL"``: SQLite commits also survive power loss.
@@ -148,6 +152,7 @@ class Bridge(BridgeReads):
             recover_on_start=recover_on_start,
             replica=replica,
             input_handlers=input_handlers,
+            admission_checks=admission_checks,
         )
 
     async def __aenter__(self) -> Bridge:
@@ -472,6 +477,14 @@ class Bridge(BridgeReads):
         """Stop watching a task without cancelling it."""
         self._scope(principal)
         return await self.requester.detach_task(principal, task_ref, "host")
+
+    async def resolve_unknown_outcome(
+        self, principal: str, op_ref: str, admission: Admission
+    ) -> None:
+        """Say whether a call whose outcome is unknown was admitted by its server (recorded
+        once, ``call.admission_checked`` by ``host``); see ``bridge.mcp.admission``."""
+        self._scope(principal)
+        await self.requester.resolve_unknown_outcome(principal, op_ref, admission)
 
     # -- events ------------------------------------------------------------------------------
     async def subscribe(

@@ -76,6 +76,19 @@ class LostReason(StrEnum):
     SERVER_GONE = "server_gone"  # the server identity the handle belongs to is gone
 
 
+class Admission(StrEnum):
+    """Whether the server admitted a call whose outcome is unknown (request sent, no handle, no
+    result). A verdict on a dispatch, never a state: the dispatch stays ``unknown``."""
+
+    ADMITTED = "admitted"  # the server took it; no handle reached the bridge: never resend
+    NOT_ADMITTED = "not_admitted"  # the server never took it: sending it again is safe
+    UNKNOWN = "unknown"  # nobody can tell yet: only the host resolves it
+
+    @property
+    def is_final(self) -> bool:
+        return self is not Admission.UNKNOWN
+
+
 class Change(StrEnum):
     """What an observation does to the recorded state."""
 
@@ -137,9 +150,13 @@ def decide_task(current: TaskStatus, observed: TaskStatus, *, lost: bool = False
     return _APPLY  # working <-> input_required, or either -> terminal
 
 
-def may_mark_lost(current: TaskStatus, already_lost: bool) -> bool:
-    """A lost verdict applies only to a live handle, and only once."""
-    return not current.is_terminal and not already_lost
+def may_mark_lost(current: TaskStatus, already_lost: bool, *, outcome_stored: bool = True) -> bool:
+    """A lost verdict applies only once, and only while no terminal outcome is stored: to a
+    live handle, or to one the server *created* terminal whose outcome never arrived
+    (``outcome_stored=False``: a ``completed`` create without its result is still due)."""
+    if already_lost:
+        return False
+    return not current.is_terminal or not outcome_stored
 
 
 _DISPATCH_NEXT: dict[DispatchState, frozenset[DispatchState]] = {

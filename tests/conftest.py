@@ -98,14 +98,21 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
-def tasks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """The real Tasks server (FastMCP + fastmcp-tasks) as a subprocess on 127.0.0.1."""
+def server_with_effects(
+    module: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """A test server started with an effects file of its own (``server.effects_path``)."""
     effects = tmp_path_factory.mktemp("effects") / "effects.log"
-    server = ServerProcess("tests.servers.tasks_server", args=["--effects-file", str(effects)])
+    server = ServerProcess(module, args=["--effects-file", str(effects)])
     server.effects_path = effects  # type: ignore[attr-defined]
     with server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def tasks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The real Tasks server (FastMCP + fastmcp-tasks) as a subprocess on 127.0.0.1."""
+    yield from server_with_effects("tests.servers.tasks_server", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

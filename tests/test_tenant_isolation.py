@@ -11,7 +11,7 @@ import pytest
 from bridge.errors import NotFound
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.ledger.views import TaskObservation
-from bridge.lifecycle import LostReason, OuterStatus, TaskStatus
+from bridge.lifecycle import Admission, LostReason, OuterStatus, TaskStatus
 from tests.support.builders import ENDPOINT, new_run, new_task
 
 SERVER = "local:test-harness"
@@ -60,6 +60,7 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "undelivered_answers": lambda: foreign.undelivered_answers(),
         "pending_input_requests": lambda: foreign.pending_input_requests(),
         "input_digests": lambda: foreign.input_digests([task.ref]),
+        "admission_of": lambda: foreign.admission_of(task.op_ref),
     }
 
 
@@ -105,6 +106,9 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
             run.ref, OuterStatus.COMPLETED, [task.ref], "reported"
         ),
         "record_call_error": lambda: foreign.record_call_error(task.op_ref, {"code": 1}),
+        "record_admission": lambda: foreign.record_admission(
+            task.op_ref, Admission.ADMITTED, "host"
+        ),
     }
 
 

@@ -35,6 +35,7 @@ from bridge.ledger._base import (
     scrub_raw_id,
     wall_clock_ms,
 )
+from bridge.ledger.admissions import AdmissionWrites
 from bridge.ledger.availability import first_line, waiting_for_the_lock
 from bridge.ledger.dialects import SqliteSynchronous
 from bridge.ledger.dispatches import CallPathStatements, DispatchWrites
@@ -113,7 +114,7 @@ class Ledger(LedgerCore):
         return TenantLedger(self, principal)
 
 
-class TenantLedger(DispatchWrites, TaskWrites):
+class TenantLedger(DispatchWrites, TaskWrites, AdmissionWrites):
     """All ledger operations for one principal/tenant: runs, dispatches (and the call path),
     tasks, input requests and the reads, each in its aggregate's module."""
 

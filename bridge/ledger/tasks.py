@@ -150,7 +150,8 @@ class TaskWrites(InputWrites):
                     raw_task_id=row.task_id,
                 )
             )
-        superseded = decision.change is Change.SUPERSEDE_LOST
+        # (a task created terminal but lost before its outcome arrived is no status change)
+        superseded = decision.change is Change.SUPERSEDE_LOST or row.lost_reason is not None
         values.update(
             outcome_truncated=truncated,
             outcome_bytes=size,
@@ -182,7 +183,8 @@ class TaskWrites(InputWrites):
         next_poll_due_ms: int | None = None,
         lease: Membership | None = None,
     ) -> bool:
-        """Give up on a live handle with a reason. No-op on a terminal or already-lost task.
+        """Give up on a handle with a reason. No-op on an already-lost task or one whose
+        terminal outcome is stored (a task created terminal without its outcome can be lost).
 
         ``next_poll_due_ms`` keeps a low-rate look-out for a late terminal status (which would
         supersede the verdict); by default a lost handle is no longer polled.
@@ -190,7 +192,10 @@ class TaskWrites(InputWrites):
         with self._write() as tx:
             row = self._task_row(tx.conn, task_ref, lock=True)
             check_lease(row, lease, "task")
-            if not may_mark_lost(TaskStatus(row.status), row.lost_reason is not None):
+            stored = row.terminal_at_ms is not None
+            if not may_mark_lost(
+                TaskStatus(row.status), row.lost_reason is not None, outcome_stored=stored
+            ):
                 return False
             tx.conn.execute(
                 update(TASKS)

@@ -14,6 +14,7 @@ class DueQueue:
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, str]] = []
         self._current: dict[str, int] = {}  # key -> entry id of its live heap entry
+        self._due: dict[str, int] = {}  # key -> its live due time
         self._ids = itertools.count()
 
     def __len__(self) -> int:
@@ -26,10 +27,16 @@ class DueQueue:
         """Set (or move) ``key``'s due time."""
         entry = next(self._ids)
         self._current[key] = entry
+        self._due[key] = due_ms
         heapq.heappush(self._heap, (due_ms, entry, key))
 
     def discard(self, key: str) -> None:
         self._current.pop(key, None)
+        self._due.pop(key, None)
+
+    def due(self, key: str) -> int | None:
+        """``key``'s due time, or ``None`` if it is not queued."""
+        return self._due.get(key)
 
     def next_due(self) -> int | None:
         self._drop_stale()
@@ -44,6 +51,7 @@ class DueQueue:
                 break
             due, _, key = heapq.heappop(self._heap)
             del self._current[key]
+            del self._due[key]
             taken.append((key, due))
         return taken
 

@@ -52,18 +52,26 @@ class TaskPayload(mcp_types.Result):
 
 
 async def call_tool(
-    connection: ServerConnection, session: Any, tool: str, arguments: dict[str, Any]
+    connection: ServerConnection,
+    session: Any,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    meta: dict[str, str] | None = None,
 ) -> CreateTaskResult | mcp_types.CallToolResult:
     """``tools/call``, augmented with ``params.task`` when the tool's ``taskSupport`` allows
     it (the spec forbids it otherwise); a task reply comes back as the flat shape."""
     timeout = connection.config.request_timeout_s
     if not await _takes_tasks(connection, tool):
         reply: mcp_types.CallToolResult = await session.call_tool(
-            tool, arguments, read_timeout_seconds=timeout
+            tool, arguments, read_timeout_seconds=timeout, meta=meta
         )
         return reply
     params = mcp_types.CallToolRequestParams(
-        name=tool, arguments=arguments, task=mcp_types.TaskMetadata(ttl=REQUESTED_TTL_MS)
+        name=tool,
+        arguments=arguments,
+        task=mcp_types.TaskMetadata(ttl=REQUESTED_TTL_MS),
+        meta=meta,
     )
     request = mcp_types.CallToolRequest(params=params)
     raw = await _send_unchecked(session, request, timeout)

@@ -9,6 +9,7 @@ from typing import Any
 
 from bridge.errors import NoToolResult
 from bridge.ledger.views import TaskView
+from bridge.lifecycle import Admission
 from bridge.mcp.tool_result import ToolResultAccess
 
 # JSON-RPC error codes that mean "the server serves this tool only as a task": -32021 in the
@@ -77,7 +78,8 @@ class UnknownOutcome(ToolResultAccess):
     """The request may have reached the server, but neither a handle nor a result came back.
 
     An ``call.unknown_outcome`` event was written. Nothing was retried unless the policy allowed
-    it for a read-only or idempotent tool (then ``retries`` holds what the retries returned).
+    it for a read-only or idempotent tool, or for a consequential one the host's admission check
+    declared ``not_admitted`` (then ``retries`` holds what the retries returned).
     """
 
     op_ref: str
@@ -86,6 +88,9 @@ class UnknownOutcome(ToolResultAccess):
     replayed: bool = False
     # The server's Retry-After (429/503), capped: a policy-allowed retry waits this long first.
     retry_after_ms: int | None = None
+    # What the host's admission check (or the host) said, when one was asked: see
+    # bridge.mcp.admission. None: nobody was asked.
+    admission: Admission | None = None
 
     def _stored_result(self) -> Any:
         raise NoToolResult(f"the call's outcome is unknown ({self.reason})")

@@ -8,16 +8,17 @@ Write-ahead order of one call (each step committed before the next happens):
 2. the handle (``task``) or the result (``result``) before anything is returned; or, when the
    request may have left but nothing definite came back, ``unknown`` plus an event.
 
-A consequential call whose outcome is unknown is reported, never repeated; only a tool that is
-read-only or idempotent (by its annotations or the server's ``retry_safe_tools``) may be retried,
-and only when the caller's policy says so.
+A consequential call whose outcome is unknown is reported, never repeated blindly: a tool that
+is read-only or idempotent (by its annotations or the server's ``retry_safe_tools``) may be
+retried when the caller's policy says so; any other only after the host's admission check said
+the server never took it (:mod:`bridge.mcp.admission`).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import astuple, dataclass, replace
+from dataclasses import astuple, dataclass
 from types import TracebackType
 from typing import Any
 
@@ -39,9 +40,10 @@ from bridge.ledger.availability import WriteLockBusy
 from bridge.ledger.fencing import Membership
 from bridge.ledger.leases import TenantLeases
 from bridge.ledger.store import Ledger, TenantLedger
-from bridge.ledger.views import DispatchView, TaskView
-from bridge.lifecycle import DispatchState, TaskStatus
+from bridge.ledger.views import DispatchView, TaskObservation, TaskView
+from bridge.lifecycle import Admission, DispatchState, TaskStatus
 from bridge.mcp import legacy_wire
+from bridge.mcp.admission import AdmissionChecks, operation_meta
 from bridge.mcp.failures import Failure, FailureKind, classify
 from bridge.mcp.generations import TaskGeneration, negotiated_generation, stored_generation
 from bridge.mcp.handles import task_id_problem
@@ -53,6 +55,7 @@ from bridge.mcp.outcomes import (
     TaskHandle,
     UnknownOutcome,
 )
+from bridge.mcp.retries import UnknownOutcomeRetries
 from bridge.mcp.scheduler import (
     PollScheduler,
     SchedulerConfig,
@@ -105,6 +108,7 @@ class TaskRequester:
         db: LedgerRunner | None = None,
         input_handlers: InputHandlers | None = None,
         input_policy: InputPolicy | None = None,
+        admission_checks: AdmissionChecks | None = None,
     ) -> None:
         self.ledger = ledger
         # Default: the host answers form elicitations itself; nothing else is declared.
@@ -114,11 +118,17 @@ class TaskRequester:
         self._credentials = credentials
         self._scheduler_config = scheduler
         self.unknown_outcomes = unknown_outcomes
-        self.max_unknown_retries = max_unknown_retries
         self._clock = clock or ledger.clock  # one clock for due times, TTLs and the ledger
         self._rng = rng
         # The bridge passes the one runner it built; a requester used alone builds its own.
         self.db = db or LedgerRunner(inline=ledger.dialect.runs_calls_inline)
+        self.retries = UnknownOutcomeRetries(
+            ledger,
+            self.db,
+            self.call_tool,
+            admission_checks or AdmissionChecks(),
+            max_unknown_retries,
+        )
         self._tg: TaskGroup | None = None
         self._pool: ServerPool | None = None
         self._scheduler: PollScheduler | None = None
@@ -201,6 +211,7 @@ class TaskRequester:
         operation_id: str | None = None,
         declare_tasks: bool = True,
         unknown_outcomes: UnknownOutcomePolicy | None = None,
+        duplicate_key: str | None = None,
     ) -> CallOutcome:
         """Call ``tool`` on ``server`` inside the outer run ``run_ref``, write-ahead.
 
@@ -208,6 +219,8 @@ class TaskRequester:
         with the same id returns what the first one recorded and sends nothing. Raises
         :class:`~bridge.errors.ServerConnectFailed` (nothing sent) or
         :class:`~bridge.errors.InvalidTaskResponse` (recorded as unknown, with an anomaly).
+        ``duplicate_key``: what a server with an ``operation_id_meta_key`` is sent (default: the
+        operation id; a retry sends the original call's).
         """
         tenant = self.ledger.for_principal(principal)
         arguments = arguments or {}
@@ -242,7 +255,8 @@ class TaskRequester:
                     )
             else:
                 intent = await self.db(tenant.begin_dispatch, run_ref, **intent_fields)
-            outcome = await self._send(tenant, connection, intent, tool, arguments)
+            key = duplicate_key or intent.operation_id
+            outcome = await self._send(tenant, connection, intent, tool, arguments, key)
             if type(outcome) is InlineResult:
                 return outcome  # the usual answer, nothing more to mark or retry
             if isinstance(outcome, RejectedCall):
@@ -251,8 +265,8 @@ class TaskRequester:
                 telemetry.mark_rpc_error(span, None, "unknown_outcome")
         if isinstance(outcome, UnknownOutcome):
             policy = unknown_outcomes or self.unknown_outcomes
-            outcome = await self._maybe_retry(
-                principal, run_ref, connection, intent, tool, arguments, outcome, policy
+            outcome = await self.retries.after_unknown(
+                connection, intent, arguments, outcome, policy
             )
         return outcome
 
@@ -263,21 +277,26 @@ class TaskRequester:
         intent: DispatchView,
         tool: str,
         arguments: dict[str, Any],
+        duplicate_key: str,
     ) -> CallOutcome:
         config = connection.config
         generation = TaskGeneration.EXTENSION
         try:
             session = await connection.session()
+            meta = operation_meta(config.operation_id_meta_key, duplicate_key)
             if connection.declare_tasks:
                 generation = negotiated_generation(session)
             if generation is TaskGeneration.EXPERIMENTAL_2025_11_25:
-                reply: Any = await legacy_wire.call_tool(connection, session, tool, arguments)
+                reply: Any = await legacy_wire.call_tool(
+                    connection, session, tool, arguments, meta=meta
+                )
             else:
                 reply = await session.call_tool(
                     tool,
                     arguments,
                     read_timeout_seconds=config.request_timeout_s,
                     allow_claimed=connection.declare_tasks,
+                    meta=meta,  # type: ignore[arg-type]
                 )
         except Exception as exc:
             failure = classify(exc)
@@ -331,7 +350,8 @@ class TaskRequester:
             )
             raise MalformedTaskHandle(intent.ref, detail)
         now = self._clock()
-        interval = self.scheduler.interval_for(created.poll_interval_ms)
+        ttl_deadline = None if created.ttl_ms is None else now + created.ttl_ms
+        due = self.scheduler.next_due_ms(now, created.poll_interval_ms, ttl_deadline)
         # Leased mode: held by this replica incarnation from its first commit.
         lease = self.replica.membership if self.replica is not None else None
         try:
@@ -345,7 +365,7 @@ class TaskRequester:
                 server_updated_at=created.last_updated_at,
                 ttl_ms=created.ttl_ms,
                 poll_interval_ms=created.poll_interval_ms,
-                next_poll_due_ms=now + interval,
+                next_poll_due_ms=due,
                 server_version=connection.info.version,
                 credential_ref=connection.config.credential_ref,
                 lease=lease,
@@ -357,8 +377,18 @@ class TaskRequester:
             detail = "tools/call: a taskId the ledger already holds for another call"
             await self.db(tenant.mark_dispatch_unknown, intent.ref, detail)
             raise MalformedTaskHandle(intent.ref, detail) from exc
+        inline = _inline_outcome(created)
+        if inline is not None:
+            # Created terminal, outcome included: stored like a polled one (bounded, scrubbed,
+            # task.terminal), and the handle closes without a poll. A terminal create without
+            # its outcome stays due: tasks/get fetches it, and a -32602 there loses the handle.
+            closed = await self.db(tenant.observe_task, task.ref, inline, lease=lease)
+            task = closed.task
+            if not task.is_open:
+                self.emit_task_span(tenant.principal, task.ref)
+                return TaskHandle(intent.ref, task)
         # Committed: only now is the handle watched and handed out.
-        self.scheduler.watch(tenant.principal, task, due_ms=now + interval, lease=lease)
+        self.scheduler.watch(tenant.principal, task, due_ms=due, lease=lease)
         return TaskHandle(intent.ref, task)
 
     async def _invalid_reply(
@@ -377,51 +407,6 @@ class TaskRequester:
         await self.db(tenant.mark_dispatch_unknown, intent.ref, detail)
         await self.db(tenant.record_anomaly, intent.run_ref, kind, detail, op_ref=intent.ref)
         raise InvalidTaskResponse(intent.ref, detail) from None
-
-    async def _maybe_retry(
-        self,
-        principal: str,
-        run_ref: str,
-        connection: ServerConnection,
-        intent: DispatchView,
-        tool: str,
-        arguments: dict[str, Any],
-        outcome: UnknownOutcome,
-        policy: UnknownOutcomePolicy,
-    ) -> CallOutcome:
-        if policy is not UnknownOutcomePolicy.RETRY_IF_SAFE:
-            return outcome
-        if not await self._safe_to_repeat(connection, tool):
-            return outcome
-        retries: list[CallOutcome] = []
-        last: CallOutcome = outcome
-        for attempt in range(1, self.max_unknown_retries + 1):
-            if isinstance(last, UnknownOutcome) and last.retry_after_ms:
-                await anyio.sleep(last.retry_after_ms / 1000)  # as the server asked (capped)
-            retried = await self.call_tool(
-                principal,
-                run_ref,
-                connection.config.name,
-                tool,
-                arguments,
-                operation_id=f"{intent.operation_id}~retry{attempt}",
-                declare_tasks=connection.declare_tasks,
-                unknown_outcomes=UnknownOutcomePolicy.REPORT,
-            )
-            retries.append(retried)
-            last = retried
-            if not isinstance(retried, UnknownOutcome):
-                break
-        return replace(outcome, retries=tuple(retries))
-
-    async def _safe_to_repeat(self, connection: ServerConnection, tool: str) -> bool:
-        if tool in connection.config.retry_safe_tools:
-            return True
-        try:
-            annotations = await connection.tool_annotations(tool)
-        except Exception:
-            return False  # cannot tell: treat as consequential
-        return bool(annotations and (annotations.read_only_hint or annotations.idempotent_hint))
 
     async def _replay(
         self,
@@ -459,7 +444,17 @@ class TaskRequester:
             return InlineResult(
                 previous.ref, previous.result, truncated=previous.result_truncated, replayed=True
             )
-        return UnknownOutcome(previous.ref, previous.unknown_reason or "unknown", replayed=True)
+        return await self.retries.replayed_unknown(tenant, previous, arguments)
+
+    async def resolve_unknown_outcome(
+        self, principal: str, op_ref: str, admission: Admission
+    ) -> None:
+        """The host's verdict on a call whose outcome is unknown (``call.admission_checked``
+        with ``decided_by="host"``). Raises ``InvalidTransition`` unless the dispatch is
+        ``unknown`` and not resolved yet. After ``not_admitted``, calling again with the same
+        operation id sends the call once more (same duplicate-prevention key)."""
+        tenant = self.ledger.for_principal(principal)
+        await self.db(tenant.record_admission, op_ref, admission, "host")
 
     # -- input, cancel, detach -------------------------------------------------------------
     async def answer_input(
@@ -588,6 +583,25 @@ class TaskRequester:
 
 
 _LEGACY_TASKS = TaskGeneration.EXPERIMENTAL_2025_11_25
+
+
+def _inline_outcome(created: CreateTaskResult) -> TaskObservation | None:
+    """The terminal observation a ``CreateTaskResult`` carries whole, if it does: ``completed``
+    with its ``result``, ``failed`` with its ``error``, or ``cancelled``."""
+    status = TaskStatus(created.status)
+    carried = {
+        TaskStatus.COMPLETED: created.result is not None,
+        TaskStatus.FAILED: created.error is not None,
+        TaskStatus.CANCELLED: True,
+    }
+    if not carried.get(status, False):
+        return None
+    return TaskObservation(
+        status=status,
+        status_message=created.status_message,
+        result=created.result,
+        error=created.error,
+    )
 
 
 def _dump(result: mcp_types.CallToolResult) -> dict[str, Any]:

@@ -2,10 +2,13 @@
 
 A single :class:`DueQueue` holds every handle's next due time; one loop pops what is due (oldest
 first) and runs each ``tasks/get`` as a short-lived task, bounded overall and per server. Each
-task's latest ``pollIntervalMs`` is honoured within a configurable floor and ceiling (a server
-answering 0 cannot make it spin), with jitter, and with exponential backoff while its server
-fails. Only observed *changes* are written to the ledger (with their events); the terminal
-result is committed before the handle leaves the queue.
+task's latest ``pollIntervalMs`` is honoured exactly: a task is never polled sooner than its
+server asked (jitter only lengthens the wait), above a floor (a server answering 0 cannot make
+it spin) and, only if the host opts in, below a ceiling; with exponential backoff while its
+server fails. Explicit wake-ups (:meth:`PollScheduler.poll_soon`: an answer to deliver, a
+cancel to send, the host asking) poll at once, whatever the interval; so does the TTL
+backstop's one look at the deadline. Only observed *changes* are written to the ledger (with
+their events); the terminal result is committed before the handle leaves the queue.
 """
 
 from __future__ import annotations
@@ -50,7 +53,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     floor_ms: int = 100  # never poll one task more often than this, whatever the server says
-    ceiling_ms: int = 30_000  # never wait longer than this between polls of a live task
+    # Opt-in: never wait longer than this between polls of a live task, even when the server
+    # asked for longer (None, the default: the server's pollIntervalMs is honoured as asked).
+    ceiling_ms: int | None = None
     default_interval_ms: int = 1_000  # when the server gives no pollIntervalMs
     jitter: float = 0.1  # each interval is stretched by up to this fraction, at random
     backoff_base_ms: int = 500  # first retry delay after a failed poll
@@ -98,6 +103,7 @@ class _Watch:
 @dataclass(slots=True)
 class SchedulerStats:
     polls: int = 0
+    loops: int = 0  # passes of the scheduler loop (a test with an injected clock waits on it)
     writes: int = 0
     failures: int = 0
     leases_lost: int = 0  # handles dropped because another replica holds them now
@@ -173,6 +179,14 @@ class PollScheduler:
             self._queue.schedule(task_ref, self._clock())
             self._wake.set()
 
+    def wake(self) -> None:
+        """Look at the clock again now (an injected clock moved); polls only what is due."""
+        self._wake.set()
+
+    def due_ms(self, task_ref: str) -> int | None:
+        """When a watched task is next due (``None``: not queued, e.g. being polled)."""
+        return self._queue.due(task_ref)
+
     def mark_undelivered_answers(self, task_ref: str) -> None:
         watch = self._watched.get(task_ref)
         if watch is not None:
@@ -234,6 +248,7 @@ class PollScheduler:
         async with anyio.create_task_group() as polls:
             task_status.started()
             while True:
+                self.stats.loops += 1
                 now = self._clock()
                 free = 0 if self._held else self.config.max_in_flight - self._in_flight
                 if free > 0:
@@ -393,8 +408,9 @@ class PollScheduler:
             return
         assert status is not None
         watch.failures, watch.failing_since_ms, watch.unreachable_reported = 0, None, False
-        interval = self.interval_for(reply.poll_interval_ms or task.poll_interval_ms)
-        next_due = now + interval
+        next_due = self.next_due_ms(
+            now, reply.poll_interval_ms or task.poll_interval_ms, _ttl_deadline_ms(task)
+        )
         requests = _input_requests(reply) if status is TaskStatus.INPUT_REQUIRED else None
         if self._is_unchanged(watch, reply, status, requests):
             self._queue.schedule(task.ref, next_due)
@@ -474,10 +490,22 @@ class PollScheduler:
 
     # -- timing ------------------------------------------------------------------------------------
     def interval_for(self, server_ms: int | None) -> int:
-        """The delay before the next poll: the server's interval, bounded, with jitter."""
-        base = self.config.default_interval_ms if server_ms is None else server_ms
-        bounded = min(max(base, self.config.floor_ms), self.config.ceiling_ms)
-        return int(bounded * (1 + self._rng.random() * self.config.jitter))
+        """The delay before the next poll: the server's interval (at least the floor; at
+        most the ceiling only if one is configured), stretched by jitter, never shortened."""
+        config = self.config
+        base = config.default_interval_ms if server_ms is None else server_ms
+        bounded = max(base, config.floor_ms)
+        if config.ceiling_ms is not None:
+            bounded = min(bounded, config.ceiling_ms)
+        return bounded + int(bounded * self._rng.random() * config.jitter)
+
+    def next_due_ms(self, now_ms: int, server_ms: int | None, ttl_deadline_ms: int | None) -> int:
+        """When to poll next: after :meth:`interval_for`, or at the TTL deadline if that comes
+        first (the backstop's one look: terminal by then, or lost)."""
+        due = now_ms + self.interval_for(server_ms)
+        if ttl_deadline_ms is not None and now_ms < ttl_deadline_ms < due:
+            return ttl_deadline_ms
+        return due
 
     def _backoff(self, watch: _Watch, *, at_least_ms: int | None = None) -> None:
         """Retry later: exponential backoff, or longer when the server asked (Retry-After,

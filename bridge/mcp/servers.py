@@ -53,6 +53,9 @@ class McpServerConfig:
     credential_ref: str | None = None  # resolved to a bearer token at connect time
     # Tools safe to repeat after an unknown outcome, beyond what their annotations say.
     retry_safe_tools: frozenset[str] = frozenset()
+    # Opt-in: the server accepts a duplicate-prevention key; every tools/call carries the
+    # operation id in params._meta under this name (retries: the original call's id).
+    operation_id_meta_key: str | None = None
     request_timeout_s: float = 30.0
     connect_timeout_s: float = 10.0
 

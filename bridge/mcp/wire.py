@@ -35,6 +35,10 @@ class CreateTaskResult(mcp_types.Result):
     ttl_ms: int | None = None
     poll_interval_ms: int | None = None
     status_message: str | None = None
+    # Not in the CreateTaskResult schema (Result & Task), but Result is open: a server that
+    # creates a task already terminal may inline its outcome as tasks/get would.
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
 
 
 class DetailedTask(mcp_types.Result):

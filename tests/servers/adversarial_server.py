@@ -3,7 +3,8 @@
 This server exists only so the bridge's defences can be tested against behaviour no real
 server produces (status regressions, reused input keys, malformed task shapes, unknown
 statuses, absurd poll intervals, requests that never answer, tasks that vanish, handles that
-are huge, empty or reused, error texts quoting the task id, refused updates) and HTTP-level
+are huge, empty or reused, error texts quoting the task id, refused updates, tasks created
+already terminal, a pollIntervalMs that changes between polls) and HTTP-level
 misbehaviour (see :class:`HttpMisbehaviour`: non-JSON 200s, 429/500, a dropped connection).
 For the honest path use ``tests.servers.tasks_server`` (a real fastmcp-tasks server).
 
@@ -63,6 +64,10 @@ TASK_TOOLS = frozenset(
         "quote_id_result",
         "rate_limited",
         "honest",
+        "created_completed",
+        "created_completed_bare",
+        "created_failed",
+        "poll_changing",
     }
 )
 #: The task id every ``duplicate_id`` call returns (a reused handle).
@@ -72,8 +77,10 @@ RATE_LIMITED_PREFIX = "rl-"
 RETRY_AFTER_S = 1
 #: Tools whose tasks stay ``working`` until tasks/cancel (which they then honour).
 FOREVER_TOOLS = frozenset({"poll_zero", "poll_huge", "ttl_short"})
-_POLL_MS = {"poll_zero": 0, "poll_huge": 10**12}
-_TTL_MS = {"ttl_short": 300}
+_POLL_MS = {"poll_zero": 0, "poll_huge": 10**12, "poll_changing": 60_000}
+_TTL_MS = {"ttl_short": 300, "poll_changing": 10**9}
+#: poll_changing: the pollIntervalMs of the n-th tasks/get (the last one repeats).
+CHANGING_POLL_MS = (60_000, 90_000)
 
 
 class TaskIdParams(mcp_types.RequestParams):
@@ -207,7 +214,7 @@ class AdversarialTasks(Extension):
         )
         if name != "huge_id":  # never asked for again: the bridge must refuse it
             self.tasks[task.task_id] = task
-        return {"resultType": "task", **task.wire("working")}
+        return {"resultType": "task", **_created(task)}
 
     def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> FakeTask:
         require_client_extension(ctx, TASKS)
@@ -261,6 +268,13 @@ class AdversarialTasks(Extension):
         if tool == "quote_id_result":
             text = f"report for {task.task_id} ready"
             return {**task.wire("completed"), "result": _text_result(text)}
+        if tool in ("created_completed", "created_failed"):
+            return _created(task)  # as created: the outcome is on both replies
+        if tool == "created_completed_bare":
+            task.vanished = True  # its result is never served: tasks/get answers -32602
+        if tool == "poll_changing":
+            interval = CHANGING_POLL_MS[min(task.gets, len(CHANGING_POLL_MS)) - 1]
+            return {**task.wire("working"), "pollIntervalMs": interval}
         if tool in ("honest", "rate_limited", "duplicate_id") and task.gets >= 2:
             return {**task.wire("completed"), "result": _text_result("done")}
         return task.wire("working")
@@ -287,6 +301,21 @@ class AdversarialTasks(Extension):
         task = self._find(ctx, params.task_id)
         task.cancelled = True
         return {"resultType": "complete"}
+
+
+def _created(task: FakeTask) -> dict[str, Any]:
+    """The CreateTaskResult body; the ``created_*`` tools create their task already terminal
+    (with the outcome inlined, or ``created_completed_bare`` without it)."""
+    tool = task.tool
+    if tool == "created_completed":
+        text = f"report {task.task_id} ready at once"
+        return {**task.wire("completed"), "result": _text_result(text)}
+    if tool == "created_completed_bare":
+        return task.wire("completed")
+    if tool == "created_failed":
+        error = {"code": -32603, "message": f"job {task.task_id} refused at once"}
+        return {**task.wire("failed"), "error": error}
+    return task.wire("working")
 
 
 def _task_id(tool: str) -> str:

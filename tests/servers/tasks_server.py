@@ -29,6 +29,8 @@ from tests.servers.effects import append_effect
 EFFECTS_ENV = "TASKS_SERVER_EFFECTS"
 # Short polls keep the tests fast; every task tool in this server uses the same config.
 TASK = TaskConfig(mode="required", poll_interval=timedelta(milliseconds=50))
+# A server asking for a slow poll (tests check the bridge never polls sooner than this).
+SLOW_POLL = TaskConfig(mode="required", poll_interval=timedelta(seconds=60))
 # Docket's default worker concurrency (10) would make tests that park many
 # ``wait_forever`` tasks stall the others; the memory:// backend is local, so go wide.
 WORKER_CONCURRENCY = 64
@@ -87,6 +89,12 @@ async def approve_payment(
         record(f"payment {payment_key} {amount}")
         return f"approved {payment_key}"
     return f"declined {payment_key}"
+
+
+@mcp.tool(task=SLOW_POLL, annotations={"readOnlyHint": True})
+async def slow_poll_report(quarter: str) -> str:
+    """Quick work, but the server asks to be polled once a minute (``pollIntervalMs`` 60000)."""
+    return f"report {quarter}"
 
 
 @mcp.tool(task=TASK)
