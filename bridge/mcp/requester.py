@@ -50,6 +50,7 @@ from bridge.mcp.outcomes import (
     TaskHandle,
     UnknownOutcome,
 )
+from bridge.mcp.push import PushUpdates
 from bridge.mcp.scheduler import (
     PollScheduler,
     SchedulerConfig,
@@ -113,6 +114,7 @@ class TaskRequester:
         self._tg: TaskGroup | None = None
         self._pool: ServerPool | None = None
         self._scheduler: PollScheduler | None = None
+        self._push: PushUpdates | None = None
         self._updates: TaskUpdates | None = None
         self.replica: ReplicaLeases | None = None
         # Running totals of the leased handles this replica took over (claims, adoptions).
@@ -133,6 +135,7 @@ class TaskRequester:
             rng=self._rng,
         )
         self._scheduler.on_closed = self.emit_task_span
+        self._push = PushUpdates(self._scheduler, self._pool, self._tg)
         self._updates = TaskUpdates(
             self.ledger, self.db, self._pool, self._scheduler, self.emit_task_span
         )
@@ -159,6 +162,13 @@ class TaskRequester:
         if self._scheduler is None:
             raise RuntimeError("use the requester inside 'async with'")
         return self._scheduler
+
+    @property
+    def push(self) -> PushUpdates:
+        """The listen streams for pushed task states (``bridge.mcp.push``)."""
+        if self._push is None:
+            raise RuntimeError("use the requester inside 'async with'")
+        return self._push
 
     @property
     def updates(self) -> TaskUpdates:

@@ -12,8 +12,9 @@ turns it into a bearer token only when a connection is opened.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -21,12 +22,13 @@ import httpx2
 import mcp_types
 from anyio.abc import TaskGroup
 from mcp import Client, StdioServerParameters
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from bridge.errors import ServerConnectFailed, UnknownServer
 from bridge.mcp.extension import TasksClientExtension
 from bridge.mcp.transport import IsolatingTransport
+from bridge.mcp.wire import TaskStatusPush
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,8 @@ class McpServerConfig:
     retry_safe_tools: frozenset[str] = frozenset()
     request_timeout_s: float = 30.0
     connect_timeout_s: float = 10.0
+    # Listen for pushed task states (subscriptions/listen) when the server supports it.
+    push_updates: bool = True
 
     def __post_init__(self) -> None:
         if (self.url is None) == (self.command is None):
@@ -69,6 +73,18 @@ class McpServerConfig:
 class ServerInfo:
     name: str | None = None
     version: str | None = None
+    protocol_version: str | None = None
+    capabilities: mcp_types.ServerCapabilities | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PushHooks:
+    """Where a connection hands what a listen stream delivers (see :mod:`bridge.mcp.push`),
+    each called with the server's name: pushed task states, and other server messages (the
+    listen acknowledgement is one)."""
+
+    on_task_status: Callable[[str, TaskStatusPush], Awaitable[None]]
+    on_message: Callable[[str, IncomingMessage], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -87,9 +103,11 @@ class ServerConnection:
         declare_tasks: bool,
         http_client: httpx2.AsyncClient | None,
         task_group: TaskGroup,
+        push: PushHooks | None = None,
     ) -> None:
         self.config = config
         self.declare_tasks = declare_tasks
+        self._push = push
         self._http = http_client
         self._tg = task_group
         self._live: _Live | None = None
@@ -137,7 +155,12 @@ class ServerConnection:
             raise ServerConnectFailed(self.config.name, detail)
 
     def _new_client(self) -> Client:
-        extensions = [TasksClientExtension()] if self.declare_tasks else []
+        name, push = self.config.name, self._push
+        extensions = []
+        if self.declare_tasks:
+            sink = None if push is None else partial(push.on_task_status, name)
+            extensions.append(TasksClientExtension(on_task_status=sink))
+        handler = None if push is None else _message_handler(push, name)
         if self.config.url is not None:
             transport: Any = streamable_http_client(self.config.url, http_client=self._http)
         else:
@@ -146,12 +169,16 @@ class ServerConnection:
                 args=list(self.config.args),
                 env=dict(self.config.env) if self.config.env is not None else None,
             )
-        return Client(transport, extensions=extensions, cache=None)
+        return Client(transport, extensions=extensions, cache=None, message_handler=handler)
 
     def _remember_info(self, client: Client) -> None:
         info = client.server_info
-        if info is not None:
-            self.info = ServerInfo(name=info.name, version=info.version)
+        self.info = ServerInfo(
+            name=info.name if info is not None else self.info.name,
+            version=info.version if info is not None else self.info.version,
+            protocol_version=client.protocol_version,
+            capabilities=client.server_capabilities,
+        )
 
     def reset(self) -> None:
         """Drop the current transport now; the next use reconnects."""
@@ -195,6 +222,13 @@ class ServerConnection:
         self.reset()
 
 
+def _message_handler(push: PushHooks, server: str) -> MessageHandlerFnT:
+    async def handle(message: IncomingMessage) -> None:
+        await push.on_message(server, message)
+
+    return handle
+
+
 def _describe(failure: list[BaseException]) -> str:
     if not failure:
         return "connection closed"
@@ -219,6 +253,8 @@ class ServerPool:
         self._credentials = credentials
         self._http: dict[str, httpx2.AsyncClient] = {}
         self._connections: dict[tuple[str, bool], ServerConnection] = {}
+        # Set before the first connection is made when pushed task states are wanted.
+        self.push_hooks: PushHooks | None = None
 
     def config(self, name: str) -> McpServerConfig:
         try:
@@ -239,6 +275,7 @@ class ServerPool:
                 declare_tasks=declare_tasks,
                 http_client=self._http_client(config),
                 task_group=self._tg,
+                push=self.push_hooks if declare_tasks and config.push_updates else None,
             )
             self._connections[key] = found
         return found
