@@ -45,7 +45,9 @@ async def server_stats(url: str) -> dict[str, dict[str, int]]:
 
 
 @pytest.fixture
-async def requester(wall_ledger: Ledger, push_server: ServerProcess) -> AsyncIterator[TaskRequester]:
+async def requester(
+    wall_ledger: Ledger, push_server: ServerProcess
+) -> AsyncIterator[TaskRequester]:
     servers = [McpServerConfig(name="push", url=push_server.url)]
     async with TaskRequester(wall_ledger, servers, scheduler=HONOURING) as opened:
         yield opened
@@ -87,7 +89,8 @@ async def test_completion_arrives_by_push_long_before_the_next_poll(
     finally:
         wall_ledger.remove_listener(on_commit)
     assert time.monotonic() - started < SLOW_POLL_MS / 1000 / 3
-    assert seen == [(TaskStatus.COMPLETED, {"content": [{"type": "text", "text": "done push_job"}]})]
+    result = {"content": [{"type": "text", "text": "done push_job"}]}
+    assert seen == [(TaskStatus.COMPLETED, result)]
     assert not requester.scheduler.is_watching(handle.task_ref)
     assert requester.push.stats.applied >= 1 and requester.push.stats.listens >= 1
     after = (await server_stats(push_server.url))["gets"].get("push_job", 0)
@@ -95,3 +98,115 @@ async def test_completion_arrives_by_push_long_before_the_next_poll(
     raw = tenant.get_task(handle.task_ref).task_id
     assert raw not in caplog.text  # the listen request names it: the logs must not
     assert raw not in json.dumps([e.model_dump(mode="json") for e in tenant.events(run.ref)])
+
+
+async def test_a_malformed_push_is_an_anomaly_and_the_poll_settles_the_task(
+    requester: TaskRequester, wall_ledger: Ledger, push_server: ServerProcess
+) -> None:
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    handle = await _start(requester, run.ref, "garbled_push_job", seconds=0.5, poll_ms=SLOW_POLL_MS)
+    # Both garbled frames are rejected; each wakes the poller, and tasks/get tells the truth
+    # long before the 30 s poll would have been due.
+    await wait_closed(tenant, handle.task_ref, timeout=SLOW_POLL_MS / 1000 / 3)
+    done = tenant.get_task(handle.task_ref)
+    assert done.status is TaskStatus.COMPLETED
+    assert done.result == {"content": [{"type": "text", "text": "done garbled_push_job"}]}
+    anomalies = [e for e in tenant.events(run.ref) if isinstance(e, ev.Anomaly)]
+    assert [(a.kind, a.detail, a.task_ref) for a in anomalies] == [
+        ("malformed_notification", f"notifications/tasks: {problem}", handle.task_ref)
+        for problem in ("unknown status", "completed without result")
+    ]
+    types = event_types(tenant, run.ref)
+    assert types[:2] == ["run.registered", "task.created"] and types[-1] == "task.terminal"
+    assert requester.push.stats.rejected == 2
+    assert (await server_stats(push_server.url))["gets"]["garbled_push_job"] >= 1
+
+
+async def test_a_dropped_listen_stream_leaves_polling_to_settle_then_listens_again(
+    requester: TaskRequester, wall_ledger: Ledger, push_server: ServerProcess
+) -> None:
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    push = requester.push
+    polled = await _start(requester, run.ref, "push_job", seconds=1.5, poll_ms=300)
+    await wait_until(lambda: push.stats.listens >= 1, what="listening")
+    lost_before = push.stats.lost
+    async with Client(push_server.url) as operator:  # kill the listen connection, refuse 2 s
+        await operator.call_tool("drop_listeners", {"refuse_s": 2.0})
+    await wait_until(lambda: push.stats.lost > lost_before, what="stream loss noticed")
+    await wait_closed(tenant, polled.task_ref, timeout=10)  # by polling: nobody pushes now
+    assert tenant.get_task(polled.task_ref).status is TaskStatus.COMPLETED
+    assert push.stats.applied == 0
+    # Once the server listens again, the backoff re-opens the stream and pushes resume.
+    listens = push.stats.listens
+    pushed = await _start(requester, run.ref, "push_job", seconds=3.0, poll_ms=SLOW_POLL_MS)
+    await wait_closed(tenant, pushed.task_ref, timeout=SLOW_POLL_MS / 1000 / 3)
+    assert push.stats.listens > listens and push.stats.applied == 1
+
+
+async def test_a_server_without_push_support_gets_no_listen(
+    wall_ledger: Ledger, tasks_server: ServerProcess
+) -> None:
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    servers = [McpServerConfig(name="tasks", url=tasks_server.url)]
+    async with TaskRequester(wall_ledger, servers, scheduler=FAST) as requester:
+        outcome = await requester.call_tool(
+            PRINCIPAL, run.ref, "tasks", "slow_report", {"quarter": "Q4", "seconds": 0.3}
+        )
+        assert isinstance(outcome, TaskHandle)
+        await wait_closed(tenant, outcome.task_ref)
+        assert requester.push.stats.unsupported == {"tasks"}
+        assert requester.push.stats.listens == 0 and requester.push.stats.lost == 0
+
+
+async def test_push_updates_can_be_turned_off_per_server(
+    wall_ledger: Ledger, push_server: ServerProcess
+) -> None:
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    listens = (await server_stats(push_server.url))["counts"].get("listens", 0)
+    servers = [McpServerConfig(name="push", url=push_server.url, push_updates=False)]
+    async with TaskRequester(wall_ledger, servers, scheduler=FAST) as requester:
+        handle = await _start(requester, run.ref, "push_job", seconds=0.3, poll_ms=100)
+        await wait_closed(tenant, handle.task_ref)
+        assert requester.push.stats.applied == 0
+    assert (await server_stats(push_server.url))["counts"].get("listens", 0) == listens
+
+
+async def _gets_for(
+    wall_ledger: Ledger, url: str, *, push: bool, tasks: int, poll_ms: int, seconds: float
+) -> tuple[int, float]:
+    """``tasks/get`` the server answered, and the slowest settle time, for N parallel tasks."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    before = (await server_stats(url))["gets"].get("push_job", 0)
+    servers = [McpServerConfig(name="push", url=url, push_updates=push)]
+    async with TaskRequester(wall_ledger, servers, scheduler=HONOURING) as requester:
+        started = time.monotonic()
+        handles = [
+            await _start(requester, run.ref, "push_job", seconds=seconds, poll_ms=poll_ms)
+            for _ in range(tasks)
+        ]
+        for handle in handles:
+            await wait_closed(tenant, handle.task_ref, timeout=30)
+        slowest = time.monotonic() - started
+    after = (await server_stats(url))["gets"].get("push_job", 0)
+    return after - before, slowest
+
+
+@pytest.mark.parametrize("poll_ms", [3_000, 200])
+async def test_polls_saved(wall_ledger: Ledger, push_server: ServerProcess, poll_ms: int) -> None:
+    """N tasks of 1 s each; the figures are quoted in docs/mcp-side.md ("Push updates")."""
+    n = 10
+    with_push = await _gets_for(
+        wall_ledger, push_server.url, push=True, tasks=n, poll_ms=poll_ms, seconds=1.0
+    )
+    without = await _gets_for(
+        wall_ledger, push_server.url, push=False, tasks=n, poll_ms=poll_ms, seconds=1.0
+    )
+    print(f"\npollIntervalMs={poll_ms} N={n}: tasks/get with push {with_push}, without {without}")
+    assert with_push[0] < without[0]
+    if poll_ms > 1_000:  # a slow interval: push settles every task before its first poll
+        assert with_push[0] == 0 and with_push[1] < without[1]
