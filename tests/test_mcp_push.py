@@ -161,6 +161,23 @@ async def test_a_server_without_push_support_gets_no_listen(
         assert requester.push.stats.listens == 0 and requester.push.stats.lost == 0
 
 
+async def test_a_listen_acknowledged_without_task_ids_leaves_the_server_to_polling(
+    wall_ledger: Ledger, adversarial_server: ServerProcess
+) -> None:
+    """The official SDK's own ListenHandler serves subscriptions/listen but honours no
+    ``taskIds``: the stream is closed again and the task is settled by polling."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    servers = [McpServerConfig(name="sdk", url=adversarial_server.url)]
+    async with TaskRequester(wall_ledger, servers, scheduler=FAST) as requester:
+        outcome = await requester.call_tool(PRINCIPAL, run.ref, "sdk", "honest", {})
+        assert isinstance(outcome, TaskHandle)
+        await wait_closed(tenant, outcome.task_ref)
+        assert tenant.get_task(outcome.task_ref).status is TaskStatus.COMPLETED
+        await wait_until(lambda: requester.push.stats.unsupported == {"sdk"}, what="refused")
+        assert requester.push.stats.listens == 0 and requester.push.stats.applied == 0
+
+
 async def test_push_updates_can_be_turned_off_per_server(
     wall_ledger: Ledger, push_server: ServerProcess
 ) -> None:
