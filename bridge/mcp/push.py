@@ -153,6 +153,12 @@ class PushUpdates:
         stream.acked.set()
 
     async def _on_task_status(self, server: str, params: TaskStatusPush) -> None:
+        try:
+            await self._route(server, params)
+        except Exception as exc:  # a push must never break the SDK's notification delivery
+            log.warning("a task push from %s failed: %s", server, type(exc).__name__)
+
+    async def _route(self, server: str, params: TaskStatusPush) -> None:
         state = self._servers.get(server)
         raw = params.model_dump(by_alias=True)
         task_id = raw.get("taskId")
@@ -193,9 +199,9 @@ class PushUpdates:
             try:
                 await self._open(state, wanted)
                 state.failures = 0
-            except _ListenFailed as exc:
+            except Exception as exc:  # whatever failed, polling goes on; listen again later
                 self.stats.lost += 1
-                log.debug("listen on %s failed: %s", state.name, exc)
+                log.debug("listen on %s failed: %s", state.name, _describe(exc))
                 self._retry_later(state)
 
     def _wanted(self, state: _ServerPush) -> dict[str, list[str]]:
@@ -284,6 +290,11 @@ class PushUpdates:
     async def _poke_after(self, state: _ServerPush, delay_ms: int) -> None:
         await anyio.sleep(delay_ms / 1000)
         state.changed.set()
+
+
+def _describe(exc: Exception) -> str:
+    # Only our own failure texts are quoted; anything else by type (its text may carry ids).
+    return str(exc) if isinstance(exc, _ListenFailed) else type(exc).__name__
 
 
 def advertises_task_push(info: ServerInfo) -> bool:

@@ -203,9 +203,15 @@ class PollScheduler:
         watch = self._watched.get(task_ref)
         if watch is None:
             return False
-        async with watch.observing:
-            watch.pushes += 1
-            await self._on_reply(watch, reply)
+        try:
+            async with watch.observing:
+                watch.pushes += 1
+                await self._on_reply(watch, reply)
+        except LeaseLost:  # another replica holds the handle now: its observation wins
+            self.stats.leases_lost += 1
+            if self._watched.get(task_ref) is watch:
+                self.forget(task_ref)
+            return False
         return True
 
     async def reject_pushed(self, task_ref: str, detail: str) -> bool:
