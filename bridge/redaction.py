@@ -23,10 +23,22 @@ _PATTERNS = (
 )
 
 
+# A subscriptions/listen filter names many ids at once: "taskIds": ["…", "…"].
+_ID_LIST = re.compile(r"""(["']taskIds["']\s*:\s*\[)([^\]]*)(\])""")
+_QUOTED = re.compile(r"""["']([^"']+)["']""")
+
+
 def redact(text: str) -> str:
-    """Replace every ``taskId`` value in ``text``, and every other occurrence of those values
-    in the same text (an input key or a message that embeds the id), by :data:`REDACTED`."""
+    """Replace every ``taskId`` value (and every id of a ``taskIds`` list) in ``text``, and
+    every other occurrence of those values in the same text (an input key or a message that
+    embeds the id), by :data:`REDACTED`."""
     found: set[str] = set()
+
+    def hide_list(match: re.Match[str]) -> str:
+        found.update(_QUOTED.findall(match.group(2)))
+        return match.group(1) + f'"{REDACTED}"' + match.group(3)
+
+    text = _ID_LIST.sub(hide_list, text)
 
     def hide(match: re.Match[str]) -> str:
         found.add(match.group(2))

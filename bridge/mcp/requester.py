@@ -56,6 +56,7 @@ from bridge.mcp.outcomes import (
     UnknownOutcome,
 )
 from bridge.mcp.retries import UnknownOutcomeRetries
+from bridge.mcp.push import PushUpdates
 from bridge.mcp.scheduler import (
     PollScheduler,
     SchedulerConfig,
@@ -132,6 +133,7 @@ class TaskRequester:
         self._tg: TaskGroup | None = None
         self._pool: ServerPool | None = None
         self._scheduler: PollScheduler | None = None
+        self._push: PushUpdates | None = None
         self._updates: TaskUpdates | None = None
         self.replica: ReplicaLeases | None = None
         # Running totals of the leased handles this replica took over (claims, adoptions).
@@ -157,6 +159,7 @@ class TaskRequester:
             rng=self._rng,
         )
         self._scheduler.on_closed = self.emit_task_span
+        self._push = PushUpdates(self._scheduler, self._pool, self._tg)
         self._updates = TaskUpdates(
             self.ledger, self.db, self._pool, self._scheduler, self.emit_task_span
         )
@@ -186,6 +189,13 @@ class TaskRequester:
         if self._scheduler is None:
             raise RuntimeError("use the requester inside 'async with'")
         return self._scheduler
+
+    @property
+    def push(self) -> PushUpdates:
+        """The listen streams for pushed task states (``bridge.mcp.push``)."""
+        if self._push is None:
+            raise RuntimeError("use the requester inside 'async with'")
+        return self._push
 
     @property
     def updates(self) -> TaskUpdates:

@@ -98,6 +98,10 @@ class _Watch:
     # The replica incarnation this handle is leased to (leased polling), or None (single
     # process). Every write about the handle carries it, and is refused once it is stale.
     lease: Membership | None = None
+    # Pushed observations (notifications/tasks) applied so far; a poll whose request left
+    # before one of them was applied may carry older state, so its outcome is dropped.
+    pushes: int = 0
+    observing: anyio.Lock = field(default_factory=anyio.Lock)  # one observation at a time
 
 
 @dataclass(slots=True)
@@ -142,6 +146,9 @@ class PollScheduler:
         # Told where input requests are first recorded, and after every poll.
         self.inputs: InputObserver | None = None
         self._held = False
+        # Called with a server endpoint whenever the set of watched handles there changes
+        # (the push listener re-subscribes; see bridge.mcp.push).
+        self.on_watch_changed: Callable[[str], None] | None = None
 
     # -- what callers use ------------------------------------------------------------------
     def watch(
@@ -162,6 +169,7 @@ class PollScheduler:
         if current is None:
             current = _Watch(principal, task, lease=lease)
             self._watched[task.ref] = current
+            self._watch_changed(task.server_endpoint)
         else:
             current.view = task
             current.lease = lease
@@ -210,10 +218,58 @@ class PollScheduler:
         return self._ledger.for_principal(principal).get_task(task.ref)
 
     def forget(self, task_ref: str) -> None:
-        self._watched.pop(task_ref, None)
+        watch = self._watched.pop(task_ref, None)
         self._queue.discard(task_ref)
         if self.inputs is not None:
             self.inputs.forget(task_ref)
+        if watch is not None:
+            self._watch_changed(watch.view.server_endpoint)
+
+    def watched_on(self, endpoint: str) -> list[TaskView]:
+        """The handles watched on one server, oldest first (what a push listener asks for)."""
+        views = [w.view for w in self._watched.values() if w.view.server_endpoint == endpoint]
+        return sorted(views, key=lambda view: view.created_at_ms)
+
+    async def observe_pushed(self, task_ref: str, reply: DetailedTask) -> bool:
+        """Feed a pushed task state (``notifications/tasks``) into the poll-reply path:
+        the same validation, write-ahead and events. ``False`` if the handle is not watched."""
+        watch = self._watched.get(task_ref)
+        if watch is None:
+            return False
+        try:
+            async with watch.observing:
+                watch.pushes += 1
+                await self._on_reply(watch, reply)
+        except LeaseLost:  # another replica holds the handle now: its observation wins
+            self.stats.leases_lost += 1
+            if self._watched.get(task_ref) is watch:
+                self.forget(task_ref)
+            return False
+        return True
+
+    async def reject_pushed(self, task_ref: str, detail: str) -> bool:
+        """A malformed push about a watched handle: one anomaly per distinct problem, and an
+        early poll (``tasks/get`` tells the truth). ``False`` if the handle is not watched."""
+        watch = self._watched.get(task_ref)
+        if watch is None:
+            return False
+        if watch.last_anomaly != detail:
+            watch.last_anomaly = detail
+            tenant = self._ledger.for_principal(watch.principal)
+            await self._db(
+                tenant.record_anomaly,
+                watch.view.run_ref,
+                "malformed_notification",
+                f"notifications/tasks: {detail}",
+                task_ref=task_ref,
+                lease=watch.lease,
+            )
+        self.poll_soon(task_ref)
+        return True
+
+    def _watch_changed(self, endpoint: str) -> None:
+        if self.on_watch_changed is not None:
+            self.on_watch_changed(endpoint)
 
     def forget_leased(self) -> int:
         """Drop every leased handle (this replica's membership lapsed). Returns how many."""
@@ -313,6 +369,7 @@ class PollScheduler:
                     watch.cancel_pending = False
                 if watch.undelivered_answers:
                     await self._deliver_answers(watch, connection)
+                pushes = watch.pushes
                 reply = await fetch_task(connection, task)
             except Exception as exc:
                 failure = classify(exc)
@@ -320,7 +377,10 @@ class PollScheduler:
                     raise
                 await self._on_failure(watch, failure)
                 return
-        await self._on_reply(watch, reply)
+        async with watch.observing:
+            if watch.pushes != pushes:
+                return  # a push landed meanwhile (and rescheduled the handle): it supersedes this
+            await self._on_reply(watch, reply)
 
     async def _deliver_answers(self, watch: _Watch, connection: ServerConnection) -> None:
         tenant = self._ledger.for_principal(watch.principal)

@@ -12,8 +12,9 @@ turns it into a bearer token only when a connection is opened.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -21,13 +22,14 @@ import httpx2
 import mcp_types
 from anyio.abc import TaskGroup
 from mcp import Client, StdioServerParameters
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from bridge.errors import ServerConnectFailed, UnknownServer
 from bridge.mcp.extension import TasksClientExtension
 from bridge.mcp.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
 from bridge.mcp.transport import IsolatingTransport
+from bridge.mcp.wire import TaskStatusPush
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,8 @@ class McpServerConfig:
     operation_id_meta_key: str | None = None
     request_timeout_s: float = 30.0
     connect_timeout_s: float = 10.0
+    # Listen for pushed task states (subscriptions/listen) when the server supports it.
+    push_updates: bool = True
 
     def __post_init__(self) -> None:
         if (self.url is None) == (self.command is None):
@@ -75,6 +79,18 @@ class McpServerConfig:
 class ServerInfo:
     name: str | None = None
     version: str | None = None
+    protocol_version: str | None = None
+    capabilities: mcp_types.ServerCapabilities | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PushHooks:
+    """Where a connection hands what a listen stream delivers (see :mod:`bridge.mcp.push`),
+    each called with the server's name: pushed task states, and other server messages (the
+    listen acknowledgement is one)."""
+
+    on_task_status: Callable[[str, TaskStatusPush], Awaitable[None]]
+    on_message: Callable[[str, IncomingMessage], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -94,10 +110,12 @@ class ServerConnection:
         http_client: httpx2.AsyncClient | None,
         task_group: TaskGroup,
         declared_inputs: InputCapabilities = NO_INPUTS,
+        push: PushHooks | None = None,
     ) -> None:
         self.config = config
         self.declare_tasks = declare_tasks
         self.declared_inputs = declared_inputs
+        self._push = push
         self._http = http_client
         self._tg = task_group
         self._live: _Live | None = None
@@ -145,7 +163,12 @@ class ServerConnection:
             raise ServerConnectFailed(self.config.name, detail)
 
     def _new_client(self) -> DeclaringClient:
-        extensions = [TasksClientExtension()] if self.declare_tasks else []
+        name, push = self.config.name, self._push
+        extensions = []
+        if self.declare_tasks:
+            sink = None if push is None else partial(push.on_task_status, name)
+            extensions.append(TasksClientExtension(on_task_status=sink))
+        handler = None if push is None else _message_handler(push, name)
         if self.config.url is not None:
             transport: Any = streamable_http_client(self.config.url, http_client=self._http)
         else:
@@ -154,14 +177,20 @@ class ServerConnection:
                 args=list(self.config.args),
                 env=dict(self.config.env) if self.config.env is not None else None,
             )
-        client = DeclaringClient(transport, extensions=extensions, cache=None)
+        client = DeclaringClient(
+            transport, extensions=extensions, cache=None, message_handler=handler
+        )
         client.declared = self.declared_inputs
         return client
 
     def _remember_info(self, client: Client) -> None:
         info = client.server_info
-        if info is not None:
-            self.info = ServerInfo(name=info.name, version=info.version)
+        self.info = ServerInfo(
+            name=info.name if info is not None else self.info.name,
+            version=info.version if info is not None else self.info.version,
+            protocol_version=client.protocol_version,
+            capabilities=client.server_capabilities,
+        )
 
     def reset(self) -> None:
         """Drop the current transport now; the next use reconnects."""
@@ -205,6 +234,13 @@ class ServerConnection:
         self.reset()
 
 
+def _message_handler(push: PushHooks, server: str) -> MessageHandlerFnT:
+    async def handle(message: IncomingMessage) -> None:
+        await push.on_message(server, message)
+
+    return handle
+
+
 def _describe(failure: list[BaseException]) -> str:
     if not failure:
         return "connection closed"
@@ -231,6 +267,8 @@ class ServerPool:
         self._credentials = credentials
         self._http: dict[str, httpx2.AsyncClient] = {}
         self._connections: dict[tuple[str, bool], ServerConnection] = {}
+        # Set before the first connection is made when pushed task states are wanted.
+        self.push_hooks: PushHooks | None = None
 
     def config(self, name: str) -> McpServerConfig:
         try:
@@ -252,6 +290,7 @@ class ServerPool:
                 http_client=self._http_client(config),
                 task_group=self._tg,
                 declared_inputs=self._declared_inputs(name),
+                push=self.push_hooks if declare_tasks and config.push_updates else None,
             )
             self._connections[key] = found
         return found

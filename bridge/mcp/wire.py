@@ -84,3 +84,14 @@ class CancelTaskRequest(mcp_types.Request[TaskIdParams, Literal["tasks/cancel"]]
     method: Literal["tasks/cancel"] = "tasks/cancel"
     params: TaskIdParams
     name_param = "taskId"
+
+
+TASK_STATUS_NOTIFICATION = "notifications/tasks"
+
+
+class TaskStatusPush(mcp_types.NotificationParams):
+    """The params of a ``notifications/tasks`` frame, accepted as sent: the bridge checks
+    them itself (:mod:`bridge.mcp.push`), so a malformed push is reported, not dropped by
+    the SDK's validation before anyone sees it."""
+
+    model_config = ConfigDict(extra="allow")

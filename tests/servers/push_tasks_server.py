@@ -1,0 +1,302 @@
+"""A Tasks server that PUSHES task states (``notifications/tasks``), built on the official SDK.
+
+Neither real server at hand pushes: fastmcp-tasks 4.1.4 removed the push machinery for
+SEP-2663 ("in-task input and status are polled, not pushed", ``fastmcp_tasks/creation.py``)
+and serves no ``subscriptions/listen``; the official SDK 2.3 server serves it, but its
+``ListenHandler`` knows only the core change notifications and leaves ``taskIds`` out of the
+acknowledgement. So this server adds the Tasks extension's push on the SDK's own seams:
+
+- an ``Extension`` serving ``tasks/get`` / ``tasks/cancel`` and turning ``tools/call`` of the
+  task tools into tasks (flat SEP-2663 shapes, like ``tests.servers.adversarial_server``);
+- a ``ServerMiddleware`` serving a ``subscriptions/listen`` that names ``taskIds``: it
+  acknowledges the ids it knows (``notifications/subscriptions/acknowledged``, the SDK's
+  ``SubscriptionFilter`` with the ``taskIds`` key merged), then pushes every status change of
+  those tasks as the full task, stamped with the subscription id. A listen without
+  ``taskIds`` goes on to the SDK's ``ListenHandler``.
+
+Tools: ``push_job`` (a task completing after ``seconds``; honest), ``garbled_push_job``
+(ADVERSARIAL: on completion it pushes two malformed frames, while ``tasks/get`` answers the
+real result), ``drop_listeners`` (kills every listen connection at the HTTP level and refuses
+new listens for ``refuse_s`` seconds), ``stats`` (``tasks/get`` per tool, listens, pushes).
+Run: ``python -m tests.servers.push_tasks_server --port 0 --port-file F`` (127.0.0.1, ``/mcp``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import anyio
+import mcp_types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Extension, MCPServer, MethodBinding, require_client_extension
+from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ConfigDict
+
+from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
+from tests.servers.adversarial_server import TaskIdParams, _missing_capability
+
+TASKS = "io.modelcontextprotocol/tasks"
+MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
+TASK_TOOLS = frozenset({"push_job", "garbled_push_job"})
+TTL_MS = 600_000
+CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class TaskStatusParams(mcp_types.NotificationParams):
+    model_config = ConfigDict(extra="allow")
+
+
+class TaskStatusNotification(
+    mcp_types.Notification[TaskStatusParams, Literal["notifications/tasks"]]
+):
+    method: Literal["notifications/tasks"] = "notifications/tasks"
+    params: TaskStatusParams
+
+
+@dataclass
+class PushTask:
+    task_id: str
+    tool: str
+    poll_interval_ms: int
+    created_at: str
+    last_updated_at: str
+    status: str = "working"
+    result: dict[str, Any] | None = None
+
+    def wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "taskId": self.task_id,
+            "status": self.status,
+            "createdAt": self.created_at,
+            "lastUpdatedAt": self.last_updated_at,
+            "ttlMs": TTL_MS,
+            "pollIntervalMs": self.poll_interval_ms,
+        }
+        if self.result is not None:
+            body["result"] = self.result
+        return body
+
+
+class PushTasks(Extension):
+    """Tasks, their pushes, and the listen streams that receive them."""
+
+    identifier = TASKS
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, PushTask] = {}
+        self.gets: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+        self.listeners: dict[object, tuple[frozenset[str], Any]] = {}
+        self.refuse_until = 0.0
+        self._jobs: set[asyncio.Task[None]] = set()
+
+    def methods(self) -> Sequence[MethodBinding]:
+        return [
+            MethodBinding("tasks/get", TaskIdParams, self.get, protocol_versions=MODERN),
+            MethodBinding("tasks/cancel", TaskIdParams, self.cancel, protocol_versions=MODERN),
+        ]
+
+    async def intercept_tool_call(
+        self,
+        params: mcp_types.CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+    ) -> HandlerResult:
+        if params.name not in TASK_TOOLS:
+            return await call_next(ctx)
+        require_client_extension(ctx, TASKS)
+        arguments = params.arguments or {}
+        now = _now()
+        task = PushTask(
+            task_id=secrets.token_urlsafe(32),
+            tool=params.name,
+            poll_interval_ms=int(arguments.get("poll_ms", 30_000)),
+            created_at=now,
+            last_updated_at=now,
+        )
+        self.tasks[task.task_id] = task
+        job = asyncio.get_running_loop().create_task(
+            self._finish(task, float(arguments.get("seconds", 0.5)))
+        )
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+        return {"resultType": "task", **task.wire()}
+
+    async def _finish(self, task: PushTask, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        if task.status != "working":
+            return
+        task.status, task.last_updated_at = "completed", _now()
+        task.result = {"content": [{"type": "text", "text": f"done {task.tool}"}]}
+        if task.tool == "garbled_push_job":
+            frame = task.wire()
+            self._push(task.task_id, {**frame, "status": "exploded"})
+            self._push(task.task_id, {k: v for k, v in frame.items() if k != "result"})
+        else:
+            self._push(task.task_id, task.wire())
+
+    def _push(self, task_id: str, frame: dict[str, Any]) -> None:
+        for ids, send in list(self.listeners.values()):
+            if task_id in ids:
+                self.counts["pushes"] += 1
+                send.send_nowait(frame)
+
+    def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> PushTask:
+        require_client_extension(ctx, TASKS)
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message="Task not found")
+        return task
+
+    async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
+        task = self._find(ctx, params.task_id)
+        self.gets[task.tool] += 1
+        return {"resultType": "complete", **task.wire()}
+
+    async def cancel(
+        self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams
+    ) -> HandlerResult:
+        task = self._find(ctx, params.task_id)
+        if task.status == "working":
+            task.status, task.last_updated_at = "cancelled", _now()
+            self._push(task.task_id, task.wire())
+        return {"resultType": "complete"}
+
+    # -- subscriptions/listen with taskIds (a ServerMiddleware) ---------------------------
+    async def listen(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        params = ctx.params or {}
+        notifications = params.get("notifications") or {}
+        wanted = notifications.get("taskIds") if isinstance(notifications, dict) else None
+        if ctx.method != "subscriptions/listen" or ctx.request_id is None or not wanted:
+            return await call_next(ctx)
+        declared = ((params.get("_meta") or {}).get(CAPABILITIES_META_KEY) or {}).get(
+            "extensions"
+        ) or {}
+        if TASKS not in declared:
+            _missing_capability()
+        if time.monotonic() < self.refuse_until:
+            raise MCPError(code=mcp_types.INTERNAL_ERROR, message="listening paused")
+        honored = sorted(i for i in wanted if isinstance(i, str) and i in self.tasks)
+        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](1024)
+        key = object()
+        self.listeners[key] = (frozenset(honored), send)
+        self.counts["listens"] += 1
+        try:
+            ack = mcp_types.SubscriptionsAcknowledgedNotificationParams(
+                notifications=mcp_types.SubscriptionFilter(taskIds=honored), _meta=meta
+            )
+            await ctx.session.send_notification(
+                mcp_types.SubscriptionsAcknowledgedNotification(params=ack),
+                related_request_id=ctx.request_id,
+            )
+            async for frame in receive:
+                pushed = TaskStatusNotification(params=TaskStatusParams(**frame, _meta=meta))
+                await ctx.session.send_notification(
+                    pushed,  # type: ignore[arg-type]
+                    related_request_id=ctx.request_id,
+                )
+        finally:
+            self.listeners.pop(key, None)
+            send.close()
+        return mcp_types.SubscriptionsListenResult(_meta=meta)
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        return {"gets": dict(self.gets), "counts": dict(self.counts)}
+
+
+class ListenConnectionKiller:
+    """ASGI wrapper: ``drop_listeners`` aborts every listen request's HTTP connection
+    mid-stream (no result frame, the connection simply dies)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.drop = anyio.Event()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers") or [])
+        if scope["type"] != "http" or headers.get(b"mcp-method") != b"subscriptions/listen":
+            await self.app(scope, receive, send)
+            return
+        drop = self.drop
+
+        async def abort_on_drop() -> None:
+            await drop.wait()
+            raise ConnectionAbortedError("push test server: dropping the listen connection")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(abort_on_drop)
+            await self.app(scope, receive, send)
+            group.cancel_scope.cancel()
+
+    def drop_all(self) -> None:
+        self.drop.set()
+        self.drop = anyio.Event()
+
+
+extension = PushTasks()
+mcp = MCPServer(
+    "uhp-bridge-push-tasks", version="0.1.0", extensions=[extension], middleware=[extension.listen]
+)
+killer: ListenConnectionKiller | None = None
+
+
+def _task_tool(name: str) -> None:
+    async def body(seconds: float = 0.5, poll_ms: int = 30_000) -> str:
+        raise RuntimeError(f"{name} is answered by the tasks interceptor")
+
+    mcp.tool(name=name, description=f"Task tool {name!r} (its state is pushed).")(body)
+
+
+for _name in sorted(TASK_TOOLS):
+    _task_tool(_name)
+
+
+@mcp.tool()
+async def drop_listeners(refuse_s: float = 0.0) -> str:
+    """Kill every listen connection; refuse new listens for ``refuse_s`` seconds."""
+    extension.refuse_until = time.monotonic() + refuse_s
+    if killer is not None:
+        killer.drop_all()
+    return "dropped"
+
+
+@mcp.tool()
+async def stats() -> str:
+    """Server-side counters (JSON text)."""
+    return json.dumps(extension.stats(), sort_keys=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    global killer
+    parser = argparse.ArgumentParser(description="Tasks server that pushes (tests only).")
+    add_port_arguments(parser)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    if args.host != "127.0.0.1":
+        parser.error("this test server binds 127.0.0.1 only")
+    check_port_arguments(parser, args)
+    app = mcp.streamable_http_app(streamable_http_path="/mcp", host=args.host)
+    killer = ListenConnectionKiller(app)
+    run_uvicorn(killer, args, args.host, timeout_graceful_shutdown=1)
+
+
+if __name__ == "__main__":
+    main()
