@@ -55,8 +55,8 @@ from bridge.mcp.outcomes import (
     TaskHandle,
     UnknownOutcome,
 )
-from bridge.mcp.retries import UnknownOutcomeRetries
 from bridge.mcp.push import PushUpdates
+from bridge.mcp.retries import UnknownOutcomeRetries
 from bridge.mcp.scheduler import (
     PollScheduler,
     SchedulerConfig,

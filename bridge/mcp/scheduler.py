@@ -20,31 +20,21 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
-import mcp_types
 from anyio.abc import TaskStatus as AnyioTaskStatus
 
 from bridge import events as ev
 from bridge.aio import LedgerRunner
 from bridge.errors import LeaseLost
 from bridge.ledger.fencing import Membership
-from bridge.ledger.store import Ledger, input_request_digest, wall_clock_ms
+from bridge.ledger.store import Ledger, wall_clock_ms
 from bridge.ledger.views import TaskObservation, TaskView
 from bridge.lifecycle import LostReason, TaskStatus
-from bridge.mcp import legacy_wire
 from bridge.mcp.due_queue import DueQueue
 from bridge.mcp.failures import Failure, FailureKind, classify
-from bridge.mcp.generations import TaskGeneration, generation_of
 from bridge.mcp.servers import ServerConnection, ServerPool
-from bridge.mcp.wire import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    CancelTaskRequest,
-    DetailedTask,
-    GetTaskRequest,
-    TaskIdParams,
-    UpdateTaskParams,
-    UpdateTaskRequest,
-)
+from bridge.mcp.task_methods import deliver_answers, fetch_task, send_cancel
+from bridge.mcp.task_replies import input_requests, parse_status, request_digest
+from bridge.mcp.wire import INTERNAL_ERROR, INVALID_PARAMS, DetailedTask
 from bridge.redaction import scrub_task_id
 
 log = logging.getLogger(__name__)
@@ -457,7 +447,7 @@ class PollScheduler:
     async def _on_reply(self, watch: _Watch, reply: DetailedTask) -> None:
         task = watch.view
         now = self._clock()
-        status = _parse_status(reply.status)
+        status = parse_status(reply.status)
         problem = None
         if reply.task_id != task.task_id:
             problem = "tasks/get answered for a different task id"
@@ -471,7 +461,7 @@ class PollScheduler:
         next_due = self.next_due_ms(
             now, reply.poll_interval_ms or task.poll_interval_ms, _ttl_deadline_ms(task)
         )
-        requests = _input_requests(reply) if status is TaskStatus.INPUT_REQUIRED else None
+        requests = input_requests(reply) if status is TaskStatus.INPUT_REQUIRED else None
         if self._is_unchanged(watch, reply, status, requests):
             self._queue.schedule(task.ref, next_due)
         else:
@@ -491,7 +481,7 @@ class PollScheduler:
             self.stats.writes += 1
             watch.view = outcome.task
             for key, request in (requests or {}).items():
-                watch.input_digests.setdefault(key, _digest(request))
+                watch.input_digests.setdefault(key, request_digest(request))
             recorded = [e for e in outcome.events if isinstance(e, ev.TaskInputRequired)]
             if recorded and self.inputs is not None:
                 self.inputs.recorded(watch.principal, outcome.task, recorded)
@@ -524,7 +514,7 @@ class PollScheduler:
         if reply.ttl_ms is not None and reply.ttl_ms != task.ttl_ms:
             return False
         for key, request in (requests or {}).items():
-            if watch.input_digests.get(key) != _digest(request):
+            if watch.input_digests.get(key) != request_digest(request):
                 return False  # a new key, or a known key with another payload (an anomaly)
         return True
 
@@ -580,65 +570,6 @@ class PollScheduler:
             delay = max(delay, at_least_ms)
         if watch.view.ref in self._watched:
             self._queue.schedule(watch.view.ref, self._clock() + delay)
-
-
-async def fetch_task(connection: ServerConnection, task: TaskView) -> DetailedTask:
-    """Send ``tasks/get`` for one handle (in the generation it was created under)."""
-    if generation_of(task) is TaskGeneration.EXPERIMENTAL_2025_11_25:
-        return await legacy_wire.fetch_task(connection, task)
-    session = await connection.session()
-    reply: DetailedTask = await session.send_request(
-        GetTaskRequest(params=TaskIdParams(task_id=task.task_id)),
-        DetailedTask,
-        request_read_timeout_seconds=connection.config.request_timeout_s,
-    )
-    return reply
-
-
-async def send_cancel(connection: ServerConnection, task: TaskView) -> None:
-    """Send ``tasks/cancel`` (an empty ack means only that the request was taken)."""
-    if generation_of(task) is TaskGeneration.EXPERIMENTAL_2025_11_25:
-        return await legacy_wire.cancel_task(connection, task)
-    session = await connection.session()
-    await session.send_request(
-        CancelTaskRequest(params=TaskIdParams(task_id=task.task_id)),
-        mcp_types.Result,
-        request_read_timeout_seconds=connection.config.request_timeout_s,
-    )
-
-
-async def deliver_answers(
-    connection: ServerConnection, task: TaskView, responses: dict[str, Any]
-) -> None:
-    """Send ``tasks/update`` with answers keyed exactly as the server named the requests."""
-    session = await connection.session()
-    await session.send_request(
-        UpdateTaskRequest(params=UpdateTaskParams(task_id=task.task_id, input_responses=responses)),
-        mcp_types.Result,  # an empty ack
-        request_read_timeout_seconds=connection.config.request_timeout_s,
-    )
-
-
-def _parse_status(value: str) -> TaskStatus | None:
-    try:
-        return TaskStatus(value)
-    except ValueError:
-        return None
-
-
-def _input_requests(reply: DetailedTask) -> dict[str, dict[str, Any]]:
-    requests: dict[str, dict[str, Any]] = {}
-    for key, request in (reply.input_requests or {}).items():
-        if isinstance(request, dict):
-            requests[str(key)] = {
-                "method": str(request.get("method", "")),
-                "params": request.get("params") or {},
-            }
-    return requests
-
-
-def _digest(request: dict[str, Any]) -> str:
-    return input_request_digest(request["method"], request["params"])
 
 
 def _ttl_deadline_ms(task: TaskView) -> int | None:

@@ -19,8 +19,9 @@ from bridge.ledger.views import TaskView
 from bridge.lifecycle import LostReason
 from bridge.mcp.failures import Failure, FailureKind, classify
 from bridge.mcp.outcomes import AnswerDelivery, AnswerReceipt
-from bridge.mcp.scheduler import PollScheduler, deliver_answers, fetch_task, send_cancel
+from bridge.mcp.scheduler import PollScheduler
 from bridge.mcp.servers import ServerConnection, ServerPool
+from bridge.mcp.task_methods import deliver_answers, fetch_task, send_cancel
 from bridge.mcp.wire import INTERNAL_ERROR, INVALID_PARAMS
 from bridge.redaction import scrub_task_id
 
