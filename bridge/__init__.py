@@ -98,6 +98,9 @@ if TYPE_CHECKING:
         CallUnknownOutcome as CallUnknownOutcome,
     )
     from bridge.events import (
+        OuterFieldsIgnored as OuterFieldsIgnored,
+    )
+    from bridge.events import (
         OuterIdsRecorded as OuterIdsRecorded,
     )
     from bridge.events import (
@@ -232,6 +235,9 @@ if TYPE_CHECKING:
     from bridge.recovery import (
         RecoveryReport as RecoveryReport,
     )
+    from bridge.recovery import (
+        UnansweredPost as UnansweredPost,
+    )
     from bridge.replica import (
         ReplicaConfig as ReplicaConfig,
     )
@@ -252,6 +258,9 @@ if TYPE_CHECKING:
     )
     from bridge.uhp.client import (
         FollowConfig as FollowConfig,
+    )
+    from bridge.uhp.errors import (
+        RequestNotRepostable as RequestNotRepostable,
     )
     from bridge.uhp.errors import (
         ResponseNotFollowable as ResponseNotFollowable,
@@ -305,6 +314,7 @@ _EXPORTS: dict[str, str] = {
     "UnknownOutcome": "bridge.mcp.outcomes",
     "InputRequest": "bridge.inputs",
     "RecoveryReport": "bridge.recovery",
+    "UnansweredPost": "bridge.recovery",
     "DispatchView": "bridge.ledger.views",
     "InputRequestView": "bridge.ledger.views",
     "RunView": "bridge.ledger.views",
@@ -332,6 +342,7 @@ _EXPORTS: dict[str, str] = {
     "OuterIdsRecorded": "bridge.events",
     "OuterOpenTasks": "bridge.events",
     "OuterResumed": "bridge.events",
+    "OuterFieldsIgnored": "bridge.events",
     "OuterStatusChanged": "bridge.events",
     "OuterStreamLost": "bridge.events",
     "OuterTerminal": "bridge.events",
@@ -368,6 +379,7 @@ _EXPORTS: dict[str, str] = {
     "UnknownServer": "bridge.errors",
     "WaitTimedOut": "bridge.errors",
     "ResponseNotFollowable": "bridge.uhp.errors",
+    "RequestNotRepostable": "bridge.uhp.errors",
     "StreamFault": "bridge.uhp.errors",
     "UhpAuthError": "bridge.uhp.errors",
     "UhpError": "bridge.uhp.errors",
