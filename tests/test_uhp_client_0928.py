@@ -6,7 +6,6 @@ responses and sessions with typed 404s."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,24 +17,11 @@ from bridge.uhp.errors import UhpNotFound, UhpUnsupportedVersion
 from tests.support.processes import ServerProcess
 from tests.test_report_harness import TOKEN as HARNESS_TOKEN
 from tests.test_report_harness import _start
-from tests.test_uhp_client import FAST, HARNESS, TOKEN, _base
+from tests.test_uhp_client import HARNESS, TOKEN, _base
+from tests.test_uhp_client import client as client  # the fixtures, shared, not copied
+from tests.test_uhp_client import uhp_server as uhp_server
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def uhp_server() -> Iterator[ServerProcess]:
-    with ServerProcess("tests.servers.uhp_server") as server:
-        yield server
-
-
-@pytest.fixture
-async def client(wall_ledger: Ledger, uhp_server: ServerProcess) -> AsyncIterator[UhpClient]:
-    async with UhpClient(
-        _base(uhp_server), token=TOKEN, ledger=wall_ledger, principal="acme", follow=FAST
-    ) as opened:
-        await opened.discover()
-        yield opened
 
 
 async def test_discovery_negotiates_the_newest_version_both_servers_offer(
