@@ -101,6 +101,9 @@ if TYPE_CHECKING:
         CallUnknownOutcome as CallUnknownOutcome,
     )
     from bridge.events import (
+        OuterFieldsIgnored as OuterFieldsIgnored,
+    )
+    from bridge.events import (
         OuterIdsRecorded as OuterIdsRecorded,
     )
     from bridge.events import (
@@ -286,6 +289,9 @@ if TYPE_CHECKING:
     from bridge.recovery import (
         RecoveryReport as RecoveryReport,
     )
+    from bridge.recovery import (
+        UnansweredPost as UnansweredPost,
+    )
     from bridge.replica import (
         ReplicaConfig as ReplicaConfig,
     )
@@ -306,6 +312,9 @@ if TYPE_CHECKING:
     )
     from bridge.uhp.client import (
         FollowConfig as FollowConfig,
+    )
+    from bridge.uhp.errors import (
+        RequestNotRepostable as RequestNotRepostable,
     )
     from bridge.uhp.errors import (
         ResponseNotFollowable as ResponseNotFollowable,
@@ -373,6 +382,7 @@ _EXPORTS: dict[str, str] = {
     "TaskInputHandlerFailed": "bridge.events",
     "TaskInputStuck": "bridge.events",
     "RecoveryReport": "bridge.recovery",
+    "UnansweredPost": "bridge.recovery",
     "DispatchView": "bridge.ledger.views",
     "InputRequestView": "bridge.ledger.views",
     "RunView": "bridge.ledger.views",
@@ -404,6 +414,7 @@ _EXPORTS: dict[str, str] = {
     "OuterIdsRecorded": "bridge.events",
     "OuterOpenTasks": "bridge.events",
     "OuterResumed": "bridge.events",
+    "OuterFieldsIgnored": "bridge.events",
     "OuterStatusChanged": "bridge.events",
     "OuterStreamLost": "bridge.events",
     "OuterTerminal": "bridge.events",
@@ -440,6 +451,7 @@ _EXPORTS: dict[str, str] = {
     "UnknownServer": "bridge.errors",
     "WaitTimedOut": "bridge.errors",
     "ResponseNotFollowable": "bridge.uhp.errors",
+    "RequestNotRepostable": "bridge.uhp.errors",
     "StreamFault": "bridge.uhp.errors",
     "UhpAuthError": "bridge.uhp.errors",
     "UhpError": "bridge.uhp.errors",

@@ -34,7 +34,8 @@ errors live in :mod:`bridge.uhp.errors`; every name is exported by :mod:`bridge`
     │   ├── UhpQuotaExhausted
     │   └── UhpServerError
     ├── StreamFault                  a UHP stream broke unsafely (resume instead)
-    └── ResponseNotFollowable        the run cannot be followed
+    ├── ResponseNotFollowable        the run cannot be followed
+    └── RequestNotRepostable         no recorded request body to send again as it was
 
 ``tests/test_public_api.py`` checks this drawing against the classes.
 """

@@ -67,6 +67,14 @@ class OuterStreamLost(_Event):
     last_sequence: int | None
 
 
+class OuterFieldsIgnored(_Event):
+    """The server named request fields it did not act on (``metadata.ignored_fields``): the
+    response ran, but not with everything the request said."""
+
+    type: Literal["outer.fields_ignored"] = "outer.fields_ignored"
+    fields: list[str]
+
+
 class OuterResumed(_Event):
     """Following the outer run again: by ``Last-Event-ID`` or by re-reading the response."""
 
@@ -248,6 +256,7 @@ BridgeEvent = Annotated[
     | OuterTerminal
     | OuterStreamLost
     | OuterResumed
+    | OuterFieldsIgnored
     | CallUnknownOutcome
     | CallAdmissionChecked
     | CallResult

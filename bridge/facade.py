@@ -48,7 +48,7 @@ from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
 from bridge.mcp.task_inputs import task_input_request
 from bridge.policies import OnOuterCancel, OnOuterEnd, Policies, WaitMode
-from bridge.recovery import RecoveryReport
+from bridge.recovery import RecoveryReport, UnansweredPost
 from bridge.replica import ReplicaConfig, ReplicaLeases
 from bridge.results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
 from bridge.uhp.client import FollowConfig, ResponseFollower, UhpClient
@@ -541,7 +541,20 @@ class Bridge(BridgeReads):
                 resumable = not served and run.response_id is not None
                 if resumable and await self._resume_remote(principal, run):
                     report.remote_runs_resumed += 1
+            if self.replica is None:  # with replicas, another one's POST may be in flight
+                report.unanswered_posts.extend(await self._unanswered_posts(principal))
         return report
+
+    async def _unanswered_posts(self, principal: str) -> list[UnansweredPost]:
+        tenant = self.ledger.for_principal(principal)
+        posts = []
+        for run in await self._db(tenant.unacknowledged_runs):
+            name = self._uhp_server_named(run.uhp_server)
+            client = functools.partial(self._uhp_client, principal, name) if name else None
+            posts.append(
+                UnansweredPost.of(run, await self._db(tenant.run_request, run.ref), client)
+            )
+        return posts
 
     async def _claim_everything_free(self) -> RecoveryReport:
         replica = self.replica

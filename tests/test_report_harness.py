@@ -152,7 +152,7 @@ def test_discovery_without_credential_and_versions(server: ServerProcess) -> Non
         assert bad.status_code == 400
         assert bad.headers["UHP-Version"] == "2026-08-11"
         assert bad.json()["error"]["code"] == "unsupported_protocol_version"
-        assert bad.json()["error"]["detail"]["supported"] == ["2026-08-11"]
+        assert bad.json()["error"]["detail"]["supported"] == ["2026-08-11", "2026-09-28"]
 
 
 def test_auth_errors_use_the_envelope(server: ServerProcess) -> None:

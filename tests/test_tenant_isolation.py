@@ -22,7 +22,9 @@ def acme(ledger: Ledger) -> dict[str, Any]:
     """A fully populated tenant: a run with a dispatch, a task and a pending input request."""
     tenant = ledger.for_principal("acme")
     run = new_run(tenant, response_id="resp_acme")
-    remote = tenant.open_run("http://127.0.0.1:8800", idempotency_key="idem-acme")
+    remote = tenant.open_run(
+        "http://127.0.0.1:8800", idempotency_key="idem-acme", request_json='{"body": {}}'
+    )
     task = new_task(tenant, run.ref, task_id="acme-task-handle")
     tenant.observe_task(
         task.ref,
@@ -61,6 +63,10 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "pending_input_requests": lambda: foreign.pending_input_requests(),
         "input_digests": lambda: foreign.input_digests([task.ref]),
         "admission_of": lambda: foreign.admission_of(task.op_ref),
+        "unacknowledged_runs": lambda: (
+            foreign.unacknowledged_runs() + foreign.unacknowledged_runs("http://127.0.0.1:8800")
+        ),
+        "run_request": lambda: foreign.run_request(acme["remote"].ref),
     }
 
 
@@ -72,6 +78,7 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         "record_outer_sequence": lambda: foreign.record_outer_sequence(run.ref, 99),
         "record_trace_context": lambda: foreign.record_trace_context(run.ref, "0" * 32, "0" * 16),
         "record_anomaly": lambda: foreign.record_anomaly(run.ref, "x", "y"),
+        "record_fields_ignored": lambda: foreign.record_fields_ignored(run.ref, ["tools"]),
         "record_stream_lost": lambda: foreign.record_stream_lost(run.ref, "x", 3),
         "record_stream_resumed": lambda: foreign.record_stream_resumed(run.ref, "reread", 3),
         "begin_dispatch": lambda: foreign.begin_dispatch(
@@ -141,6 +148,8 @@ def test_foreign_reads_find_nothing(ledger: Ledger, acme: dict[str, Any]) -> Non
     assert own.input_digests([acme["task"].ref]), "the owner sees its input keys"
     assert own.run_event_seqs([acme["run"].ref]), "the owner sees its runs' sequence numbers"
     assert len(own.list_runs()) == 2
+    assert [r.ref for r in own.unacknowledged_runs()] == [acme["remote"].ref]
+    assert own.run_request(acme["remote"].ref) == '{"body": {}}'
 
 
 def test_foreign_writes_are_refused_and_change_nothing(

@@ -274,6 +274,8 @@ def describe(event: ev.BridgeEvent) -> str:
             return f"{event.reason} (last sequence {event.last_sequence})"
         case ev.OuterResumed():
             return f"by {event.mode} after {event.after_sequence}"
+        case ev.OuterFieldsIgnored():
+            return "server ignored " + ", ".join(event.fields)
         case ev.CallUnknownOutcome():
             return (
                 f"{event.op_ref} {event.server}.{event.tool} was {event.previous.value}: "

@@ -35,6 +35,10 @@ class OuterResponse(SQLModel, table=True):
     error_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     last_sequence: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     idempotency_key: str | None = Field(default=None, max_length=200)
+    # The POST body of a run this process creates remotely, committed with the key before the
+    # POST (credentials scrubbed, bridge.uhp.request_record), so that a recovering process can
+    # send the same request again with the same key.
+    request_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     event_seq: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     # W3C ids of the run's outer span, so a process that resumes the run continues its trace.
     trace_id: str | None = Field(default=None, max_length=32)

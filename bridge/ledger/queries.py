@@ -58,6 +58,27 @@ class TenantQueries(TenantScope):
         with self._read() as conn:
             return [RunView.from_row(r) for r in conn.execute(query)]
 
+    def unacknowledged_runs(self, uhp_server: str | None = None) -> list[RunView]:
+        """Runs created (or about to be) on a remote UHP server that never recorded a response
+        id: their POST was sent, or about to be, and no answer was recorded."""
+        query = select(RUNS).where(
+            self._owned(RUNS),
+            RUNS.c.response_id.is_(None),
+            RUNS.c.idempotency_key.is_not(None),
+            RUNS.c.status.is_(None),
+        )
+        if uhp_server is not None:
+            query = query.where(RUNS.c.uhp_server == uhp_server)
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(RUNS.c.created_at_ms, RUNS.c.ref))
+            return [RunView.from_row(r) for r in rows]
+
+    def run_request(self, run_ref: str) -> str | None:
+        """The recorded POST body of a run (JSON, credentials scrubbed), if one was recorded."""
+        with self._read() as conn:
+            value: str | None = self._run_row(conn, run_ref).request_json
+            return value
+
     def find_dispatch(self, operation_id: str) -> DispatchView | None:
         """The dispatch recorded under a caller-chosen operation id, if any."""
         return self._dispatch_by_operation(operation_id)

@@ -33,11 +33,13 @@ class RunWrites(TenantQueries):
         harness_id: str | None = None,
         idempotency_key: str | None = None,
         status: OuterStatus | None = None,
+        request_json: str | None = None,
     ) -> RunView:
         """Register an outer response. Idempotent on the response id and on the idempotency key.
 
         For a response this process will create on a remote UHP server, call this with the
-        ``idempotency_key`` *before* the POST, then :meth:`record_outer_ids` once it answers.
+        ``idempotency_key`` (and the scrubbed ``request_json`` it is sent with) *before* the
+        POST, then :meth:`record_outer_ids` once it answers.
         """
         existing = self._find_existing_run(uhp_server, response_id, idempotency_key)
         if existing is not None:
@@ -56,6 +58,7 @@ class RunWrites(TenantQueries):
                         harness_id=harness_id,
                         status=status.value if status else None,
                         idempotency_key=idempotency_key,
+                        request_json=request_json,
                         event_seq=0,
                         created_at_ms=now,
                         updated_at_ms=now,
@@ -238,6 +241,14 @@ class RunWrites(TenantQueries):
         with self._write() as tx:
             check_lease(self._run_row(tx.conn, run_ref, lock=lease is not None), lease, "run")
             self._append(tx, run_ref, ev.OuterResumed(mode=mode, after_sequence=after_sequence))
+
+    def record_fields_ignored(
+        self, run_ref: str, fields: list[str], *, lease: Membership | None = None
+    ) -> None:
+        """The server named request fields it did not act on (``metadata.ignored_fields``)."""
+        with self._write() as tx:
+            check_lease(self._run_row(tx.conn, run_ref, lock=lease is not None), lease, "run")
+            self._append(tx, run_ref, ev.OuterFieldsIgnored(fields=fields))
 
     def record_anomaly(
         self,

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 import uuid
 from collections.abc import Awaitable, Callable
@@ -31,9 +32,11 @@ from bridge.aio import LedgerRunner
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import OuterStatus
+from bridge.recovery import UnansweredPost
 from bridge.uhp.client_config import FollowConfig, RetryPolicy
 from bridge.uhp.error_mapping import error_for, raise_for_status
 from bridge.uhp.errors import (
+    RequestNotRepostable,
     ResponseNotFollowable,
     UhpError,
     UhpRateLimited,
@@ -46,11 +49,14 @@ from bridge.uhp.models import (
     PREFERRED_VERSION,
     SUPPORTED_VERSIONS,
     VERSION_HEADER,
+    Deleted,
     Discovery,
     Harness,
     ResponseObject,
 )
+from bridge.uhp.request_record import RecordedRequest, record_request
 
+log = logging.getLogger("bridge.uhp")
 _TRANSPORT_ERRORS = (httpx.TransportError,)  # includes timeouts and dropped connections
 
 
@@ -157,8 +163,13 @@ class UhpClient:
     ) -> UhpRun:
         """Blocking (or ``background``) ``POST /v1/responses``; the run is recorded first."""
         body = _body(input, harness_id, model, previous_response_id, fields)
-        body.update(stream=False, background=background)
-        run_ref, key = await self._register(harness_id, idempotency_key)
+        run_ref, key = await self._register(harness_id, idempotency_key, body)
+        return await self._post_and_record(run_ref, body, key, background=background)
+
+    async def _post_and_record(
+        self, run_ref: str, body: dict[str, Any], key: str, *, background: bool
+    ) -> UhpRun:
+        body = {**body, "stream": False, "background": background}
         timeout = None if background else self.follow_config.blocking_timeout_s
         response = await self._post_with_retries(body, key, stream=False, read_timeout=timeout)
         created = ResponseObject.model_validate(response.json())
@@ -178,7 +189,7 @@ class UhpClient:
         """Streaming ``POST /v1/responses``; iterate the returned follower for its events."""
         body = _body(input, harness_id, model, previous_response_id, fields)
         body.update(stream=True)
-        run_ref, key = await self._register(harness_id, idempotency_key)
+        run_ref, key = await self._register(harness_id, idempotency_key, body)
         # Leased before the response id exists, so no other replica can claim it meanwhile.
         lease = await self.lease_run(run_ref) if self.lease_run is not None else None
         response = await self._post_with_retries(body, key, stream=True, read_timeout=None)
@@ -198,16 +209,56 @@ class UhpClient:
         last = run.last_sequence if run.last_sequence is not None else -1
         return ResponseFollower(self, FollowState(run_ref, run.response_id, last, lease=lease))
 
-    async def _register(self, harness_id: str | None, key: str | None) -> tuple[str, str]:
+    # -- runs that never got a response id ----------------------------------------------------
+    async def unanswered_posts(self) -> list[UnansweredPost]:
+        """This principal's runs on this server whose POST never got a response id recorded."""
+        runs = await self.db(self.tenant.unacknowledged_runs, self.base_url)
+        return [
+            UnansweredPost.of(run, await self.db(self.tenant.run_request, run.ref), self._self)
+            for run in runs
+        ]
+
+    async def _self(self) -> UhpClient:
+        return self
+
+    async def repost(self, run_ref: str, *, background: bool = False) -> UhpRun:
+        """Send a run's recorded request again with its recorded ``Idempotency-Key``: the
+        server answers with the first request's response (waiting for it while it runs,
+        unless ``background``), or runs it now if the first POST never arrived; either way
+        there is one execution. Raises ``RequestNotRepostable`` without a usable body."""
+        run = await self.db(self.tenant.get_run, run_ref)
+        recorded = await self.db(self.tenant.run_request, run_ref)
+        if run.idempotency_key is None or recorded is None:
+            raise RequestNotRepostable(f"run {run_ref} has no recorded request to send again")
+        request = RecordedRequest.from_json(recorded)
+        if not request.repostable:
+            raise RequestNotRepostable(
+                f"run {run_ref}: credentials were scrubbed from its recorded request "
+                f"({', '.join(request.redacted)}); send it again with its key yourself"
+            )
+        return await self._post_and_record(
+            run_ref, request.body, run.idempotency_key, background=background
+        )
+
+    async def _register(
+        self, harness_id: str | None, key: str | None, body: dict[str, Any]
+    ) -> tuple[str, str]:
+        """The run, its key and its body (credentials scrubbed) committed before the POST."""
         key = key or f"bridge-{uuid.uuid4()}"
         run = await self.db(
-            self.tenant.open_run, self.base_url, idempotency_key=key, harness_id=harness_id
+            self.tenant.open_run,
+            self.base_url,
+            idempotency_key=key,
+            harness_id=harness_id,
+            request_json=record_request(body, self._token).to_json(),
         )
         return run.ref, key
 
     async def _record_response(
         self, run_ref: str, response: ResponseObject, lease: Membership | None = None
     ) -> None:
+        if response.ignored_fields:
+            await self._note_ignored_fields(run_ref, response, lease)
         await self.db(
             self.tenant.record_outer_ids,
             run_ref,
@@ -227,6 +278,29 @@ class UhpClient:
             await self.db(
                 self.tenant.observe_outer, run_ref, status, error=response.error, lease=lease
             )
+
+    async def _note_ignored_fields(
+        self, run_ref: str, response: ResponseObject, lease: Membership | None
+    ) -> None:
+        """Once per run (when its response id is first recorded): an ``outer.fields_ignored``
+        event and a warning. Never an error: the response ran, only not with every field."""
+        run = await self.db(self.tenant.get_run, run_ref)
+        if run.response_id is not None:
+            return
+        fields = response.ignored_fields
+        await self.db(self.tenant.record_fields_ignored, run_ref, fields, lease=lease)
+        log.warning("UHP run %s: the server ignored request fields %s", run_ref, fields)
+
+    # -- deletion -----------------------------------------------------------------------------
+    async def delete_response(self, response_id: str) -> Deleted:
+        """``DELETE /v1/responses/{id}``: the stored response is gone (it is not cancelled: a
+        running task runs on). ``UhpNotFound`` for an unknown or already deleted one."""
+        return Deleted.model_validate(await self._json("DELETE", f"/v1/responses/{response_id}"))
+
+    async def delete_session(self, session_id: str) -> Deleted:
+        """``DELETE /v1/sessions/{id}``: the server cancels what runs in the session, then
+        deletes it and its responses. ``UhpNotFound`` for an unknown or already deleted one."""
+        return Deleted.model_validate(await self._json("DELETE", f"/v1/sessions/{session_id}"))
 
     # -- cancellation -------------------------------------------------------------------------
     async def cancel_response(self, response_id: str) -> ResponseObject:

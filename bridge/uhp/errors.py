@@ -75,3 +75,8 @@ class StreamFault(BridgeError):
 
 class ResponseNotFollowable(BridgeError):
     """The run has no response id yet, or the server no longer knows it."""
+
+
+class RequestNotRepostable(BridgeError):
+    """A run's request cannot be sent again as it was: no body was recorded (a run registered
+    by an older bridge, or not by the UHP client), or credentials were scrubbed out of it."""

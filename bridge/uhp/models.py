@@ -73,6 +73,15 @@ class ResponseObject(_Open):
         value = self.metadata.get("harness_id")
         return value if isinstance(value, str) else None
 
+    @property
+    def ignored_fields(self) -> list[str]:
+        """The request fields the server named as not acted on (``metadata.ignored_fields``;
+        the reserved ``tools`` and ``include`` are always among them when sent)."""
+        value = self.metadata.get("ignored_fields")
+        if not isinstance(value, list):
+            return []
+        return [name for name in value if isinstance(name, str)]
+
     def output_text(self) -> str:
         """The assistant text of every ``message`` item, concatenated."""
         parts: list[str] = []
@@ -83,6 +92,14 @@ class ResponseObject(_Open):
                 if isinstance(part, dict) and isinstance(part.get("text"), str):
                     parts.append(part["text"])
         return "".join(parts)
+
+
+class Deleted(_Open):
+    """The answer to ``DELETE /v1/responses/{id}`` or ``DELETE /v1/sessions/{id}``."""
+
+    id: str
+    object: str
+    deleted: bool = True
 
 
 class StreamEvent(_Open):

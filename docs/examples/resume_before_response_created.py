@@ -50,18 +50,14 @@ async def resend(run_ref: str) -> tuple[str, str]:
         else:
             sys.exit("a run without a response id was followable")
         # --8<-- [start:resend]
-        run = ledger.for_principal("acme").get_run(run_ref)
-        follower = await uhp.stream_response(
-            prompt, harness_id="chrn_reports", idempotency_key=run.idempotency_key
-        )
+        unanswered = await uhp.unanswered_posts()  # POST sent (or about to be), no response id
+        post = next(p for p in unanswered if p.run_ref == run_ref)  # body + key recorded
+        run = await post.repost()  # the same body, the same Idempotency-Key
         # --8<-- [end:resend]
-        if follower.run_ref != run_ref:
-            sys.exit(f"the resent request opened a new run {follower.run_ref}")
-        final = await follower.until_terminal()
-        again = await uhp.create_response(
-            prompt, harness_id="chrn_reports", idempotency_key=run.idempotency_key
-        )
-        return final.id, again.response.id
+        if run.run_ref != run_ref:
+            sys.exit(f"the resent request opened a new run {run.run_ref}")
+        again = await uhp.repost(run_ref)  # as often as needed: still the first response
+        return run.response.id, again.response.id
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""report_harness: a small native UHP harness server (conformance class Core) that runs a
-deterministic scripted agent and makes its MCP tool calls through the bridge.
+"""report_harness: a small native UHP harness server (conformance class Core, UHP 2026-08-11
+and 2026-09-28; request fields it does not act on are named in ``metadata.ignored_fields``)
+that runs a deterministic scripted agent and makes its MCP tool calls through the bridge.
 
     python -m harness_examples.report_harness --host 127.0.0.1 --port 8800 \
         --config harness.json --db harness.db
@@ -9,7 +10,9 @@ Serves ``GET /v1/uhp`` (no credential), ``GET /v1/harnesses[/{id}[/models]]``,
 ``previous_response_id``; ``Idempotency-Key``), ``GET /v1/responses/{id}`` (``?stream=true`` or
 ``Accept: text/event-stream`` replays the persisted event log, resuming after ``Last-Event-ID``),
 ``GET /v1/responses/{id}/input_items``, ``POST /v1/responses/{id}/cancel``,
-``DELETE /v1/responses/{id}``, ``POST /v1/sessions/{id}/cancel`` and one vendor extension,
+``DELETE /v1/responses/{id}`` (not cancelled), ``GET /v1/sessions/{id}``,
+``DELETE /v1/sessions/{id}`` (what runs in it is cancelled first), ``POST /v1/sessions/{id}/cancel``
+and one vendor extension,
 ``POST /v1/responses/{id}/mcp_inputs`` (answer a ``bridge.mcp_task.input_required`` event:
 ``{"task_ref", "input_ref", "response"}``).
 

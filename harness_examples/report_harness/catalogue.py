@@ -7,12 +7,15 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bridge.uhp.serving import discovery_document
+from bridge.uhp.serving import SERVED_VERSIONS, V2026_08_11, discovery_document
 from harness_examples.report_harness.config import HarnessEntry
 from harness_examples.report_harness.context import authenticate, harness_or_404, runtime_of
 
-VERSIONS = ("2026-08-11",)
-DEFAULT_VERSION = "2026-08-11"
+#: Both served from one code path (each version is additive; plugins and environments, the
+#: optional capabilities 2026-09-12 and 2026-09-28 added, are stated false). A client that sends
+#: no ``UHP-Version`` keeps getting the version this harness first served.
+VERSIONS = SERVED_VERSIONS
+DEFAULT_VERSION = V2026_08_11
 CAPABILITIES = {
     "streaming": True,
     "sessions": True,

@@ -34,6 +34,8 @@ from harness_examples.report_harness.context import (
 from harness_examples.report_harness.runtime import LiveRun, Runtime
 from harness_examples.report_harness.store import IdempotencyConflict
 
+#: The fields this harness acts on. ``instructions`` is kept with the request but the scripted
+#: agent never reads it, so like every other field it is named in ``metadata.ignored_fields``.
 KNOWN_FIELDS = frozenset(
     {
         "input",
@@ -42,7 +44,6 @@ KNOWN_FIELDS = frozenset(
         "stream",
         "background",
         "previous_response_id",
-        "instructions",
         "store",
         "max_step",
         "timeout_seconds",
@@ -176,7 +177,10 @@ async def _create(
         out_meta["model_fallback_reason"] = (
             f"model {model!r} is not available for this harness; ran its default"
         )
-    ignored = ignored_fields(body, KNOWN_FIELDS)
+    # Unknown and reserved fields are named (tasks §1.1, §1.4), and so is ``store: false``:
+    # accepted, but every response is kept.
+    not_honoured = ["store"] if body.get("store") is False else []
+    ignored = sorted({*ignored_fields(body, KNOWN_FIELDS), *not_honoured})
     if ignored:
         out_meta["ignored_fields"] = ignored
     max_step = budget(body, "max_step")

@@ -3,6 +3,8 @@ extension (answering an MCP task's input request)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -30,6 +32,7 @@ from harness_examples.report_harness.context import (
     stream,
 )
 from harness_examples.report_harness.runtime import VENDOR
+from harness_examples.report_harness.store import StoredResponse
 
 
 async def get_response(request: Request) -> Response:
@@ -66,25 +69,53 @@ async def cancel_response(request: Request) -> Response:
     return JSONResponse(current_body(request, fresh or stored))
 
 
+async def _session_or_404(request: Request, principal: str) -> list[StoredResponse]:
+    """The session's responses that are not deleted (none: unknown, deleted or not the caller's)."""
+    rt = runtime_of(request)
+    session_id = request.path_params["session_id"]
+    chain: list[StoredResponse] = await rt.db(rt.store.session, principal, session_id)
+    chain = [r for r in chain if not r.deleted]
+    if not chain:
+        raise not_found("session_not_found", f"No session {session_id!r}.")
+    return chain
+
+
+def _session_body(session_id: str, chain: list[StoredResponse]) -> dict[str, Any]:
+    return {
+        "id": session_id,
+        "object": "session",
+        "harness_id": chain[0].harness_id,
+        "responses": [{"id": r.id, "status": r.status} for r in chain if not r.deleted],
+    }
+
+
+async def get_session(request: Request) -> Response:
+    """The session and its responses' statuses (what a client needs to see it still exists)."""
+    chain = await _session_or_404(request, authenticate(request))
+    return JSONResponse(_session_body(request.path_params["session_id"], chain))
+
+
 async def cancel_session(request: Request) -> Response:
     rt = runtime_of(request)
     principal = authenticate(request)
     session_id = request.path_params["session_id"]
-    chain = await rt.db(rt.store.session, principal, session_id)
-    chain = [r for r in chain if not r.deleted]
-    if not chain:
-        raise not_found("session_not_found", f"No session {session_id!r}.")
+    chain = await _session_or_404(request, principal)
     in_flight = [r.id for r in chain if not r.terminal]
     await rt.cancel(in_flight)
     chain = await rt.db(rt.store.session, principal, session_id)
+    return JSONResponse({**_session_body(session_id, chain), "cancelled_response_ids": in_flight})
+
+
+async def delete_session(request: Request) -> Response:
+    """Cancels what runs in the session first (sessions §6: nothing may go on writing into a
+    session that has no owner), then deletes every response of it: all of them answer 404."""
+    rt = runtime_of(request)
+    principal = authenticate(request)
+    chain = await _session_or_404(request, principal)
+    await rt.cancel([r.id for r in chain if not r.terminal])
+    await rt.db(rt.store.mark_deleted, [r.id for r in chain])
     return JSONResponse(
-        {
-            "id": session_id,
-            "object": "session",
-            "harness_id": chain[0].harness_id,
-            "cancelled_response_ids": in_flight,
-            "responses": [{"id": r.id, "status": r.status} for r in chain if not r.deleted],
-        }
+        {"id": request.path_params["session_id"], "object": "session.deleted", "deleted": True}
     )
 
 

@@ -33,7 +33,9 @@ from harness_examples.report_harness.responses import (
     cancel_response,
     cancel_session,
     delete_response,
+    delete_session,
     get_response,
+    get_session,
     input_items,
 )
 from harness_examples.report_harness.runtime import Runtime
@@ -63,6 +65,8 @@ def create_app(config: HarnessConfig, db_url: str, store: HarnessStore | None = 
         Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),
         Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
         Route("/v1/responses/{response_id}/mcp_inputs", answer_mcp_input, methods=["POST"]),
+        Route("/v1/sessions/{session_id}", get_session, methods=["GET"]),
+        Route("/v1/sessions/{session_id}", delete_session, methods=["DELETE"]),
         Route("/v1/sessions/{session_id}/cancel", cancel_session, methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers=error_handlers(), lifespan=lifespan)

@@ -32,8 +32,9 @@ Event sequence of ``words=N``: ``response.created``, ``response.in_progress``,
 Endpoints: ``GET /v1/uhp`` (no auth), ``GET /v1/harnesses[/{id}]``, ``GET /v1/models``,
 ``POST /v1/responses``, ``GET /v1/responses/{id}`` (``?stream=true`` or
 ``Accept: text/event-stream`` streams the log after ``Last-Event-ID``, unless resumption is
-disabled), ``POST /v1/responses/{id}/cancel``, ``POST /v1/sessions/{id}/cancel`` and, for
-tests, ``GET /_test/stats`` (no auth: executions per Idempotency-Key, number of responses).
+disabled), ``POST /v1/responses/{id}/cancel``, ``POST /v1/sessions/{id}/cancel``,
+``DELETE /v1/responses/{id}`` (not cancelled), ``DELETE /v1/sessions/{id}`` (cancelled first)
+and, for tests, ``GET /_test/stats`` (no auth: executions per Idempotency-Key, number of responses).
 
 Run: ``python -m tests.servers.uhp_server --port P [--token T ...] [--no-last-event-id]``
 (127.0.0.1 only; ``--token`` may be repeated to get several principals; default
@@ -77,7 +78,7 @@ CANCEL_WAIT_SECONDS = 1.0
 GRACEFUL_SHUTDOWN_SECONDS = 1
 
 #: Body fields this server acts on. Any other field the request carries is named in
-#: ``metadata.ignored_fields`` (from 2026-09-28): the reserved ``tools`` and ``include``, and
+#: ``metadata.ignored_fields``: the reserved ``tools`` and ``include``, and
 #: also ``instructions``, ``store``, ``max_step``, ``timeout_seconds``, which the scripted
 #: harness does not honour.
 KNOWN_FIELDS = frozenset(
@@ -531,7 +532,7 @@ async def create_response(request: Request) -> Response:
 
     out_metadata = {**metadata, "session_id": session_id, "harness_id": harness_id}
     ignored = uhp.ignored_fields(body, KNOWN_FIELDS)
-    if ignored and uhp.served_version(request) >= "2026-09-28":
+    if ignored:  # a 2026-08-11 clarification: named at every version served
         out_metadata["ignored_fields"] = ignored
     response_id = uhp.new_id("resp_")
     rec = ResponseRecord(
@@ -599,6 +600,31 @@ async def cancel_session(request: Request) -> Response:
     )
 
 
+async def delete_response(request: Request) -> Response:
+    """The response is forgotten; a running task is NOT cancelled (tasks §7)."""
+    state = _state(request)
+    rec = state.response_for(_authenticate(request), request.path_params["response_id"])
+    del state.responses[rec.id]
+    chain = state.sessions.get(rec.session_id, [])
+    chain.remove(rec)
+    if not chain:
+        state.sessions.pop(rec.session_id, None)
+    return JSONResponse({"id": rec.id, "object": "response.deleted", "deleted": True})
+
+
+async def delete_session(request: Request) -> Response:
+    """What runs in the session is cancelled first, then the session and its responses are
+    forgotten (sessions §6)."""
+    state = _state(request)
+    session_id = request.path_params["session_id"]
+    chain = state.session_for(_authenticate(request), session_id)
+    await _cancel_and_wait([rec for rec in chain if not rec.terminal])
+    for rec in chain:
+        state.responses.pop(rec.id, None)
+    del state.sessions[session_id]
+    return JSONResponse({"id": session_id, "object": "session.deleted", "deleted": True})
+
+
 async def stats(request: Request) -> Response:
     state = _state(request)
     return JSONResponse(
@@ -634,6 +660,8 @@ def create_app(tokens: Sequence[str] = (DEFAULT_TOKEN,), resumption: bool = True
             Route("/v1/responses", create_response, methods=["POST"]),
             Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
             Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
+            Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
+            Route("/v1/sessions/{session_id}", delete_session, methods=["DELETE"]),
             Route("/v1/sessions/{session_id}/cancel", cancel_session, methods=["POST"]),
             Route("/_test/stats", stats, methods=["GET"]),
         ],

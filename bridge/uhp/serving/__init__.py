@@ -6,7 +6,8 @@ One module a job, each usable on its own:
 ``access_log``         :func:`scrub_access_log`: no query strings (tokens) in access logs
 ``envelope``           :class:`UhpApiError` and the exception handlers: every non-2xx body
                        in the UHP error envelope
-``versions``           :class:`VersionNegotiation`: ``UHP-Version`` refused or stamped
+``versions``           :class:`VersionNegotiation`: ``UHP-Version`` refused or stamped;
+                       :data:`SERVED_VERSIONS` (2026-08-11 and 2026-09-28)
 ``discovery``          :func:`discovery_document` for ``GET /v1/uhp``
 ``auth``               :class:`BearerAuth`: bearer token -> principal, 401 in the envelope
 ``event_log``          :class:`MemoryEventLog`, :class:`EventSource`, :func:`follow_log`:
@@ -64,6 +65,7 @@ from bridge.uhp.serving.request_body import (
     read_create_request,
 )
 from bridge.uhp.serving.response_object import (
+    RESERVED_FIELDS,
     ignored_fields,
     new_id,
     new_message_item,
@@ -78,15 +80,25 @@ from bridge.uhp.serving.sse import (
     sse_frame,
     wants_stream,
 )
-from bridge.uhp.serving.versions import VersionNegotiation, served_version
+from bridge.uhp.serving.versions import (
+    SERVED_VERSIONS,
+    V2026_08_11,
+    V2026_09_28,
+    VersionNegotiation,
+    served_version,
+)
 
 __all__ = [
     "KEEPALIVE_FRAME",
     "MAX_BODY_BYTES",
     "MAX_BUDGET",
     "MAX_JSON_DEPTH",
+    "RESERVED_FIELDS",
+    "SERVED_VERSIONS",
     "TERMINAL_EVENT_FOR_STATUS",
     "TERMINAL_STATUSES",
+    "V2026_08_11",
+    "V2026_09_28",
     "BearerAuth",
     "ChangeSignal",
     "CreateRequest",

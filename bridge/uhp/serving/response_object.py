@@ -19,9 +19,14 @@ def new_id(prefix: str) -> str:
     return prefix + secrets.token_hex(12)
 
 
+#: Request fields the tasks chapter reserves (§1.4): accepted, never acted on, always named.
+RESERVED_FIELDS = frozenset({"tools", "include"})
+
+
 def ignored_fields(body: Mapping[str, Any], known: Iterable[str]) -> list[str]:
-    """The body fields this server does not act on (``metadata.ignored_fields``)."""
-    return sorted(set(body) - set(known))
+    """The top-level body fields this server does not act on (``metadata.ignored_fields``):
+    every field not in ``known``, and the reserved ones whatever ``known`` says."""
+    return sorted(set(body) - (set(known) - RESERVED_FIELDS))
 
 
 def new_response(

@@ -3,8 +3,13 @@
 A request may name the version it speaks; a version the server does not serve is refused with
 ``400 unsupported_protocol_version`` and ``detail.supported`` rather than silently substituted.
 Every response, errors and streams included, carries the version served. A server can serve
-several versions at once (``supported=("2026-08-11", "2026-09-28")``); a handler reads the one
-this request negotiated with :func:`served_version`.
+several versions at once (``supported=SERVED_VERSIONS``); a handler reads the one this request
+negotiated with :func:`served_version`.
+
+Each version is additive to the one before (``2026-09-12`` added plugins, ``2026-09-28``
+environments, both optional capabilities), so a Core server serves ``2026-08-11`` and
+``2026-09-28`` from one code path: what differs is only which capabilities discovery states
+(``discovery.VERSIONED_CAPABILITIES``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,12 @@ from bridge.uhp.models import VERSION_HEADER
 from bridge.uhp.serving.envelope import UhpApiError
 
 _SCOPE_KEY = "uhp_version"
+
+V2026_08_11 = "2026-08-11"
+V2026_09_12 = "2026-09-12"
+V2026_09_28 = "2026-09-28"
+#: What the kit serves, oldest first: the Core surface of both is the same (see the module doc).
+SERVED_VERSIONS = (V2026_08_11, V2026_09_28)
 
 
 class VersionNegotiation:
