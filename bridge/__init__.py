@@ -92,6 +92,12 @@ if TYPE_CHECKING:
         BridgeEvent as BridgeEvent,
     )
     from bridge.events import (
+        CallInputAnswered as CallInputAnswered,
+    )
+    from bridge.events import (
+        CallInputRequired as CallInputRequired,
+    )
+    from bridge.events import (
         CallResult as CallResult,
     )
     from bridge.events import (
@@ -158,6 +164,9 @@ if TYPE_CHECKING:
         InputRequest as InputRequest,
     )
     from bridge.ledger.views import (
+        CallInputView as CallInputView,
+    )
+    from bridge.ledger.views import (
         DispatchView as DispatchView,
     )
     from bridge.ledger.views import (
@@ -192,6 +201,9 @@ if TYPE_CHECKING:
     )
     from bridge.mcp.outcomes import (
         InlineResult as InlineResult,
+    )
+    from bridge.mcp.outcomes import (
+        InputPending as InputPending,
     )
     from bridge.mcp.outcomes import (
         RejectedCall as RejectedCall,
@@ -300,11 +312,13 @@ _EXPORTS: dict[str, str] = {
     "AnswerReceipt": "bridge.mcp.outcomes",
     "CallOutcome": "bridge.mcp.outcomes",
     "InlineResult": "bridge.mcp.outcomes",
+    "InputPending": "bridge.mcp.outcomes",
     "RejectedCall": "bridge.mcp.outcomes",
     "TaskHandle": "bridge.mcp.outcomes",
     "UnknownOutcome": "bridge.mcp.outcomes",
     "InputRequest": "bridge.inputs",
     "RecoveryReport": "bridge.recovery",
+    "CallInputView": "bridge.ledger.views",
     "DispatchView": "bridge.ledger.views",
     "InputRequestView": "bridge.ledger.views",
     "RunView": "bridge.ledger.views",
@@ -327,6 +341,8 @@ _EXPORTS: dict[str, str] = {
     "FINAL_TASK_EVENTS": "bridge.events",
     "Anomaly": "bridge.events",
     "BridgeEvent": "bridge.events",
+    "CallInputAnswered": "bridge.events",
+    "CallInputRequired": "bridge.events",
     "CallResult": "bridge.events",
     "CallUnknownOutcome": "bridge.events",
     "OuterIdsRecorded": "bridge.events",

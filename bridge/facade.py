@@ -39,8 +39,8 @@ from bridge.ledger.dialects import SqliteSynchronous
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import RunView, TaskView
-from bridge.lifecycle import OuterStatus, TaskStatus
-from bridge.mcp.outcomes import AnswerReceipt, TaskHandle
+from bridge.lifecycle import DispatchState, OuterStatus, TaskStatus
+from bridge.mcp.outcomes import AnswerReceipt, InputPending, TaskHandle
 from bridge.mcp.requester import ResumeReport
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
@@ -363,6 +363,13 @@ class Bridge(BridgeReads):
                 operation_id=operation_id,
                 unknown_outcomes=policy.unknown_outcomes,
             )
+            while isinstance(outcome, InputPending) and mode is WaitMode.ASK:
+                # MRTR: pause for the host's answers like a task's input; then what the
+                # answered leg returned, read back (the operation is replayed, never re-sent).
+                op_id = await self._until_answered(principal, run_ref, outcome.op_ref)
+                outcome = await self.requester.call_tool(
+                    principal, run_ref, server, tool, arguments, operation_id=op_id
+                )
         finally:
             if token is not None:
                 otel_context.detach(token)
@@ -382,6 +389,18 @@ class Bridge(BridgeReads):
             return RecoverableFailure(outcome.op_ref, task, reason)
         deadline = wait_deadline_s if wait_deadline_s is not None else policy.wait_deadline_s
         return await self._wait(principal, outcome.op_ref, task, deadline, mode is WaitMode.ASK)
+
+    async def _until_answered(self, principal: str, run_ref: str, op_ref: str) -> str:
+        """Block until the call waiting for input has sent its next leg and heard back;
+        its operation id."""
+        assert self._notifier is not None
+        tenant = self.ledger.for_principal(principal)
+        while True:
+            with self._notifier.watch(principal, run_ref) as change:  # armed, then read
+                dispatch = await self._db(tenant.get_dispatch, op_ref)
+                if dispatch.state not in (DispatchState.INPUT_REQUIRED, DispatchState.SENT):
+                    return dispatch.operation_id
+                await change.wait(None)
 
     async def _wait(
         self, principal: str, op_ref: str, task: TaskView, deadline_s: float, ask: bool
@@ -418,9 +437,14 @@ class Bridge(BridgeReads):
         self._scope(principal)
         return await self.requester.answer_input(principal, task_ref, input_ref, response)
 
-    def input_request(self, principal: str, event: ev.TaskInputRequired) -> InputRequest:
-        """The typed request a ``task.input_required`` event announces."""
+    def input_request(self, principal: str, event: ev.InputRequiredEvent) -> InputRequest:
+        """The typed request a ``task.input_required`` (or, MRTR, ``call.input_required``)
+        event announces."""
         self._scope(principal)
+        if isinstance(event, ev.CallInputRequired):
+            return self.requester.rounds.input_request(
+                principal, event.op_ref, event.input_ref, event.method, event.params
+            )
         return self._input_request(
             principal, event.task_ref, event.input_ref, event.method, event.params
         )
@@ -429,16 +453,18 @@ class Bridge(BridgeReads):
         self, principal: str, run_ref: str | None = None
     ) -> list[InputRequest]:
         """Unanswered input requests of this principal's open tasks (of one run), oldest
-        first: offer them to the user (again, after a restart)."""
+        first, then those of calls waiting for input before any task (MRTR): offer them to
+        the user (again, after a restart)."""
         self._scope(principal)
         tenant = self.ledger.for_principal(principal)
         views = await self._db(tenant.pending_input_requests)
         if run_ref is not None:
             of_run = {t.ref for t in await self._db(tenant.list_tasks, run_ref=run_ref)}
             views = [v for v in views if v.task_ref in of_run]
+        calls = await self.requester.rounds.pending(principal, run_ref)
         return [
             self._input_request(principal, v.task_ref, v.ref, v.method, v.params) for v in views
-        ]
+        ] + calls
 
     def _input_request(
         self, principal: str, task_ref: str, input_ref: str, method: str, params: Any
@@ -502,6 +528,7 @@ class Bridge(BridgeReads):
         for principal in self.principals:
             tenant = self.ledger.for_principal(principal)
             report.pending_inputs.extend(await self._db(tenant.pending_input_requests))
+            report.pending_call_inputs.extend(await self._db(tenant.pending_call_inputs))
             for run in await self._db(tenant.list_runs, open_only=True, limit=10_000):
                 served = run.uhp_server.startswith(LOCAL_SERVER_PREFIX)
                 if served:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bridge.ledger.views import InputRequestView
+from bridge.ledger.views import CallInputView, InputRequestView
 
 
 @dataclass(slots=True)
@@ -19,3 +19,6 @@ class RecoveryReport:
     # input_ref (the same reference the original task.input_required event carried); see
     # also Bridge.pending_inputs, which returns them as typed InputRequests.
     pending_inputs: list[InputRequestView] = field(default_factory=list)
+    # The same for calls the server answered with InputRequiredResult before any task (MRTR):
+    # answering one sends the call again (call.input_required events named them).
+    pending_call_inputs: list[CallInputView] = field(default_factory=list)

@@ -37,11 +37,13 @@ from bridge.errors import (
 from bridge.ledger.availability import WriteLockBusy
 from bridge.ledger.fencing import Membership
 from bridge.ledger.leases import TenantLeases
+from bridge.ledger.rounds import RetryLeg
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.ledger.views import DispatchView, TaskView
 from bridge.lifecycle import DispatchState, TaskStatus
 from bridge.mcp.failures import Failure, FailureKind, classify
 from bridge.mcp.handles import task_id_problem
+from bridge.mcp.mrtr import CallRounds, is_call_ref, wire_responses
 from bridge.mcp.outcomes import (
     AnswerReceipt,
     CallOutcome,
@@ -114,6 +116,7 @@ class TaskRequester:
         self._pool: ServerPool | None = None
         self._scheduler: PollScheduler | None = None
         self._updates: TaskUpdates | None = None
+        self.rounds = CallRounds(ledger, self.db, lambda: self.pool, self._send)  # MRTR
         self.replica: ReplicaLeases | None = None
         # Running totals of the leased handles this replica took over (claims, adoptions).
         self.handover = ResumeReport()
@@ -244,7 +247,9 @@ class TaskRequester:
         intent: DispatchView,
         tool: str,
         arguments: dict[str, Any],
+        leg: RetryLeg | None = None,
     ) -> CallOutcome:
+        """Send one leg of the call (``leg``: an MRTR retry with the answers) and record it."""
         config = connection.config
         try:
             session = await connection.session()
@@ -253,6 +258,9 @@ class TaskRequester:
                 arguments,
                 read_timeout_seconds=config.request_timeout_s,
                 allow_claimed=connection.declare_tasks,
+                allow_input_required=True,
+                input_responses=wire_responses(leg) if leg is not None else None,
+                request_state=leg.request_state if leg is not None else None,
             )
         except Exception as exc:
             failure = classify(exc)
@@ -269,8 +277,11 @@ class TaskRequester:
             settled = await self.db(tenant.record_call_error, intent.ref, failure.as_error_object())
             return RejectedCall(intent.ref, settled.result["error"])
         # (a CallToolResult is told apart first: isinstance on a pydantic class is not free)
-        if type(reply) is not mcp_types.CallToolResult and isinstance(reply, CreateTaskResult):
-            return await self._record_handle(tenant, connection, intent, reply)
+        if type(reply) is not mcp_types.CallToolResult:
+            if isinstance(reply, CreateTaskResult):
+                return await self._record_handle(tenant, connection, intent, reply)
+            if isinstance(reply, mcp_types.InputRequiredResult):
+                return await self.rounds.received(tenant, connection, intent, reply, arguments)
         result = _dump(reply)
         if self.db.inline:
             try:
@@ -426,6 +437,8 @@ class TaskRequester:
             if task.is_open and not self.scheduler.is_watching(task.ref):
                 await self._watch_new(tenant.principal, task, None)
             return TaskHandle(previous.ref, task, replayed=True)
+        if state is DispatchState.INPUT_REQUIRED:
+            return await self.rounds.pending_of(tenant.principal, previous.ref)
         if state is DispatchState.RESULT:
             if isinstance(previous.result, dict) and set(previous.result) == {"error"}:
                 return RejectedCall(previous.ref, previous.result["error"], replayed=True)
@@ -438,7 +451,10 @@ class TaskRequester:
     async def answer_input(
         self, principal: str, task_ref: str, input_ref: str, response: Any
     ) -> AnswerReceipt:
-        """Answer one input request of a task (see :meth:`TaskUpdates.answer_input`)."""
+        """Answer one input request of a task (see :meth:`TaskUpdates.answer_input`), or of a
+        call waiting for input (``task_ref`` is then the call's ``op_ref``; see :mod:`.mrtr`)."""
+        if is_call_ref(task_ref):
+            return await self.rounds.answer(principal, task_ref, input_ref, response)
         return await self.updates.answer_input(principal, task_ref, input_ref, response)
 
     async def cancel_task(self, principal: str, task_ref: str, requested_by: str = "host") -> bool:
@@ -496,6 +512,8 @@ class TaskRequester:
             watched += len(tasks)
             cancels += seeded.cancels_to_resend
             answers += seeded.answers_to_redeliver
+        assert self._tg is not None  # MRTR rounds answered whose next leg never left:
+        answers += await self.rounds.resume(principals, self._tg)
         return ResumeReport(watched, unknown, answers, cancels)
 
     async def _watch_all(
