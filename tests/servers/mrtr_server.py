@@ -85,6 +85,17 @@ async def sign_report(title: str, ctx: Context) -> str | mcp_types.InputRequired
     raise ValueError(f"unexpected round {state!r}")
 
 
+@mcp.tool()
+async def oversized_state(ctx: Context) -> str | mcp_types.InputRequiredResult:
+    """Asks with a requestState larger than any client should store (adversarial size)."""
+    if ctx.request_state is None:
+        question = _ask("Go on?", APPROVAL_SCHEMA)
+        return mcp_types.InputRequiredResult(
+            input_requests={"go": question}, request_state="x" * 200_000
+        )
+    return "carried on"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     global _effects
     parser = argparse.ArgumentParser(description=__doc__)
