@@ -5,6 +5,7 @@ answers and the server's (sealed) ``requestState`` — never an unknown outcome.
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from typing import Any
 
 import anyio
 import pytest
+from _pytest.logging import LogCaptureFixture
+from sqlalchemy import select
 
 from bridge import Bridge
 from bridge import events as ev
@@ -25,11 +28,13 @@ from bridge.errors import (
     NoToolResult,
 )
 from bridge.inputs import ELICITATION
+from bridge.ledger.rounds import ROUNDS
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import DispatchState
 from bridge.mcp.outcomes import AnswerDelivery, InlineResult, InputPending
 from bridge.mcp.servers import McpServerConfig
 from bridge.policies import Policies, ToolPolicy, WaitMode
+from bridge.redaction import STATE_REDACTED
 from bridge.uhp.adapter import to_uhp_event
 from tests.support.bridging import FAST, effects, wait_until
 from tests.support.builders import new_run
@@ -100,8 +105,9 @@ async def test_input_required_is_a_typed_input_of_the_call_not_unknown(
 
 
 async def test_accept_retries_with_answers_and_state_once(
-    bridge: Bridge, wall_ledger: Ledger, mrtr_server: ServerProcess
+    bridge: Bridge, wall_ledger: Ledger, mrtr_server: ServerProcess, caplog: LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)  # the SDK logs whole messages, requestState included
     tenant = wall_ledger.for_principal(P)
     run = new_run(tenant)
     arguments = {"amount": 12}
@@ -134,6 +140,10 @@ async def test_accept_retries_with_answers_and_state_once(
     )
     assert isinstance(again, InlineResult) and again.replayed and again.text() == "paid 12"
     assert _paid(mrtr_server, 12) == 1  # one operation, one payment
+    with wall_ledger.engine.connect() as conn:
+        (state,) = conn.execute(select(ROUNDS.c.request_state)).one()
+    assert state and state != "payment:12"  # the SDK sealed it; the bridge echoed it as is
+    assert state not in caplog.text and STATE_REDACTED in caplog.text
     assert len(_events(tenant, run.ref, ev.CallInputAnswered)) == 1
     assert await bridge.pending_inputs(P, run.ref) == []
 

@@ -28,7 +28,6 @@ from anyio.abc import TaskGroup
 
 from bridge.aio import LedgerRunner
 from bridge.errors import (
-    BridgeError,
     InvalidInputAnswer,
     InvalidTaskResponse,
     ServerConnectFailed,
@@ -143,7 +142,7 @@ class CallRounds:
         """Record one answer (checked against the method's result shape first, exactly once),
         then, if it was the round's last, send the call's next leg."""
         tenant = self._ledger.for_principal(principal)
-        pending = await self._db(tenant.call_inputs, op_ref)
+        pending = await self._db(tenant.call_inputs, op_ref, pending_only=True)
         asked = next((i for i in pending if input_ref in (i.ref, i.key)), None)
         if asked is not None and asked.method in _ANSWER_TYPES:
             try:
@@ -200,8 +199,9 @@ class CallRounds:
         tenant = self._ledger.for_principal(principal)
         try:
             await self._retry_if_reachable(tenant, op_ref)
-        except BridgeError as exc:  # recorded (unknown, anomaly) by the send path
-            logger.warning("call %s: resumed leg failed: %s", op_ref, exc)
+        except Exception as exc:  # recorded (unknown, anomaly) by the send path; a background
+            # task must not take the requester down with it
+            logger.warning("call %s: resumed leg failed: %s", op_ref, type(exc).__name__)
 
     async def pending(self, principal: str, run_ref: str | None = None) -> list[InputRequest]:
         """Unanswered inputs of calls waiting for input (of one run), oldest first."""
