@@ -550,10 +550,12 @@ class Bridge(BridgeReads):
         unknown = await self.requester.settle_orphaned_dispatches(self.principals, replica)
         await replica.claim_everything()
         taken = self.requester.handover - before
+        assert self._tg is not None  # answered MRTR legs never sent (one replica wins each)
+        legs = await self.requester.rounds.resume(self.principals, self._tg)
         return RecoveryReport(
             tasks_watched=taken.tasks_watched,
             dispatches_marked_unknown=unknown,
-            answers_to_redeliver=taken.answers_to_redeliver,
+            answers_to_redeliver=taken.answers_to_redeliver + legs,
             cancels_to_resend=taken.cancels_to_resend,
             remote_runs_resumed=replica.claimed_runs - runs_before,
         )

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -55,14 +55,23 @@ def mrtr_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc
         yield server
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_of_either_kind(request: pytest.FixtureRequest) -> Ledger:
+    """The same behaviour on both backends (PostgreSQL: row locks, writes off the loop)."""
+    fixture = "wall_ledger" if request.param == "sqlite" else "wall_pg_ledger"
+    return cast(Ledger, request.getfixturevalue(fixture))
+
+
 def _bridge(ledger: Ledger, server: ServerProcess, **options: Any) -> Bridge:
     servers = [McpServerConfig(name=SERVER, url=server.url)]
     return Bridge(ledger, principals=[P], mcp_servers=servers, scheduler=FAST, **options)
 
 
 @pytest.fixture
-async def bridge(wall_ledger: Ledger, mrtr_server: ServerProcess) -> AsyncIterator[Bridge]:
-    async with _bridge(wall_ledger, mrtr_server) as opened:
+async def bridge(
+    ledger_of_either_kind: Ledger, mrtr_server: ServerProcess
+) -> AsyncIterator[Bridge]:
+    async with _bridge(ledger_of_either_kind, mrtr_server) as opened:
         yield opened
 
 
@@ -80,9 +89,9 @@ def _text(outcome: object) -> str:
 
 
 async def test_input_required_is_a_typed_input_of_the_call_not_unknown(
-    bridge: Bridge, wall_ledger: Ledger
+    bridge: Bridge, ledger_of_either_kind: Ledger
 ) -> None:
-    tenant = wall_ledger.for_principal(P)
+    tenant = ledger_of_either_kind.for_principal(P)
     run = new_run(tenant)
     pending = await bridge.call_tool(P, run.ref, SERVER, "approve_payment", {"amount": 11})
     assert isinstance(pending, InputPending) and pending.leg == 1
@@ -105,17 +114,21 @@ async def test_input_required_is_a_typed_input_of_the_call_not_unknown(
 
 
 async def test_accept_retries_with_answers_and_state_once(
-    bridge: Bridge, wall_ledger: Ledger, mrtr_server: ServerProcess, caplog: LogCaptureFixture
+    bridge: Bridge,
+    ledger_of_either_kind: Ledger,
+    mrtr_server: ServerProcess,
+    caplog: LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)  # the SDK logs whole messages, requestState included
-    tenant = wall_ledger.for_principal(P)
+    tenant = ledger_of_either_kind.for_principal(P)
     run = new_run(tenant)
     arguments = {"amount": 12}
+    paid_before = _paid(mrtr_server, 12)  # the server outlives one test (both backends)
     pending = await bridge.call_tool(
         P, run.ref, SERVER, "approve_payment", arguments, operation_id="pay-12"
     )
     assert isinstance(pending, InputPending)
-    intruder = wall_ledger.for_principal("intruder")
+    intruder = ledger_of_either_kind.for_principal("intruder")
     assert intruder.pending_call_inputs() == [] and intruder.calls_ready_to_retry() == []
     with pytest.raises(NotFound):  # another tenant's call is not there to answer
         await bridge.requester.answer_input("intruder", pending.op_ref, "approval", {})
@@ -139,8 +152,8 @@ async def test_accept_retries_with_answers_and_state_once(
         P, run.ref, SERVER, "approve_payment", arguments, operation_id="pay-12"
     )
     assert isinstance(again, InlineResult) and again.replayed and again.text() == "paid 12"
-    assert _paid(mrtr_server, 12) == 1  # one operation, one payment
-    with wall_ledger.engine.connect() as conn:
+    assert _paid(mrtr_server, 12) == paid_before + 1  # one operation, one payment
+    with ledger_of_either_kind.engine.connect() as conn:
         (state,) = conn.execute(select(ROUNDS.c.request_state)).one()
     assert state and state != "payment:12"  # the SDK sealed it; the bridge echoed it as is
     assert state not in caplog.text and STATE_REDACTED in caplog.text
@@ -149,9 +162,9 @@ async def test_accept_retries_with_answers_and_state_once(
 
 
 async def test_decline_is_sent_and_the_server_decides(
-    bridge: Bridge, wall_ledger: Ledger, mrtr_server: ServerProcess
+    bridge: Bridge, ledger_of_either_kind: Ledger, mrtr_server: ServerProcess
 ) -> None:
-    run = new_run(wall_ledger.for_principal(P))
+    run = new_run(ledger_of_either_kind.for_principal(P))
     pending = await bridge.call_tool(P, run.ref, SERVER, "approve_payment", {"amount": 13})
     assert isinstance(pending, InputPending)
     receipt = await pending.inputs[0].decline()
@@ -160,9 +173,9 @@ async def test_decline_is_sent_and_the_server_decides(
 
 
 async def test_a_second_round_is_a_new_leg_with_its_own_inputs(
-    bridge: Bridge, wall_ledger: Ledger
+    bridge: Bridge, ledger_of_either_kind: Ledger
 ) -> None:
-    tenant = wall_ledger.for_principal(P)
+    tenant = ledger_of_either_kind.for_principal(P)
     run = new_run(tenant)
     first = await bridge.call_tool(P, run.ref, SERVER, "sign_report", {"title": "Q3"})
     assert isinstance(first, InputPending)
@@ -182,11 +195,12 @@ async def test_a_second_round_is_a_new_leg_with_its_own_inputs(
 
 
 async def test_ask_mode_pauses_the_step_until_the_host_answers(
-    wall_ledger: Ledger, mrtr_server: ServerProcess
+    ledger_of_either_kind: Ledger, mrtr_server: ServerProcess
 ) -> None:
     policies = Policies(default=ToolPolicy(wait=WaitMode.ASK))
-    async with _bridge(wall_ledger, mrtr_server, policies=policies) as bridge:
-        run = new_run(wall_ledger.for_principal(P))
+    async with _bridge(ledger_of_either_kind, mrtr_server, policies=policies) as bridge:
+        run = new_run(ledger_of_either_kind.for_principal(P))
+        paid_before = _paid(mrtr_server, 14)
 
         async def host() -> None:  # answers from the event stream, as a UI would
             async for event in bridge.subscribe(P, run.ref):
@@ -199,13 +213,13 @@ async def test_ask_mode_pauses_the_step_until_the_host_answers(
             with anyio.fail_after(20):
                 step = await bridge.call_tool(P, run.ref, SERVER, "approve_payment", {"amount": 14})
         assert _text(step) == "paid 14"
-    assert _paid(mrtr_server, 14) == 1
+    assert _paid(mrtr_server, 14) == paid_before + 1
 
 
 async def test_oversized_request_state_is_refused_not_stored(
-    bridge: Bridge, wall_ledger: Ledger
+    bridge: Bridge, ledger_of_either_kind: Ledger
 ) -> None:
-    tenant = wall_ledger.for_principal(P)
+    tenant = ledger_of_either_kind.for_principal(P)
     run = new_run(tenant)
     with pytest.raises(InvalidTaskResponse):
         await bridge.call_tool(P, run.ref, SERVER, "oversized_state", {})
