@@ -35,6 +35,7 @@ from bridge.mcp.outcomes import AnswerDelivery, InlineResult, InputPending
 from bridge.mcp.servers import McpServerConfig
 from bridge.policies import Policies, ToolPolicy, WaitMode
 from bridge.redaction import STATE_REDACTED
+from bridge.results import TaskSettled
 from bridge.uhp.adapter import to_uhp_event
 from tests.support.bridging import FAST, effects, wait_until
 from tests.support.builders import new_run
@@ -201,19 +202,45 @@ async def test_ask_mode_pauses_the_step_until_the_host_answers(
     async with _bridge(ledger_of_either_kind, mrtr_server, policies=policies) as bridge:
         run = new_run(ledger_of_either_kind.for_principal(P))
         paid_before = _paid(mrtr_server, 14)
-
-        async def host() -> None:  # answers from the event stream, as a UI would
-            async for event in bridge.subscribe(P, run.ref):
-                if isinstance(event, ev.CallInputRequired):
-                    await bridge.input_request(P, event).accept(YES)
-                    return
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(host)
+        async with anyio.create_task_group() as tg:  # answers from the events, as a UI would
+            tg.start_soon(_answer_first_call_input, bridge, run.ref, YES)
             with anyio.fail_after(20):
                 step = await bridge.call_tool(P, run.ref, SERVER, "approve_payment", {"amount": 14})
         assert _text(step) == "paid 14"
     assert _paid(mrtr_server, 14) == paid_before + 1
+
+
+@pytest.fixture(scope="module")
+def mrtr_tasks_server() -> Iterator[ServerProcess]:
+    """FastMCP + fastmcp-tasks, asking through MRTR before it creates the task."""
+    with ServerProcess("tests.servers.mrtr_tasks_server") as server:
+        yield server
+
+
+async def test_the_answered_leg_may_create_a_task_that_is_then_waited_for(
+    ledger_of_either_kind: Ledger, mrtr_tasks_server: ServerProcess
+) -> None:
+    policies = Policies(default=ToolPolicy(wait=WaitMode.ASK))
+    tenant = ledger_of_either_kind.for_principal(P)
+    async with _bridge(ledger_of_either_kind, mrtr_tasks_server, policies=policies) as bridge:
+        run = new_run(tenant)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_answer_first_call_input, bridge, run.ref, {})
+            with anyio.fail_after(20):
+                step = await bridge.call_tool(P, run.ref, SERVER, "approved_export", {"rows": 3})
+    assert isinstance(step, TaskSettled) and step.text() == "exported 3 rows"
+    assert tenant.get_dispatch(step.op_ref).state is DispatchState.TASK
+    types = [e.type for e in tenant.events(run.ref)]
+    assert types[1:4] == ["call.input_required", "call.input_answered", "task.created"]
+    assert types[-1] == "task.terminal" and "call.unknown_outcome" not in types
+
+
+async def _answer_first_call_input(bridge: Bridge, run_ref: str, content: Any) -> None:
+    """The host side of an ``ask`` step: answer the call's input from the event stream."""
+    async for event in bridge.subscribe(P, run_ref):
+        if isinstance(event, ev.CallInputRequired):
+            await bridge.input_request(P, event).accept(content)
+            return
 
 
 async def test_oversized_request_state_is_refused_not_stored(
