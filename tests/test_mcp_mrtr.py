@@ -273,6 +273,18 @@ async def test_a_fresh_bridge_lists_and_answers_the_pending_input(
     assert _paid(mrtr_server, 15) == 1
 
 
+def _killed_at(
+    tmp_path: Path, server: ServerProcess, amount: int, crash: str
+) -> tuple[Ledger, TenantLedger, str]:
+    """A ledger whose one call's process was SIGKILLed at ``crash``: ledger, tenant, run."""
+    db = tmp_path / "ledger.db"
+    ledger = Ledger.open(db)
+    tenant = ledger.for_principal(P)
+    run = new_run(tenant)
+    _call_and_die(db, server, run.ref, amount, crash)
+    return ledger, tenant, run.ref
+
+
 def _call_and_die(db: Path, server: ServerProcess, run_ref: str, amount: int, crash: str) -> None:
     """One bridged call in a process that SIGKILLs itself at ``crash`` (and answers, if the
     crash point comes after the answer)."""
@@ -295,29 +307,21 @@ def _call_and_die(db: Path, server: ServerProcess, run_ref: str, amount: int, cr
 async def test_sigkill_after_the_round_then_answer_after_restart(
     tmp_path: Path, mrtr_server: ServerProcess
 ) -> None:
-    db = tmp_path / "ledger.db"
-    ledger = Ledger.open(db)
-    tenant = ledger.for_principal(P)
-    run = new_run(tenant)
-    _call_and_die(db, mrtr_server, run.ref, 16, "after_input_round")
+    ledger, tenant, run_ref = _killed_at(tmp_path, mrtr_server, 16, "after_input_round")
     async with _bridge(ledger, mrtr_server) as bridge:
-        (request,) = await bridge.pending_inputs(P, run.ref)
+        (request,) = await bridge.pending_inputs(P, run_ref)
         receipt = await request.accept(YES)
         assert _text(receipt.outcome) == "paid 16"
     assert _paid(mrtr_server, 16) == 1
-    assert len(_events(tenant, run.ref, ev.CallInputRequired)) == 1
+    assert len(_events(tenant, run_ref, ev.CallInputRequired)) == 1
     ledger.close()
 
 
 async def test_sigkill_between_answer_and_retry_resumes_the_retry_once(
     tmp_path: Path, mrtr_server: ServerProcess
 ) -> None:
-    db = tmp_path / "ledger.db"
-    ledger = Ledger.open(db)
-    tenant = ledger.for_principal(P)
-    run = new_run(tenant)
-    _call_and_die(db, mrtr_server, run.ref, 17, "after_call_answer_recorded")
-    (dispatch,) = tenant.list_dispatches(run_ref=run.ref)
+    ledger, tenant, run_ref = _killed_at(tmp_path, mrtr_server, 17, "after_call_answer_recorded")
+    (dispatch,) = tenant.list_dispatches(run_ref=run_ref)
     assert dispatch.state is DispatchState.INPUT_REQUIRED  # answered, the leg never left
     assert _paid(mrtr_server, 17) == 0
     async with _bridge(ledger, mrtr_server) as bridge:
@@ -326,9 +330,9 @@ async def test_sigkill_between_answer_and_retry_resumes_the_retry_once(
         await wait_until(lambda: tenant.get_dispatch(dispatch.ref).state is DispatchState.RESULT)
         assert await bridge.pending_inputs(P) == []
         again = await bridge.call_tool(
-            P, run.ref, SERVER, "approve_payment", {"amount": 17}, operation_id="killed-17"
+            P, run_ref, SERVER, "approve_payment", {"amount": 17}, operation_id="killed-17"
         )
         assert isinstance(again, InlineResult) and again.replayed
     assert _paid(mrtr_server, 17) == 1  # the answered leg went out once, after the restart
-    assert len(_events(tenant, run.ref, ev.CallResult)) == 1
+    assert len(_events(tenant, run_ref, ev.CallResult)) == 1
     ledger.close()
