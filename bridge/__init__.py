@@ -95,6 +95,12 @@ if TYPE_CHECKING:
         CallAdmissionChecked as CallAdmissionChecked,
     )
     from bridge.events import (
+        CallInputAnswered as CallInputAnswered,
+    )
+    from bridge.events import (
+        CallInputRequired as CallInputRequired,
+    )
+    from bridge.events import (
         CallResult as CallResult,
     )
     from bridge.events import (
@@ -197,6 +203,9 @@ if TYPE_CHECKING:
         InputRequest as InputRequest,
     )
     from bridge.ledger.views import (
+        CallInputView as CallInputView,
+    )
+    from bridge.ledger.views import (
         DispatchView as DispatchView,
     )
     from bridge.ledger.views import (
@@ -240,6 +249,9 @@ if TYPE_CHECKING:
     )
     from bridge.mcp.outcomes import (
         InlineResult as InlineResult,
+    )
+    from bridge.mcp.outcomes import (
+        InputPending as InputPending,
     )
     from bridge.mcp.outcomes import (
         RejectedCall as RejectedCall,
@@ -363,6 +375,7 @@ _EXPORTS: dict[str, str] = {
     "AnswerReceipt": "bridge.mcp.outcomes",
     "CallOutcome": "bridge.mcp.outcomes",
     "InlineResult": "bridge.mcp.outcomes",
+    "InputPending": "bridge.mcp.outcomes",
     "RejectedCall": "bridge.mcp.outcomes",
     "TaskHandle": "bridge.mcp.outcomes",
     "UnknownOutcome": "bridge.mcp.outcomes",
@@ -383,6 +396,7 @@ _EXPORTS: dict[str, str] = {
     "TaskInputStuck": "bridge.events",
     "RecoveryReport": "bridge.recovery",
     "UnansweredPost": "bridge.recovery",
+    "CallInputView": "bridge.ledger.views",
     "DispatchView": "bridge.ledger.views",
     "InputRequestView": "bridge.ledger.views",
     "RunView": "bridge.ledger.views",
@@ -408,6 +422,8 @@ _EXPORTS: dict[str, str] = {
     "FINAL_TASK_EVENTS": "bridge.events",
     "Anomaly": "bridge.events",
     "BridgeEvent": "bridge.events",
+    "CallInputAnswered": "bridge.events",
+    "CallInputRequired": "bridge.events",
     "CallResult": "bridge.events",
     "CallUnknownOutcome": "bridge.events",
     "CallAdmissionChecked": "bridge.events",

@@ -116,6 +116,30 @@ class CallResult(_Event):
     truncated: bool
 
 
+class CallInputRequired(_Event):
+    """MRTR: the server answered ``tools/call`` with an ``InputRequiredResult`` before any task
+    existed (leg ``leg`` of the call). Answer it as a task's input (``Bridge.input_request``);
+    once every input of the leg is answered the call is sent again with the answers."""
+
+    type: Literal["call.input_required"] = "call.input_required"
+    op_ref: str
+    tool: str
+    server: str
+    leg: int
+    input_ref: str
+    method: str
+    params: dict[str, Any]
+
+
+class CallInputAnswered(_Event):
+    type: Literal["call.input_answered"] = "call.input_answered"
+    op_ref: str
+    tool: str
+    server: str
+    leg: int
+    input_ref: str
+
+
 class TaskCreated(_TaskEvent):
     type: Literal["task.created"] = "task.created"
     op_ref: str
@@ -260,6 +284,8 @@ BridgeEvent = Annotated[
     | CallUnknownOutcome
     | CallAdmissionChecked
     | CallResult
+    | CallInputRequired
+    | CallInputAnswered
     | TaskCreated
     | TaskStatusChanged
     | TaskInputRequired
@@ -284,6 +310,9 @@ FINAL_TASK_EVENTS: tuple[type[TaskTerminal], type[TaskLost]] = (TaskTerminal, Ta
 
 # Events about one task handle (they all carry task_ref, tool and server).
 TaskEventLike = _TaskEvent
+
+# An input request for the host, of a task or of a call that has no task yet (MRTR).
+InputRequiredEvent = TaskInputRequired | CallInputRequired
 
 # Events written on a bridged call's critical path (built without re-validation there).
 CallPathEvent = CallResult | TaskCreated

@@ -40,9 +40,9 @@ from bridge.ledger.dialects import SqliteSynchronous
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import RunView, TaskView
-from bridge.lifecycle import Admission, OuterStatus, TaskStatus
+from bridge.lifecycle import Admission, DispatchState, OuterStatus, TaskStatus
 from bridge.mcp.admission import AdmissionChecks
-from bridge.mcp.outcomes import AnswerReceipt, TaskHandle
+from bridge.mcp.outcomes import AnswerReceipt, InputPending, TaskHandle
 from bridge.mcp.requester import ResumeReport
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
@@ -384,6 +384,13 @@ class Bridge(BridgeReads):
                 operation_id=operation_id,
                 unknown_outcomes=policy.unknown_outcomes,
             )
+            while isinstance(outcome, InputPending) and mode is WaitMode.ASK:
+                # MRTR: pause for the host's answers like a task's input; then what the
+                # answered leg returned, read back (the operation is replayed, never re-sent).
+                op_id = await self._until_answered(principal, run_ref, outcome.op_ref)
+                outcome = await self.requester.call_tool(
+                    principal, run_ref, server, tool, arguments, operation_id=op_id
+                )
         finally:
             if token is not None:
                 otel_context.detach(token)
@@ -403,6 +410,18 @@ class Bridge(BridgeReads):
             return RecoverableFailure(outcome.op_ref, task, reason)
         deadline = wait_deadline_s if wait_deadline_s is not None else policy.wait_deadline_s
         return await self._wait(principal, outcome.op_ref, task, deadline, mode is WaitMode.ASK)
+
+    async def _until_answered(self, principal: str, run_ref: str, op_ref: str) -> str:
+        """Block until the call waiting for input has sent its next leg and heard back;
+        its operation id."""
+        assert self._notifier is not None
+        tenant = self.ledger.for_principal(principal)
+        while True:
+            with self._notifier.watch(principal, run_ref) as change:  # armed, then read
+                dispatch = await self._db(tenant.get_dispatch, op_ref)
+                if dispatch.state not in (DispatchState.INPUT_REQUIRED, DispatchState.SENT):
+                    return dispatch.operation_id
+                await change.wait(None)
 
     async def _wait(
         self, principal: str, op_ref: str, task: TaskView, deadline_s: float, ask: bool
@@ -439,9 +458,14 @@ class Bridge(BridgeReads):
         self._scope(principal)
         return await self.requester.answer_input(principal, task_ref, input_ref, response)
 
-    def input_request(self, principal: str, event: ev.TaskInputRequired) -> InputRequest:
-        """The typed request a ``task.input_required`` event announces."""
+    def input_request(self, principal: str, event: ev.InputRequiredEvent) -> InputRequest:
+        """The typed request a ``task.input_required`` (or, MRTR, ``call.input_required``)
+        event announces."""
         self._scope(principal)
+        if isinstance(event, ev.CallInputRequired):
+            return self.requester.rounds.input_request(
+                principal, event.op_ref, event.input_ref, event.method, event.params
+            )
         return self._input_request(
             principal, event.task_ref, event.input_ref, event.method, event.params
         )
@@ -450,16 +474,18 @@ class Bridge(BridgeReads):
         self, principal: str, run_ref: str | None = None
     ) -> list[InputRequest]:
         """Unanswered input requests of this principal's open tasks (of one run), oldest
-        first: offer them to the user (again, after a restart)."""
+        first, then those of calls waiting for input before any task (MRTR): offer them to
+        the user (again, after a restart)."""
         self._scope(principal)
         tenant = self.ledger.for_principal(principal)
         views = await self._db(tenant.pending_input_requests)
         if run_ref is not None:
             of_run = {t.ref for t in await self._db(tenant.list_tasks, run_ref=run_ref)}
             views = [v for v in views if v.task_ref in of_run]
+        calls = await self.requester.rounds.pending(principal, run_ref)
         return [
             self._input_request(principal, v.task_ref, v.ref, v.method, v.params) for v in views
-        ]
+        ] + calls
 
     def _input_request(
         self, principal: str, task_ref: str, input_ref: str, method: str, params: Any
@@ -530,6 +556,7 @@ class Bridge(BridgeReads):
         for principal in self.principals:
             tenant = self.ledger.for_principal(principal)
             report.pending_inputs.extend(await self._db(tenant.pending_input_requests))
+            report.pending_call_inputs.extend(await self._db(tenant.pending_call_inputs))
             for run in await self._db(tenant.list_runs, open_only=True, limit=10_000):
                 served = run.uhp_server.startswith(LOCAL_SERVER_PREFIX)
                 if served:
@@ -564,10 +591,12 @@ class Bridge(BridgeReads):
         unknown = await self.requester.settle_orphaned_dispatches(self.principals, replica)
         await replica.claim_everything()
         taken = self.requester.handover - before
+        assert self._tg is not None  # answered MRTR legs never sent (one replica wins each)
+        legs = await self.requester.rounds.resume(self.principals, self._tg)
         return RecoveryReport(
             tasks_watched=taken.tasks_watched,
             dispatches_marked_unknown=unknown,
-            answers_to_redeliver=taken.answers_to_redeliver,
+            answers_to_redeliver=taken.answers_to_redeliver + legs,
             cancels_to_resend=taken.cancels_to_resend,
             remote_runs_resumed=replica.claimed_runs - runs_before,
         )

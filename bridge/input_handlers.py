@@ -85,8 +85,9 @@ class FormElicitation:
     message: str
     requested_schema: dict[str, Any]
     server: str  # the configured server name
-    task_ref: str
+    task_ref: str | None  # None: asked by a call before any task (MRTR; see op_ref)
     input_ref: str
+    op_ref: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +97,9 @@ class UrlElicitation:
     message: str
     url: str
     server: str
-    task_ref: str
+    task_ref: str | None  # None: asked by a call before any task (MRTR; see op_ref)
     input_ref: str
+    op_ref: str | None = None
 
 
 FormHandler = Callable[[FormElicitation], Awaitable[ElicitAnswer]]
@@ -247,7 +249,12 @@ async def _answer_with(kind: InputKind, handler: Any, request: InputRequest, ser
     if kind is InputKind.URL_ELICITATION:
         url_params = _parse(mcp_types.ElicitRequestURLParams, request.params)
         asked: FormElicitation | UrlElicitation = UrlElicitation(
-            url_params.message, url_params.url, server, request.task_ref, request.input_ref
+            url_params.message,
+            url_params.url,
+            server,
+            request.task_ref,
+            request.input_ref,
+            request.op_ref,
         )
     else:
         form_params = _parse(mcp_types.ElicitRequestFormParams, request.params)
@@ -257,6 +264,7 @@ async def _answer_with(kind: InputKind, handler: Any, request: InputRequest, ser
             server,
             request.task_ref,
             request.input_ref,
+            request.op_ref,
         )
     answer = await _call(handler, asked)
     try:

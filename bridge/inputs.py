@@ -1,8 +1,9 @@
 """Typed input requests: what a task asks the host (elicitation, sampling, …) and the helpers
 that answer it.
 
-An :class:`InputRequest` comes from a ``task.input_required`` event
-(``Bridge.input_request(principal, event)``) or from ``Bridge.pending_inputs(principal)``.
+An :class:`InputRequest` comes from a ``task.input_required`` event, or a
+``call.input_required`` event (a server that asked before creating any task: MRTR), through
+``Bridge.input_request(principal, event)``, or from ``Bridge.pending_inputs(principal)``.
 For an elicitation (``elicitation/create``) ``accept(content)`` / ``decline()`` / ``cancel()``
 send the MCP ``ElicitResult`` shape::
 
@@ -17,28 +18,33 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.errors import InvalidInputAnswer
-from bridge.mcp.outcomes import AnswerReceipt
+
+if TYPE_CHECKING:  # bridge.mcp.outcomes carries InputRequest: no import back at runtime
+    from bridge.mcp.outcomes import AnswerReceipt
 
 ELICITATION = "elicitation/create"
 SAMPLING = "sampling/createMessage"
 
 # Sends one raw answer through the bridge (bound to principal, task and input request).
-AnswerSender = Callable[[Any], Awaitable[AnswerReceipt]]
+AnswerSender = Callable[[Any], Awaitable["AnswerReceipt"]]
 
 
 @dataclass(frozen=True, slots=True)
 class InputRequest:
-    """One input request of one task, as the host answers it."""
+    """One input request of one task, or of a call that has no task yet (MRTR: ``task_ref``
+    is None and ``op_ref`` names the call; answering it sends the call again), as the host
+    answers it."""
 
     principal: str
-    task_ref: str
+    task_ref: str | None
     input_ref: str  # the bridge reference (the server's key may embed the raw task id)
     method: str  # "elicitation/create", "sampling/createMessage", …
     params: dict[str, Any] = field(repr=False)  # server text, shown to the user
     _send: AnswerSender = field(repr=False, compare=False)
+    op_ref: str | None = None  # set for an MRTR input (a call's, before any task)
 
     @property
     def message(self) -> str | None:

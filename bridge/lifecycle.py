@@ -55,10 +55,15 @@ _TERMINAL_TASK = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.
 
 
 class DispatchState(StrEnum):
-    """Write-ahead state of one ``tools/call``: ``pending -> sent -> task | result | unknown``."""
+    """Write-ahead state of one ``tools/call``: ``pending -> sent -> task | result | unknown``.
+
+    ``input_required``: the server answered with an ``InputRequiredResult`` (MRTR) before any
+    task existed; nothing is in flight until the host answers and the next leg is ``sent``.
+    """
 
     PENDING = "pending"
     SENT = "sent"
+    INPUT_REQUIRED = "input_required"
     TASK = "task"
     RESULT = "result"
     UNKNOWN = "unknown"
@@ -162,8 +167,15 @@ def may_mark_lost(current: TaskStatus, already_lost: bool, *, outcome_stored: bo
 _DISPATCH_NEXT: dict[DispatchState, frozenset[DispatchState]] = {
     DispatchState.PENDING: frozenset({DispatchState.SENT, DispatchState.UNKNOWN}),
     DispatchState.SENT: frozenset(
-        {DispatchState.TASK, DispatchState.RESULT, DispatchState.UNKNOWN}
+        {
+            DispatchState.TASK,
+            DispatchState.RESULT,
+            DispatchState.UNKNOWN,
+            DispatchState.INPUT_REQUIRED,
+        }
     ),
+    # Answered: the retry leg is committed as sent before it leaves (write-ahead again).
+    DispatchState.INPUT_REQUIRED: frozenset({DispatchState.SENT}),
     DispatchState.TASK: frozenset(),
     DispatchState.RESULT: frozenset(),
     DispatchState.UNKNOWN: frozenset(),
@@ -172,6 +184,7 @@ _DISPATCH_NEXT: dict[DispatchState, frozenset[DispatchState]] = {
 
 def may_advance_dispatch(current: DispatchState, target: DispatchState) -> bool:
     """``pending -> sent -> task | result | unknown``; a settled dispatch never moves.
+    ``sent -> input_required -> sent`` is one more MRTR leg of the same call.
 
     ``pending -> unknown`` is allowed because after a crash a pending intent cannot prove the
     request never left the process (the write of ``sent`` may be what was lost).

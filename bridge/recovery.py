@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bridge.errors import BridgeError
-from bridge.ledger.views import InputRequestView, RunView
+from bridge.ledger.views import CallInputView, InputRequestView, RunView
 from bridge.uhp.request_record import RecordedRequest
 
 if TYPE_CHECKING:
@@ -76,3 +76,6 @@ class RecoveryReport:
     pending_inputs: list[InputRequestView] = field(default_factory=list)
     # Remote runs that never got a response id (single-process mode): re-send with repost().
     unanswered_posts: list[UnansweredPost] = field(default_factory=list)
+    # The same for calls the server answered with InputRequiredResult before any task (MRTR):
+    # answering one sends the call again (call.input_required events named them).
+    pending_call_inputs: list[CallInputView] = field(default_factory=list)

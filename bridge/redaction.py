@@ -3,7 +3,8 @@
 The official SDK logs whole JSON-RPC messages at DEBUG level, ``taskId`` included, and task
 ids may act as bearer handles. :func:`install_log_redaction` adds a filter to every ``mcp``
 logger that rewrites ``taskId`` values (and ``task_id=`` in model reprs) before a record is
-emitted, whatever handlers the host configured.
+emitted, whatever handlers the host configured. It also hides MRTR ``requestState`` values
+(opaque server state the bridge echoes, possibly sealed credentials of the server's own).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ _PATTERNS = (
     re.compile(r"""(\btask_id\s*=\s*["'])([^"']+)(["'])"""),
     re.compile(r"""(\bMcp-Name["']?\s*[:=]\s*["']?)([^"',\s}]+)""", re.IGNORECASE),
 )
+
+STATE_REDACTED = "[redacted-request-state]"
+_STATE_PATTERN = re.compile(r"""(\brequest_?state["']?\s*[:=]\s*["'])([^"']*)(["'])""", re.I)
 
 
 # A subscriptions/listen filter names many ids at once: "taskIds": ["…", "…"].
@@ -82,10 +86,16 @@ def scrub_task_id(text: str, raw_id: str, ref: str) -> str:
 class TaskIdRedactor(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if "task" in message.lower() or "mcp-name" in message.lower():
-            cleaned = redact(message)
-            if cleaned != message:
-                record.msg, record.args = cleaned, None
+        lowered = message.lower()
+        cleaned = message
+        if "requeststate" in lowered or "request_state" in lowered:
+            cleaned = _STATE_PATTERN.sub(
+                lambda m: m.group(1) + STATE_REDACTED + m.group(3), message
+            )
+        if "task" in lowered or "mcp-name" in lowered:
+            cleaned = redact(cleaned)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
         return True
 
 

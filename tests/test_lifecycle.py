@@ -72,6 +72,9 @@ def test_dispatch_moves_forward_only() -> None:
         (DispatchState.SENT, DispatchState.TASK),
         (DispatchState.SENT, DispatchState.RESULT),
         (DispatchState.SENT, DispatchState.UNKNOWN),
+        # MRTR: the server asked for input before any task; the answered retry is a new leg.
+        (DispatchState.SENT, DispatchState.INPUT_REQUIRED),
+        (DispatchState.INPUT_REQUIRED, DispatchState.SENT),
     }
     for current, target in itertools.product(DispatchState, DispatchState):
         assert may_advance_dispatch(current, target) == ((current, target) in allowed)

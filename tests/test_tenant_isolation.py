@@ -38,7 +38,28 @@ def acme(ledger: Ledger) -> dict[str, Any]:
     )
     tenant.record_input_answer(task.ref, "k2", {"action": "accept"})  # recorded, undelivered
     op_id = tenant.get_dispatch(task.op_ref).operation_id
-    return {"tenant": tenant, "run": run, "remote": remote, "task": task, "op_id": op_id}
+    # MRTR: one call waiting for an answer, one answered whose next leg is due.
+    asking, answered = (_call_asking(tenant, run.ref, key) for key in ("q", "r"))
+    tenant.record_call_input_answer(answered, "r", {"action": "decline"})
+    return {
+        "tenant": tenant,
+        "run": run,
+        "remote": remote,
+        "task": task,
+        "op_id": op_id,
+        "asking": asking,
+        "answered": answered,
+    }
+
+
+def _call_asking(tenant: TenantLedger, run_ref: str, key: str) -> str:
+    """A call the server answered with an InputRequiredResult asking ``key``: its op_ref."""
+    call = tenant.begin_dispatch(
+        run_ref, server_endpoint=ENDPOINT, tool_name="pay", arguments={}, sent=True
+    )
+    request = {"method": "elicitation/create", "params": {"message": "?"}}
+    tenant.record_input_round(call.ref, {key: request}, request_state="s", arguments={})
+    return call.ref
 
 
 def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, Callable[[], Any]]:
@@ -67,6 +88,10 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
             foreign.unacknowledged_runs() + foreign.unacknowledged_runs("http://127.0.0.1:8800")
         ),
         "run_request": lambda: foreign.run_request(acme["remote"].ref),
+        "call_inputs": lambda: foreign.call_inputs(acme["asking"]),
+        "pending_call_inputs": lambda: foreign.pending_call_inputs(),
+        "calls_ready_to_retry": lambda: foreign.calls_ready_to_retry(),
+        "current_leg": lambda: foreign.current_leg(acme["asking"]),
     }
 
 
@@ -116,6 +141,13 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         "record_admission": lambda: foreign.record_admission(
             task.op_ref, Admission.ADMITTED, "host"
         ),
+        "record_input_round": lambda: foreign.record_input_round(
+            acme["asking"], {}, request_state=None, arguments={}
+        ),
+        "record_call_input_answer": lambda: foreign.record_call_input_answer(
+            acme["asking"], "q", {}
+        ),
+        "begin_retry_leg": lambda: foreign.begin_retry_leg(acme["answered"]),
     }
 
 
@@ -150,6 +182,8 @@ def test_foreign_reads_find_nothing(ledger: Ledger, acme: dict[str, Any]) -> Non
     assert len(own.list_runs()) == 2
     assert [r.ref for r in own.unacknowledged_runs()] == [acme["remote"].ref]
     assert own.run_request(acme["remote"].ref) == '{"body": {}}'
+    assert [i.key for i in own.pending_call_inputs()] == ["q"]
+    assert own.calls_ready_to_retry() == [acme["answered"]]
 
 
 def test_foreign_writes_are_refused_and_change_nothing(

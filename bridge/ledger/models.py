@@ -140,12 +140,14 @@ class InnerTask(SQLModel, table=True):
 
 
 class InputRequest(SQLModel, table=True):
-    """One ``inputRequests`` key of a task: seen, surfaced and answered at most once."""
+    """One ``inputRequests`` key of a task, or of one MRTR leg of a call that has no task yet
+    (``op_ref`` + ``leg``, ``task_ref`` NULL): seen, surfaced and answered at most once."""
 
     __tablename__ = "bridge_input_requests"
     __table_args__ = (
         UniqueConstraint("task_ref", "key", name="uq_input_request_key"),
         UniqueConstraint("ref", name="uq_input_request_ref"),
+        UniqueConstraint("op_ref", "leg", "key", name="uq_input_request_call_key"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -153,7 +155,12 @@ class InputRequest(SQLModel, table=True):
     # so events name the request by this reference, never by its key.
     ref: str | None = Field(default=None, max_length=64)
     principal: str = Field(max_length=200, index=True)
-    task_ref: str = Field(foreign_key="bridge_inner_tasks.ref", max_length=64)
+    task_ref: str | None = Field(default=None, foreign_key="bridge_inner_tasks.ref", max_length=64)
+    # An MRTR input (InputRequiredResult to tools/call): the dispatch and the leg that asked.
+    op_ref: str | None = Field(
+        default=None, foreign_key="bridge_dispatch_intents.ref", max_length=64
+    )
+    leg: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     key: str = Field(max_length=500)
     method: str = Field(max_length=200)
     params_json: str = Field(sa_column=Column(Text, nullable=False))
@@ -173,6 +180,26 @@ class InputRequest(SQLModel, table=True):
     declined_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
     # Reported stuck once (task.input_stuck), so a restart does not report it again.
     stuck_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+
+
+class CallRound(SQLModel, table=True):
+    """One ``InputRequiredResult`` a ``tools/call`` received (MRTR): leg ``leg`` of the call
+    asked for input; the next leg re-sends the arguments with the answers and the state."""
+
+    __tablename__ = "bridge_call_rounds"
+    __table_args__ = (UniqueConstraint("op_ref", "leg", name="uq_call_round_leg"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    principal: str = Field(max_length=200, index=True)
+    op_ref: str = Field(foreign_key="bridge_dispatch_intents.ref", max_length=64)
+    leg: int = Field(sa_column=Column(BigInteger, nullable=False))  # 1: the original request
+    # The server's opaque requestState, echoed verbatim on the next leg (bounded; never logged).
+    request_state: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # The call's arguments, re-sent by the next leg (a restarted process has nothing else).
+    arguments_json: str = Field(sa_column=Column(Text, nullable=False))
+    received_at_ms: int = Field(sa_column=_ms())
+    # When leg + 1 was committed as sent (write-ahead of the retry); NULL while waiting.
+    retried_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
 
 
 class EventRecord(SQLModel, table=True):
@@ -208,4 +235,12 @@ class Replica(SQLModel, table=True):
     started_at_ms: int = Field(sa_column=_ms())
 
 
-ALL_TABLES = (OuterResponse, DispatchIntent, InnerTask, InputRequest, EventRecord, Replica)
+ALL_TABLES = (
+    OuterResponse,
+    DispatchIntent,
+    InnerTask,
+    InputRequest,
+    CallRound,
+    EventRecord,
+    Replica,
+)

@@ -7,7 +7,8 @@ so another tenant's rows are simply not there.
 The operations live with their aggregate, over one private base (:mod:`bridge.ledger._base`:
 transactions, principal scoping, the event append with the per-run gapless sequence):
 :mod:`~bridge.ledger.runs`, :mod:`~bridge.ledger.dispatches` (the call path among them),
-:mod:`~bridge.ledger.tasks`, :mod:`~bridge.ledger.inputs`, :mod:`~bridge.ledger.queries`.
+:mod:`~bridge.ledger.tasks`, :mod:`~bridge.ledger.inputs`, :mod:`~bridge.ledger.rounds`,
+:mod:`~bridge.ledger.queries`.
 This module composes them and keeps the names callers import from it.
 """
 
@@ -42,6 +43,7 @@ from bridge.ledger.dispatches import CallPathStatements, DispatchWrites
 from bridge.ledger.engine import create_ledger_engine
 from bridge.ledger.inputs import input_request_digest
 from bridge.ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
+from bridge.ledger.rounds import CallRoundWrites
 from bridge.ledger.tasks import ObservationOutcome, TaskWrites
 
 __all__ = [
@@ -114,9 +116,9 @@ class Ledger(LedgerCore):
         return TenantLedger(self, principal)
 
 
-class TenantLedger(DispatchWrites, TaskWrites, AdmissionWrites):
+class TenantLedger(DispatchWrites, TaskWrites, AdmissionWrites, CallRoundWrites):
     """All ledger operations for one principal/tenant: runs, dispatches (and the call path),
-    tasks, input requests and the reads, each in its aggregate's module."""
+    tasks, input requests, MRTR call rounds and the reads, each in its aggregate's module."""
 
     def __init__(self, ledger: Ledger, principal: str) -> None:
         super().__init__(ledger, principal, ledger._hot)

@@ -256,6 +256,33 @@ class InputRequestView:
 
 
 @dataclass(frozen=True, slots=True)
+class CallInputView:
+    """One input request of one MRTR leg of a call (no task yet)."""
+
+    ref: str
+    op_ref: str
+    leg: int
+    key: str = field(repr=False)  # server-minted
+    method: str
+    params: Any = field(repr=False)  # server text, shown to the user
+    first_seen_ms: int
+    answered_at_ms: int | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> CallInputView:
+        return cls(
+            ref=row.ref,
+            op_ref=row.op_ref,
+            leg=int(row.leg),
+            key=row.key,
+            method=row.method,
+            params=_loads(row.params_json),
+            first_seen_ms=row.first_seen_ms,
+            answered_at_ms=row.answered_at_ms,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class TaskObservation:
     """What one ``tasks/get`` (or a creation result, or a notification) said about a task."""
 

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from bridge.errors import NoToolResult
+from bridge.inputs import InputRequest
 from bridge.ledger.views import TaskView
 from bridge.lifecycle import Admission
 from bridge.mcp.tool_result import ToolResultAccess
@@ -96,7 +97,25 @@ class UnknownOutcome(ToolResultAccess):
         raise NoToolResult(f"the call's outcome is unknown ({self.reason})")
 
 
-CallOutcome = TaskHandle | InlineResult | RejectedCall | UnknownOutcome
+@dataclass(frozen=True, slots=True)
+class InputPending(ToolResultAccess):
+    """The server needs input before it does anything (MRTR: an ``InputRequiredResult`` to
+    ``tools/call``, leg ``leg`` of the call). Nothing is in flight; the call is recorded
+    ``input_required`` and one ``call.input_required`` event per input was written. Answer
+    every input (``inputs[i].accept(...)``, ``Bridge.answer_input``): the call is then sent
+    again with the answers and the server's state, and the last answer's receipt carries
+    what that leg returned. Still listed by ``Bridge.pending_inputs`` after a restart."""
+
+    op_ref: str
+    leg: int
+    inputs: tuple[InputRequest, ...]
+    replayed: bool = False
+
+    def _stored_result(self) -> Any:
+        raise NoToolResult(f"the call {self.op_ref} waits for input (leg {self.leg})")
+
+
+CallOutcome = TaskHandle | InlineResult | RejectedCall | UnknownOutcome | InputPending
 
 
 class AnswerDelivery(StrEnum):
@@ -105,16 +124,28 @@ class AnswerDelivery(StrEnum):
     DELIVERED = "delivered"  # the server acknowledged the tasks/update carrying it
     QUEUED = "queued"  # not acknowledged yet (transport trouble): resent before the next poll
     TASK_LOST = "task_lost"  # the server no longer knows the task (-32602): task.lost written
+    # MRTR (an input of a call, before any task): other inputs of the same leg still need an
+    # answer; the call is sent again once the last one is answered.
+    AWAITING_INPUTS = "awaiting_inputs"
+    RETRIED = "retried"  # MRTR: the call was sent again with the answers; see ``outcome``
 
 
 @dataclass(frozen=True, slots=True)
 class AnswerReceipt:
-    """An answer was recorded (write-ahead, exactly once per input request)."""
+    """An answer was recorded (write-ahead, exactly once per input request).
 
-    task_ref: str
+    For an MRTR input (``op_ref`` set, ``task_ref`` None), ``outcome`` is what the retried
+    call returned when this answer completed its leg (``RETRIED``): a result, a task handle,
+    another :class:`InputPending`, or an unknown outcome. ``QUEUED`` there means the server
+    could not be reached: nothing was sent, the retry happens on the next start (or answer).
+    """
+
+    task_ref: str | None
     input_ref: str
     delivery: AnswerDelivery
+    op_ref: str | None = None
+    outcome: CallOutcome | None = None
 
     @property
     def delivered(self) -> bool:
-        return self.delivery is AnswerDelivery.DELIVERED
+        return self.delivery in (AnswerDelivery.DELIVERED, AnswerDelivery.RETRIED)

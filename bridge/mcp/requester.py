@@ -39,6 +39,7 @@ from bridge.input_handlers import InputHandlers
 from bridge.ledger.availability import WriteLockBusy
 from bridge.ledger.fencing import Membership
 from bridge.ledger.leases import TenantLeases
+from bridge.ledger.rounds import RetryLeg
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.ledger.views import DispatchView, TaskObservation, TaskView
 from bridge.lifecycle import Admission, DispatchState, TaskStatus
@@ -47,6 +48,7 @@ from bridge.mcp.admission import AdmissionChecks, operation_meta
 from bridge.mcp.failures import Failure, FailureKind, classify
 from bridge.mcp.generations import TaskGeneration, negotiated_generation, stored_generation
 from bridge.mcp.handles import task_id_problem
+from bridge.mcp.mrtr import CallRounds, is_call_ref, wire_responses
 from bridge.mcp.outcomes import (
     AnswerReceipt,
     CallOutcome,
@@ -135,6 +137,7 @@ class TaskRequester:
         self._scheduler: PollScheduler | None = None
         self._push: PushUpdates | None = None
         self._updates: TaskUpdates | None = None
+        self.rounds = CallRounds(ledger, self.db, lambda: self.pool, self._send)  # MRTR
         self.replica: ReplicaLeases | None = None
         # Running totals of the leased handles this replica took over (claims, adoptions).
         self.handover = ResumeReport()
@@ -265,8 +268,9 @@ class TaskRequester:
                     )
             else:
                 intent = await self.db(tenant.begin_dispatch, run_ref, **intent_fields)
-            key = duplicate_key or intent.operation_id
-            outcome = await self._send(tenant, connection, intent, tool, arguments, key)
+            outcome = await self._send(
+                tenant, connection, intent, tool, arguments, duplicate_key=duplicate_key
+            )
             if type(outcome) is InlineResult:
                 return outcome  # the usual answer, nothing more to mark or retry
             if isinstance(outcome, RejectedCall):
@@ -287,13 +291,18 @@ class TaskRequester:
         intent: DispatchView,
         tool: str,
         arguments: dict[str, Any],
-        duplicate_key: str,
+        leg: RetryLeg | None = None,
+        *,
+        duplicate_key: str | None = None,
     ) -> CallOutcome:
+        """Send one leg of the call (``leg``: an MRTR retry with the answers) and record it."""
         config = connection.config
         generation = TaskGeneration.EXTENSION
         try:
             session = await connection.session()
-            meta = operation_meta(config.operation_id_meta_key, duplicate_key)
+            meta = operation_meta(
+                config.operation_id_meta_key, duplicate_key or intent.operation_id
+            )
             if connection.declare_tasks:
                 generation = negotiated_generation(session)
             if generation is TaskGeneration.EXPERIMENTAL_2025_11_25:
@@ -306,6 +315,9 @@ class TaskRequester:
                     arguments,
                     read_timeout_seconds=config.request_timeout_s,
                     allow_claimed=connection.declare_tasks,
+                    allow_input_required=True,
+                    input_responses=wire_responses(leg) if leg is not None else None,
+                    request_state=leg.request_state if leg is not None else None,
                     meta=meta,  # type: ignore[arg-type]
                 )
         except Exception as exc:
@@ -323,8 +335,11 @@ class TaskRequester:
             settled = await self.db(tenant.record_call_error, intent.ref, failure.as_error_object())
             return RejectedCall(intent.ref, settled.result["error"])
         # (a CallToolResult is told apart first: isinstance on a pydantic class is not free)
-        if type(reply) is not mcp_types.CallToolResult and isinstance(reply, CreateTaskResult):
-            return await self._record_handle(tenant, connection, intent, reply, generation)
+        if type(reply) is not mcp_types.CallToolResult:
+            if isinstance(reply, CreateTaskResult):
+                return await self._record_handle(tenant, connection, intent, reply, generation)
+            if isinstance(reply, mcp_types.InputRequiredResult):
+                return await self.rounds.received(tenant, connection, intent, reply, arguments)
         result = _dump(reply)
         if self.db.inline:
             try:
@@ -448,6 +463,8 @@ class TaskRequester:
             if task.is_open and not self.scheduler.is_watching(task.ref):
                 await self._watch_new(tenant.principal, task, None)
             return TaskHandle(previous.ref, task, replayed=True)
+        if state is DispatchState.INPUT_REQUIRED:
+            return await self.rounds.pending_of(tenant.principal, previous.ref)
         if state is DispatchState.RESULT:
             if isinstance(previous.result, dict) and set(previous.result) == {"error"}:
                 return RejectedCall(previous.ref, previous.result["error"], replayed=True)
@@ -470,7 +487,10 @@ class TaskRequester:
     async def answer_input(
         self, principal: str, task_ref: str, input_ref: str, response: Any
     ) -> AnswerReceipt:
-        """Answer one input request of a task (see :meth:`TaskUpdates.answer_input`)."""
+        """Answer one input request of a task (see :meth:`TaskUpdates.answer_input`), or of a
+        call waiting for input (``task_ref`` is then the call's ``op_ref``; see :mod:`.mrtr`)."""
+        if is_call_ref(task_ref):
+            return await self.rounds.answer(principal, task_ref, input_ref, response)
         return await self.updates.answer_input(principal, task_ref, input_ref, response)
 
     async def cancel_task(self, principal: str, task_ref: str, requested_by: str = "host") -> bool:
@@ -528,6 +548,8 @@ class TaskRequester:
             watched += len(tasks)
             cancels += seeded.cancels_to_resend
             answers += seeded.answers_to_redeliver
+        assert self._tg is not None  # MRTR rounds answered whose next leg never left:
+        answers += await self.rounds.resume(principals, self._tg)
         return ResumeReport(watched, unknown, answers, cancels)
 
     async def _watch_all(

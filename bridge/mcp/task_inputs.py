@@ -63,11 +63,12 @@ class TaskInputDecisions:
         reason: Literal["undeclared", "handler_failed"],
         answer: dict[str, Any] | None,
     ) -> None:
+        task_ref = _task_ref_of(request)
         await self._db(
-            self._tenant.record_input_declined, request.task_ref, request.input_ref, reason, answer
+            self._tenant.record_input_declined, task_ref, request.input_ref, reason, answer
         )
         if answer is not None:  # sent with tasks/update before the task's next poll
-            self._scheduler.mark_undelivered_answers(request.task_ref)
+            self._scheduler.mark_undelivered_answers(task_ref)
 
     async def handler_failed(
         self,
@@ -78,7 +79,7 @@ class TaskInputDecisions:
     ) -> None:
         await self._db(
             self._tenant.record_input_handler_failed,
-            request.task_ref,
+            _task_ref_of(request),
             request.input_ref,
             failure,
             detail,
@@ -149,3 +150,9 @@ class TaskInputs:
     def forget(self, task_ref: str) -> None:
         if self._stuck is not None:
             self._stuck.forget(task_ref)
+
+
+def _task_ref_of(request: InputRequest) -> str:
+    if request.task_ref is None:  # a call's input (MRTR) is decided by its own rounds
+        raise ValueError(f"{request.input_ref} is not a task's input request")
+    return request.task_ref

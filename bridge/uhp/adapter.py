@@ -116,6 +116,23 @@ def to_uhp_event(event: ev.BridgeEvent) -> dict[str, Any] | None:
                 "is_error": event.is_error,
                 "rpc_error": event.rpc_error,
             }
+        case ev.CallInputRequired():  # MRTR: the call asks before any task exists
+            body = {
+                "type": "bridge.mcp_call.input_required",
+                **_call_fields(event),
+                "status": "input_required",
+                "leg": event.leg,
+                "input_ref": event.input_ref,
+                "method": event.method,
+                "params": event.params,
+            }
+        case ev.CallInputAnswered():
+            body = {
+                "type": "bridge.mcp_call.input_answered",
+                **_call_fields(event),
+                "leg": event.leg,
+                "input_ref": event.input_ref,
+            }
         case ev.Anomaly():
             body = {
                 "type": "bridge.anomaly",
@@ -129,6 +146,10 @@ def to_uhp_event(event: ev.BridgeEvent) -> dict[str, Any] | None:
     body["bridge_seq"] = event.seq
     body["run_ref"] = event.run_ref
     return body
+
+
+def _call_fields(event: ev.CallInputRequired | ev.CallInputAnswered) -> dict[str, Any]:
+    return {"op_ref": event.op_ref, "tool": event.tool, "server": event.server}
 
 
 def _verdict(task: TaskView) -> str | None:

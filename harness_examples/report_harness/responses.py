@@ -130,7 +130,8 @@ async def delete_response(request: Request) -> Response:
 
 async def answer_mcp_input(request: Request) -> Response:
     """Vendor extension: answer a ``bridge.mcp_task.input_required`` event (``ask`` policy).
-    Body: ``{"task_ref", "input_ref", "response"}``."""
+    Body: ``{"task_ref", "input_ref", "response"}``; for a ``bridge.mcp_call.input_required``
+    event (MRTR, no task yet) ``task_ref`` is the event's ``op_ref``."""
     rt = runtime_of(request)
     principal = authenticate(request)
     await response_or_404(request, principal, request.path_params["response_id"])

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 
 from bridge.ledger.store import Ledger, TenantLedger
-from bridge.mcp.outcomes import TaskHandle
+from bridge.mcp.outcomes import InputPending, TaskHandle
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
 from tests.support.bridging import FAST
@@ -34,6 +34,9 @@ CRASH_POINTS: dict[str, tuple[str, bool]] = {
     "after_handle": ("record_task_created", False),
     "before_result": ("record_immediate_result", True),
     "after_answer_recorded": ("record_input_answer", False),
+    # MRTR: the InputRequiredResult recorded; the answer recorded, its retry leg not yet sent.
+    "after_input_round": ("record_input_round", False),
+    "after_call_answer_recorded": ("record_call_input_answer", False),
 }
 
 
@@ -77,6 +80,8 @@ async def _run(args: argparse.Namespace) -> None:
             (request,) = tenant.input_requests(outcome.task_ref)
             answer = {"action": "accept", "content": {"approve": True}}
             await requester.answer_input("acme", outcome.task_ref, request.ref, answer)
+        if args.answer and isinstance(outcome, InputPending):
+            await outcome.inputs[0].accept({"approve": True})
         print(type(outcome).__name__, flush=True)
 
 

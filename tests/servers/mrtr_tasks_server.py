@@ -1,0 +1,78 @@
+"""A real Tasks server (FastMCP + fastmcp-tasks) that asks *before* it creates a task.
+
+Run as ``python -m tests.servers.mrtr_tasks_server --port P|0 --port-file F``. A FastMCP
+middleware guards ``approved_export``: the first ``tools/call`` gets an ``InputRequiredResult``
+(MRTR) and no task exists; the retry carrying an accepted approval passes on to fastmcp-tasks,
+which creates the task — the pattern the Tasks extension recommends ("resolve all MRTR
+exchanges synchronously before responding with a CreateTaskResult").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import mcp_types
+from fastmcp import FastMCP
+from fastmcp.server.dependencies import get_context
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools.base import InputRequiredToolResult, ToolResult
+from fastmcp.utilities.tasks import TaskConfig
+from fastmcp_tasks import TasksExtension
+
+from harness_examples.port_report import add_port_arguments, check_port_arguments, run_fastmcp
+
+GUARDED = "approved_export"
+
+mcp = FastMCP("uhp-bridge-mrtr-tasks-test-server")
+mcp.add_extension(TasksExtension())
+
+
+class AskBeforeTheTask(Middleware):
+    """The approval is asked on the wire, before the tasks extension sees the call."""
+
+    async def on_call_tool(
+        self, context: MiddlewareContext[Any], call_next: CallNext[Any, ToolResult]
+    ) -> ToolResult:
+        if context.message.name != GUARDED:
+            return await call_next(context)
+        answer = (get_context().input_responses or {}).get("approve")
+        if isinstance(answer, mcp_types.ElicitResult) and answer.action == "accept":
+            return await call_next(context)  # approved: now the task is created
+        if answer is not None:
+            return ToolResult(content=f"export refused ({answer.action})")
+        ask = mcp_types.ElicitRequest(
+            params=mcp_types.ElicitRequestFormParams(
+                message="Export the ledger?",
+                requested_schema={"type": "object", "properties": {}},
+            )
+        )
+        return InputRequiredToolResult(
+            mcp_types.InputRequiredResult(input_requests={"approve": ask}, request_state="ask")
+        )
+
+
+mcp.add_middleware(AskBeforeTheTask())
+
+
+@mcp.tool(task=TaskConfig(mode="required", poll_interval=timedelta(milliseconds=50)))
+async def approved_export(rows: int) -> str:
+    """Runs as a task once approved."""
+    await asyncio.sleep(0.2)
+    return f"exported {rows} rows"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_port_arguments(parser)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    check_port_arguments(parser, args)
+    run_fastmcp(mcp, args, graceful_shutdown_s=1)
+
+
+if __name__ == "__main__":
+    main()
