@@ -20,6 +20,9 @@ if TYPE_CHECKING:
         setup_tracing as setup_tracing,
     )
     from bridge.errors import (
+        AgentStateTooLarge as AgentStateTooLarge,
+    )
+    from bridge.errors import (
         AnswerRefused as AnswerRefused,
     )
     from bridge.errors import (
@@ -201,6 +204,9 @@ if TYPE_CHECKING:
     )
     from bridge.inputs import (
         InputRequest as InputRequest,
+    )
+    from bridge.ledger.agent_states import (
+        AgentStateView as AgentStateView,
     )
     from bridge.ledger.views import (
         CallInputView as CallInputView,
@@ -397,6 +403,7 @@ _EXPORTS: dict[str, str] = {
     "RecoveryReport": "bridge.recovery",
     "UnansweredPost": "bridge.recovery",
     "CallInputView": "bridge.ledger.views",
+    "AgentStateView": "bridge.ledger.agent_states",
     "DispatchView": "bridge.ledger.views",
     "InputRequestView": "bridge.ledger.views",
     "RunView": "bridge.ledger.views",
@@ -457,6 +464,7 @@ _EXPORTS: dict[str, str] = {
     "LedgerError": "bridge.errors",
     "MalformedTaskHandle": "bridge.errors",
     "LedgerUnavailable": "bridge.errors",
+    "AgentStateTooLarge": "bridge.errors",
     "McpSideError": "bridge.errors",
     "NoToolResult": "bridge.errors",
     "NotFound": "bridge.errors",

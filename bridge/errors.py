@@ -13,7 +13,8 @@ errors live in :mod:`bridge.uhp.errors`; every name is exported by :mod:`bridge`
     │   ├── UnknownInputKey          the task never asked for that input
     │   ├── InputAlreadyAnswered     input requests are answered once
     │   ├── LeaseLost                the row is no longer leased to this replica
-    │   └── LedgerUnavailable        the database is gone, unopenable or locked too long
+    │   ├── LedgerUnavailable        the database is gone, unopenable or locked too long
+    │   └── AgentStateTooLarge       an agent state over the size bound (nothing written)
     ├── McpSideError
     │   ├── UnknownServer            no enabled MCP server with that name
     │   ├── ServerConnectFailed      could not connect; nothing was sent
@@ -195,3 +196,8 @@ class LedgerUnavailable(LedgerError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"ledger unavailable: {reason}")
         self.reason = reason
+
+
+class AgentStateTooLarge(LedgerError):
+    """An agent state (``Bridge.save_agent_state``) is over the ledger's bound once serialised;
+    nothing was written."""

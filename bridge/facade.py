@@ -29,6 +29,7 @@ from anyio.abc import TaskGroup
 from opentelemetry import context as otel_context
 
 from bridge import events as ev
+from bridge._agent_states import AgentStates
 from bridge._compose import BridgeLeaseHolder, build_replica, build_requester, ledger_runner
 from bridge._notifier import CommitNotifier
 from bridge._outer_spans import OuterSpans
@@ -65,7 +66,7 @@ class UhpServerConfig:
     credential_ref: str
 
 
-class Bridge(BridgeReads):
+class Bridge(BridgeReads, AgentStates):
     """Open with ``async with Bridge.open(...)``; see docs/guides/embed-in-a-harness.md."""
 
     def __init__(

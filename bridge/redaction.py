@@ -32,6 +32,33 @@ _ID_LIST = re.compile(r"""(["']taskIds["']\s*:\s*\[)([^\]]*)(\])""")
 _QUOTED = re.compile(r"""["']([^"']+)["']""")
 
 
+#: Field names (compared lower-case, ``-`` read as ``_``) whose values are credentials.
+CREDENTIAL_FIELDS = frozenset(
+    {
+        "authorization",
+        "api_key",
+        "apikey",
+        "token",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "bearer",
+        "secret",
+        "client_secret",
+        "password",
+        "credential",
+        "credentials",
+        "cookie",
+        "private_key",
+    }
+)
+
+
+def is_credential_name(name: str) -> bool:
+    """Is a field of this name a credential (never stored, never logged)?"""
+    return name.lower().replace("-", "_") in CREDENTIAL_FIELDS
+
+
 def redact(text: str) -> str:
     """Replace every ``taskId`` value (and every id of a ``taskIds`` list) in ``text``, and
     every other occurrence of those values in the same text (an input key or a message that

@@ -41,6 +41,7 @@ def acme(ledger: Ledger) -> dict[str, Any]:
     # MRTR: one call waiting for an answer, one answered whose next leg is due.
     asking, answered = (_call_asking(tenant, run.ref, key) for key in ("q", "r"))
     tenant.record_call_input_answer(answered, "r", {"action": "decline"})
+    tenant.save_agent_state(run.ref, "agent", {"history": ["hello"]})
     return {
         "tenant": tenant,
         "run": run,
@@ -92,6 +93,7 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "pending_call_inputs": lambda: foreign.pending_call_inputs(),
         "calls_ready_to_retry": lambda: foreign.calls_ready_to_retry(),
         "current_leg": lambda: foreign.current_leg(acme["asking"]),
+        "agent_state": lambda: foreign.agent_state(acme["run"].ref, "agent"),
     }
 
 
@@ -104,6 +106,7 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         "record_trace_context": lambda: foreign.record_trace_context(run.ref, "0" * 32, "0" * 16),
         "record_anomaly": lambda: foreign.record_anomaly(run.ref, "x", "y"),
         "record_fields_ignored": lambda: foreign.record_fields_ignored(run.ref, ["tools"]),
+        "save_agent_state": lambda: foreign.save_agent_state(run.ref, "agent", {"history": []}),
         "record_stream_lost": lambda: foreign.record_stream_lost(run.ref, "x", 3),
         "record_stream_resumed": lambda: foreign.record_stream_resumed(run.ref, "reread", 3),
         "begin_dispatch": lambda: foreign.begin_dispatch(
@@ -184,6 +187,8 @@ def test_foreign_reads_find_nothing(ledger: Ledger, acme: dict[str, Any]) -> Non
     assert own.run_request(acme["remote"].ref) == '{"body": {}}'
     assert [i.key for i in own.pending_call_inputs()] == ["q"]
     assert own.calls_ready_to_retry() == [acme["answered"]]
+    saved = own.agent_state(acme["run"].ref, "agent")
+    assert saved is not None and saved.state == {"history": ["hello"]}
 
 
 def test_foreign_writes_are_refused_and_change_nothing(

@@ -202,6 +202,23 @@ class CallRound(SQLModel, table=True):
     retried_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
 
 
+class AgentState(SQLModel, table=True):
+    """What an agent framework needs to resume a run after a crash (message history, the map
+    of its tool calls to task refs, a serialised run state), kept beside the run it belongs to.
+    Opaque to the bridge; versioned so two writers cannot silently overwrite each other."""
+
+    __tablename__ = "bridge_agent_states"
+    __table_args__ = (UniqueConstraint("run_ref", "name", name="uq_agent_state_run_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    principal: str = Field(max_length=200, index=True)
+    run_ref: str = Field(foreign_key="bridge_outer_responses.ref", max_length=64)
+    name: str = Field(max_length=200)  # which framework/agent wrote it, e.g. "pydantic-ai"
+    state_json: str = Field(sa_column=Column(Text, nullable=False))
+    version: int = Field(sa_column=Column(BigInteger, nullable=False))  # 1, 2, ... per save
+    updated_at_ms: int = Field(sa_column=_ms())
+
+
 class EventRecord(SQLModel, table=True):
     """Append-only per-run event log; ``seq`` is gapless per run, starting at 1."""
 
@@ -241,6 +258,7 @@ ALL_TABLES = (
     InnerTask,
     InputRequest,
     CallRound,
+    AgentState,
     EventRecord,
     Replica,
 )

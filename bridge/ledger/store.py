@@ -37,6 +37,7 @@ from bridge.ledger._base import (
     wall_clock_ms,
 )
 from bridge.ledger.admissions import AdmissionWrites
+from bridge.ledger.agent_states import AgentStateWrites
 from bridge.ledger.availability import first_line, waiting_for_the_lock
 from bridge.ledger.dialects import SqliteSynchronous
 from bridge.ledger.dispatches import CallPathStatements, DispatchWrites
@@ -116,7 +117,7 @@ class Ledger(LedgerCore):
         return TenantLedger(self, principal)
 
 
-class TenantLedger(DispatchWrites, TaskWrites, AdmissionWrites, CallRoundWrites):
+class TenantLedger(DispatchWrites, TaskWrites, AdmissionWrites, CallRoundWrites, AgentStateWrites):
     """All ledger operations for one principal/tenant: runs, dispatches (and the call path),
     tasks, input requests, MRTR call rounds and the reads, each in its aggregate's module."""
 

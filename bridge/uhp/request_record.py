@@ -17,27 +17,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.redaction import is_credential_name
+
 REDACTED = "[redacted-credential]"
-#: Field names (compared lower-case, ``-`` read as ``_``) whose values are credentials.
-CREDENTIAL_FIELDS = frozenset(
-    {
-        "authorization",
-        "api_key",
-        "apikey",
-        "token",
-        "access_token",
-        "refresh_token",
-        "id_token",
-        "bearer",
-        "secret",
-        "client_secret",
-        "password",
-        "credential",
-        "credentials",
-        "cookie",
-        "private_key",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,16 +51,12 @@ def record_request(body: dict[str, Any], token: str) -> RecordedRequest:
     return RecordedRequest(body=scrubbed, redacted=tuple(found))
 
 
-def _is_credential_name(name: str) -> bool:
-    return name.lower().replace("-", "_") in CREDENTIAL_FIELDS
-
-
 def _scrub(value: Any, path: str, token: str, found: list[str]) -> Any:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
             where = f"{path}.{key}"
-            if _is_credential_name(str(key)) and item not in (None, "", {}, []):
+            if is_credential_name(str(key)) and item not in (None, "", {}, []):
                 out[key] = REDACTED
                 found.append(where)
             else:
