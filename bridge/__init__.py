@@ -101,6 +101,12 @@ if TYPE_CHECKING:
         CallInputAnswered as CallInputAnswered,
     )
     from bridge.events import (
+        CallInputDeclined as CallInputDeclined,
+    )
+    from bridge.events import (
+        CallInputHandlerFailed as CallInputHandlerFailed,
+    )
+    from bridge.events import (
         CallInputRequired as CallInputRequired,
     )
     from bridge.events import (
@@ -430,6 +436,8 @@ _EXPORTS: dict[str, str] = {
     "Anomaly": "bridge.events",
     "BridgeEvent": "bridge.events",
     "CallInputAnswered": "bridge.events",
+    "CallInputDeclined": "bridge.events",
+    "CallInputHandlerFailed": "bridge.events",
     "CallInputRequired": "bridge.events",
     "CallResult": "bridge.events",
     "CallUnknownOutcome": "bridge.events",

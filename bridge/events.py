@@ -116,28 +116,52 @@ class CallResult(_Event):
     truncated: bool
 
 
-class CallInputRequired(_Event):
+class _CallInputEvent(_Event):
+    """About one input request of an MRTR call (leg ``leg``; no task exists yet)."""
+
+    op_ref: str
+    tool: str
+    server: str
+    leg: int
+    input_ref: str
+
+
+class CallInputRequired(_CallInputEvent):
     """MRTR: the server answered ``tools/call`` with an ``InputRequiredResult`` before any task
     existed (leg ``leg`` of the call). Answer it as a task's input (``Bridge.input_request``);
     once every input of the leg is answered the call is sent again with the answers."""
 
     type: Literal["call.input_required"] = "call.input_required"
-    op_ref: str
-    tool: str
-    server: str
-    leg: int
-    input_ref: str
     method: str
     params: dict[str, Any]
 
 
-class CallInputAnswered(_Event):
+class CallInputAnswered(_CallInputEvent):
     type: Literal["call.input_answered"] = "call.input_answered"
-    op_ref: str
-    tool: str
-    server: str
-    leg: int
-    input_ref: str
+
+
+class CallInputDeclined(_CallInputEvent):
+    """The bridge declined an MRTR input under the input policy (``reason``: a kind the host
+    never declared, or a handler that failed). ``answered``: an elicitation's
+    ``{"action": "decline"}`` was recorded as the answer (the call goes out again once its leg
+    is answered); false for a kind with no decline shape (sampling): nothing can be sent, so
+    the request stays pending for the host (an MRTR call holds nothing on the server)."""
+
+    type: Literal["call.input_declined"] = "call.input_declined"
+    method: str
+    reason: Literal["undeclared", "handler_failed"]
+    answered: bool
+
+
+class CallInputHandlerFailed(_CallInputEvent):
+    """The host's handler for an MRTR input raised, answered badly, or met a request it cannot
+    parse. Nothing it returned was recorded or sent; ``action`` says what the policy did."""
+
+    type: Literal["call.input_handler_failed"] = "call.input_handler_failed"
+    method: str
+    failure: Literal["raised", "invalid_answer", "invalid_request"]
+    detail: str
+    action: Literal["declined", "left_pending"]
 
 
 class TaskCreated(_TaskEvent):
@@ -286,6 +310,8 @@ BridgeEvent = Annotated[
     | CallResult
     | CallInputRequired
     | CallInputAnswered
+    | CallInputDeclined
+    | CallInputHandlerFailed
     | TaskCreated
     | TaskStatusChanged
     | TaskInputRequired

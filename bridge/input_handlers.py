@@ -19,14 +19,18 @@ declaration) gets the input policy's conservative default, decline
 Trust: a handler's answer is checked before anything is recorded or sent — an accepted form
 against the request's ``requestedSchema`` (the same check as ``InputRequest.accept``), a URL
 elicitation takes no content, a sampling handler must return a ``CreateMessageResult``. A
-handler that raises or answers badly is recorded as ``task.input_handler_failed`` (nothing it
-returned is written), then the policy declines the request (default) or leaves it pending for
-the host. The bridge never opens a URL: a URL handler decides, typically by showing it to the
-user.
+handler that raises or answers badly is recorded as ``task.input_handler_failed`` (a call's
+MRTR input: ``call.input_handler_failed``; nothing it returned is written), then the policy
+declines the request (default) or leaves it pending for the host. The bridge never opens a
+URL: a URL handler decides, typically by showing it to the user.
+
+A call's MRTR inputs (before any task) go through the same handlers, see
+:mod:`bridge.mcp.call_inputs` (a declined sampling request of a call stays with the host).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -35,12 +39,13 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 import mcp_types
 import pydantic
 
-from bridge.errors import InvalidInputAnswer
+from bridge.errors import BridgeError, InvalidInputAnswer
 from bridge.inputs import ELICITATION, SAMPLING, InputRequest
 from bridge.mcp.input_capabilities import InputCapabilities
 from bridge.policies import InputPolicy, UnansweredInput
 
 _Params = TypeVar("_Params", bound=pydantic.BaseModel)
+_log = logging.getLogger(__name__)
 
 
 class InputKind(StrEnum):
@@ -140,8 +145,9 @@ HandlerFailure = Literal["raised", "invalid_answer", "invalid_request"]
 
 
 class InputDecisions(Protocol):
-    """Where the bridge's own decisions about one request are recorded (the call site's
-    ledger: task inputs today)."""
+    """Where the bridge's own decisions about one request are recorded: the task's
+    (:mod:`bridge.mcp.task_inputs`) or, for an MRTR input, the call's
+    (:mod:`bridge.mcp.call_inputs`)."""
 
     async def decline(
         self,
@@ -226,6 +232,24 @@ class InputHandlers:
             await decisions.decline(request, "handler_failed", _decline_answer(kind))
             return InputHandling.DECLINED
         return InputHandling.ANSWERED
+
+
+async def handle_in_background(
+    handlers: InputHandlers,
+    request: InputRequest,
+    *,
+    server: str,
+    policy: InputPolicy,
+    decisions: InputDecisions,
+) -> None:
+    """:meth:`InputHandlers.handle` as a task of its own (a task's or a call's input): one
+    request's trouble is logged, never raised into the requester's task group."""
+    try:
+        await handlers.handle(request, server=server, policy=policy, decisions=decisions)
+    except BridgeError as exc:  # e.g. answered meanwhile by the host, or refused
+        _log.info("input request %s: %s", request.input_ref, exc)
+    except Exception:  # a request must never stop the requester
+        _log.exception("handling input request %s failed", request.input_ref)
 
 
 def _decline_answer(kind: InputKind) -> dict[str, Any] | None:

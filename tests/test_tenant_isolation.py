@@ -151,6 +151,12 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
             acme["asking"], "q", {}
         ),
         "begin_retry_leg": lambda: foreign.begin_retry_leg(acme["answered"]),
+        "record_call_input_declined": lambda: foreign.record_call_input_declined(
+            acme["asking"], "q", "undeclared", {"action": "decline"}
+        ),
+        "record_call_input_handler_failed": lambda: foreign.record_call_input_handler_failed(
+            acme["asking"], "q", "raised", "x", "declined"
+        ),
     }
 
 

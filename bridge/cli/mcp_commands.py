@@ -29,6 +29,8 @@ from bridge.cli.context import (
 )
 from bridge.cli.records import input_record, now_ms, task_record
 from bridge.ledger.store import Ledger
+from bridge.mcp.mrtr import is_call_ref
+from bridge.mcp.outcomes import AnswerDelivery, AnswerReceipt
 from bridge.mcp.servers import McpServerConfig
 
 
@@ -242,13 +244,23 @@ async def _cancel(
 
 def answer(
     ctx: typer.Context,
-    task: Annotated[str, typer.Argument(help="Task reference (tk_…).")],
-    key: Annotated[str, typer.Argument(help="Input reference (in_…) from task.input_required.")],
+    task: Annotated[
+        str,
+        typer.Argument(
+            metavar="TASK_OR_OP_REF",
+            help="Task reference (tk_…), or a call's op_ref (op_…) for an MRTR input.",
+        ),
+    ],
+    key: Annotated[
+        str,
+        typer.Argument(help="Input reference (in_…) from task/call.input_required."),
+    ],
     payload: Annotated[str, typer.Argument(metavar="JSON", help="The answer, as JSON.")],
     mcp_config: McpConfigOpt,
     as_json: JsonOpt = False,
 ) -> None:
-    """Answer a pending input request (recorded first, then sent with tasks/update)."""
+    """Answer a pending input request: recorded first, then sent with tasks/update (a task's),
+    or, once its leg is fully answered, by calling the tool again (a call's MRTR input)."""
 
     def body() -> None:
         try:
@@ -256,17 +268,27 @@ def answer(
         except json.JSONDecodeError as exc:
             raise CliError(f"the answer is not valid JSON: {exc.msg}") from exc
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
-            ledger.for_principal(principal).get_task(task)
-            delivered = anyio.run(_answer, ledger, principal, servers, task, key, response)
+            tenant = ledger.for_principal(principal)
+            if is_call_ref(task):  # NotFound (exit 1) for a foreign or unknown reference
+                tenant.get_dispatch(task)
+            else:
+                tenant.get_task(task)
+            delivery = anyio.run(_answer, ledger, principal, servers, task, key, response)
+        delivered = delivery in (AnswerDelivery.DELIVERED, AnswerDelivery.RETRIED)
         if as_json:
+            owner = "op_ref" if is_call_ref(task) else "task_ref"
             print_json(
-                {"task_ref": task, "input_ref": key, "recorded": True, "delivered": delivered}
+                {
+                    owner: task,
+                    "input_ref": key,
+                    "recorded": True,
+                    "delivered": delivered,
+                    "delivery": delivery.value,
+                }
             )
             return
-        verdict = (
-            "delivered"
-            if delivered
-            else ("recorded, NOT yet delivered (redelivered when a bridge recovers)")
+        verdict = _VERDICTS.get(
+            delivery, "recorded, NOT yet delivered (redelivered when a bridge recovers)"
         )
         out_console().print(f"answer to {key} on {task}: {verdict}", highlight=False, markup=False)
 
@@ -280,8 +302,15 @@ async def _answer(
     task_ref: str,
     input_ref: str,
     response: Any,
-) -> bool:
+) -> AnswerDelivery:
     async with _bridge_for(ledger, principal, servers) as bridge:
-        receipt = await bridge.answer_input(principal, task_ref, input_ref, response)
-        delivered: bool = receipt.delivered
-        return delivered
+        receipt: AnswerReceipt = await bridge.answer_input(principal, task_ref, input_ref, response)
+        return receipt.delivery
+
+
+_VERDICTS = {
+    AnswerDelivery.DELIVERED: "delivered",
+    AnswerDelivery.RETRIED: "delivered (the call was sent again with the answers)",
+    AnswerDelivery.AWAITING_INPUTS: "recorded; the call waits for its other inputs",
+    AnswerDelivery.TASK_LOST: "recorded, NOT delivered: the server no longer knows the task",
+}

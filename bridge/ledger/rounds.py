@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from sqlalchemy import Connection, Table, func, insert, or_, select, update
 
@@ -117,44 +117,112 @@ class CallRoundWrites(TenantQueries):
         ``input_ref`` is the request's reference (``in_…``) or the server's key. Returns the
         request and whether every input of the leg is now answered (the next leg may go)."""
         with self._write() as tx:
-            row = self._dispatch_row(tx.conn, op_ref, lock=True)
-            leg = self._last_leg(tx.conn, op_ref)
-            request = tx.conn.execute(
-                select(INPUTS).where(
-                    self._owned(INPUTS),
-                    INPUTS.c.op_ref == op_ref,
-                    or_(INPUTS.c.ref == input_ref, INPUTS.c.key == input_ref),
-                    INPUTS.c.leg == leg,
+            row, leg, request = self._open_call_input(tx, op_ref, input_ref)
+            ready = self._write_call_answer(tx, row, leg, request, response)
+        return self._call_input_view(op_ref, leg, request.ref), ready
+
+    def record_call_input_declined(
+        self,
+        op_ref: str,
+        input_ref: str,
+        reason: Literal["undeclared", "handler_failed"],
+        answer: dict[str, Any] | None,
+    ) -> tuple[CallInputView, bool]:
+        """The bridge declines one input of the call's current leg (input policy), once.
+
+        With ``answer`` (an elicitation's ``{"action": "decline"}``) it is recorded like the
+        host's answer, in the same transaction; returns whether the leg is now fully answered.
+        Without one (sampling has no decline shape) nothing is recorded but the event: the
+        request stays pending for the host, since nothing could complete the leg instead."""
+        with self._write() as tx:
+            row, leg, request = self._open_call_input(tx, op_ref, input_ref)
+            if answer is not None:
+                tx.conn.execute(
+                    update(INPUTS).where(INPUTS.c.id == request.id).values(declined_at_ms=self.now)
                 )
-            ).first()
-            if request is None:
-                raise UnknownInputKey(f"call {op_ref!r} has no open input request {input_ref!r}")
-            if request.answered_at_ms is not None or row.state != DispatchState.INPUT_REQUIRED:
-                raise InputAlreadyAnswered(f"input request {request.ref} was already answered")
-            encoded = canonical_json(response)
-            tx.conn.execute(
-                update(INPUTS)
-                .where(INPUTS.c.id == request.id)
-                .values(
-                    answer_digest=sha256_hex(encoded),
-                    answer_json=encoded.decode("utf-8"),
-                    answered_at_ms=self.now,
-                )
-            )
             self._append(
                 tx,
                 row.run_ref,
-                ev.CallInputAnswered(
-                    op_ref=op_ref,
-                    tool=row.tool_name,
-                    server=row.server_name or row.server_endpoint,
-                    leg=leg,
-                    input_ref=request.ref,
+                ev.CallInputDeclined(
+                    **self._call_input_fields(row, leg, request),
+                    method=request.method,
+                    reason=reason,
+                    answered=answer is not None,
                 ),
             )
-            ready = self._unanswered(tx.conn, op_ref, leg) == 0
-        answered = [i for i in self.call_inputs(op_ref, leg=leg) if i.ref == request.ref]
-        return answered[0], ready
+            ready = answer is not None and self._write_call_answer(tx, row, leg, request, answer)
+        return self._call_input_view(op_ref, leg, request.ref), ready
+
+    def record_call_input_handler_failed(
+        self,
+        op_ref: str,
+        input_ref: str,
+        failure: Literal["raised", "invalid_answer", "invalid_request"],
+        detail: str,
+        action: Literal["declined", "left_pending"],
+    ) -> None:
+        """The host's handler gave no usable answer to a call's input; only this is recorded."""
+        with self._write() as tx:
+            row, leg, request = self._open_call_input(tx, op_ref, input_ref)
+            self._append(
+                tx,
+                row.run_ref,
+                ev.CallInputHandlerFailed(
+                    **self._call_input_fields(row, leg, request),
+                    method=request.method,
+                    failure=failure,
+                    detail=detail[:300],
+                    action=action,
+                ),
+            )
+
+    def _open_call_input(self, tx: Tx, op_ref: str, input_ref: str) -> tuple[Any, int, Any]:
+        """The locked dispatch, its current leg and that leg's unanswered request."""
+        row = self._dispatch_row(tx.conn, op_ref, lock=True)
+        leg = self._last_leg(tx.conn, op_ref)
+        request = tx.conn.execute(
+            select(INPUTS).where(
+                self._owned(INPUTS),
+                INPUTS.c.op_ref == op_ref,
+                or_(INPUTS.c.ref == input_ref, INPUTS.c.key == input_ref),
+                INPUTS.c.leg == leg,
+            )
+        ).first()
+        if request is None:
+            raise UnknownInputKey(f"call {op_ref!r} has no open input request {input_ref!r}")
+        if request.answered_at_ms is not None or row.state != DispatchState.INPUT_REQUIRED:
+            raise InputAlreadyAnswered(f"input request {request.ref} was already answered")
+        return row, leg, request
+
+    def _write_call_answer(self, tx: Tx, row: Any, leg: int, request: Any, response: Any) -> bool:
+        """Record ``response`` for ``request``; is every input of the leg now answered?"""
+        encoded = canonical_json(response)
+        tx.conn.execute(
+            update(INPUTS)
+            .where(INPUTS.c.id == request.id)
+            .values(
+                answer_digest=sha256_hex(encoded),
+                answer_json=encoded.decode("utf-8"),
+                answered_at_ms=self.now,
+            )
+        )
+        self._append(
+            tx, row.run_ref, ev.CallInputAnswered(**self._call_input_fields(row, leg, request))
+        )
+        return self._unanswered(tx.conn, row.ref, leg) == 0
+
+    @staticmethod
+    def _call_input_fields(row: Any, leg: int, request: Any) -> dict[str, Any]:
+        return {
+            "op_ref": row.ref,
+            "tool": row.tool_name,
+            "server": row.server_name or row.server_endpoint,
+            "leg": leg,
+            "input_ref": request.ref,
+        }
+
+    def _call_input_view(self, op_ref: str, leg: int, input_ref: str) -> CallInputView:
+        return next(i for i in self.call_inputs(op_ref, leg=leg) if i.ref == input_ref)
 
     def begin_retry_leg(self, op_ref: str) -> RetryLeg | None:
         """Commit the next leg as ``sent`` (before it leaves) and hand back what it sends;

@@ -9,6 +9,10 @@ host has answered every input of the round, the next leg is committed as ``sent`
 goes out again with ``inputResponses`` and the state echoed verbatim. That leg returns what any
 call returns: a result, a task handle (watched as usual), or another round.
 
+Each new input also goes to the host's input handlers (:mod:`.call_inputs`, the same
+:class:`~bridge.input_handlers.InputHandlers` as a task's), concurrently: the call returns
+``InputPending`` at once and a handler's answer sends the next leg.
+
 A restart keeps all of it: pending inputs are listed again, and a round answered completely
 whose next leg was never committed is sent on start. A leg committed but never answered is
 ``unknown`` like any call in flight when a process stops; the same operation id never sends
@@ -61,6 +65,10 @@ _RESPONSES: pydantic.TypeAdapter[mcp_types.InputResponses] = pydantic.TypeAdapte
     mcp_types.InputResponses
 )
 
+# Told about the new inputs of a round (principal, configured server name, requests), right
+# after they are recorded: the input handlers' hook (bridge.mcp.call_inputs). Must not block.
+InputsRecorded = Callable[[str, str, Sequence[InputRequest]], None]
+
 # Sends one leg of a call (the requester's write-ahead send path) and returns its outcome.
 LegSender = Callable[
     [TenantLedger, ServerConnection, DispatchView, str, dict[str, Any], RetryLeg | None],
@@ -92,6 +100,7 @@ class CallRounds:
         self._db = db
         self._pool = pool
         self._send_leg = send_leg
+        self.on_inputs: InputsRecorded | None = None  # set by the requester (input handlers)
 
     async def received(
         self,
@@ -119,7 +128,10 @@ class CallRounds:
         )
         leg = await self._db(tenant.current_leg, intent.ref)
         if inputs:
-            return InputPending(intent.ref, leg, self._typed(tenant.principal, inputs))
+            typed = self._typed(tenant.principal, inputs)
+            if self.on_inputs is not None:  # handlers answer concurrently: never awaited here
+                self.on_inputs(tenant.principal, connection.config.name, typed)
+            return InputPending(intent.ref, leg, typed)
         if leg >= MAX_LEGS:
             await self._refuse(tenant, intent, "too_many_input_rounds", f"{leg} legs")
         outcome = await self._next_leg(tenant, connection, intent.ref)
@@ -194,14 +206,14 @@ class CallRounds:
         return due
 
     async def send_pending(self, principal: str, op_ref: str) -> None:
-        """Send one answered round's next leg (after a restart); its outcome is in the ledger
-        and the run's events."""
+        """Send one answered round's next leg (after a restart, or answered by the bridge's
+        own decision); its outcome is in the ledger and the run's events."""
         tenant = self._ledger.for_principal(principal)
         try:
             await self._retry_if_reachable(tenant, op_ref)
         except Exception as exc:  # recorded (unknown, anomaly) by the send path; a background
             # task must not take the requester down with it
-            logger.warning("call %s: resumed leg failed: %s", op_ref, type(exc).__name__)
+            logger.warning("call %s: next leg failed: %s", op_ref, type(exc).__name__)
 
     async def pending(self, principal: str, run_ref: str | None = None) -> list[InputRequest]:
         """Unanswered inputs of calls waiting for input (of one run), oldest first."""

@@ -45,6 +45,7 @@ from bridge.ledger.views import DispatchView, TaskObservation, TaskView
 from bridge.lifecycle import Admission, DispatchState, TaskStatus
 from bridge.mcp import legacy_wire
 from bridge.mcp.admission import AdmissionChecks, operation_meta
+from bridge.mcp.call_inputs import CallInputs
 from bridge.mcp.failures import Failure, FailureKind, classify
 from bridge.mcp.generations import TaskGeneration, negotiated_generation, stored_generation
 from bridge.mcp.handles import task_id_problem
@@ -169,6 +170,9 @@ class TaskRequester:
         self._scheduler.inputs = TaskInputs(
             self.ledger, self.db, self._pool, self._scheduler, self._tg, self.input_handlers
         ).with_policy(self.input_policy, self.answer_input, self.cancel_task, self._clock)
+        self.rounds.on_inputs = CallInputs(  # MRTR inputs: the same handlers, on the call
+            self.ledger, self.db, self.rounds, self._tg, self.input_handlers, self.input_policy
+        ).recorded
         await self._tg.start(self._scheduler.run)
         return self
 

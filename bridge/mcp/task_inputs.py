@@ -11,7 +11,6 @@ answer waiting for ``tasks/update``.
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -19,8 +18,7 @@ from anyio.abc import TaskGroup
 
 from bridge import events as ev
 from bridge.aio import LedgerRunner
-from bridge.errors import BridgeError
-from bridge.input_handlers import HandlerFailure, InputHandlers
+from bridge.input_handlers import HandlerFailure, InputHandlers, handle_in_background
 from bridge.inputs import InputRequest
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
@@ -30,8 +28,6 @@ from bridge.mcp.scheduler import PollScheduler
 from bridge.mcp.servers import ServerPool
 from bridge.mcp.stuck_inputs import CancelTask, StuckInputs
 from bridge.policies import InputPolicy
-
-log = logging.getLogger(__name__)
 
 # (principal, task_ref, input_ref, answer) -> receipt: the requester's answer_input
 AnswerInput = Callable[[str, str, str, Any], Awaitable[AnswerReceipt]]
@@ -134,14 +130,9 @@ class TaskInputs:
 
     async def _handle(self, principal: str, server: str, request: InputRequest) -> None:
         decisions = TaskInputDecisions(self._ledger, self._db, self._scheduler, principal)
-        try:
-            await self._handlers.handle(
-                request, server=server, policy=self._policy, decisions=decisions
-            )
-        except BridgeError as exc:  # e.g. answered meanwhile by the host, or refused
-            log.info("input request %s: %s", request.input_ref, exc)
-        except Exception:  # one request's trouble must never stop the requester
-            log.exception("handling input request %s failed", request.input_ref)
+        await handle_in_background(
+            self._handlers, request, server=server, policy=self._policy, decisions=decisions
+        )
 
     async def polled(self, principal: str, task: TaskView, lease: Membership | None) -> None:
         if self._stuck is not None:

@@ -14,7 +14,8 @@ Serves ``GET /v1/uhp`` (no credential), ``GET /v1/harnesses[/{id}[/models]]``,
 ``DELETE /v1/sessions/{id}`` (what runs in it is cancelled first), ``POST /v1/sessions/{id}/cancel``
 and one vendor extension,
 ``POST /v1/responses/{id}/mcp_inputs`` (answer a ``bridge.mcp_task.input_required`` event:
-``{"task_ref", "input_ref", "response"}``).
+``{"task_ref", "input_ref", "response"}``; a ``bridge.mcp_call.input_required`` one, MRTR:
+``{"op_ref", "input_ref", "response"}``).
 
 The scripted agent (no model, no network except the configured MCP servers)
 ---------------------------------------------------------------------------

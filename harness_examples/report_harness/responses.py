@@ -131,21 +131,23 @@ async def delete_response(request: Request) -> Response:
 async def answer_mcp_input(request: Request) -> Response:
     """Vendor extension: answer a ``bridge.mcp_task.input_required`` event (``ask`` policy).
     Body: ``{"task_ref", "input_ref", "response"}``; for a ``bridge.mcp_call.input_required``
-    event (MRTR, no task yet) ``task_ref`` is the event's ``op_ref``."""
+    event (MRTR, no task yet) ``{"op_ref", "input_ref", "response"}`` (the event's ``op_ref``;
+    also accepted as ``task_ref``)."""
     rt = runtime_of(request)
     principal = authenticate(request)
     await response_or_404(request, principal, request.path_params["response_id"])
     body = await json_object(request, max_bytes=rt.config.max_body_bytes)
-    task_ref, input_ref = body.get("task_ref"), body.get("input_ref")
-    if not isinstance(task_ref, str) or not isinstance(input_ref, str):
+    owner = body.get("op_ref", body.get("task_ref"))
+    input_ref = body.get("input_ref")
+    if not isinstance(owner, str) or not isinstance(input_ref, str):
         raise invalid_request(
-            "'task_ref' and 'input_ref' are required strings.", "task_ref", code="invalid_input"
+            "'task_ref' (or 'op_ref') and 'input_ref' are required strings.",
+            "op_ref" if "op_ref" in body else "task_ref",
+            code="invalid_input",
         )
     assert rt.bridge is not None
     try:
-        accepted = await rt.bridge.answer_input(
-            principal, task_ref, input_ref, body.get("response")
-        )
+        accepted = await rt.bridge.answer_input(principal, owner, input_ref, body.get("response"))
     except (NotFound, UnknownInputKey):
         raise not_found("input_request_not_found", "No such pending input request.") from None
     except InputAlreadyAnswered:

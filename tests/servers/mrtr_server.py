@@ -86,6 +86,24 @@ async def sign_report(title: str, ctx: Context) -> str | mcp_types.InputRequired
 
 
 @mcp.tool()
+async def summarise(text: str, ctx: Context) -> str | mcp_types.InputRequiredResult:
+    """Asks the client's model (``sampling/createMessage``) through MRTR, then returns its text."""
+    reply = (ctx.input_responses or {}).get("summary")
+    if isinstance(reply, mcp_types.CreateMessageResult) and isinstance(
+        reply.content, mcp_types.TextContent
+    ):
+        return f"summary: {reply.content.text}"
+    message = mcp_types.SamplingMessage(
+        role="user", content=mcp_types.TextContent(type="text", text=f"Summarise: {text}")
+    )
+    params = mcp_types.CreateMessageRequestParams(messages=[message], max_tokens=50)
+    return mcp_types.InputRequiredResult(
+        input_requests={"summary": mcp_types.CreateMessageRequest(params=params)},
+        request_state="summarise",
+    )
+
+
+@mcp.tool()
 async def oversized_state(ctx: Context) -> str | mcp_types.InputRequiredResult:
     """Asks with a requestState larger than any client should store (adversarial size)."""
     if ctx.request_state is None:
