@@ -48,6 +48,7 @@ from bridge.mcp.admission import AdmissionChecks, operation_meta
 from bridge.mcp.failures import Failure, FailureKind, classify
 from bridge.mcp.generations import TaskGeneration, negotiated_generation, stored_generation
 from bridge.mcp.handles import task_id_problem
+from bridge.mcp.legacy_inputs import install_legacy_inputs
 from bridge.mcp.mrtr import CallRounds, is_call_ref, wire_responses
 from bridge.mcp.outcomes import (
     AnswerReceipt,
@@ -169,6 +170,7 @@ class TaskRequester:
         self._scheduler.inputs = TaskInputs(
             self.ledger, self.db, self._pool, self._scheduler, self._tg, self.input_handlers
         ).with_policy(self.input_policy, self.answer_input, self.cancel_task, self._clock)
+        install_legacy_inputs(self.ledger, self.db, self._pool, self._scheduler, self._tg)
         await self._tg.start(self._scheduler.run)
         return self
 
