@@ -12,9 +12,9 @@ is what the call would have returned (a ``CallToolResult`` or the call's JSON-RP
 ``io.modelcontextprotocol/related-task`` entry of its ``_meta`` (the raw task id) is dropped
 before anything is stored. A cancelled task's result is not fetched: the status is the outcome.
 
-``input_required`` is recorded as a status. Its input arrives only as server-to-client requests
-on a ``tasks/result`` held open until the task ends, which the bridge does not do; such a task
-is left to its TTL backstop, a cancel, or the host.
+``input_required``: the questions arrive only as server-to-client requests on a ``tasks/result``
+held open until the task ends; :mod:`bridge.mcp.legacy_inputs` holds it (in the background,
+never in a poll) with :func:`await_outcome`, and hands its reply to :func:`fetch_task`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 # The lifetime asked for in params.task; the server may grant less (it reports what it keeps).
 REQUESTED_TTL_MS = 3_600_000
 _TASK_TOOLS = frozenset({"optional", "required"})
+# What tasks/result answered: the call's result, or the call's JSON-RPC error.
+Outcome = tuple[dict[str, Any] | None, dict[str, Any] | None]
 _FETCH_RESULT = frozenset({"completed", "failed"})
 
 _CALL_REPLY: TypeAdapter[mcp_types.CreateTaskResult | mcp_types.CallToolResult] = TypeAdapter(
@@ -91,8 +93,11 @@ async def call_tool(
     )
 
 
-async def fetch_task(connection: ServerConnection, task: TaskView) -> DetailedTask:
-    """``tasks/get``; once it says ``completed`` or ``failed``, ``tasks/result`` for the outcome.
+async def fetch_task(
+    connection: ServerConnection, task: TaskView, *, outcome: Outcome | None = None
+) -> DetailedTask:
+    """``tasks/get``; once it says ``completed`` or ``failed``, ``tasks/result`` for the outcome
+    (unless ``outcome``, what a held ``tasks/result`` already answered, is given).
 
     A failure of either propagates as it is (``-32602``: the handle is gone; no answer: poll
     again later), so a terminal status is never recorded without its outcome.
@@ -106,7 +111,9 @@ async def fetch_task(connection: ServerConnection, task: TaskView) -> DetailedTa
     )
     result = error = None
     if status.status in _FETCH_RESULT and status.task_id == task.task_id:
-        result, error = await _fetch_outcome(session, task, timeout)
+        if outcome is None:
+            outcome = await _fetch_outcome(session, task, timeout)
+        result, error = outcome
     return DetailedTask(
         task_id=status.task_id,
         status=status.status,
@@ -130,9 +137,13 @@ async def cancel_task(connection: ServerConnection, task: TaskView) -> None:
     )
 
 
-async def _fetch_outcome(
-    session: Any, task: TaskView, timeout: float
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+async def await_outcome(connection: ServerConnection, task: TaskView, timeout_s: float) -> Outcome:
+    """``tasks/result`` on a live task: the server blocks it until the task ends, and sends its
+    requests for input on its stream meanwhile. Errors propagate as in :func:`fetch_task`."""
+    return await _fetch_outcome(await connection.session(), task, timeout_s)
+
+
+async def _fetch_outcome(session: Any, task: TaskView, timeout: float) -> Outcome:
     request = mcp_types.GetTaskPayloadRequest(
         params=mcp_types.GetTaskPayloadRequestParams(task_id=task.task_id)
     )

@@ -49,6 +49,7 @@ from bridge.mcp.call_inputs import CallInputs
 from bridge.mcp.failures import Failure, FailureKind, classify
 from bridge.mcp.generations import TaskGeneration, negotiated_generation, stored_generation
 from bridge.mcp.handles import task_id_problem
+from bridge.mcp.legacy_inputs import install_legacy_inputs
 from bridge.mcp.mrtr import CallRounds, is_call_ref, wire_responses
 from bridge.mcp.outcomes import (
     AnswerReceipt,
@@ -173,6 +174,7 @@ class TaskRequester:
         self.rounds.on_inputs = CallInputs(  # MRTR inputs: the same handlers, on the call
             self.ledger, self.db, self.rounds, self._tg, self.input_handlers, self.input_policy
         ).recorded
+        install_legacy_inputs(self.ledger, self.db, self._pool, self._scheduler, self._tg)
         await self._tg.start(self._scheduler.run)
         return self
 

@@ -74,6 +74,15 @@ class InputObserver(Protocol):
     def forget(self, task_ref: str) -> None: ...
 
 
+class AnswerCarrier(Protocol):
+    """Carries recorded answers of some handles instead of ``tasks/update`` (2025-11-25: the
+    server's own requests; :class:`bridge.mcp.legacy_inputs.LegacyInputs`)."""
+
+    def carries(self, task: TaskView) -> bool: ...
+
+    def answers_recorded(self, task_ref: str) -> None: ...
+
+
 @dataclass(slots=True)
 class _Watch:
     principal: str
@@ -135,6 +144,7 @@ class PollScheduler:
         self.lease_guard: LeaseGuard | None = None
         # Told where input requests are first recorded, and after every poll.
         self.inputs: InputObserver | None = None
+        self.answer_carrier: AnswerCarrier | None = None
         self._held = False
         # Called with a server endpoint whenever the set of watched handles there changes
         # (the push listener re-subscribes; see bridge.mcp.push).
@@ -373,6 +383,11 @@ class PollScheduler:
             await self._on_reply(watch, reply)
 
     async def _deliver_answers(self, watch: _Watch, connection: ServerConnection) -> None:
+        carrier = self.answer_carrier
+        if carrier is not None and carrier.carries(watch.view):
+            carrier.answers_recorded(watch.view.ref)  # kept until the server has them
+            watch.undelivered_answers = False
+            return
         tenant = self._ledger.for_principal(watch.principal)
         pending = [
             a for a in await self._db(tenant.undelivered_answers) if a.task_ref == watch.view.ref

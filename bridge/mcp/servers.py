@@ -15,14 +15,20 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx2
 import mcp_types
 from anyio.abc import TaskGroup
 from mcp import Client, StdioServerParameters
-from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
+from mcp.client.session import (
+    ClientSession,
+    ElicitationFnT,
+    IncomingMessage,
+    MessageHandlerFnT,
+    SamplingFnT,
+)
 from mcp.client.streamable_http import streamable_http_client
 
 from bridge.errors import ServerConnectFailed, UnknownServer
@@ -93,6 +99,13 @@ class PushHooks:
     on_message: Callable[[str, IncomingMessage], Awaitable[None]]
 
 
+class ServerRequests(Protocol):
+    """Answers a server's own requests for input (elicitation, sampling) on one connection,
+    told the server's endpoint (see :mod:`bridge.mcp.legacy_inputs`)."""
+
+    def callbacks(self, endpoint: str) -> tuple[ElicitationFnT, SamplingFnT]: ...
+
+
 @dataclass(slots=True)
 class _Live:
     client: Client
@@ -111,8 +124,10 @@ class ServerConnection:
         task_group: TaskGroup,
         declared_inputs: InputCapabilities = NO_INPUTS,
         push: PushHooks | None = None,
+        server_requests: ServerRequests | None = None,
     ) -> None:
         self.config = config
+        self._server_requests = server_requests
         self.declare_tasks = declare_tasks
         self.declared_inputs = declared_inputs
         self._push = push
@@ -177,8 +192,16 @@ class ServerConnection:
                 args=list(self.config.args),
                 env=dict(self.config.env) if self.config.env is not None else None,
             )
+        elicit = sample = None
+        if self._server_requests is not None:
+            elicit, sample = self._server_requests.callbacks(self.config.endpoint)
         client = DeclaringClient(
-            transport, extensions=extensions, cache=None, message_handler=handler
+            transport,
+            extensions=extensions,
+            cache=None,
+            message_handler=handler,
+            elicitation_callback=elicit,
+            sampling_callback=sample,
         )
         client.declared = self.declared_inputs
         return client
@@ -269,6 +292,8 @@ class ServerPool:
         self._connections: dict[tuple[str, bool], ServerConnection] = {}
         # Set before the first connection is made when pushed task states are wanted.
         self.push_hooks: PushHooks | None = None
+        # Set before the first connection: who answers the servers' own input requests.
+        self.server_requests: ServerRequests | None = None
 
     def config(self, name: str) -> McpServerConfig:
         try:
@@ -291,6 +316,7 @@ class ServerPool:
                 task_group=self._tg,
                 declared_inputs=self._declared_inputs(name),
                 push=self.push_hooks if declare_tasks and config.push_updates else None,
+                server_requests=self.server_requests,
             )
             self._connections[key] = found
         return found

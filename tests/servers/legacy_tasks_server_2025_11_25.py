@@ -14,11 +14,19 @@ the server process, not of the MCP session, and the task ids carry no session sc
 refused to every other session, so no client restart could ever resume it; this server keeps
 its tasks until it is itself restarted (then every handle is gone: ``-32602``).
 
+Input: ``approve_payment`` asks with the SDK's own task API (``ServerTaskContext.elicit``: the
+task goes ``input_required`` and the ``elicitation/create``, with the related-task ``_meta``, is
+sent on the stream of the client's next ``tasks/result``). A second deviation: the SDK sends a
+queued question once, on the ``tasks/result`` that dequeues it; this server asks a question still
+unanswered again on every later ``tasks/result`` (:class:`ReaskingQueue`), so a client whose
+stream dropped (or that restarted) gets it again.
+
 Tools: ``slow_report`` (optional task; completes after ``seconds``), ``count_effect`` (required
 task; appends one line to the effects file, so a test counts how often it really ran),
-``wait_forever`` (required task; runs until cancelled), ``echo`` (no task support: a plain
-call), ``stats`` (how many requests of each JSON-RPC method this process received, the
-``stats`` calls themselves left out).
+``wait_forever`` (required task; runs until cancelled), ``approve_payment`` (required task; asks
+a form question, appends ``asked <amount>`` to the effects file each time the question is sent,
+completes with the answer), ``echo`` (no task support: a plain call), ``stats`` (how many
+requests of each JSON-RPC method this process received, the ``stats`` calls themselves left out).
 """
 
 from __future__ import annotations
@@ -36,8 +44,10 @@ from typing import Any
 import anyio
 import mcp.types as types
 from anyio.abc import TaskGroup
+from mcp.server.experimental.task_context import ServerTaskContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.experimental.tasks.message_queue import InMemoryTaskMessageQueue, QueuedMessage
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -47,10 +57,36 @@ from tests.servers.effects import append_effect
 TTL_CAP_MS = 600_000  # the server overrides longer requested TTLs (the spec allows it)
 GRACEFUL_SHUTDOWN_SECONDS = 1
 
+
+class ReaskingQueue(InMemoryTaskMessageQueue):
+    """The SDK's queue, remembering each request it handed to a ``tasks/result`` until answered,
+    so :meth:`reask` can queue the unanswered ones again for the next ``tasks/result``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: dict[str, list[QueuedMessage]] = {}
+
+    async def dequeue(self, task_id: str) -> QueuedMessage | None:
+        message = await super().dequeue(task_id)
+        if message is not None and message.resolver is not None:
+            self.sent.setdefault(task_id, []).append(message)
+            if message.message.method == "elicitation/create":
+                _record(f"asked {_asked_about.get(task_id, '?')}")
+        return message
+
+    async def reask(self, task_id: str) -> None:
+        sent = self.sent.pop(task_id, [])
+        waiting = [m for m in sent if m.resolver is not None and not m.resolver.done()]
+        for message in waiting:
+            await self.enqueue(task_id, message)
+
+
+queue = ReaskingQueue()
 server: Server[Any, Any] = Server("uhp-bridge-legacy-tasks-2025-11-25")
 with warnings.catch_warnings():  # serving the deprecated experimental API is the point
     warnings.simplefilter("ignore", DeprecationWarning)
-    support = server.experimental.enable_tasks()
+    support = server.experimental.enable_tasks(queue=queue)
+_asked_about: dict[str, str] = {}  # task id -> the amount asked about (the effects line)
 methods: Counter[str] = Counter()
 _work: TaskGroup | None = None
 _effects_file: Path | None = None
@@ -76,6 +112,7 @@ async def list_tools() -> list[types.Tool]:
         _tool("slow_report", "optional", {"quarter": {"type": "string"}, "seconds": {}}),
         _tool("count_effect", "required", {"label": {"type": "string"}}),
         _tool("wait_forever", "required", {}),
+        _tool("approve_payment", "required", {"amount": {"type": "string"}}),
         _tool("echo", None, {"text": {"type": "string"}}),
         _tool("stats", None, {}),
     ]
@@ -101,6 +138,25 @@ async def _wait_forever(_arguments: dict[str, Any], task_id: str) -> types.CallT
         await anyio.sleep(0.02)
 
 
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean"}, "note": {"type": "string"}},
+    "required": ["approve"],
+}
+
+
+async def _approve_payment(
+    arguments: dict[str, Any], asking: ServerTaskContext
+) -> types.CallToolResult:
+    amount = str(arguments.get("amount", "?"))
+    _asked_about[asking.task_id] = amount
+    answer = await asking.elicit(f"Approve a payment of {amount}?", APPROVAL_SCHEMA)
+    if answer.action != "accept" or not (answer.content or {}).get("approve"):
+        return _text(f"payment of {amount} {answer.action}: not approved")
+    note = (answer.content or {}).get("note", "")
+    return _text(f"payment of {amount} approved {note}".rstrip())
+
+
 WORK: dict[str, Callable[[dict[str, Any], str], Awaitable[types.CallToolResult]]] = {
     "slow_report": _slow_report,
     "count_effect": _count_effect,
@@ -108,9 +164,14 @@ WORK: dict[str, Callable[[dict[str, Any], str], Awaitable[types.CallToolResult]]
 }
 
 
-async def _run(task_id: str, tool: str, arguments: dict[str, Any]) -> None:
+async def _run(
+    task_id: str, tool: str, arguments: dict[str, Any], asking: ServerTaskContext
+) -> None:
     try:
-        result = await WORK[tool](arguments, task_id)
+        if tool == "approve_payment":
+            result = await _approve_payment(arguments, asking)
+        else:
+            result = await WORK[tool](arguments, task_id)
     except Exception as exc:  # a failed tool is a failed task, as the SDK's run_task does it
         result = _text(str(exc), error=True)
     task = await support.store.get_task(task_id)
@@ -136,9 +197,25 @@ async def call_tool(
     task_id = str(uuid.uuid4())  # unscoped: any session holding the id may use it
     task = await support.store.create_task(types.TaskMetadata(ttl=ttl), task_id)
     task = await support.store.update_task(task_id, status_message="accepted")
+    asking = ServerTaskContext(
+        task=task,
+        store=support.store,
+        session=server.request_context.session,
+        queue=support.queue,
+        handler=support.handler,
+    )
     assert _work is not None
-    _work.start_soon(_run, task_id, name, arguments)
+    _work.start_soon(_run, task_id, name, arguments, asking)
     return types.CreateTaskResult(task=task)
+
+
+@server.experimental.get_task_result()
+async def task_result(request: types.GetTaskPayloadRequest) -> types.GetTaskPayloadResult:
+    """The SDK's own ``tasks/result`` (send queued requests, block until terminal), after
+    queueing the task's unanswered questions again (the re-ask)."""
+    await queue.reask(request.params.taskId)
+    context = server.request_context
+    return await support.handler.handle(request, context.session, context.request_id)
 
 
 class CountingMcpEndpoint:
