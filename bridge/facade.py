@@ -43,7 +43,7 @@ from bridge.ledger.views import RunView, TaskView
 from bridge.lifecycle import Admission, DispatchState, OuterStatus, TaskStatus
 from bridge.mcp.admission import AdmissionChecks
 from bridge.mcp.outcomes import AnswerReceipt, InputPending, TaskHandle
-from bridge.mcp.requester import ResumeReport
+from bridge.mcp.resumption import ResumeReport
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
 from bridge.mcp.task_inputs import task_input_request
