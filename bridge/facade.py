@@ -17,7 +17,6 @@ outer run is cancelled or ends while inner tasks are open), a policy the harness
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,27 +31,27 @@ from bridge import events as ev
 from bridge._agent_states import AgentStates
 from bridge._compose import BridgeLeaseHolder, build_replica, build_requester, ledger_runner
 from bridge._notifier import CommitNotifier
+from bridge._outer_runs import OuterRuns
 from bridge._outer_spans import OuterSpans
 from bridge._reads import BridgeReads
-from bridge.errors import BridgeError, LeaseLost
+from bridge._waits import until_answered, until_closed
 from bridge.input_handlers import InputHandlers
 from bridge.inputs import InputRequest
 from bridge.ledger.dialects import SqliteSynchronous
-from bridge.ledger.fencing import Membership
-from bridge.ledger.store import Ledger
-from bridge.ledger.views import RunView, TaskView
-from bridge.lifecycle import Admission, DispatchState, OuterStatus, TaskStatus
+from bridge.ledger.store import Ledger, TenantLedger
+from bridge.ledger.views import RunView
+from bridge.lifecycle import Admission, OuterStatus
 from bridge.mcp.admission import AdmissionChecks
 from bridge.mcp.outcomes import AnswerReceipt, InputPending, TaskHandle
-from bridge.mcp.requester import ResumeReport
+from bridge.mcp.resumption import ResumeReport
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
 from bridge.mcp.task_inputs import task_input_request
-from bridge.policies import OnOuterCancel, OnOuterEnd, Policies, WaitMode
-from bridge.recovery import RecoveryReport, UnansweredPost
+from bridge.policies import Policies, WaitMode
+from bridge.recovery import RecoveryReport
 from bridge.replica import ReplicaConfig, ReplicaLeases
 from bridge.results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
-from bridge.uhp.client import FollowConfig, ResponseFollower, UhpClient
+from bridge.uhp.client import FollowConfig, ResponseFollower
 
 LOCAL_SERVER_PREFIX = "local:"
 
@@ -91,9 +90,6 @@ class Bridge(BridgeReads, AgentStates):
         self.ledger = ledger
         self.principals = tuple(principals)
         self.policies = policies or Policies()
-        self._uhp_servers = {s.name: s for s in uhp_servers}
-        self._credentials = credentials
-        self._follow = follow
         self._recover_on_start = recover_on_start
         self._owns_ledger = owns_ledger
         # The composition root: one ledger runner for every part, wired at construction.
@@ -110,12 +106,22 @@ class Bridge(BridgeReads, AgentStates):
         )
         self._tg: TaskGroup | None = None
         self._notifier: CommitNotifier | None = None
-        self._uhp_clients: dict[tuple[str, str], UhpClient] = {}
         self._spans = OuterSpans(ledger, self._db)
         self.last_recovery: RecoveryReport | None = None
         self._replica_config = replica
         self.replica: ReplicaLeases | None = None
-        self._follows: dict[str, anyio.CancelScope] = {}  # run_ref -> its follower
+        self._outer = OuterRuns(
+            ledger,
+            self._db,
+            uhp_servers,
+            credentials,
+            follow,
+            self.requester,
+            self._spans,
+            task_group=lambda: self._tg,
+            replica=lambda: self.replica,
+            policies=lambda: self.policies,
+        )
 
     @classmethod
     def open(
@@ -176,8 +182,9 @@ class Bridge(BridgeReads, AgentStates):
         return self
 
     async def _join_replicas(self, config: ReplicaConfig) -> None:
-        holder = BridgeLeaseHolder(self.requester, self._follows, self._follow_claimed)
-        urls = [s.base_url for s in self._uhp_servers.values()]
+        outer = self._outer
+        holder = BridgeLeaseHolder(self.requester, outer.follows, outer.follow_claimed)
+        urls = outer.base_urls
         replica = build_replica(self.ledger, self._db, config, self.principals, holder, urls)
         await replica.register()
         self.requester.attach_replica(replica)
@@ -217,8 +224,7 @@ class Bridge(BridgeReads, AgentStates):
                 with anyio.CancelScope(shield=True):
                     if self.replica is not None:
                         await self.replica.retire()  # others take over now, not a lease later
-                    for client in self._uhp_clients.values():
-                        await client.__aexit__(None, None, None)
+                    await self._outer.aclose()
             finally:
                 await self.requester.__aexit__(exc_type, exc, tb)
                 self._notifier.close()
@@ -258,7 +264,7 @@ class Bridge(BridgeReads, AgentStates):
         decision = await self._db(tenant.observe_outer, run_ref, status, error=error)
         if decision.records_status and status.is_terminal:
             self._spans.end(run_ref, status)
-            await self._apply_outer_policies(principal, run_ref, status)
+            await self._outer.apply_policies(principal, run_ref, status)
 
     async def start_remote_run(
         self, principal: str, uhp_server: str, input: Any, **request: Any
@@ -267,7 +273,7 @@ class Bridge(BridgeReads, AgentStates):
         events; if nobody consumes them, call :meth:`follow_remote_run` to reconcile in the
         background instead."""
         self._scope(principal)
-        client = await self._uhp_client(principal, uhp_server)
+        client = await self._outer.client(principal, uhp_server)
         follower = await client.stream_response(input, **request)
         run = await self._db(self.ledger.for_principal(principal).get_run, follower.run_ref)
         await self._spans.start(principal, run, served=False)
@@ -276,85 +282,7 @@ class Bridge(BridgeReads, AgentStates):
     def follow_remote_run(self, principal: str, follower: ResponseFollower) -> None:
         """The outer reconcile loop for one remote run: follow it to its terminal state in the
         background, then apply the outer-end policies."""
-        assert self._tg is not None
-        self._tg.start_soon(self._reconcile_remote, principal, follower)
-
-    async def _follow_claimed(
-        self, principal: str, member: Membership, runs: list[RunView]
-    ) -> None:
-        """Runs this replica just claimed: follow each from its recorded sequence."""
-        for run in runs:
-            if run.ref in self._follows:
-                continue
-            if run.trace_id is not None:
-                await self._spans.start(principal, run, served=False)
-            await self._resume_remote(principal, run, lease=member)
-
-    async def _reconcile_remote(self, principal: str, follower: ResponseFollower) -> None:
-        with anyio.CancelScope() as scope:
-            self._follows[follower.run_ref] = scope
-            try:
-                async with follower:
-                    final = await follower.until_terminal()
-            except LeaseLost:
-                return  # another replica follows it now
-            finally:
-                self._follows.pop(follower.run_ref, None)
-        if scope.cancelled_caught:
-            return
-        status = final.outer_status
-        if status is not None and status.is_terminal:
-            self._spans.end(follower.run_ref, status)
-            await self._apply_outer_policies(principal, follower.run_ref, status)
-
-    async def _uhp_client(self, principal: str, name: str) -> UhpClient:
-        key = (principal, name)
-        client = self._uhp_clients.get(key)
-        if client is None:
-            config = self._uhp_servers.get(name)
-            if config is None:
-                raise BridgeError(f"no UHP server named {name!r} is configured")
-            token = self._credentials(config.credential_ref) or ""
-            client = UhpClient(
-                config.base_url,
-                token=token,
-                ledger=self.ledger,
-                principal=principal,
-                follow=self._follow,
-            )
-            await client.__aenter__()
-            if self.replica is not None:
-                client.lease_run = functools.partial(self.replica.adopt_run, principal)
-            self._uhp_clients[key] = client
-        return client
-
-    def _uhp_server_named(self, base_url: str) -> str | None:
-        return next(
-            (s.name for s in self._uhp_servers.values() if s.base_url.rstrip("/") == base_url),
-            None,
-        )
-
-    async def _apply_outer_policies(
-        self, principal: str, run_ref: str, status: OuterStatus
-    ) -> None:
-        tenant = self.ledger.for_principal(principal)
-        open_tasks = await self._db(tenant.list_tasks, run_ref=run_ref, open_only=True)
-        if not open_tasks:
-            return
-        refs = [t.ref for t in open_tasks]
-        if status is OuterStatus.CANCELLED and (
-            self.policies.on_outer_cancel is OnOuterCancel.CANCEL_INNER
-        ):
-            await self._db(
-                tenant.record_open_tasks_at_end, run_ref, status, refs, "cancel_requested"
-            )
-            for task in open_tasks:
-                await self.requester.cancel_task(principal, task.ref, "policy:outer_cancelled")
-            return
-        if self.policies.on_outer_end is OnOuterEnd.REPORT:
-            await self._db(tenant.record_open_tasks_at_end, run_ref, status, refs, "reported")
-            for task in open_tasks:
-                await self.requester.detach_task(principal, task.ref, "policy:outer_ended")
+        self._outer.follow(principal, follower)
 
     # -- inner steps -------------------------------------------------------------------------
     async def call_tool(
@@ -373,6 +301,7 @@ class Bridge(BridgeReads, AgentStates):
         self._scope(principal)
         policy = self.policies.for_tool(server, tool)
         mode = wait or policy.wait
+        tenant = self.ledger.for_principal(principal)
         parent = await self._spans.context(principal, run_ref)
         token = otel_context.attach(parent) if parent is not None else None
         try:
@@ -388,7 +317,7 @@ class Bridge(BridgeReads, AgentStates):
             while isinstance(outcome, InputPending) and mode is WaitMode.ASK:
                 # MRTR: pause for the host's answers like a task's input; then what the
                 # answered leg returned, read back (the operation is replayed, never re-sent).
-                op_id = await self._until_answered(principal, run_ref, outcome.op_ref)
+                op_id = await self._until_answered(tenant, run_ref, outcome.op_ref)
                 outcome = await self.requester.call_tool(
                     principal, run_ref, server, tool, arguments, operation_id=op_id
                 )
@@ -404,47 +333,20 @@ class Bridge(BridgeReads, AgentStates):
                 if not task.is_open
                 else (TaskPending(outcome.op_ref, task))
             )
-        tenant = self.ledger.for_principal(principal)
         if mode is WaitMode.FAIL_RECOVERABLE:
             reason = "the call became a task and the policy does not wait for tasks"
             await self._db(tenant.record_step_failure, task.ref, reason)
             return RecoverableFailure(outcome.op_ref, task, reason)
         deadline = wait_deadline_s if wait_deadline_s is not None else policy.wait_deadline_s
-        return await self._wait(principal, outcome.op_ref, task, deadline, mode is WaitMode.ASK)
-
-    async def _until_answered(self, principal: str, run_ref: str, op_ref: str) -> str:
-        """Block until the call waiting for input has sent its next leg and heard back;
-        its operation id."""
         assert self._notifier is not None
-        tenant = self.ledger.for_principal(principal)
-        while True:
-            with self._notifier.watch(principal, run_ref) as change:  # armed, then read
-                dispatch = await self._db(tenant.get_dispatch, op_ref)
-                if dispatch.state not in (DispatchState.INPUT_REQUIRED, DispatchState.SENT):
-                    return dispatch.operation_id
-                await change.wait(None)
+        ask = mode is WaitMode.ASK
+        return await until_closed(
+            self._notifier, self._db, tenant, outcome.op_ref, task, deadline, ask
+        )
 
-    async def _wait(
-        self, principal: str, op_ref: str, task: TaskView, deadline_s: float, ask: bool
-    ) -> StepOutcome:
-        """Block until the task closes. ASK does not count time spent waiting for input."""
+    async def _until_answered(self, tenant: TenantLedger, run_ref: str, op_ref: str) -> str:
         assert self._notifier is not None
-        tenant = self.ledger.for_principal(principal)
-        budget = deadline_s
-        while True:
-            with self._notifier.watch(principal, task.run_ref) as change:  # armed, then read
-                current = await self._db(tenant.get_task, task.ref)
-                if not current.is_open:
-                    return TaskSettled(op_ref, current)
-                if budget <= 0:
-                    reason = f"the step's wait deadline ({deadline_s:g} s) passed"
-                    await self._db(tenant.record_step_failure, task.ref, reason)
-                    return RecoverableFailure(op_ref, current, reason)
-                waiting_for_host = ask and current.status is TaskStatus.INPUT_REQUIRED
-                started = anyio.current_time()
-                await change.wait(None if waiting_for_host else budget)
-                if not waiting_for_host:
-                    budget -= anyio.current_time() - started
+        return await until_answered(self._notifier, self._db, tenant, run_ref, op_ref)
 
     # -- input requests ----------------------------------------------------------------------
     async def answer_input(
@@ -567,22 +469,11 @@ class Bridge(BridgeReads, AgentStates):
                 if run.trace_id is not None:  # continue the run's trace in this process
                     await self._spans.start(principal, run, served=served)
                 resumable = not served and run.response_id is not None
-                if resumable and await self._resume_remote(principal, run):
+                if resumable and await self._outer.resume(principal, run):
                     report.remote_runs_resumed += 1
             if self.replica is None:  # with replicas, another one's POST may be in flight
-                report.unanswered_posts.extend(await self._unanswered_posts(principal))
+                report.unanswered_posts.extend(await self._outer.unanswered_posts(principal))
         return report
-
-    async def _unanswered_posts(self, principal: str) -> list[UnansweredPost]:
-        tenant = self.ledger.for_principal(principal)
-        posts = []
-        for run in await self._db(tenant.unacknowledged_runs):
-            name = self._uhp_server_named(run.uhp_server)
-            client = functools.partial(self._uhp_client, principal, name) if name else None
-            posts.append(
-                UnansweredPost.of(run, await self._db(tenant.run_request, run.ref), client)
-            )
-        return posts
 
     async def _claim_everything_free(self) -> RecoveryReport:
         replica = self.replica
@@ -601,18 +492,6 @@ class Bridge(BridgeReads, AgentStates):
             cancels_to_resend=taken.cancels_to_resend,
             remote_runs_resumed=replica.claimed_runs - runs_before,
         )
-
-    async def _resume_remote(
-        self, principal: str, run: RunView, *, lease: Membership | None = None
-    ) -> bool:
-        """Follow a recorded run again from its last seen sequence (``lease``: claimed by this
-        replica). False when no configured UHP server serves it."""
-        name = self._uhp_server_named(run.uhp_server)
-        if name is None:
-            return False
-        client = await self._uhp_client(principal, name)
-        self.follow_remote_run(principal, await client.follow(run.ref, lease=lease))
-        return True
 
 
 def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:

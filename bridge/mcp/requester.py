@@ -18,37 +18,28 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import astuple, dataclass
 from types import TracebackType
 from typing import Any
 
 import anyio
 import mcp_types
-import pydantic
 from anyio.abc import TaskGroup
 
 from bridge import _telemetry as telemetry
 from bridge.aio import LedgerRunner
-from bridge.errors import (
-    DuplicateTaskHandle,
-    InvalidTaskResponse,
-    InvalidTransition,
-    MalformedTaskHandle,
-)
 from bridge.input_handlers import InputHandlers
 from bridge.ledger.availability import WriteLockBusy
 from bridge.ledger.fencing import Membership
-from bridge.ledger.leases import TenantLeases
 from bridge.ledger.rounds import RetryLeg
 from bridge.ledger.store import Ledger, TenantLedger
-from bridge.ledger.views import DispatchView, TaskObservation, TaskView
-from bridge.lifecycle import Admission, DispatchState, TaskStatus
+from bridge.ledger.views import DispatchView, TaskView
+from bridge.lifecycle import Admission
 from bridge.mcp import legacy_wire
 from bridge.mcp.admission import AdmissionChecks, operation_meta
 from bridge.mcp.call_inputs import CallInputs
-from bridge.mcp.failures import Failure, FailureKind, classify
-from bridge.mcp.generations import TaskGeneration, negotiated_generation, stored_generation
-from bridge.mcp.handles import task_id_problem
+from bridge.mcp.call_replies import CallReplies
+from bridge.mcp.failures import FailureKind, classify
+from bridge.mcp.generations import TaskGeneration, negotiated_generation
 from bridge.mcp.legacy_inputs import install_legacy_inputs
 from bridge.mcp.mrtr import CallRounds, is_call_ref, wire_responses
 from bridge.mcp.outcomes import (
@@ -56,10 +47,11 @@ from bridge.mcp.outcomes import (
     CallOutcome,
     InlineResult,
     RejectedCall,
-    TaskHandle,
     UnknownOutcome,
 )
 from bridge.mcp.push import PushUpdates
+from bridge.mcp.replay import CallReplays
+from bridge.mcp.resumption import HandleResumption, ResumeReport
 from bridge.mcp.retries import UnknownOutcomeRetries
 from bridge.mcp.scheduler import (
     PollScheduler,
@@ -80,20 +72,6 @@ from bridge.mcp.wire import (
 from bridge.policies import InputPolicy, UnknownOutcomePolicy
 from bridge.redaction import install_log_redaction
 from bridge.replica import ReplicaLeases
-
-
-@dataclass(frozen=True, slots=True)
-class ResumeReport:
-    tasks_watched: int = 0
-    dispatches_marked_unknown: int = 0
-    answers_to_redeliver: int = 0
-    cancels_to_resend: int = 0
-
-    def __add__(self, other: ResumeReport) -> ResumeReport:
-        return ResumeReport(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
-
-    def __sub__(self, other: ResumeReport) -> ResumeReport:
-        return ResumeReport(*(a - b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 class TaskRequester:
@@ -143,6 +121,13 @@ class TaskRequester:
         self.replica: ReplicaLeases | None = None
         # Running totals of the leased handles this replica took over (claims, adoptions).
         self.handover = ResumeReport()
+        self._resumption = HandleResumption(
+            ledger, self.db, lambda: self.scheduler, lambda: self.replica
+        )
+        self._replays = CallReplays(self.db, self._resumption, self.rounds, self.retries)
+        self._replies = CallReplies(
+            self.db, lambda: self.scheduler, lambda: self.replica, self._clock, self.emit_task_span
+        )
 
     # -- lifetime ----------------------------------------------------------------------------
     async def __aenter__(self) -> TaskRequester:
@@ -246,7 +231,7 @@ class TaskRequester:
         if operation_id is not None:
             previous = await self.db(tenant.find_dispatch, operation_id)
             if previous is not None:
-                return await self._replay(tenant, previous, run_ref, tool, arguments)
+                return await self._replays.replay(tenant, previous, run_ref, tool, arguments)
         connection = self.pool.connection(server, declare_tasks=declare_tasks)
         session = await connection.session()  # unreachable -> raises here, before recording
         if connection.declare_tasks and negotiated_generation(session) is _LEGACY_TASKS:
@@ -332,7 +317,7 @@ class TaskRequester:
                 await self.db(tenant.mark_dispatch_unknown, intent.ref, f"bridge error: {exc!r}")
                 raise
             if failure.kind is FailureKind.MALFORMED:
-                await self._invalid_reply(tenant, intent, connection, exc, failure)
+                await self._replies.invalid(tenant, intent, connection, exc, failure)
             if failure.leaves_call_outcome_unknown:
                 await self.db(tenant.mark_dispatch_unknown, intent.ref, failure.detail)
                 return UnknownOutcome(
@@ -343,7 +328,9 @@ class TaskRequester:
         # (a CallToolResult is told apart first: isinstance on a pydantic class is not free)
         if type(reply) is not mcp_types.CallToolResult:
             if isinstance(reply, CreateTaskResult):
-                return await self._record_handle(tenant, connection, intent, reply, generation)
+                return await self._replies.record_handle(
+                    tenant, connection, intent, reply, generation
+                )
             if isinstance(reply, mcp_types.InputRequiredResult):
                 return await self.rounds.received(tenant, connection, intent, reply, arguments)
         result = _dump(reply)
@@ -359,125 +346,6 @@ class TaskRequester:
                 tenant.record_immediate_result, intent.ref, result, intent=intent
             )
         return InlineResult(intent.ref, settled.result, truncated=settled.result_truncated)
-
-    async def _record_handle(
-        self,
-        tenant: TenantLedger,
-        connection: ServerConnection,
-        intent: DispatchView,
-        created: CreateTaskResult,
-        generation: TaskGeneration = TaskGeneration.EXTENSION,
-    ) -> TaskHandle:
-        problem = task_id_problem(created.task_id)
-        if problem is not None:
-            detail = f"tools/call: {problem}"
-            await self.db(tenant.mark_dispatch_unknown, intent.ref, detail)
-            await self.db(
-                tenant.record_anomaly,
-                intent.run_ref,
-                "malformed_task_handle",
-                detail,
-                op_ref=intent.ref,
-            )
-            raise MalformedTaskHandle(intent.ref, detail)
-        now = self._clock()
-        ttl_deadline = None if created.ttl_ms is None else now + created.ttl_ms
-        due = self.scheduler.next_due_ms(now, created.poll_interval_ms, ttl_deadline)
-        # Leased mode: held by this replica incarnation from its first commit.
-        lease = self.replica.membership if self.replica is not None else None
-        try:
-            task = await self.db(
-                tenant.record_task_created,
-                intent.ref,
-                task_id=created.task_id,
-                status=TaskStatus(created.status),
-                status_message=created.status_message,
-                server_created_at=created.created_at,
-                server_updated_at=created.last_updated_at,
-                ttl_ms=created.ttl_ms,
-                poll_interval_ms=created.poll_interval_ms,
-                next_poll_due_ms=due,
-                server_version=connection.info.version,
-                credential_ref=connection.config.credential_ref,
-                lease=lease,
-                task_generation=stored_generation(generation),
-            )
-        except DuplicateTaskHandle as exc:
-            # The ledger refused it atomically (its anomaly is on this dispatch's run); the
-            # dispatch itself still says "sent": settle it as unknown, with its event.
-            detail = "tools/call: a taskId the ledger already holds for another call"
-            await self.db(tenant.mark_dispatch_unknown, intent.ref, detail)
-            raise MalformedTaskHandle(intent.ref, detail) from exc
-        inline = _inline_outcome(created)
-        if inline is not None:
-            # Created terminal, outcome included: stored like a polled one (bounded, scrubbed,
-            # task.terminal), and the handle closes without a poll. A terminal create without
-            # its outcome stays due: tasks/get fetches it, and a -32602 there loses the handle.
-            closed = await self.db(tenant.observe_task, task.ref, inline, lease=lease)
-            task = closed.task
-            if not task.is_open:
-                self.emit_task_span(tenant.principal, task.ref)
-                return TaskHandle(intent.ref, task)
-        # Committed: only now is the handle watched and handed out.
-        self.scheduler.watch(tenant.principal, task, due_ms=due, lease=lease)
-        return TaskHandle(intent.ref, task)
-
-    async def _invalid_reply(
-        self,
-        tenant: TenantLedger,
-        intent: DispatchView,
-        connection: ServerConnection,
-        exc: BaseException,
-        failure: Failure,
-    ) -> None:
-        if not connection.declare_tasks and _looks_like_task(exc):
-            kind = "task_on_undeclared_request"
-            detail = "server returned a task to a tools/call that did not declare tasks support"
-        else:
-            kind, detail = "malformed_reply", f"tools/call: {failure.detail}"
-        await self.db(tenant.mark_dispatch_unknown, intent.ref, detail)
-        await self.db(tenant.record_anomaly, intent.run_ref, kind, detail, op_ref=intent.ref)
-        raise InvalidTaskResponse(intent.ref, detail) from None
-
-    async def _replay(
-        self,
-        tenant: TenantLedger,
-        previous: DispatchView,
-        run_ref: str,
-        tool: str,
-        arguments: dict[str, Any],
-    ) -> CallOutcome:
-        """Same operation id again: report what was recorded, send nothing."""
-        # begin_dispatch refuses the id if it was used for another call (OperationReused).
-        await self.db(
-            tenant.begin_dispatch,
-            run_ref,
-            server_endpoint=previous.server_endpoint,
-            server_name=previous.server_name,
-            tool_name=tool,
-            arguments=arguments,
-            operation_id=previous.operation_id,
-        )
-        state = previous.state
-        if state in (DispatchState.PENDING, DispatchState.SENT):
-            reason = "an earlier attempt with this operation id never recorded its outcome"
-            previous = await self.db(tenant.mark_dispatch_unknown, previous.ref, reason)
-            state = previous.state
-        if state is DispatchState.TASK:
-            assert previous.task_ref is not None
-            task = await self.db(tenant.get_task, previous.task_ref)
-            if task.is_open and not self.scheduler.is_watching(task.ref):
-                await self._watch_new(tenant.principal, task, None)
-            return TaskHandle(previous.ref, task, replayed=True)
-        if state is DispatchState.INPUT_REQUIRED:
-            return await self.rounds.pending_of(tenant.principal, previous.ref)
-        if state is DispatchState.RESULT:
-            if isinstance(previous.result, dict) and set(previous.result) == {"error"}:
-                return RejectedCall(previous.ref, previous.result["error"], replayed=True)
-            return InlineResult(
-                previous.ref, previous.result, truncated=previous.result_truncated, replayed=True
-            )
-        return await self.retries.replayed_unknown(tenant, previous, arguments)
 
     async def resolve_unknown_outcome(
         self, principal: str, op_ref: str, admission: Admission
@@ -535,51 +403,12 @@ class TaskRequester:
         event): nobody can tell whether they reached the server. Only settle them when no other
         live process is dispatching for these principals.
         """
-        watched = unknown = answers = cancels = 0
-        for principal in principals:
-            tenant = self.ledger.for_principal(principal)
-            if settle_in_flight_dispatches:
-                stuck = await self.db(
-                    tenant.list_dispatches, states=[DispatchState.PENDING, DispatchState.SENT]
-                )
-                for dispatch in stuck:
-                    await self.db(
-                        tenant.mark_dispatch_unknown,
-                        dispatch.ref,
-                        f"process stopped with the call {dispatch.state.value}; outcome unknown",
-                    )
-                    unknown += 1
-            tasks = await self.db(tenant.list_tasks, open_only=True)
-            seeded = await self._watch_all(tenant, tasks, lease=None)
-            watched += len(tasks)
-            cancels += seeded.cancels_to_resend
-            answers += seeded.answers_to_redeliver
+        report = await self._resumption.resume(
+            principals, settle_in_flight_dispatches=settle_in_flight_dispatches
+        )
         assert self._tg is not None  # MRTR rounds answered whose next leg never left:
-        answers += await self.rounds.resume(principals, self._tg)
-        return ResumeReport(watched, unknown, answers, cancels)
-
-    async def _watch_all(
-        self, tenant: TenantLedger, tasks: Sequence[TaskView], lease: Membership | None
-    ) -> ResumeReport:
-        """Watch these open handles with what the ledger knows of them: input keys already
-        seen (not surfaced again), cancels and answers to resend. Bulk reads: a restart or a
-        claim hands over thousands of handles at once."""
-        principal = tenant.principal
-        digests = await self.db(tenant.input_digests, [t.ref for t in tasks])
-        cancels = answers = 0
-        for task in tasks:
-            self.scheduler.watch(principal, task, lease=lease)
-            if task.ref in digests:
-                self.scheduler.seed_input_digests(task.ref, digests[task.ref])
-            if task.cancel_requested_at_ms is not None:
-                self.scheduler.mark_cancel_pending(task.ref)
-                cancels += 1
-        held = {t.ref for t in tasks}
-        for answer in await self.db(tenant.undelivered_answers):
-            if answer.task_ref in held:
-                self.scheduler.mark_undelivered_answers(answer.task_ref)
-                answers += 1
-        return ResumeReport(len(tasks), 0, answers, cancels)
+        legs = await self.rounds.resume(principals, self._tg)
+        return report + ResumeReport(answers_to_redeliver=legs)
 
     # -- leased polling (several replicas on one ledger) -------------------------------------
     def attach_replica(self, replica: ReplicaLeases) -> None:
@@ -588,73 +417,19 @@ class TaskRequester:
         self.scheduler.lease_guard = replica
 
     async def take_claimed(self, principal: str, member: Membership, tasks: list[TaskView]) -> None:
-        taken = await self._watch_all(self.ledger.for_principal(principal), tasks, lease=member)
-        self.handover += taken
+        tenant = self.ledger.for_principal(principal)
+        self.handover += await self._resumption.watch_all(tenant, tasks, lease=member)
 
     async def settle_orphaned_dispatches(
         self, principals: Sequence[str], replica: ReplicaLeases
     ) -> int:
         """Leased mode: dispatches a dead replica incarnation left in flight become unknown."""
-        settled = 0
-        for principal in principals:
-            tenant = self.ledger.for_principal(principal)
-            for dispatch in await self.db(TenantLeases(tenant).orphaned_dispatches):
-                reason = (
-                    f"the replica that sent it stopped with the call {dispatch.state.value}; "
-                    "outcome unknown"
-                )
-                try:
-                    await self.db(tenant.mark_dispatch_unknown, dispatch.ref, reason)
-                except InvalidTransition:
-                    continue  # settled meanwhile (its result arrived, or another replica)
-                settled += 1
-        return settled
-
-    async def _watch_new(self, principal: str, task: TaskView, due_ms: int | None) -> None:
-        """Watch a recorded handle again (a replayed call), leased first in leased mode."""
-        lease = None
-        if self.replica is not None:
-            lease = await self.replica.adopt_task(principal, task.ref)
-            if lease is None:
-                return  # another replica claimed it in between: it polls it
-        self.scheduler.watch(principal, task, due_ms=due_ms, lease=lease)
+        return await self._resumption.settle_orphaned(principals)
 
 
 _LEGACY_TASKS = TaskGeneration.EXPERIMENTAL_2025_11_25
 
 
-def _inline_outcome(created: CreateTaskResult) -> TaskObservation | None:
-    """The terminal observation a ``CreateTaskResult`` carries whole, if it does: ``completed``
-    with its ``result``, ``failed`` with its ``error``, or ``cancelled``."""
-    status = TaskStatus(created.status)
-    carried = {
-        TaskStatus.COMPLETED: created.result is not None,
-        TaskStatus.FAILED: created.error is not None,
-        TaskStatus.CANCELLED: True,
-    }
-    if not carried.get(status, False):
-        return None
-    return TaskObservation(
-        status=status,
-        status_message=created.status_message,
-        result=created.result,
-        error=created.error,
-    )
-
-
 def _dump(result: mcp_types.CallToolResult) -> dict[str, Any]:
     dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     return dumped
-
-
-def _looks_like_task(exc: BaseException) -> bool:
-    """Did a reply that failed validation carry ``resultType: "task"``?"""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if not isinstance(exc, pydantic.ValidationError):
-        return False
-    for error in exc.errors():
-        candidate = error.get("input")
-        if isinstance(candidate, dict) and candidate.get("resultType") == "task":
-            return True
-    return "'task'" in str(exc)
