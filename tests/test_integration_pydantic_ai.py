@@ -13,7 +13,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,8 @@ from pydantic_ai.tools import DeferredToolRequests
 from bridge import Bridge, InputRequest, LostReason, McpServerConfig, TaskStatus
 from bridge import events as ev
 from bridge.integrations.pydantic_ai import STATE_NAME, BridgedRun, BridgedToolset
-from tests.support.bridging import FAST, wait_until
-from tests.support.processes import REPO_ROOT, ServerProcess
+from tests.support.bridging import FAST, served_run, wait_until
+from tests.support.processes import REPO_ROOT, ServerProcess, running_together
 
 pytestmark = pytest.mark.anyio
 P = "acme"
@@ -53,14 +52,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
             args=["--token", TOKEN, "--ledger", str(folder / "payments.db")],
         ),
     }
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for started in [pool.submit(p.start) for p in procs.values()]:
-                started.result()
+    with running_together(procs):
         yield procs
-    finally:
-        for proc in procs.values():
-            proc.stop()
 
 
 @pytest.fixture
@@ -77,11 +70,7 @@ async def bridge(tmp_path: Path, servers: dict[str, ServerProcess]) -> AsyncIter
 
 
 async def _run_ref(bridge: Bridge) -> str:
-    name = uuid.uuid4().hex[:8]
-    run = await bridge.register_served_run(
-        P, response_id=f"resp_{name}", session_id=f"hsess{name}", harness_id="chrn_test"
-    )
-    return run.ref
+    return await served_run(bridge, P)
 
 
 class Script:
