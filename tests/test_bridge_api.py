@@ -8,7 +8,6 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -33,8 +32,8 @@ from bridge import (
     WaitTimedOut,
 )
 from bridge import events as ev
-from tests.support.bridging import FAST, wait_until
-from tests.support.processes import ServerProcess
+from tests.support.bridging import FAST, served_run, wait_until
+from tests.support.processes import ServerProcess, running_together
 
 pytestmark = pytest.mark.anyio
 P = "acme"
@@ -59,14 +58,8 @@ def example_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
             env={"PAYMENTS_SERVER_TOKEN": TOKEN},
         ),
     }
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for started in [pool.submit(p.start) for p in procs.values()]:
-                started.result()
+    with running_together(procs):
         yield procs
-    finally:
-        for proc in procs.values():
-            proc.stop()
     for proc in procs.values():
         proc.remove_logs()
 
@@ -90,11 +83,7 @@ async def bridge(
 
 
 async def _run(bridge: Bridge) -> str:
-    name = uuid.uuid4().hex[:8]
-    run = await bridge.register_served_run(
-        P, response_id=f"resp_{name}", session_id=f"hsess{name}", harness_id="chrn_test"
-    )
-    return run.ref
+    return await served_run(bridge, P)
 
 
 async def _approval(bridge: Bridge, run_ref: str, key: str) -> tuple[TaskPending, InputRequest]:

@@ -85,7 +85,7 @@ class Block:
 
 
 def guides() -> list[Path]:
-    return sorted(GUIDES.glob("*.md"))
+    return sorted(GUIDES.rglob("*.md"))  # incl. guides/frameworks/
 
 
 def examples() -> list[Path]:

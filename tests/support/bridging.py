@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from bridge.facade import Bridge
 from bridge.ledger.store import TenantLedger
 from bridge.mcp.scheduler import SchedulerConfig
 
@@ -22,6 +24,15 @@ FAST = SchedulerConfig(
     backoff_max_ms=300,
     unreachable_grace_ms=300,
 )
+
+
+async def served_run(bridge: Bridge, principal: str) -> str:
+    """A fresh served run of ``principal`` (random response and session ids); its ref."""
+    name = uuid.uuid4().hex[:8]
+    run = await bridge.register_served_run(
+        principal, response_id=f"resp_{name}", session_id=f"hsess{name}", harness_id="chrn_test"
+    )
+    return run.ref
 
 
 async def wait_until(

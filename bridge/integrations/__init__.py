@@ -1,0 +1,8 @@
+"""Agent-framework integrations: bridged tool calls inside the frameworks people already run.
+
+Each integration is a subpackage that imports its framework at top level, so it is loaded
+only when you import it (``import bridge`` and ``import bridge.integrations`` load none of
+them). Install the matching extra, e.g. ``uhp-mcp-bridge[pydantic-ai]``:
+
+* :mod:`bridge.integrations.pydantic_ai` — ``BridgedToolset`` and ``BridgedRun``.
+"""

@@ -1,0 +1,31 @@
+"""pydantic-ai integration (extra ``uhp-mcp-bridge[pydantic-ai]``): MCP tools called through
+the bridge from a pydantic-ai agent, with parked calls that survive a restart.
+
+* :class:`BridgedToolset` — lists a server's tools through the bridge and calls them with
+  ``operation_id = "<run ref>:<tool call id>"``; ``mode="wait"`` blocks the call until its
+  task settles, ``mode="detach"`` parks it with ``CallDeferred``.
+* :class:`BridgedRun` — drives the agent run: resumes parked calls with
+  ``DeferredToolResults`` when their tasks settle, offers input requests (approvals) to the
+  host, and after a crash resumes from the state saved beside the run.
+
+See ``docs/guides/frameworks/pydantic-ai.md``.
+"""
+
+from bridge.integrations.pydantic_ai.journal import STATE_NAME, CallEntry, RunJournal, SavedRun
+from bridge.integrations.pydantic_ai.results import settled_value, tool_return
+from bridge.integrations.pydantic_ai.run import BridgedRun, InputAnswerer
+from bridge.integrations.pydantic_ai.toolset import BridgedToolset, deferral_metadata, operation_id
+
+__all__ = [
+    "STATE_NAME",
+    "BridgedRun",
+    "BridgedToolset",
+    "CallEntry",
+    "InputAnswerer",
+    "RunJournal",
+    "SavedRun",
+    "deferral_metadata",
+    "operation_id",
+    "settled_value",
+    "tool_return",
+]
