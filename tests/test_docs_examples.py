@@ -85,7 +85,7 @@ class Block:
 
 
 def guides() -> list[Path]:
-    return sorted(GUIDES.glob("*.md"))
+    return sorted(GUIDES.rglob("*.md"))  # frameworks/ included
 
 
 def examples() -> list[Path]:

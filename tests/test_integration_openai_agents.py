@@ -11,7 +11,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from bridge.integrations.openai_agents import (
     save_run_state,
 )
 from tests.support.bridging import FAST
+from tests.support.example_servers import example_servers
 from tests.support.openai_agents_model import PlannedCall, PlannedToolsModel
 from tests.support.processes import REPO_ROOT, ServerProcess
 
@@ -50,25 +50,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
-    payments_db = tmp_path_factory.mktemp("payments") / "payments.db"
-    procs = {
-        "reports": ServerProcess(
-            "harness_examples.mcp_servers.report_server", args=["--token", TOKEN]
-        ),
-        "payments": ServerProcess(
-            "harness_examples.mcp_servers.payments_server",
-            args=["--ledger", str(payments_db)],
-            env={"PAYMENTS_SERVER_TOKEN": TOKEN},
-        ),
-    }
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for started in [pool.submit(p.start) for p in procs.values()]:
-                started.result()
+    with example_servers(tmp_path_factory.mktemp("payments") / "payments.db", TOKEN) as procs:
         yield procs
-    finally:
-        for proc in procs.values():
-            proc.stop()
 
 
 def _open(db: Path, servers: dict[str, ServerProcess], **kw: Any) -> Any:
