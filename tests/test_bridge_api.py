@@ -33,13 +33,12 @@ from bridge import (
 )
 from bridge import events as ev
 from tests.support.bridging import FAST, served_run, wait_until
-from tests.support.processes import ServerProcess, running_together
+from tests.support.example_servers import example_servers as running_example_servers
+from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.anyio
 P = "acme"
 TOKEN = "example-secret"
-REPORT_MODULE = "harness_examples.mcp_servers.report_server"
-PAYMENTS_MODULE = "harness_examples.mcp_servers.payments_server"
 
 
 @pytest.fixture
@@ -49,19 +48,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def example_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
-    payments_db = tmp_path_factory.mktemp("payments") / "payments.db"
-    procs = {
-        "reports": ServerProcess(REPORT_MODULE, args=["--token", TOKEN]),
-        "payments": ServerProcess(
-            PAYMENTS_MODULE,
-            args=["--ledger", str(payments_db)],
-            env={"PAYMENTS_SERVER_TOKEN": TOKEN},
-        ),
-    }
-    with running_together(procs):
+    with running_example_servers(
+        tmp_path_factory.mktemp("payments") / "payments.db", TOKEN
+    ) as procs:
         yield procs
-    for proc in procs.values():
-        proc.remove_logs()
 
 
 def _configs(servers: dict[str, ServerProcess], ref: str | None) -> list[McpServerConfig]:

@@ -27,7 +27,8 @@ from bridge import Bridge, InputRequest, LostReason, McpServerConfig, TaskStatus
 from bridge import events as ev
 from bridge.integrations.pydantic_ai import STATE_NAME, BridgedRun, BridgedToolset
 from tests.support.bridging import FAST, served_run, wait_until
-from tests.support.processes import REPO_ROOT, ServerProcess, running_together
+from tests.support.example_servers import example_servers
+from tests.support.processes import REPO_ROOT, ServerProcess
 
 pytestmark = pytest.mark.anyio
 P = "acme"
@@ -42,17 +43,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
-    folder = tmp_path_factory.mktemp("pydantic-ai-servers")
-    procs = {
-        "reports": ServerProcess(
-            "harness_examples.mcp_servers.report_server", args=["--token", TOKEN]
-        ),
-        "payments": ServerProcess(
-            "harness_examples.mcp_servers.payments_server",
-            args=["--token", TOKEN, "--ledger", str(folder / "payments.db")],
-        ),
-    }
-    with running_together(procs):
+    payments_db = tmp_path_factory.mktemp("pydantic-ai-servers") / "payments.db"
+    with example_servers(payments_db, TOKEN) as procs:
         yield procs
 
 

@@ -5,4 +5,5 @@ only when you import it (``import bridge`` and ``import bridge.integrations`` lo
 them). Install the matching extra, e.g. ``uhp-mcp-bridge[pydantic-ai]``:
 
 * :mod:`bridge.integrations.pydantic_ai` — ``BridgedToolset`` and ``BridgedRun``.
+* :mod:`bridge.integrations.openai_agents` — ``BridgedMCPServer`` and ``run_to_completion``.
 """
