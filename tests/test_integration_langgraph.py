@@ -4,17 +4,22 @@ are bridged and whose checkpoints live in the bridge ledger."""
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from bridge import Bridge, McpServerConfig, WaitMode
+from bridge import Bridge, LostReason, McpServerConfig, WaitMode
+from bridge import events as ev
 from bridge.integrations.langgraph import (
     ASKED_INPUT,
     PARKED_TASK,
@@ -25,8 +30,8 @@ from bridge.integrations.langgraph import (
     when_settled,
 )
 from tests.support.bridging import FAST
-from tests.support.langgraph_agent import agent_graph, call
-from tests.support.processes import ServerProcess
+from tests.support.langgraph_agent import agent_graph, call, drive, pay
+from tests.support.processes import REPO_ROOT, ServerProcess
 
 pytestmark = pytest.mark.anyio
 P = "acme"
@@ -119,3 +124,137 @@ async def test_detach_parks_with_an_interrupt_and_resumes_when_settled(bridge: B
     [result] = tool_results(state)
     assert result.status == "success" and "Quarterly report Q3" in result.text
     assert "__interrupt__" not in state
+
+
+def payment(key: str) -> dict[str, Any]:
+    return {"amount": 120, "currency": "EUR", "payee": "ACME Corp", "payment_key": key}
+
+
+async def payment_count(bridge: Bridge, run_ref: str, key: str) -> int:
+    counted = await bridge.call_tool(P, run_ref, "payments", "payment_count", {"payment_key": key})
+    return int(counted.text())
+
+
+async def test_approval_parks_the_graph_and_a_human_answers_the_typed_request(
+    bridge: Bridge,
+) -> None:
+    run_ref, key = await new_run(bridge), f"pay-{uuid.uuid4().hex[:8]}"
+    tools = await bridge_tools(bridge, P, "payments", wait=WaitMode.DETACH)
+    graph = agent_graph(bridge, P, tools, [call("approve_payment", "call-pay", **payment(key))])
+    config = graph_config(run_ref)
+    state = await graph.ainvoke({"messages": [("user", "pay")]}, config)
+    asked: list[dict[str, Any]] = []
+    for _ in range(6):  # parked task → its question → answered → parked again → settled
+        interrupts = state.get("__interrupt__")
+        if not interrupts:
+            break
+        questions = bridge_interrupts(interrupts, ASKED_INPUT)
+        if not questions:
+            resume = await when_settled(bridge, P, interrupts, timeout=30)
+        else:
+            [(interrupt_id, question)] = questions.items()
+            asked.append(question)
+            if len(asked) == 1:  # not a boolean: refused before anything is recorded
+                resume = Command(resume=answer(question, "accept", {"approve": "yes"}))
+            else:
+                resume = Command(
+                    resume={interrupt_id: answer(question, "accept", {"approve": True})}
+                )
+        state = await graph.ainvoke(resume, config)
+    assert "__interrupt__" not in state
+    first, second = asked
+    assert first["input_ref"] == second["input_ref"] and first["note"] is None
+    assert second["note"] is not None and "answer not taken" in second["note"]
+    assert first["requested_schema"]["required"] == ["approve"]
+    assert f"key {key}" in (first["message"] or "")
+    [result] = tool_results(state)
+    assert (result.status, result.text) == ("success", f"approved {key}")
+    assert await payment_count(bridge, run_ref, key) == 1
+
+
+async def test_wait_mode_approval_needs_a_concurrent_human(bridge: Bridge) -> None:
+    run_ref, key = await new_run(bridge), f"pay-{uuid.uuid4().hex[:8]}"
+    tools = await bridge_tools(bridge, P, "payments", wait=WaitMode.WAIT)
+    graph = agent_graph(bridge, P, tools, [call("approve_payment", "call-pay", **payment(key))])
+
+    async def human() -> None:  # the harness's subscriber: answers while the node is blocked
+        async for event in bridge.subscribe(P, run_ref):
+            if isinstance(event, ev.TaskInputRequired):
+                await bridge.input_request(P, event).accept({"approve": True})
+                return
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(human)
+        with anyio.fail_after(60):
+            state = await graph.ainvoke({"messages": [("user", "pay")]}, graph_config(run_ref))
+    [result] = tool_results(state)
+    assert (result.status, result.text) == ("success", f"approved {key}")
+    assert await payment_count(bridge, run_ref, key) == 1
+
+
+async def test_a_lost_task_is_reported_to_the_model_as_lost(
+    bridge: Bridge, servers: dict[str, ServerProcess]
+) -> None:
+    run_ref = await new_run(bridge)
+    tools = await bridge_tools(bridge, P, "reports", wait=WaitMode.DETACH)
+    slow = {"quarter": "Q4", "sections": 3, "seconds_per_section": 30}
+    graph = agent_graph(bridge, P, tools, [call("generate_report", "call-slow", **slow)])
+    config = graph_config(run_ref)
+    parked = await graph.ainvoke({"messages": [("user", "report")]}, config)
+    [interrupt] = parked["__interrupt__"]
+    await anyio.to_thread.run_sync(servers["reports"].restart)  # its tasks are in memory
+    resume = await when_settled(bridge, P, parked["__interrupt__"], timeout=30)
+    task = await bridge.get_task(P, interrupt.value["task_ref"])
+    assert task.lost_reason is LostReason.NOT_FOUND
+    state = await graph.ainvoke(resume, config)
+    [result] = tool_results(state)
+    assert result.status == "error" and "task lost (not_found)" in result.text
+    assert state["messages"][-1].text.startswith("final: [error] task lost (not_found)")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("crash", ["approved", "parked"])
+async def test_a_sigkilled_harness_resumes_the_thread_and_pays_once(
+    tmp_path: Path, servers: dict[str, ServerProcess], crash: str
+) -> None:
+    db, key = tmp_path / "crash.db", f"pay-{uuid.uuid4().hex[:8]}"
+    died = await anyio.run_process(
+        [
+            sys.executable,
+            *("-m", "tests.support.langgraph_driver", "--db", str(db)),
+            *("--payments-url", servers["payments"].url, "--key", key, "--crash", crash),
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, "LANGGRAPH_DRIVER_TOKEN": TOKEN},
+        check=False,
+    )
+    assert died.returncode == -signal.SIGKILL, died.stderr.decode()[-2000:]
+    run_ref = died.stdout.decode().split()[0]
+    async with Bridge.open(  # the restarted harness: same ledger, same graph
+        db,
+        principals=[P],
+        mcp_servers=configs(servers),
+        credentials={"mcp": TOKEN}.get,
+        scheduler=FAST,
+    ) as bridge:
+        mode = WaitMode.WAIT if crash == "approved" else WaitMode.DETACH
+        tools = await bridge_tools(bridge, P, "payments", wait=mode)
+        graph = agent_graph(bridge, P, tools, pay(key))
+        config = graph_config(run_ref)
+        saved = await graph.aget_state(config)  # from the checkpoints in the ledger
+        assert saved.next == ("tools",)
+        [tool_call] = saved.values["messages"][-1].tool_calls
+        assert tool_call["id"] == "call-pay"
+        if crash == "parked":
+            [parked] = saved.interrupts
+            assert parked.value["kind"] == PARKED_TASK
+            state = await drive(bridge, P, graph, config, saved.interrupts)
+        else:
+            with anyio.fail_after(60):
+                state = await graph.ainvoke(None, config, durability="sync")
+        [result] = tool_results(state)
+        assert (result.status, result.text) == ("success", f"approved {key}")
+        assert await payment_count(bridge, run_ref, key) == 1
+        [task] = await bridge.list_tasks(P, run_ref=run_ref)  # one task: never called twice
+        assert task.result is not None
+        assert await bridge.agent_state(P, run_ref, f"langgraph:{run_ref}") is not None
