@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -258,3 +259,37 @@ async def test_a_sigkilled_harness_resumes_the_thread_and_pays_once(
         [task] = await bridge.list_tasks(P, run_ref=run_ref)  # one task: never called twice
         assert task.result is not None
         assert await bridge.agent_state(P, run_ref, f"langgraph:{run_ref}") is not None
+
+
+async def test_the_checkpointer_keeps_a_threads_newest_checkpoints_beside_the_run(
+    bridge: Bridge,
+) -> None:
+    run_ref = await new_run(bridge)
+    tools = await bridge_tools(bridge, P, "reports", wait=WaitMode.WAIT)
+    quick = {"sections": 1, "seconds_per_section": 0}
+    script = [call("generate_report", f"call-{q}", quarter=q, **quick) for q in ("Q1", "Q2")]
+    graph = agent_graph(bridge, P, tools, script, keep=3)
+    config = graph_config(run_ref)
+    await graph.ainvoke({"messages": [("user", "two reports")]}, config)
+    history = [snapshot async for snapshot in graph.aget_state_history(config)]
+    assert len(history) == 3  # the newest three: enough to resume, bounded
+    assert history[0].next == () and history[0].values["messages"][-1].text.startswith("final:")
+    assert [h.config["configurable"]["checkpoint_id"] for h in history] == sorted(
+        (h.config["configurable"]["checkpoint_id"] for h in history), reverse=True
+    )
+    saved = await bridge.agent_state(P, run_ref, f"langgraph:{run_ref}")
+    assert saved is not None and list(saved.state["namespaces"]) == [""]
+    other = await graph.aget_state(graph_config(run_ref, thread_id="another-thread"))
+    assert other.values == {}  # threads of one run are separate states
+
+
+def test_importing_bridge_integrations_loads_no_framework() -> None:
+    probe = (
+        "import sys, bridge, bridge.integrations; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'langgraph', 'langchain_core'}))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    shown = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, env=env, capture_output=True, text=True
+    )
+    assert shown.stdout.strip() == "[]", shown.stderr

@@ -53,7 +53,12 @@ def call(name: str, call_id: str, **args: Any) -> ToolCall:
 
 
 def agent_graph(
-    bridge: Bridge, principal: str, tools: list[BaseTool], script: list[ToolCall]
+    bridge: Bridge,
+    principal: str,
+    tools: list[BaseTool],
+    script: list[ToolCall],
+    *,
+    keep: int = 8,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     model = ScriptedChatModel(script=script).bind_tools(tools)
 
@@ -66,7 +71,7 @@ def agent_graph(
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", tools_condition)
     graph.add_edge("tools", "agent")
-    return graph.compile(checkpointer=BridgeCheckpointer(bridge, principal))
+    return graph.compile(checkpointer=BridgeCheckpointer(bridge, principal, keep=keep))
 
 
 def pay(key: str, call_id: str = "call-pay") -> list[ToolCall]:
