@@ -85,7 +85,7 @@ class Block:
 
 
 def guides() -> list[Path]:
-    return sorted(GUIDES.glob("*.md"))
+    return sorted(GUIDES.rglob("*.md"))  # docs/guides/frameworks/ too
 
 
 def examples() -> list[Path]:
