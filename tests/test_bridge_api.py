@@ -8,7 +8,6 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -34,13 +33,12 @@ from bridge import (
 )
 from bridge import events as ev
 from tests.support.bridging import FAST, wait_until
+from tests.support.example_servers import example_mcp_servers
 from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.anyio
 P = "acme"
 TOKEN = "example-secret"
-REPORT_MODULE = "harness_examples.mcp_servers.report_server"
-PAYMENTS_MODULE = "harness_examples.mcp_servers.payments_server"
 
 
 @pytest.fixture
@@ -51,24 +49,8 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 def example_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
     payments_db = tmp_path_factory.mktemp("payments") / "payments.db"
-    procs = {
-        "reports": ServerProcess(REPORT_MODULE, args=["--token", TOKEN]),
-        "payments": ServerProcess(
-            PAYMENTS_MODULE,
-            args=["--ledger", str(payments_db)],
-            env={"PAYMENTS_SERVER_TOKEN": TOKEN},
-        ),
-    }
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for started in [pool.submit(p.start) for p in procs.values()]:
-                started.result()
+    with example_mcp_servers(payments_db, TOKEN) as procs:
         yield procs
-    finally:
-        for proc in procs.values():
-            proc.stop()
-    for proc in procs.values():
-        proc.remove_logs()
 
 
 def _configs(servers: dict[str, ServerProcess], ref: str | None) -> list[McpServerConfig]:

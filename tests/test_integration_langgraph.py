@@ -10,7 +10,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from bridge.integrations.langgraph import (
     when_settled,
 )
 from tests.support.bridging import FAST
+from tests.support.example_servers import example_mcp_servers
 from tests.support.langgraph_agent import agent_graph, call, drive, pay
 from tests.support.processes import REPO_ROOT, ServerProcess
 
@@ -46,26 +46,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
-    payments_db = tmp_path_factory.mktemp("payments") / "payments.db"
-    procs = {
-        "reports": ServerProcess(
-            "harness_examples.mcp_servers.report_server", args=["--token", TOKEN]
-        ),
-        "payments": ServerProcess(
-            "harness_examples.mcp_servers.payments_server",
-            args=["--ledger", str(payments_db), "--token", TOKEN],
-        ),
-    }
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for started in [pool.submit(p.start) for p in procs.values()]:
-                started.result()
+    with example_mcp_servers(tmp_path_factory.mktemp("payments") / "payments.db", TOKEN) as procs:
         yield procs
-    finally:
-        for proc in procs.values():
-            proc.stop()
-    for proc in procs.values():
-        proc.remove_logs()
 
 
 def configs(servers: dict[str, ServerProcess]) -> list[McpServerConfig]:
