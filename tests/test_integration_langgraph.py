@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 
 from bridge import Bridge, LostReason, McpServerConfig, WaitMode
@@ -275,3 +275,24 @@ def test_importing_bridge_integrations_loads_no_framework() -> None:
         [sys.executable, "-c", probe], cwd=REPO_ROOT, env=env, capture_output=True, text=True
     )
     assert shown.stdout.strip() == "[]", shown.stderr
+
+
+async def test_parallel_detached_calls_park_one_at_a_time_and_each_runs_once(
+    bridge: Bridge,
+) -> None:
+    run_ref = await new_run(bridge)
+    tools = await bridge_tools(bridge, P, "reports", wait=WaitMode.DETACH)
+    both = [call("generate_report", f"call-{q}", **{**REPORT, "quarter": q}) for q in ("Q1", "Q2")]
+    graph = agent_graph(bridge, P, tools, both[:1])
+    model_turn = AIMessage("", tool_calls=both)  # one model turn asking for two tools at once
+    config = graph_config(run_ref)
+    await graph.aupdate_state(config, {"messages": [("user", "two"), model_turn]}, "agent")
+    state = await graph.ainvoke(None, config)
+    rounds = 0
+    while interrupts := state.get("__interrupt__"):  # LangGraph stops the node at the first
+        rounds += 1
+        assert rounds <= 4, "parked calls did not converge"
+        state = await graph.ainvoke(await when_settled(bridge, P, interrupts, timeout=30), config)
+    firsts = sorted(m.text.splitlines()[0] for m in tool_results(state))
+    assert firsts == ["Quarterly report Q1", "Quarterly report Q2"]
+    assert len(await bridge.list_tasks(P, run_ref=run_ref)) == 2  # each call sent once
