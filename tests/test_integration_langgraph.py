@@ -244,8 +244,19 @@ async def test_a_sigkilled_harness_resumes_the_thread_and_pays_once(
 
 
 async def test_the_checkpointer_keeps_a_threads_newest_checkpoints_beside_the_run(
-    bridge: Bridge,
+    db_url: str, servers: dict[str, ServerProcess]
 ) -> None:
+    async with Bridge.open(  # SQLite and PostgreSQL: the agent state is a ledger row
+        db_url,
+        principals=[P],
+        mcp_servers=configs(servers),
+        credentials={"mcp": TOKEN}.get,
+        scheduler=FAST,
+    ) as bridge:
+        await keeps_newest_checkpoints(bridge)
+
+
+async def keeps_newest_checkpoints(bridge: Bridge) -> None:
     run_ref = await new_run(bridge)
     tools = await bridge_tools(bridge, P, "reports", wait=WaitMode.WAIT)
     quick = {"sections": 1, "seconds_per_section": 0}
