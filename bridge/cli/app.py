@@ -271,6 +271,19 @@ def _follow(
         out.print(f"stopped following {run} at seq {last}", style="dim", markup=False)
 
 
+@app.command(
+    "gateway",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def gateway(ctx: typer.Context) -> None:
+    """Serve the bridge as an MCP server fronting the configured upstreams (see
+    docs/guides/gateway.md): --config FILE --db URL [--host] [--port] [--port-file]."""
+    from bridge.gateway.__main__ import main as gateway_main  # loads the MCP server stack
+
+    gateway_main(ctx.args)
+
+
 # -- MCP-side commands (after events: the help lists commands in this order) ---------------------
 app.command()(recover)
 app.command("cancel-task")(cancel_task)

@@ -219,6 +219,20 @@ class AgentState(SQLModel, table=True):
     updated_at_ms: int = Field(sa_column=_ms())
 
 
+class GatewayHandle(SQLModel, table=True):
+    """A task handle the gateway (``bridge gateway``) issued to one of its MCP clients: the
+    SHA-256 of the handle (the handle itself is a bearer capability and is never stored),
+    bound to the principal that called and to the task it names. Never the upstream taskId."""
+
+    __tablename__ = "bridge_gateway_handles"
+
+    handle_sha256: str = Field(primary_key=True, max_length=64)
+    principal: str = Field(max_length=200, index=True)
+    task_ref: str = Field(foreign_key="bridge_inner_tasks.ref", max_length=64)
+    op_ref: str = Field(max_length=64)
+    issued_at_ms: int = Field(sa_column=_ms())
+
+
 class EventRecord(SQLModel, table=True):
     """Append-only per-run event log; ``seq`` is gapless per run, starting at 1."""
 
@@ -259,6 +273,7 @@ ALL_TABLES = (
     InputRequest,
     CallRound,
     AgentState,
+    GatewayHandle,
     EventRecord,
     Replica,
 )

@@ -42,6 +42,7 @@ from bridge.ledger.availability import first_line, waiting_for_the_lock
 from bridge.ledger.dialects import SqliteSynchronous
 from bridge.ledger.dispatches import CallPathStatements, DispatchWrites
 from bridge.ledger.engine import create_ledger_engine
+from bridge.ledger.gateway_handles import GatewayHandleWrites
 from bridge.ledger.inputs import input_request_digest
 from bridge.ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
 from bridge.ledger.rounds import CallRoundWrites
@@ -117,7 +118,14 @@ class Ledger(LedgerCore):
         return TenantLedger(self, principal)
 
 
-class TenantLedger(DispatchWrites, TaskWrites, AdmissionWrites, CallRoundWrites, AgentStateWrites):
+class TenantLedger(
+    DispatchWrites,
+    TaskWrites,
+    AdmissionWrites,
+    CallRoundWrites,
+    AgentStateWrites,
+    GatewayHandleWrites,
+):
     """All ledger operations for one principal/tenant: runs, dispatches (and the call path),
     tasks, input requests, MRTR call rounds and the reads, each in its aggregate's module."""
 

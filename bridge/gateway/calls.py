@@ -1,0 +1,199 @@
+"""What the gateway does for each MCP request, on one :class:`~bridge.facade.Bridge`.
+
+- A client that declares the Tasks extension gets, for a call that became an upstream task, a
+  *bridge-issued* handle: high entropy, bound to the caller's principal, committed to the
+  ledger before it is returned; ``tasks/get`` / ``tasks/update`` / ``tasks/cancel`` are served
+  from the ledger, which the bridge's scheduler keeps current whether or not the client is
+  connected.
+- A client that does not gets an ordinary ``tools/call`` that waits for the task up to the
+  tool's deadline. Calling again with the same ``_meta`` operation id
+  (:data:`OPERATION_ID_META_KEY`) replays the recorded call: nothing is sent upstream twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp.shared.exceptions import MCPError
+
+from bridge._compose import ledger_runner
+from bridge.errors import (
+    InputAlreadyAnswered,
+    NotFound,
+    OperationReused,
+    ServerConnectFailed,
+    UnknownInputKey,
+    UnknownServer,
+)
+from bridge.facade import Bridge
+from bridge.gateway.config import GatewayConfig
+from bridge.gateway.naming import exposed_name, split_exposed
+from bridge.gateway.task_wire import task_body
+from bridge.mcp.tool_result import error_result
+from bridge.policies import WaitMode
+from bridge.results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
+
+# The caller's name for one logical call: the same id (and tool and arguments) again returns
+# what the first call recorded instead of calling upstream twice.
+OPERATION_ID_META_KEY = "io.github.uhp-mcp-bridge/operationId"
+GATEWAY_HARNESS = "gateway"
+HANDLE_BYTES = 24  # secrets.token_urlsafe: 192 bits
+
+logger = logging.getLogger(__name__)
+
+
+def invalid_params(message: str) -> MCPError:
+    return MCPError(code=mcp_types.INVALID_PARAMS, message=message)
+
+
+class GatewayCalls:
+    def __init__(self, bridge: Bridge, config: GatewayConfig) -> None:
+        self.bridge = bridge
+        self.config = config
+        self._db = ledger_runner(bridge.ledger)
+        self._runs: dict[tuple[str, str], str] = {}
+        self._runs_lock = anyio.Lock()
+
+    # -- tools/list ------------------------------------------------------------------------
+    async def list_tools(self, principal: str) -> list[mcp_types.Tool]:
+        """Every enabled upstream's tools under ``<server>__<tool>``; an upstream that cannot
+        be reached right now is left out (and logged), the others are still listed."""
+        tools: list[mcp_types.Tool] = []
+        for server in self.config.servers:
+            if not server.enabled:
+                continue
+            try:
+                listed = await self.bridge.list_tools(principal, server.name)
+            except ServerConnectFailed as exc:
+                logger.warning("gateway: upstream %s not listed: %s", server.name, exc)
+                continue
+            tools.extend(
+                t.model_copy(update={"name": exposed_name(server.name, t.name)}) for t in listed
+            )
+        return tools
+
+    # -- tools/call ------------------------------------------------------------------------
+    async def call_with_task(
+        self, principal: str, session: str, name: str, arguments: dict[str, Any], op_id: str | None
+    ) -> dict[str, Any] | mcp_types.CallToolResult:
+        """Tasks-extension client: a task becomes a bridge-issued handle (durable first)."""
+        outcome = await self._call(
+            principal, session, name, arguments, op_id, WaitMode.DETACH, None
+        )
+        if not isinstance(outcome, TaskPending | TaskSettled):
+            return self._plain_result(outcome, op_id)
+        handle = secrets.token_urlsafe(HANDLE_BYTES)
+        tenant = self.bridge.ledger.for_principal(principal)
+        await self._db(tenant.record_gateway_handle, handle, outcome.task.ref, outcome.op_ref)
+        inputs = await self._inputs(principal, outcome.task.ref)
+        return {"resultType": "task", **task_body(handle, outcome.task, inputs)}
+
+    async def call_and_wait(
+        self, principal: str, session: str, name: str, arguments: dict[str, Any], op_id: str | None
+    ) -> mcp_types.CallToolResult:
+        """Client without the Tasks extension: wait for the task up to the tool's deadline."""
+        op_id = op_id or secrets.token_urlsafe(16)
+        deadline = self.config.deadline_for(name)
+        outcome = await self._call(
+            principal, session, name, arguments, op_id, WaitMode.WAIT, deadline
+        )
+        return self._plain_result(outcome, op_id)
+
+    async def _call(
+        self,
+        principal: str,
+        session: str,
+        name: str,
+        arguments: dict[str, Any],
+        op_id: str | None,
+        wait: WaitMode,
+        deadline_s: float | None,
+    ) -> StepOutcome:
+        target = split_exposed(name)
+        if target is None:
+            raise invalid_params(f"unknown tool {name!r} (gateway tools are <server>__<tool>)")
+        run_ref = await self._run_for(principal, session)
+        try:
+            return await self.bridge.call_tool(
+                principal,
+                run_ref,
+                *target,
+                arguments,
+                # Namespaced, so a client's ids never meet the host's own operation ids.
+                operation_id=f"{GATEWAY_HARNESS}:{op_id}" if op_id else None,
+                wait=wait,
+                wait_deadline_s=deadline_s,
+            )
+        except UnknownServer:
+            raise invalid_params(f"unknown tool {name!r}") from None
+        except OperationReused:
+            raise invalid_params(
+                "this operation id was already used for another tool or other arguments"
+            ) from None
+
+    def _plain_result(self, outcome: StepOutcome, op_id: str | None) -> mcp_types.CallToolResult:
+        meta = {OPERATION_ID_META_KEY: op_id} if op_id else None
+        if isinstance(outcome, TaskPending | RecoverableFailure):
+            reason = outcome.reason if isinstance(outcome, RecoverableFailure) else "detached"
+            again = (
+                f"; call again with _meta {OPERATION_ID_META_KEY!r} = {op_id!r} for its outcome"
+                if op_id
+                else ""
+            )
+            result = error_result(f"the task is still running ({reason}){again}")
+        else:
+            try:
+                result = outcome.to_call_tool_result()
+            except Exception as exc:  # NoToolResult: unknown outcome, refused call, truncated
+                result = error_result(str(exc))
+        return result.model_copy(update={"meta": meta}) if meta else result
+
+    async def _run_for(self, principal: str, session: str) -> str:
+        """One outer run per principal and client session (recorded once, reused after a
+        restart: the ledger's run is idempotent on its response id)."""
+        key = (principal, session)
+        async with self._runs_lock:
+            if key not in self._runs:
+                run = await self.bridge.register_served_run(
+                    principal,
+                    response_id=f"{GATEWAY_HARNESS}:{session}",
+                    session_id=None,
+                    harness_id=None,
+                    harness=GATEWAY_HARNESS,
+                )
+                self._runs[key] = run.ref
+            return self._runs[key]
+
+    # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------
+    async def get_task(self, principal: str, handle: str) -> dict[str, Any]:
+        task_ref = await self._task_ref(principal, handle)
+        task = await self.bridge.get_task(principal, task_ref)
+        return task_body(handle, task, await self._inputs(principal, task_ref))
+
+    async def update_task(self, principal: str, handle: str, responses: dict[str, Any]) -> None:
+        """Answers recorded, then sent upstream (by the bridge, which redelivers after a
+        restart); a key that is not a pending input of this task is ``-32602``."""
+        task_ref = await self._task_ref(principal, handle)
+        for input_ref, response in responses.items():
+            try:
+                await self.bridge.answer_input(principal, task_ref, input_ref, response)
+            except (UnknownInputKey, InputAlreadyAnswered, NotFound) as exc:
+                raise invalid_params(f"input {input_ref!r}: {exc}") from None
+
+    async def cancel_task(self, principal: str, handle: str) -> None:
+        task_ref = await self._task_ref(principal, handle)
+        await self.bridge.cancel_task(principal, task_ref)
+
+    async def _task_ref(self, principal: str, handle: str) -> str:
+        tenant = self.bridge.ledger.for_principal(principal)
+        task_ref = await self._db(tenant.gateway_handle_task, handle)
+        if task_ref is None:  # unknown, or another principal's: indistinguishable
+            raise invalid_params("Task not found")
+        return task_ref
+
+    async def _inputs(self, principal: str, task_ref: str) -> list[Any]:
+        return [i for i in await self.bridge.pending_inputs(principal) if i.task_ref == task_ref]

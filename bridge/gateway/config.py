@@ -1,0 +1,86 @@
+"""The gateway's config file.
+
+``mcpServers`` is the operator CLI's MCP config (upstreams, credentials by reference). The
+gateway adds who may call it and how long a plain ``tools/call`` waits::
+
+    {
+      "mcpServers": [{"name": "payments", "url": "http://…/mcp",
+                      "auth": {"credential_ref": "payments"}}],
+      "principals": {"alice": {"token_sha256": "<hex SHA-256 of alice's bearer token>"}},
+      "waitDeadlineS": 120,
+      "toolDeadlinesS": {"payments__approve_payment": 30}
+    }
+
+The file holds no secret: a client token is known only by its SHA-256.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bridge.mcp.servers import McpServerConfig
+
+DEFAULT_WAIT_DEADLINE_S = 120.0
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class GatewayConfigError(ValueError):
+    """The config file is not usable (the message says which entry and why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    servers: tuple[McpServerConfig, ...]
+    token_principals: Mapping[str, str]  # SHA-256 hex of a bearer token -> principal
+    wait_deadline_s: float = DEFAULT_WAIT_DEADLINE_S
+    tool_deadlines_s: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def principals(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self.token_principals.values())))
+
+    def deadline_for(self, exposed_tool: str) -> float:
+        """How long a plain ``tools/call`` of ``exposed_tool`` waits for its task."""
+        return self.tool_deadlines_s.get(exposed_tool, self.wait_deadline_s)
+
+
+def parse_gateway_config(data: Any, servers: Sequence[McpServerConfig]) -> GatewayConfig:
+    """The gateway part of a config file's JSON (``servers`` parsed by the caller)."""
+    if not isinstance(data, dict):
+        raise GatewayConfigError("the gateway config must be a JSON object")
+    principals = data.get("principals")
+    if not isinstance(principals, dict) or not principals:
+        raise GatewayConfigError('"principals" must map each principal to {"token_sha256": …}')
+    digests: dict[str, str] = {}
+    for principal, entry in principals.items():
+        digest = entry.get("token_sha256") if isinstance(entry, dict) else None
+        if not isinstance(digest, str) or not _SHA256.match(digest):
+            raise GatewayConfigError(
+                f"principal {principal!r}: token_sha256 must be 64 lowercase hex digits"
+            )
+        if digest in digests:
+            raise GatewayConfigError(f"principal {principal!r} shares its token with another")
+        digests[digest] = principal
+    for server in servers:
+        if "__" in server.name:
+            raise GatewayConfigError(f"server name {server.name!r} must not contain '__'")
+    return GatewayConfig(
+        servers=tuple(servers),
+        token_principals=digests,
+        wait_deadline_s=_seconds(
+            data.get("waitDeadlineS", DEFAULT_WAIT_DEADLINE_S), "waitDeadlineS"
+        ),
+        tool_deadlines_s={
+            name: _seconds(value, f"toolDeadlinesS.{name}")
+            for name, value in (data.get("toolDeadlinesS") or {}).items()
+        },
+    )
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise GatewayConfigError(f"{where} must be a positive number of seconds")
+    return float(value)

@@ -1,0 +1,41 @@
+"""One gateway process: the Bridge (recovering open tasks on start), the MCP server as a
+Streamable HTTP app at ``/mcp`` behind bearer auth, served by uvicorn on a socket it binds
+itself (``--port 0`` + ``--port-file``: :mod:`harness_examples.port_report`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bridge.facade import Bridge
+from bridge.gateway.auth import GatewayTokens, RequireBearer
+from bridge.gateway.calls import GatewayCalls
+from bridge.gateway.config import GatewayConfig
+from bridge.gateway.server import build_server
+from bridge.mcp.servers import CredentialResolver
+from harness_examples.port_report import listening_socket, uvicorn_server
+
+GRACEFUL_SHUTDOWN_S = 2
+
+
+async def serve_gateway(
+    config: GatewayConfig,
+    db_url: str,
+    *,
+    host: str,
+    port: int,
+    port_file: Path | None,
+    credentials: CredentialResolver,
+) -> None:
+    """Serve until uvicorn stops (SIGTERM/SIGINT); open tasks stay recorded and watched by
+    whichever gateway opens the ledger next."""
+    sock = listening_socket(host, port)
+    async with Bridge.open(
+        db_url, principals=config.principals, mcp_servers=config.servers, credentials=credentials
+    ) as bridge:
+        tokens = GatewayTokens(config.token_principals)
+        server = build_server(GatewayCalls(bridge, config), tokens)
+        app = RequireBearer(
+            server.streamable_http_app(streamable_http_path="/mcp", host=host), tokens
+        )
+        web = uvicorn_server(app, sock, port_file, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+        await web.serve(sockets=[sock])
