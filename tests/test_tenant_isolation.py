@@ -42,6 +42,7 @@ def acme(ledger: Ledger) -> dict[str, Any]:
     asking, answered = (_call_asking(tenant, run.ref, key) for key in ("q", "r"))
     tenant.record_call_input_answer(answered, "r", {"action": "decline"})
     tenant.save_agent_state(run.ref, "agent", {"history": ["hello"]})
+    tenant.record_gateway_handle("acme-gateway-handle", task.ref, task.op_ref)
     return {
         "tenant": tenant,
         "run": run,
@@ -94,6 +95,7 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "calls_ready_to_retry": lambda: foreign.calls_ready_to_retry(),
         "current_leg": lambda: foreign.current_leg(acme["asking"]),
         "agent_state": lambda: foreign.agent_state(acme["run"].ref, "agent"),
+        "gateway_handle_task": lambda: foreign.gateway_handle_task("acme-gateway-handle"),
     }
 
 
@@ -107,6 +109,9 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         "record_anomaly": lambda: foreign.record_anomaly(run.ref, "x", "y"),
         "record_fields_ignored": lambda: foreign.record_fields_ignored(run.ref, ["tools"]),
         "save_agent_state": lambda: foreign.save_agent_state(run.ref, "agent", {"history": []}),
+        "record_gateway_handle": lambda: foreign.record_gateway_handle(
+            "mallory-handle", task.ref, task.op_ref
+        ),
         "record_stream_lost": lambda: foreign.record_stream_lost(run.ref, "x", 3),
         "record_stream_resumed": lambda: foreign.record_stream_resumed(run.ref, "reread", 3),
         "begin_dispatch": lambda: foreign.begin_dispatch(
@@ -195,6 +200,7 @@ def test_foreign_reads_find_nothing(ledger: Ledger, acme: dict[str, Any]) -> Non
     assert own.calls_ready_to_retry() == [acme["answered"]]
     saved = own.agent_state(acme["run"].ref, "agent")
     assert saved is not None and saved.state == {"history": ["hello"]}
+    assert own.gateway_handle_task("acme-gateway-handle") == acme["task"].ref
 
 
 def test_foreign_writes_are_refused_and_change_nothing(

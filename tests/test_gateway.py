@@ -1,0 +1,228 @@
+"""``bridge gateway``: the bridge as the MCP server of MCP clients, tested end to end.
+
+The gateway runs as a real subprocess (``python -m bridge.gateway``, SIGKILL-able) in front of
+the real fastmcp-tasks example servers (reports, payments); it is driven by the official MCP
+SDK client with the Tasks extension declared and without it. Upstream effects are counted with
+the payments server's own ``payment_count``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from bridge.gateway.calls import OPERATION_ID_META_KEY
+from bridge.ledger.store import Ledger
+from bridge.mcp.wire import DetailedTask
+from tests.support.example_servers import example_servers
+from tests.support.mcp_client import connect, get_task, start_task, update_task
+from tests.support.processes import REPO_ROOT, ServerProcess
+
+UPSTREAM_TOKEN = "upstream-secret"
+ALICE, BOB = "alice-gateway-token", "bob-gateway-token"
+DEADLINE_S = 20
+POLL_S = 0.05
+APPROVE = {"action": "accept", "content": {"approve": True}}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class Gateway:
+    proc: ServerProcess
+    config: Path
+    db: Path
+    upstream_env: dict[str, str]
+    payments_url: str
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[Gateway]:
+    with example_servers(tmp_path / "payments.db", UPSTREAM_TOKEN) as upstreams:
+        config = tmp_path / "gateway.json"
+        entry = {"auth": {"credential_ref": "upstream"}}
+        config.write_text(
+            json.dumps(
+                {
+                    "mcpServers": [
+                        {"name": "payments", "url": upstreams["payments"].url, **entry},
+                        {"name": "reports", "url": upstreams["reports"].url, **entry},
+                    ],
+                    "principals": {
+                        "alice": {"token_sha256": hashlib.sha256(ALICE.encode()).hexdigest()},
+                        "bob": {"token_sha256": hashlib.sha256(BOB.encode()).hexdigest()},
+                    },
+                }
+            )
+        )
+        db = tmp_path / "ledger.db"
+        env = {"BRIDGE_CREDENTIAL_UPSTREAM": UPSTREAM_TOKEN}
+        proc = ServerProcess(
+            "bridge.gateway", args=["--config", str(config), "--db", str(db)], env=env
+        )
+        with proc:
+            yield Gateway(proc, config, db, env, upstreams["payments"].url)
+
+
+async def poll_until(client: Client, handle: str, statuses: set[str]) -> DetailedTask:
+    with anyio.fail_after(DEADLINE_S):
+        while True:
+            state = await get_task(client, handle)
+            if state.status in statuses:
+                return state
+            assert state.status in ("working", "input_required"), state
+            await anyio.sleep(POLL_S)
+
+
+def text_of(result: dict[str, Any] | mcp_types.CallToolResult) -> str:
+    if isinstance(result, dict):
+        result = mcp_types.CallToolResult.model_validate(result)
+    assert not result.is_error, result
+    return "".join(c.text for c in result.content if isinstance(c, mcp_types.TextContent))
+
+
+async def payment_count(gw: Gateway, key: str) -> int:
+    async with connect(gw.payments_url, UPSTREAM_TOKEN, tasks=False) as upstream:
+        result = await upstream.session.call_tool("payment_count", {"payment_key": key})
+    assert result.structured_content is not None
+    return int(result.structured_content["result"])
+
+
+def payment(key: str) -> dict[str, Any]:
+    return {"amount": 120, "currency": "EUR", "payee": "ACME", "payment_key": key}
+
+
+def upstream_task_ids(db: Path, principal: str) -> list[str]:
+    ledger = Ledger.open(db)
+    try:
+        return [t.task_id for t in ledger.for_principal(principal).list_tasks()]
+    finally:
+        ledger.close()
+
+
+@pytest.mark.anyio
+async def test_tools_are_listed_under_server_prefixes(gateway: Gateway) -> None:
+    async with connect(gateway.proc.url, ALICE, tasks=False) as client:
+        names = {t.name for t in (await client.session.list_tools()).tools}
+    assert {"payments__approve_payment", "payments__payment_count"} <= names
+    assert "reports__generate_report" in names
+
+
+@pytest.mark.anyio
+async def test_unknown_token_is_refused(gateway: Gateway) -> None:
+    with pytest.raises(Exception):  # noqa: B017 - the SDK surfaces the 401 as a transport error
+        async with connect(gateway.proc.url, "not-a-token", tasks=False) as client:
+            await client.session.list_tools()
+
+
+@pytest.mark.anyio
+async def test_long_task_completes_for_both_client_kinds(gateway: Gateway) -> None:
+    arguments = {"quarter": "2026-Q3", "sections": 3, "seconds_per_section": 0.3}
+    async with connect(gateway.proc.url, ALICE, tasks=True) as client:
+        created = await start_task(client, "reports__generate_report", arguments)
+        done = await poll_until(client, created.task_id, {"completed", "failed", "cancelled"})
+        assert done.status == "completed" and done.result is not None
+        with_tasks = text_of(done.result)
+    async with connect(gateway.proc.url, ALICE, tasks=False) as client:
+        without_tasks = text_of(
+            await client.session.call_tool("reports__generate_report", arguments)
+        )
+    assert "2026-Q3" in with_tasks and with_tasks == without_tasks
+    assert created.task_id not in upstream_task_ids(gateway.db, "alice")
+
+
+@pytest.mark.anyio
+async def test_handle_survives_a_gateway_crash_and_is_the_callers_only(gateway: Gateway) -> None:
+    async with connect(gateway.proc.url, ALICE, tasks=True) as client:
+        created = await start_task(client, "payments__approve_payment", payment("pay-crash"))
+        handle = created.task_id
+        await poll_until(client, handle, {"input_required"})
+    assert handle not in upstream_task_ids(gateway.db, "alice")  # bridge-issued, not upstream's
+
+    gateway.proc.restart()  # SIGKILL mid-task, then the same port again
+
+    async with connect(gateway.proc.url, BOB, tasks=True) as intruder:
+        for probe in (handle, handle[:-1] + ("A" if handle[-1] != "A" else "B")):
+            with pytest.raises(MCPError) as refused:
+                await get_task(intruder, probe)
+            assert refused.value.error.code == mcp_types.INVALID_PARAMS
+    async with connect(gateway.proc.url, ALICE, tasks=True) as client:
+        asking = await get_task(client, handle)
+        assert asking.status == "input_required" and asking.input_requests
+        (key,) = asking.input_requests
+        assert asking.input_requests[key]["method"] == "elicitation/create"
+        await update_task(client, handle, {key: APPROVE})
+        done = await poll_until(client, handle, {"completed", "failed", "cancelled"})
+        assert done.result is not None and text_of(done.result) == "approved pay-crash"
+        assert done.ttl_ms is not None and done.poll_interval_ms is not None
+    assert await payment_count(gateway, "pay-crash") == 1
+
+
+def answer_with_cli(gw: Gateway, task_ref: str, input_ref: str) -> None:
+    """The operator answers with ``bridge answer`` (a client without the Tasks extension
+    cannot: elicitation forwarding is not built yet)."""
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "bridge.cli", "--db", str(gw.db), "--principal", "alice"),
+            *("answer", task_ref, input_ref, json.dumps(APPROVE)),
+            *("--mcp-config", str(gw.config)),
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, **gw.upstream_env},
+        check=True,
+        capture_output=True,
+        timeout=DEADLINE_S,
+    )
+
+
+async def pending_input(db: Path) -> tuple[str, str]:
+    ledger = Ledger.open(db)
+    try:
+        with anyio.fail_after(DEADLINE_S):
+            while True:
+                pending = ledger.for_principal("alice").pending_input_requests()
+                if pending:
+                    return pending[0].task_ref, pending[0].ref
+                await anyio.sleep(POLL_S)
+    finally:
+        ledger.close()
+
+
+@pytest.mark.anyio
+async def test_plain_client_repeats_a_cut_off_call_by_operation_id(gateway: Gateway) -> None:
+    meta: Any = {OPERATION_ID_META_KEY: "order-7-payment"}
+    arguments = payment("pay-plain")
+    async with (
+        connect(gateway.proc.url, ALICE, tasks=False) as client,
+        anyio.create_task_group() as group,
+    ):
+        group.start_soon(
+            lambda: client.session.call_tool("payments__approve_payment", arguments, meta=meta)
+        )
+        task_ref, input_ref = await pending_input(gateway.db)
+        group.cancel_scope.cancel()  # the client gives up: its call is cut off
+    answer_with_cli(gateway, task_ref, input_ref)
+    async with connect(gateway.proc.url, ALICE, tasks=False) as client:
+        with anyio.fail_after(DEADLINE_S):
+            again = await client.session.call_tool(
+                "payments__approve_payment", arguments, meta=meta
+            )
+    assert text_of(again) == "approved pay-plain"
+    assert again.meta is not None and again.meta[OPERATION_ID_META_KEY] == "order-7-payment"
+    assert await payment_count(gateway, "pay-plain") == 1
