@@ -31,6 +31,7 @@ from bridge.errors import (
 )
 from bridge.facade import Bridge
 from bridge.gateway.config import GatewayConfig
+from bridge.gateway.forwarding import ClientChannel, TaskCompanion, deliver_responses
 from bridge.gateway.naming import exposed_name, split_exposed
 from bridge.gateway.task_wire import task_body
 from bridge.mcp.tool_result import error_result
@@ -93,14 +94,47 @@ class GatewayCalls:
         return {"resultType": "task", **task_body(handle, outcome.task, inputs)}
 
     async def call_and_wait(
-        self, principal: str, session: str, name: str, arguments: dict[str, Any], op_id: str | None
-    ) -> mcp_types.CallToolResult:
-        """Client without the Tasks extension: wait for the task up to the tool's deadline."""
-        op_id = op_id or secrets.token_urlsafe(16)
+        self,
+        principal: str,
+        session: str,
+        name: str,
+        arguments: dict[str, Any],
+        op_id: str | None,
+        channel: ClientChannel | None = None,
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        """Client without the Tasks extension: wait for the task up to the tool's deadline,
+        telling the client about it meanwhile (:mod:`bridge.gateway.forwarding`)."""
+        channel = channel or ClientChannel()
+        # An MRTR round echoes our requestState: the operation id of the call it continues.
+        op_id = op_id or channel.request_state or secrets.token_urlsafe(16)
         deadline = self.config.deadline_for(name)
+        run_ref = await self._run_for(principal, session)
+        tenant = self.bridge.ledger.for_principal(principal)
+        after_seq = (await self._db(tenant.run_event_seqs, [run_ref])).get(run_ref, 0)
         outcome = await self._call(
-            principal, session, name, arguments, op_id, WaitMode.WAIT, deadline
+            principal, session, name, arguments, op_id, WaitMode.DETACH, None
         )
+        if isinstance(outcome, TaskPending):
+            task_ref = outcome.task.ref
+            pending = await self._inputs(principal, task_ref)
+            await deliver_responses(pending, channel.input_responses)
+            companion = TaskCompanion(self.bridge, principal, task_ref, channel, op_id)
+            asks: mcp_types.InputRequiredResult | None = None
+            async with anyio.create_task_group() as group:
+
+                async def wait() -> None:
+                    nonlocal outcome
+                    outcome = await self._call(
+                        principal, session, name, arguments, op_id, WaitMode.WAIT, deadline
+                    )
+                    group.cancel_scope.cancel()
+
+                group.start_soon(wait)
+                asks = await companion.run(run_ref, after_seq)
+                if asks is not None:
+                    group.cancel_scope.cancel()  # the task stays recorded and watched
+            if asks is not None:
+                return asks
         return self._plain_result(outcome, op_id)
 
     async def _call(

@@ -13,6 +13,7 @@ from mcp.shared.exceptions import MCPError
 
 from bridge.gateway.auth import GatewayTokens
 from bridge.gateway.calls import OPERATION_ID_META_KEY, GatewayCalls
+from bridge.gateway.client_channel import client_channel
 from bridge.mcp.wire import TASKS_EXTENSION, TaskIdParams, UpdateTaskParams
 
 DEFAULT_SESSION = "default"
@@ -67,7 +68,10 @@ def build_server(calls: GatewayCalls, tokens: GatewayTokens) -> Server[Any]:
             return await calls.call_with_task(
                 principal, _session(ctx), params.name, arguments, op_id
             )
-        return await calls.call_and_wait(principal, _session(ctx), params.name, arguments, op_id)
+        channel = client_channel(ctx, params)
+        return await calls.call_and_wait(
+            principal, _session(ctx), params.name, arguments, op_id, channel
+        )
 
     async def get_task(ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
         return {

@@ -28,15 +28,18 @@ from bridge.mcp.wire import (
 
 @asynccontextmanager
 async def connect(
-    url: str, token: str | None = None, *, tasks: bool = True
+    url: str, token: str | None = None, *, tasks: bool = True, **options: Any
 ) -> AsyncIterator[Client]:
-    """An SDK client declaring the tasks extension (or not), with an optional bearer token."""
+    """An SDK client declaring the tasks extension (or not), with an optional bearer token;
+    ``options`` go to ``Client`` (``elicitation_callback``, ``mode``, …)."""
     headers = {"Authorization": f"Bearer {token}"} if token else None
     http = create_mcp_http_client(headers=headers)
     extensions = [TasksClientExtension()] if tasks else []
     async with (
         http,
-        Client(streamable_http_client(url, http_client=http), extensions=extensions) as client,
+        Client(
+            streamable_http_client(url, http_client=http), extensions=extensions, **options
+        ) as client,
     ):
         yield client
 
