@@ -130,8 +130,8 @@ async def test_handle_survives_a_gateway_crash_and_is_the_callers_only(gateway: 
 
 
 def answer_with_cli(gw: Gateway, task_ref: str, input_ref: str) -> None:
-    """The operator answers with ``bridge answer`` (a client without the Tasks extension
-    cannot: elicitation forwarding is not built yet)."""
+    """The operator answers with ``bridge answer`` (the client declared no elicitation, so the
+    gateway does not ask it: ``tests/test_gateway_inputs.py``)."""
     subprocess.run(
         [
             *(sys.executable, "-m", "bridge.cli", "--db", str(gw.db), "--principal", "alice"),

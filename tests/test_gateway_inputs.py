@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import mcp_types
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from bridge.gateway.calls import OPERATION_ID_META_KEY
 from tests.support.gateway import ALICE, Gateway, payment, payment_count, running_gateway
@@ -22,11 +23,6 @@ from tests.support.gateway import text_of as text_of_result
 from tests.support.mcp_client import connect
 
 DEADLINE_S = 30
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture
@@ -125,3 +121,19 @@ async def test_a_repeated_call_is_not_asked_again_for_an_answered_input(gateway:
     assert again.asked == []
     assert text_of_result(result) == "approved pay-once"
     assert await payment_count(gateway, "pay-once") == 1
+
+
+@pytest.mark.anyio
+async def test_an_answer_off_the_schema_is_refused_and_not_recorded(gateway: Gateway) -> None:
+    off_schema = mcp_types.ElicitResult(action="accept", content={"approve": "yes"})
+    with pytest.raises(BaseExceptionGroup) as failed:  # raised inside the client's group
+        await pay_with(gateway, "pay-bad", off_schema)
+    (refused,) = failed.value.subgroup(MCPError).exceptions
+    while isinstance(refused, BaseExceptionGroup):
+        (refused,) = refused.exceptions
+    assert isinstance(refused, MCPError) and refused.error.code == mcp_types.INVALID_PARAMS
+    assert "approve: 'yes' is not of type 'boolean'" in refused.error.message
+    accept = mcp_types.ElicitResult(action="accept", content={"approve": True})
+    text, _ = await pay_with(gateway, "pay-bad", accept)  # still pending: asked again
+    assert text == "approved pay-bad"
+    assert await payment_count(gateway, "pay-bad") == 1

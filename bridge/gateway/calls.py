@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from functools import partial
 from typing import Any
 
 import anyio
@@ -119,22 +120,16 @@ class GatewayCalls:
             pending = await self._inputs(principal, task_ref)
             await deliver_responses(pending, channel.input_responses)
             companion = TaskCompanion(self.bridge, principal, task_ref, channel, op_id)
-            asks: mcp_types.InputRequiredResult | None = None
-            async with anyio.create_task_group() as group:
-
-                async def wait() -> None:
-                    nonlocal outcome
-                    outcome = await self._call(
-                        principal, session, name, arguments, op_id, WaitMode.WAIT, deadline
-                    )
-                    group.cancel_scope.cancel()
-
-                group.start_soon(wait)
-                asks = await companion.run(run_ref, after_seq)
-                if asks is not None:
-                    group.cancel_scope.cancel()  # the task stays recorded and watched
-            if asks is not None:
-                return asks
+            waited = await companion.beside(
+                run_ref,
+                after_seq,
+                partial(
+                    self._call, principal, session, name, arguments, op_id, WaitMode.WAIT, deadline
+                ),
+            )
+            if isinstance(waited, mcp_types.InputRequiredResult):
+                return waited
+            outcome = waited
         return self._plain_result(outcome, op_id)
 
     async def _call(

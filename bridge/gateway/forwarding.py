@@ -31,6 +31,7 @@ from bridge import events as ev
 from bridge.errors import InputAlreadyAnswered, InvalidInputAnswer, UnknownInputKey
 from bridge.facade import Bridge
 from bridge.inputs import ELICITATION, InputRequest
+from bridge.results import StepOutcome
 
 PROGRESS_INTERVAL_S = 1.0
 
@@ -123,6 +124,33 @@ class TaskCompanion:
         self._started = anyio.current_time()
         self._last_progress = -1.0
         self._asked: set[str] = set()
+
+    async def beside(
+        self, run_ref: str, after_seq: int, waiting: Callable[[], Awaitable[StepOutcome]]
+    ) -> StepOutcome | mcp_types.InputRequiredResult:
+        """Run beside ``waiting()`` (the call waiting for the task): its outcome, or the
+        client's next round of questions (the wait is then cut off; the task stays recorded
+        and watched)."""
+        outcome: StepOutcome | mcp_types.InputRequiredResult | None = None
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def wait() -> None:
+                    nonlocal outcome
+                    outcome = await waiting()
+                    group.cancel_scope.cancel()
+
+                group.start_soon(wait)
+                asks = await self.run(run_ref, after_seq)
+                if asks is not None:
+                    outcome = asks
+                    group.cancel_scope.cancel()
+        except ExceptionGroup as failed:  # one failure: raise it as raised (an MCPError)
+            if len(failed.exceptions) == 1:
+                raise failed.exceptions[0] from None
+            raise
+        assert outcome is not None  # set by whichever of the two ended the group
+        return outcome
 
     async def run(self, run_ref: str, after_seq: int) -> mcp_types.InputRequiredResult | None:
         async with anyio.create_task_group() as group:
