@@ -105,8 +105,7 @@ async def deliver_responses(requests: list[InputRequest], responses: dict[str, A
 
 
 class TaskCompanion:
-    """Runs beside the waiting call until it is cancelled; :meth:`run` returns an
-    ``InputRequiredResult`` when the client must be asked in a new round (MRTR)."""
+    """Progress and input forwarding for one waiting call, run :meth:`beside` it."""
 
     def __init__(
         self,
@@ -141,8 +140,8 @@ class TaskCompanion:
                     group.cancel_scope.cancel()
 
                 group.start_soon(wait)
-                asks = await self.run(run_ref, after_seq)
-                if asks is not None:
+                asks = await self._run(run_ref, after_seq)
+                if asks is not None and outcome is None:  # a closed task's outcome wins
                     outcome = asks
                     group.cancel_scope.cancel()
         except ExceptionGroup as failed:  # one failure: raise it as raised (an MCPError)
@@ -152,7 +151,7 @@ class TaskCompanion:
         assert outcome is not None  # set by whichever of the two ended the group
         return outcome
 
-    async def run(self, run_ref: str, after_seq: int) -> mcp_types.InputRequiredResult | None:
+    async def _run(self, run_ref: str, after_seq: int) -> mcp_types.InputRequiredResult | None:
         async with anyio.create_task_group() as group:
             group.start_soon(self._tick)
             asks = await self._follow(run_ref, after_seq)
