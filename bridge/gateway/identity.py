@@ -1,0 +1,86 @@
+"""What a ``tools/call`` says about itself beyond the tool and its arguments: the outer UHP
+response it belongs to and the caller's own idempotency key, from HTTP headers or ``_meta``.
+
+- ``UHP-Response-Id: resp_…`` (and optionally ``UHP-Session-Id: hsess…``): record the call
+  under that outer run instead of the client session's own run;
+- ``Idempotency-Key: …`` (or ``_meta`` :data:`IDEMPOTENCY_KEY_META_KEY`): the same operation id
+  as ``_meta`` :data:`OPERATION_ID_META_KEY` — the same key, tool and arguments again returns
+  the recorded outcome; the same key with another tool or other arguments is refused.
+
+Every value is validated (format, bounded length) before it reaches the ledger.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types
+from mcp.shared.exceptions import MCPError
+
+RESPONSE_ID_HEADER = "UHP-Response-Id"
+SESSION_ID_HEADER = "UHP-Session-Id"
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+# The caller's name for one logical call: the same id (and tool and arguments) again returns
+# what the first call recorded instead of calling upstream twice.
+OPERATION_ID_META_KEY = "io.github.uhp-mcp-bridge/operationId"
+IDEMPOTENCY_KEY_META_KEY = "io.github.uhp-mcp-bridge/idempotencyKey"
+
+MAX_ID_CHARS = 200
+_RESPONSE_ID = re.compile(r"^resp_[A-Za-z0-9_-]{1,195}$")
+_SESSION_ID = re.compile(r"^hsess[A-Za-z0-9_-]{1,195}$")
+
+
+def invalid_params(message: str) -> MCPError:
+    return MCPError(code=mcp_types.INVALID_PARAMS, message=message)
+
+
+@dataclass(frozen=True, slots=True)
+class OuterIdentity:
+    """The UHP response (and session) a request says it is part of."""
+
+    response_id: str
+    session_id: str | None
+
+
+def outer_identity(headers: Mapping[str, str] | None) -> OuterIdentity | None:
+    """The outer identity a request's headers name, ``None`` without ``UHP-Response-Id``."""
+    headers = headers or {}
+    response_id = headers.get(RESPONSE_ID_HEADER.lower())
+    session_id = headers.get(SESSION_ID_HEADER.lower())
+    if response_id is None:
+        if session_id is not None:
+            raise invalid_params(f"{SESSION_ID_HEADER} needs {RESPONSE_ID_HEADER}")
+        return None
+    if not _RESPONSE_ID.match(response_id):
+        raise invalid_params(f"{RESPONSE_ID_HEADER} must be resp_ + [A-Za-z0-9_-] (<= 200)")
+    if session_id is not None and not _SESSION_ID.match(session_id):
+        raise invalid_params(f"{SESSION_ID_HEADER} must be hsess + [A-Za-z0-9_-] (<= 200)")
+    return OuterIdentity(response_id, session_id)
+
+
+def operation_id(meta: Any, headers: Mapping[str, str] | None) -> str | None:
+    """The caller's operation id: ``_meta`` operation id, ``Idempotency-Key`` header or
+    ``_meta`` idempotency key — one namespace; two of them that disagree are refused."""
+    meta = meta if isinstance(meta, dict) else {}
+    given = {
+        f"_meta {OPERATION_ID_META_KEY!r}": meta.get(OPERATION_ID_META_KEY),
+        f"_meta {IDEMPOTENCY_KEY_META_KEY!r}": meta.get(IDEMPOTENCY_KEY_META_KEY),
+        f"header {IDEMPOTENCY_KEY_HEADER}": (headers or {}).get(IDEMPOTENCY_KEY_HEADER.lower()),
+    }
+    values: set[str] = set()
+    for where, value in given.items():
+        if value is None:
+            continue
+        if not _usable_key(value):
+            raise invalid_params(f"{where} must be 1-{MAX_ID_CHARS} printable characters")
+        values.add(value)
+    if len(values) > 1:
+        raise invalid_params("the operation id and the idempotency key of a call differ")
+    return values.pop() if values else None
+
+
+def _usable_key(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS and value.isprintable()
