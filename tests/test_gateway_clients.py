@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from bridge.gateway.__main__ import main as gateway_main
 from bridge.gateway.identity import (
     IDEMPOTENCY_KEY_HEADER,
     OPERATION_ID_META_KEY,
@@ -287,3 +288,29 @@ async def test_stdio_gateway_serves_the_configured_principal(gateway: Gateway) -
     (recorded,) = dispatches(db, "alice")
     assert recorded.task_ref is not None
     assert dispatches(db, "bob") == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--stdio"], "--stdio needs --principal"),
+        (["--stdio", "--principal", "mallory"], "'mallory' is not in the config"),
+        (["--principal", "alice"], "--principal is for --stdio"),
+    ],
+)
+def test_stdio_principal_must_be_given_and_configured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    config = tmp_path / "gateway.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": [{"name": "reports", "url": "http://127.0.0.1:9/mcp"}],
+                "principals": {"alice": {"token_sha256": "0" * 64}},
+            }
+        )
+    )
+    with pytest.raises(SystemExit) as refused:
+        gateway_main([*argv, "--config", str(config), "--db", str(tmp_path / "l.db")])
+    assert refused.value.code == 2
+    assert says in capsys.readouterr().err
