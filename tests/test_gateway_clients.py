@@ -31,9 +31,12 @@ from mcp.shared.exceptions import MCPError
 from bridge.gateway.__main__ import main as gateway_main
 from bridge.gateway.identity import (
     IDEMPOTENCY_KEY_HEADER,
+    IDEMPOTENCY_KEY_META_KEY,
     OPERATION_ID_META_KEY,
     RESPONSE_ID_HEADER,
+    RESPONSE_ID_META_KEY,
     SESSION_ID_HEADER,
+    SESSION_ID_META_KEY,
 )
 from bridge.ledger.store import Ledger
 from tests.support.gateway import (
@@ -281,12 +284,21 @@ async def test_stdio_gateway_serves_the_configured_principal(gateway: Gateway) -
         env={**gateway.upstream_env, "PYTHONPATH": str(REPO_ROOT)},
         cwd=REPO_ROOT,
     )
+    # No headers over stdio: the outer identity and the idempotency key travel in _meta.
+    meta: Any = {
+        RESPONSE_ID_META_KEY: "resp_stdio0001",
+        SESSION_ID_META_KEY: "hsess_stdio0001",
+        IDEMPOTENCY_KEY_META_KEY: "stdio-report-1",
+    }
     async with Client(params) as client:
         with anyio.fail_after(DEADLINE_S):
-            result = await client.session.call_tool("reports__generate_report", REPORT)
-    assert "2026-Q4" in text_of(result)
-    (recorded,) = dispatches(db, "alice")
-    assert recorded.task_ref is not None
+            result = await client.session.call_tool("reports__generate_report", REPORT, meta=meta)
+            again = await client.session.call_tool("reports__generate_report", REPORT, meta=meta)
+    assert "2026-Q4" in text_of(result) and text_of(again) == text_of(result)
+    (recorded,) = dispatches(db, "alice")  # the second call replayed the first
+    assert recorded.task_ref is not None and recorded.operation_id == "gateway:stdio-report-1"
+    run = runs_of(db, "alice")[recorded.run_ref]
+    assert (run.response_id, run.session_id) == ("resp_stdio0001", "hsess_stdio0001")
     assert dispatches(db, "bob") == []
 
 

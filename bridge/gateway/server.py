@@ -74,7 +74,7 @@ def build_server(
         arguments = dict(params.arguments or {})
         headers = _headers(ctx)
         op_id = operation_id(params.meta, headers)
-        outer = outer_identity(headers)
+        outer = outer_identity(params.meta, headers)
         if _declares_tasks(ctx):
             return await calls.call_with_task(
                 principal, _session(ctx), params.name, arguments, op_id, outer=outer
