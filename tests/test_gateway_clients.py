@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from bridge.facade import Bridge
 from bridge.gateway.__main__ import main as gateway_main
 from bridge.gateway.identity import (
     IDEMPOTENCY_KEY_HEADER,
@@ -37,7 +38,9 @@ from bridge.gateway.identity import (
     RESPONSE_ID_META_KEY,
     SESSION_ID_HEADER,
     SESSION_ID_META_KEY,
+    OuterIdentity,
 )
+from bridge.gateway.runs import GatewayRuns
 from bridge.ledger.store import Ledger
 from tests.support.gateway import (
     ALICE,
@@ -99,15 +102,21 @@ async def refusal(
 # -- fastmcp's client ------------------------------------------------------------------------
 @pytest.mark.anyio
 async def test_fastmcp_client_runs_a_long_task_to_its_result(gateway: Gateway) -> None:
-    async with FastMcpClient(StreamableHttpTransport(gateway.proc.url, auth=ALICE)) as client:
-        names = {t.name for t in await client.list_tools()}
-        assert "reports__generate_report" in names
-        with anyio.fail_after(DEADLINE_S):
-            result = await client.call_tool("reports__generate_report", REPORT)
-    assert not result.is_error
-    text = "".join(c.text for c in result.content if isinstance(c, mcp_types.TextContent))
-    assert "2026-Q4" in text
-    (recorded,) = dispatches(gateway.db, "alice")  # one call upstream, became a task
+    key = {IDEMPOTENCY_KEY_HEADER: "fastmcp-report-1"}
+    texts = []
+    for _ in range(2):  # two client sessions, one after the other, with the same key
+        transport = StreamableHttpTransport(gateway.proc.url, headers=key, auth=ALICE)
+        async with FastMcpClient(transport) as client:
+            names = {t.name for t in await client.list_tools()}
+            assert "reports__generate_report" in names
+            with anyio.fail_after(DEADLINE_S):
+                result = await client.call_tool("reports__generate_report", REPORT)
+        assert not result.is_error
+        texts.append(
+            "".join(c.text for c in result.content if isinstance(c, mcp_types.TextContent))
+        )
+    assert "2026-Q4" in texts[0] and texts[1] == texts[0]
+    (recorded,) = dispatches(gateway.db, "alice")  # one call upstream (the second replayed)
     assert recorded.tool_name == "generate_report" and recorded.task_ref is not None
 
 
@@ -269,6 +278,24 @@ async def test_session_header_must_match_the_recorded_run(gateway: Gateway) -> N
     refused = await refusal(gateway, ALICE, other, "reports__generate_report", REPORT)
     assert "another session" in refused.error.message
     assert dispatches(gateway.db, "alice") == []
+
+
+@pytest.mark.anyio
+async def test_a_recorded_operation_keeps_its_run_across_client_sessions(tmp_path: Path) -> None:
+    """Session-ful clients (``Mcp-Session-Id``): a repeated operation id joins the run that
+    recorded it, not the new session's — for its own principal only."""
+    async with Bridge.open(tmp_path / "ledger.db", principals=("alice", "bob")) as bridge:
+        runs = GatewayRuns(bridge)
+        first = await runs.run_for("alice", "session-1", None, None)
+        bridge.ledger.for_principal("alice").begin_dispatch(
+            first, server_endpoint="http://x/mcp", tool_name="t", arguments={}, operation_id="k"
+        )
+        assert await runs.run_for("alice", "session-2", None, "k") == first
+        assert await runs.run_for("alice", "session-2", None, "other") != first
+        bobs = await runs.run_for("bob", "session-1", None, "k")
+        assert bobs != first and bridge.ledger.for_principal("bob").find_dispatch("k") is None
+        outer = OuterIdentity("resp_known01", None)  # an outer identity wins over the record
+        assert await runs.run_for("alice", "session-2", outer, "k") != first
 
 
 # -- stdio -----------------------------------------------------------------------------------
