@@ -8,10 +8,6 @@ the payments server's own ``payment_count``.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,27 +15,25 @@ from typing import Any
 import anyio
 import mcp_types
 import pytest
-from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from bridge.gateway.calls import OPERATION_ID_META_KEY
-from bridge.ledger.store import Ledger
-from bridge.mcp.wire import DetailedTask
 from tests.support.gateway import (
     ALICE,
+    APPROVE,
     BOB,
+    DEADLINE_S,
     Gateway,
+    answer_with_cli,
     payment,
     payment_count,
+    pending_input,
+    poll_until,
     running_gateway,
     text_of,
+    upstream_task_ids,
 )
 from tests.support.mcp_client import connect, get_task, start_task, update_task
-from tests.support.processes import REPO_ROOT
-
-DEADLINE_S = 20
-POLL_S = 0.05
-APPROVE = {"action": "accept", "content": {"approve": True}}
 
 
 @pytest.fixture
@@ -51,24 +45,6 @@ def anyio_backend() -> str:
 def gateway(tmp_path: Path) -> Iterator[Gateway]:
     with running_gateway(tmp_path) as gw:
         yield gw
-
-
-async def poll_until(client: Client, handle: str, statuses: set[str]) -> DetailedTask:
-    with anyio.fail_after(DEADLINE_S):
-        while True:
-            state = await get_task(client, handle)
-            if state.status in statuses:
-                return state
-            assert state.status in ("working", "input_required"), state
-            await anyio.sleep(POLL_S)
-
-
-def upstream_task_ids(db: Path, principal: str) -> list[str]:
-    ledger = Ledger.open(db)
-    try:
-        return [t.task_id for t in ledger.for_principal(principal).list_tasks()]
-    finally:
-        ledger.close()
 
 
 @pytest.mark.anyio
@@ -127,36 +103,6 @@ async def test_handle_survives_a_gateway_crash_and_is_the_callers_only(gateway: 
         assert done.result is not None and text_of(done.result) == "approved pay-crash"
         assert done.ttl_ms is not None and done.poll_interval_ms is not None
     assert await payment_count(gateway, "pay-crash") == 1
-
-
-def answer_with_cli(gw: Gateway, task_ref: str, input_ref: str) -> None:
-    """The operator answers with ``bridge answer`` (the client declared no elicitation, so the
-    gateway does not ask it: ``tests/test_gateway_inputs.py``)."""
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "bridge.cli", "--db", str(gw.db), "--principal", "alice"),
-            *("answer", task_ref, input_ref, json.dumps(APPROVE)),
-            *("--mcp-config", str(gw.config)),
-        ],
-        cwd=REPO_ROOT,
-        env={**os.environ, **gw.upstream_env},
-        check=True,
-        capture_output=True,
-        timeout=DEADLINE_S,
-    )
-
-
-async def pending_input(db: Path) -> tuple[str, str]:
-    ledger = Ledger.open(db)
-    try:
-        with anyio.fail_after(DEADLINE_S):
-            while True:
-                pending = ledger.for_principal("alice").pending_input_requests()
-                if pending:
-                    return pending[0].task_ref, pending[0].ref
-                await anyio.sleep(POLL_S)
-    finally:
-        ledger.close()
 
 
 @pytest.mark.anyio

@@ -70,6 +70,7 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "get_run": lambda: foreign.get_run(run.ref),
         "find_run": lambda: foreign.find_run(SERVER, "resp_acme"),
         "find_run_by_idempotency_key": lambda: foreign.find_run_by_idempotency_key("idem-acme"),
+        "find_runs_by_response_id": lambda: foreign.find_runs_by_response_id("resp_acme"),
         "list_runs": lambda: foreign.list_runs(),
         "get_dispatch": lambda: foreign.get_dispatch(task.op_ref),
         "find_dispatch": lambda: foreign.find_dispatch(acme["op_id"]),
@@ -201,6 +202,7 @@ def test_foreign_reads_find_nothing(ledger: Ledger, acme: dict[str, Any]) -> Non
     saved = own.agent_state(acme["run"].ref, "agent")
     assert saved is not None and saved.state == {"history": ["hello"]}
     assert own.gateway_handle_task("acme-gateway-handle") == acme["task"].ref
+    assert [r.ref for r in own.find_runs_by_response_id("resp_acme")] == [acme["run"].ref]
 
 
 def test_foreign_writes_are_refused_and_change_nothing(

@@ -278,7 +278,8 @@ def _follow(
 )
 def gateway(ctx: typer.Context) -> None:
     """Serve the bridge as an MCP server fronting the configured upstreams (see
-    docs/guides/gateway.md): --config FILE --db URL [--host] [--port] [--port-file]."""
+    docs/guides/gateway.md): --config FILE --db URL [--host] [--port] [--port-file], or
+    --stdio [--principal P] for one client over stdin/stdout."""
     from bridge.gateway.__main__ import main as gateway_main  # loads the MCP server stack
 
     gateway_main(ctx.args)

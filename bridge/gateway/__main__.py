@@ -1,6 +1,8 @@
 """``python -m bridge.gateway --config FILE --db URL [--host 127.0.0.1] [--port N]
-[--port-file F]`` (also ``bridge gateway …``). Upstream tokens come from the environment
-(``BRIDGE_CREDENTIAL_<REF>``), like every other bridge command."""
+[--port-file F]`` (also ``bridge gateway …``), or ``--stdio [--principal P]`` to serve one
+client over stdin/stdout (no bearer there: the principal is ``--principal`` or the config's
+``stdioPrincipal``). Upstream tokens come from the environment (``BRIDGE_CREDENTIAL_<REF>``),
+like every other bridge command."""
 
 from __future__ import annotations
 
@@ -13,14 +15,22 @@ from pathlib import Path
 import anyio
 
 from bridge.cli.mcp_commands import load_mcp_config, resolve_credential
-from bridge.gateway.config import GatewayConfig, parse_gateway_config
-from bridge.gateway.serve import serve_gateway
+from bridge.gateway.config import GatewayConfig, GatewayConfigError, parse_gateway_config
+from bridge.gateway.serve import serve_gateway, serve_gateway_stdio
 from harness_examples.port_report import add_port_arguments, check_port_arguments
 
 
 def load_gateway_config(path: Path) -> GatewayConfig:
     servers = load_mcp_config(path)  # the same file, its "mcpServers" part
     return parse_gateway_config(json.loads(path.read_text(encoding="utf-8")), servers)
+
+
+def stdio_principal(config: GatewayConfig, option: str | None) -> str:
+    """Who a stdio gateway serves: ``--principal``, else the config's ``stdioPrincipal``."""
+    chosen = option or config.stdio_principal
+    if chosen is None:
+        raise GatewayConfigError('--stdio needs --principal or "stdioPrincipal" in the config')
+    return config.checked_principal(chosen)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -31,15 +41,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--db", required=True, help="ledger: SQLite path or postgresql:// URL")
     parser.add_argument("--host", default="127.0.0.1")
     add_port_arguments(parser, default_port=8765)
+    parser.add_argument(
+        "--stdio", action="store_true", help="serve one client over stdin/stdout (not HTTP)"
+    )
+    parser.add_argument("--principal", help="with --stdio: the principal served")
     args = parser.parse_args(argv)
-    check_port_arguments(parser, args)
+    if not args.stdio:
+        if args.principal is not None:
+            parser.error("--principal is for --stdio (over HTTP the bearer token decides)")
+        check_port_arguments(parser, args)
     try:
         config = load_gateway_config(args.config)
+        principal = stdio_principal(config, args.principal) if args.stdio else None
     except (ValueError, OSError) as exc:
         parser.error(f"{args.config}: {exc}")
     except Exception as exc:  # CliError from the mcpServers part
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    if principal is not None:
+        anyio.run(
+            lambda: serve_gateway_stdio(
+                config, args.db, principal=principal, credentials=resolve_credential
+            )
+        )
+        return
     anyio.run(
         lambda: serve_gateway(
             config,

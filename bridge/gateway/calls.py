@@ -7,7 +7,10 @@
   connected.
 - A client that does not gets an ordinary ``tools/call`` that waits for the task up to the
   tool's deadline. Calling again with the same ``_meta`` operation id
-  (:data:`OPERATION_ID_META_KEY`) replays the recorded call: nothing is sent upstream twice.
+  (:data:`OPERATION_ID_META_KEY`) or ``Idempotency-Key`` replays the recorded call: nothing
+  is sent upstream twice.
+
+Which outer run a call joins: :mod:`bridge.gateway.runs`.
 """
 
 from __future__ import annotations
@@ -17,9 +20,7 @@ import secrets
 from functools import partial
 from typing import Any
 
-import anyio
 import mcp_types
-from mcp.shared.exceptions import MCPError
 
 from bridge._compose import ledger_runner
 from bridge.errors import (
@@ -33,23 +34,19 @@ from bridge.errors import (
 from bridge.facade import Bridge
 from bridge.gateway.config import GatewayConfig
 from bridge.gateway.forwarding import ClientChannel, TaskCompanion, deliver_responses
+from bridge.gateway.identity import OPERATION_ID_META_KEY, OuterIdentity, invalid_params
 from bridge.gateway.naming import exposed_name, split_exposed
+from bridge.gateway.runs import GATEWAY_HARNESS, GatewayRuns
 from bridge.gateway.task_wire import task_body
 from bridge.mcp.tool_result import error_result
 from bridge.policies import WaitMode
 from bridge.results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
 
-# The caller's name for one logical call: the same id (and tool and arguments) again returns
-# what the first call recorded instead of calling upstream twice.
-OPERATION_ID_META_KEY = "io.github.uhp-mcp-bridge/operationId"
-GATEWAY_HARNESS = "gateway"
+__all__ = ["OPERATION_ID_META_KEY", "GatewayCalls", "invalid_params"]
+
 HANDLE_BYTES = 24  # secrets.token_urlsafe: 192 bits
 
 logger = logging.getLogger(__name__)
-
-
-def invalid_params(message: str) -> MCPError:
-    return MCPError(code=mcp_types.INVALID_PARAMS, message=message)
 
 
 class GatewayCalls:
@@ -57,8 +54,7 @@ class GatewayCalls:
         self.bridge = bridge
         self.config = config
         self._db = ledger_runner(bridge.ledger)
-        self._runs: dict[tuple[str, str], str] = {}
-        self._runs_lock = anyio.Lock()
+        self._runs = GatewayRuns(bridge)
 
     # -- tools/list ------------------------------------------------------------------------
     async def list_tools(self, principal: str) -> list[mcp_types.Tool]:
@@ -80,11 +76,18 @@ class GatewayCalls:
 
     # -- tools/call ------------------------------------------------------------------------
     async def call_with_task(
-        self, principal: str, session: str, name: str, arguments: dict[str, Any], op_id: str | None
+        self,
+        principal: str,
+        session: str,
+        name: str,
+        arguments: dict[str, Any],
+        op_id: str | None,
+        *,
+        outer: OuterIdentity | None = None,
     ) -> dict[str, Any] | mcp_types.CallToolResult:
         """Tasks-extension client: a task becomes a bridge-issued handle (durable first)."""
         outcome = await self._call(
-            principal, session, name, arguments, op_id, WaitMode.DETACH, None
+            principal, session, name, arguments, op_id, WaitMode.DETACH, None, outer
         )
         if not isinstance(outcome, TaskPending | TaskSettled):
             return self._plain_result(outcome, op_id)
@@ -102,6 +105,8 @@ class GatewayCalls:
         arguments: dict[str, Any],
         op_id: str | None,
         channel: ClientChannel | None = None,
+        *,
+        outer: OuterIdentity | None = None,
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         """Client without the Tasks extension: wait for the task up to the tool's deadline,
         telling the client about it meanwhile (:mod:`bridge.gateway.forwarding`)."""
@@ -109,11 +114,11 @@ class GatewayCalls:
         # An MRTR round echoes our requestState: the operation id of the call it continues.
         op_id = op_id or channel.request_state or secrets.token_urlsafe(16)
         deadline = self.config.deadline_for(name)
-        run_ref = await self._run_for(principal, session)
+        run_ref = await self._runs.run_for(principal, session, outer, f"{GATEWAY_HARNESS}:{op_id}")
         tenant = self.bridge.ledger.for_principal(principal)
         after_seq = (await self._db(tenant.run_event_seqs, [run_ref])).get(run_ref, 0)
         outcome = await self._call(
-            principal, session, name, arguments, op_id, WaitMode.DETACH, None
+            principal, session, name, arguments, op_id, WaitMode.DETACH, None, outer
         )
         if isinstance(outcome, TaskPending):
             task_ref = outcome.task.ref
@@ -124,7 +129,15 @@ class GatewayCalls:
                 run_ref,
                 after_seq,
                 partial(
-                    self._call, principal, session, name, arguments, op_id, WaitMode.WAIT, deadline
+                    self._call,
+                    principal,
+                    session,
+                    name,
+                    arguments,
+                    op_id,
+                    WaitMode.WAIT,
+                    deadline,
+                    outer,
                 ),
             )
             if isinstance(waited, mcp_types.InputRequiredResult):
@@ -141,19 +154,21 @@ class GatewayCalls:
         op_id: str | None,
         wait: WaitMode,
         deadline_s: float | None,
+        outer: OuterIdentity | None,
     ) -> StepOutcome:
         target = split_exposed(name)
         if target is None:
             raise invalid_params(f"unknown tool {name!r} (gateway tools are <server>__<tool>)")
-        run_ref = await self._run_for(principal, session)
+        # Namespaced, so a client's ids never meet the host's own operation ids.
+        operation_id = f"{GATEWAY_HARNESS}:{op_id}" if op_id else None
+        run_ref = await self._runs.run_for(principal, session, outer, operation_id)
         try:
             return await self.bridge.call_tool(
                 principal,
                 run_ref,
                 *target,
                 arguments,
-                # Namespaced, so a client's ids never meet the host's own operation ids.
-                operation_id=f"{GATEWAY_HARNESS}:{op_id}" if op_id else None,
+                operation_id=operation_id,
                 wait=wait,
                 wait_deadline_s=deadline_s,
             )
@@ -161,7 +176,8 @@ class GatewayCalls:
             raise invalid_params(f"unknown tool {name!r}") from None
         except OperationReused:
             raise invalid_params(
-                "this operation id was already used for another tool or other arguments"
+                "this operation id (or idempotency key) was already used for another tool,"
+                " other arguments or another outer response"
             ) from None
 
     def _plain_result(self, outcome: StepOutcome, op_id: str | None) -> mcp_types.CallToolResult:
@@ -180,22 +196,6 @@ class GatewayCalls:
             except Exception as exc:  # NoToolResult: unknown outcome, refused call, truncated
                 result = error_result(str(exc))
         return result.model_copy(update={"meta": meta}) if meta else result
-
-    async def _run_for(self, principal: str, session: str) -> str:
-        """One outer run per principal and client session (recorded once, reused after a
-        restart: the ledger's run is idempotent on its response id)."""
-        key = (principal, session)
-        async with self._runs_lock:
-            if key not in self._runs:
-                run = await self.bridge.register_served_run(
-                    principal,
-                    response_id=f"{GATEWAY_HARNESS}:{session}",
-                    session_id=None,
-                    harness_id=None,
-                    harness=GATEWAY_HARNESS,
-                )
-                self._runs[key] = run.ref
-            return self._runs[key]
 
     # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------
     async def get_task(self, principal: str, handle: str) -> dict[str, Any]:

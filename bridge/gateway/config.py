@@ -8,8 +8,12 @@ gateway adds who may call it and how long a plain ``tools/call`` waits::
                       "auth": {"credential_ref": "payments"}}],
       "principals": {"alice": {"token_sha256": "<hex SHA-256 of alice's bearer token>"}},
       "waitDeadlineS": 120,
-      "toolDeadlinesS": {"payments__approve_payment": 30}
+      "toolDeadlinesS": {"payments__approve_payment": 30},
+      "stdioPrincipal": "alice"
     }
+
+``stdioPrincipal`` (optional, one of ``principals``) is who ``bridge gateway --stdio`` serves
+when no ``--principal`` is given: stdio carries no bearer token.
 
 The file holds no secret: a client token is known only by its SHA-256.
 """
@@ -37,10 +41,17 @@ class GatewayConfig:
     token_principals: Mapping[str, str]  # SHA-256 hex of a bearer token -> principal
     wait_deadline_s: float = DEFAULT_WAIT_DEADLINE_S
     tool_deadlines_s: Mapping[str, float] = field(default_factory=dict)
+    stdio_principal: str | None = None
 
     @property
     def principals(self) -> tuple[str, ...]:
         return tuple(sorted(set(self.token_principals.values())))
+
+    def checked_principal(self, principal: str) -> str:
+        """``principal`` if the config names it (stdio serves only configured principals)."""
+        if principal not in self.principals:
+            raise GatewayConfigError(f"principal {principal!r} is not in the config")
+        return principal
 
     def deadline_for(self, exposed_tool: str) -> float:
         """How long a plain ``tools/call`` of ``exposed_tool`` waits for its task."""
@@ -67,8 +78,12 @@ def parse_gateway_config(data: Any, servers: Sequence[McpServerConfig]) -> Gatew
     for server in servers:
         if "__" in server.name:
             raise GatewayConfigError(f"server name {server.name!r} must not contain '__'")
+    stdio_principal = data.get("stdioPrincipal")
+    if stdio_principal is not None and stdio_principal not in principals:
+        raise GatewayConfigError('"stdioPrincipal" must be one of "principals"')
     return GatewayConfig(
         servers=tuple(servers),
+        stdio_principal=stdio_principal,
         token_principals=digests,
         wait_deadline_s=_seconds(
             data.get("waitDeadlineS", DEFAULT_WAIT_DEADLINE_S), "waitDeadlineS"

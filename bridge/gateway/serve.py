@@ -1,10 +1,13 @@
 """One gateway process: the Bridge (recovering open tasks on start), the MCP server as a
 Streamable HTTP app at ``/mcp`` behind bearer auth, served by uvicorn on a socket it binds
-itself (``--port 0`` + ``--port-file``: :mod:`harness_examples.port_report`)."""
+itself (``--port 0`` + ``--port-file``: :mod:`harness_examples.port_report`) — or over the
+process's stdin/stdout for one principal (:func:`serve_gateway_stdio`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from mcp.server.stdio import stdio_server
 
 from bridge.facade import Bridge
 from bridge.gateway.auth import GatewayTokens, RequireBearer
@@ -39,3 +42,18 @@ async def serve_gateway(
         )
         web = uvicorn_server(app, sock, port_file, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
         await web.serve(sockets=[sock])
+
+
+async def serve_gateway_stdio(
+    config: GatewayConfig, db_url: str, *, principal: str, credentials: CredentialResolver
+) -> None:
+    """Serve one client over stdin/stdout as ``principal`` until stdin closes (the client
+    went away); open tasks stay recorded and watched by whichever gateway opens the ledger
+    next."""
+    async with Bridge.open(
+        db_url, principals=(principal,), mcp_servers=config.servers, credentials=credentials
+    ) as bridge:
+        tokens = GatewayTokens(config.token_principals)
+        server = build_server(GatewayCalls(bridge, config), tokens, fixed_principal=principal)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())

@@ -1,9 +1,13 @@
 """The gateway's MCP server: the official SDK's lowlevel ``Server`` with ``tools/list``,
 ``tools/call`` and the Tasks extension's ``tasks/get`` / ``tasks/update`` / ``tasks/cancel``
-(no ``tasks/list``: a handle is found only by whoever holds it)."""
+(no ``tasks/list``: a handle is found only by whoever holds it).
+
+Over HTTP the principal is the bearer token's; over stdio (no headers) it is fixed when the
+server is built (``fixed_principal``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import mcp_types
@@ -12,20 +16,33 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from bridge.gateway.auth import GatewayTokens
-from bridge.gateway.calls import OPERATION_ID_META_KEY, GatewayCalls
+from bridge.gateway.calls import GatewayCalls
 from bridge.gateway.client_channel import client_channel
+from bridge.gateway.identity import operation_id, outer_identity
 from bridge.mcp.wire import TASKS_EXTENSION, TaskIdParams, UpdateTaskParams
 
 DEFAULT_SESSION = "default"
 
 
-def _principal(ctx: ServerRequestContext[Any, Any], tokens: GatewayTokens) -> str:
-    # The HTTP layer already refused unknown tokens; this maps the same header to its principal.
+def _headers(ctx: ServerRequestContext[Any, Any]) -> Any:
     request = ctx.request
-    header = request.headers.get("authorization") if request is not None else None
-    principal = tokens.principal(header)
-    if principal is None:
-        raise MCPError(code=mcp_types.INVALID_REQUEST, message="not authenticated")
+    return request.headers if request is not None else None  # None: stdio
+
+
+def _principal_of(
+    tokens: GatewayTokens, fixed_principal: str | None
+) -> Callable[[ServerRequestContext[Any, Any]], str]:
+    def principal(ctx: ServerRequestContext[Any, Any]) -> str:
+        if fixed_principal is not None:
+            return fixed_principal
+        # The HTTP layer already refused unknown tokens; this maps the same header to its
+        # principal.
+        headers = _headers(ctx)
+        found = tokens.principal(headers.get("authorization") if headers is not None else None)
+        if found is None:
+            raise MCPError(code=mcp_types.INVALID_REQUEST, message="not authenticated")
+        return found
+
     return principal
 
 
@@ -41,54 +58,49 @@ def _declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(declared) and TASKS_EXTENSION in (declared or {})
 
 
-def _operation_id(params: mcp_types.CallToolRequestParams) -> str | None:
-    meta: Any = params.meta or {}
-    value = meta.get(OPERATION_ID_META_KEY) if isinstance(meta, dict) else None
-    if value is not None and (not isinstance(value, str) or not value or len(value) > 200):
-        raise MCPError(
-            code=mcp_types.INVALID_PARAMS,
-            message=f"_meta {OPERATION_ID_META_KEY!r} must be a non-empty string (<= 200 chars)",
-        )
-    return value
+def build_server(
+    calls: GatewayCalls, tokens: GatewayTokens, *, fixed_principal: str | None = None
+) -> Server[Any]:
+    _principal = _principal_of(tokens, fixed_principal)
 
-
-def build_server(calls: GatewayCalls, tokens: GatewayTokens) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListToolsResult:
-        return mcp_types.ListToolsResult(tools=await calls.list_tools(_principal(ctx, tokens)))
+        return mcp_types.ListToolsResult(tools=await calls.list_tools(_principal(ctx)))
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
     ) -> HandlerResult:
-        principal = _principal(ctx, tokens)
+        principal = _principal(ctx)
         arguments = dict(params.arguments or {})
-        op_id = _operation_id(params)
+        headers = _headers(ctx)
+        op_id = operation_id(params.meta, headers)
+        outer = outer_identity(params.meta, headers)
         if _declares_tasks(ctx):
             return await calls.call_with_task(
-                principal, _session(ctx), params.name, arguments, op_id
+                principal, _session(ctx), params.name, arguments, op_id, outer=outer
             )
         channel = client_channel(ctx, params)
         return await calls.call_and_wait(
-            principal, _session(ctx), params.name, arguments, op_id, channel
+            principal, _session(ctx), params.name, arguments, op_id, channel, outer=outer
         )
 
     async def get_task(ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
         return {
             "resultType": "complete",
-            **await calls.get_task(_principal(ctx, tokens), params.task_id),
+            **await calls.get_task(_principal(ctx), params.task_id),
         }
 
     async def update_task(
         ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
     ) -> HandlerResult:
-        await calls.update_task(_principal(ctx, tokens), params.task_id, params.input_responses)
+        await calls.update_task(_principal(ctx), params.task_id, params.input_responses)
         return {"resultType": "complete"}
 
     async def cancel_task(
         ctx: ServerRequestContext[Any, Any], params: TaskIdParams
     ) -> HandlerResult:
-        await calls.cancel_task(_principal(ctx, tokens), params.task_id)
+        await calls.cancel_task(_principal(ctx), params.task_id)
         return {"resultType": "complete"}
 
     server: Server[Any] = Server("uhp-bridge-gateway", version="0.1.0", on_list_tools=list_tools)

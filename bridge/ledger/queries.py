@@ -43,6 +43,17 @@ class TenantQueries(TenantScope):
             ).first()
         return RunView.from_row(row) if row is not None else None
 
+    def find_runs_by_response_id(self, response_id: str) -> list[RunView]:
+        """This principal's runs recorded under ``response_id``, on any UHP server (oldest
+        first): another principal's run with the same id is not there."""
+        with self._read() as conn:
+            rows = conn.execute(
+                select(RUNS)
+                .where(self._owned(RUNS), RUNS.c.response_id == response_id)
+                .order_by(RUNS.c.created_at_ms, RUNS.c.ref)
+            ).all()
+        return [RunView.from_row(r) for r in rows]
+
     def find_run_by_idempotency_key(self, idempotency_key: str) -> RunView | None:
         with self._read() as conn:
             row = conn.execute(

@@ -1,25 +1,38 @@
-"""``bridge gateway`` as a real subprocess (``python -m bridge.gateway``, SIGKILL-able) in front
-of the real fastmcp-tasks example servers (reports, payments), for the gateway tests; upstream
-effects are counted with the payments server's own ``payment_count``."""
+"""A real gateway subprocess (``python -m bridge.gateway``) in front of the real
+fastmcp-tasks example servers (reports, payments), and what its tests check it with.
+
+Upstream effects are counted with the payments server's own ``payment_count``.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types
+from mcp import Client
 
+from bridge.ledger.store import Ledger
+from bridge.ledger.views import DispatchView
+from bridge.mcp.wire import DetailedTask
 from tests.support.example_servers import example_servers
-from tests.support.mcp_client import connect
-from tests.support.processes import ServerProcess
+from tests.support.mcp_client import connect, get_task
+from tests.support.processes import REPO_ROOT, ServerProcess
 
 UPSTREAM_TOKEN = "upstream-secret"
 ALICE, BOB = "alice-gateway-token", "bob-gateway-token"
+DEADLINE_S = 20
+POLL_S = 0.05
+APPROVE = {"action": "accept", "content": {"approve": True}}
 
 
 @dataclass
@@ -33,7 +46,7 @@ class Gateway:
 
 @contextmanager
 def running_gateway(tmp_path: Path) -> Iterator[Gateway]:
-    """The gateway for principals alice (``ALICE``) and bob (``BOB``) over both examples."""
+    """The gateway (principals alice and bob) over HTTP, with its upstreams running."""
     with example_servers(tmp_path / "payments.db", UPSTREAM_TOKEN) as upstreams:
         config = tmp_path / "gateway.json"
         entry = {"auth": {"credential_ref": "upstream"}}
@@ -60,6 +73,16 @@ def running_gateway(tmp_path: Path) -> Iterator[Gateway]:
             yield Gateway(proc, config, db, env, upstreams["payments"].url)
 
 
+async def poll_until(client: Client, handle: str, statuses: set[str]) -> DetailedTask:
+    with anyio.fail_after(DEADLINE_S):
+        while True:
+            state = await get_task(client, handle)
+            if state.status in statuses:
+                return state
+            assert state.status in ("working", "input_required"), state
+            await anyio.sleep(POLL_S)
+
+
 def text_of(result: dict[str, Any] | mcp_types.CallToolResult) -> str:
     if isinstance(result, dict):
         result = mcp_types.CallToolResult.model_validate(result)
@@ -76,3 +99,50 @@ async def payment_count(gw: Gateway, key: str) -> int:
 
 def payment(key: str) -> dict[str, Any]:
     return {"amount": 120, "currency": "EUR", "payee": "ACME", "payment_key": key}
+
+
+def upstream_task_ids(db: Path, principal: str) -> list[str]:
+    ledger = Ledger.open(db)
+    try:
+        return [t.task_id for t in ledger.for_principal(principal).list_tasks()]
+    finally:
+        ledger.close()
+
+
+def dispatches(db: Path, principal: str) -> list[DispatchView]:
+    """Every ``tools/call`` the gateway recorded for ``principal``."""
+    ledger = Ledger.open(db)
+    try:
+        return ledger.for_principal(principal).list_dispatches()
+    finally:
+        ledger.close()
+
+
+def answer_with_cli(gw: Gateway, task_ref: str, input_ref: str) -> None:
+    """The operator answers with ``bridge answer`` (the client declared no elicitation, so the
+    gateway does not ask it: ``tests/test_gateway_inputs.py``)."""
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "bridge.cli", "--db", str(gw.db), "--principal", "alice"),
+            *("answer", task_ref, input_ref, json.dumps(APPROVE)),
+            *("--mcp-config", str(gw.config)),
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, **gw.upstream_env},
+        check=True,
+        capture_output=True,
+        timeout=DEADLINE_S,
+    )
+
+
+async def pending_input(db: Path) -> tuple[str, str]:
+    ledger = Ledger.open(db)
+    try:
+        with anyio.fail_after(DEADLINE_S):
+            while True:
+                pending = ledger.for_principal("alice").pending_input_requests()
+                if pending:
+                    return pending[0].task_ref, pending[0].ref
+                await anyio.sleep(POLL_S)
+    finally:
+        ledger.close()
