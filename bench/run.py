@@ -43,6 +43,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from bench import scale_out, waits
 from bench.common import Report, machine, median, percentile
 from bench.raw_sdk import raw_poll_capacity
+from bridge.input_handlers import InputHandlers
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import OuterStatus, TaskStatus
 from bridge.mcp.extension import TasksClientExtension
@@ -54,6 +55,7 @@ from tests.support.processes import ServerProcess
 
 PRINCIPAL = "bench"
 REPO = Path(__file__).resolve().parents[1]
+NO_INPUT_KINDS = InputHandlers(form=None)  # declares only the tasks extension
 
 
 def _ms(seconds: float) -> str:
@@ -79,7 +81,9 @@ async def bench_call(url: str, calls: int, report: Report) -> None:
         raw_times: list[float] = []
         bridged_times: list[float] = []
         async with (
-            TaskRequester(ledger, [config]) as requester,
+            # Declares no input kinds (the bridge's default declares form elicitation), so the
+            # bridged request carries the same capabilities as the raw one.
+            TaskRequester(ledger, [config], input_handlers=NO_INPUT_KINDS) as requester,
             Client(
                 streamable_http_client(url, http_client=http), extensions=[TasksClientExtension()]
             ) as raw,
@@ -102,7 +106,10 @@ async def bench_call(url: str, calls: int, report: Report) -> None:
     report.add("## 1. Bridged `tools/call` (inline result) vs the raw SDK call")
     report.add()
     report.add(f"{calls} calls each, alternating, same server, same process; ledger: SQLite WAL.")
-    report.add("The raw call declares the tasks extension too, so both send the same request.")
+    report.add(
+        "The raw call declares the tasks extension too, and the bridge declares no input kinds"
+        " (`InputHandlers(form=None)`), so both send the same request."
+    )
     report.add()
     report.add("| | p50 | p99 |")
     report.add("|---|---|---|")
