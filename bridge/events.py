@@ -13,6 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from bridge.lifecycle import Admission, DispatchState, LostReason, OuterStatus, TaskStatus
 
+# Why the bridge declined an input request, how a host's input handler failed, and what the
+# input policy did then (the input-trust events, and the ledger writes that emit them).
+DeclineReason = Literal["undeclared", "handler_failed"]
+HandlerFailure = Literal["raised", "invalid_answer", "invalid_request"]
+HandlerFailedAction = Literal["declined", "left_pending"]
+
 
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -149,7 +155,7 @@ class CallInputDeclined(_CallInputEvent):
 
     type: Literal["call.input_declined"] = "call.input_declined"
     method: str
-    reason: Literal["undeclared", "handler_failed"]
+    reason: DeclineReason
     answered: bool
 
 
@@ -159,9 +165,9 @@ class CallInputHandlerFailed(_CallInputEvent):
 
     type: Literal["call.input_handler_failed"] = "call.input_handler_failed"
     method: str
-    failure: Literal["raised", "invalid_answer", "invalid_request"]
+    failure: HandlerFailure
     detail: str
-    action: Literal["declined", "left_pending"]
+    action: HandlerFailedAction
 
 
 class TaskCreated(_TaskEvent):
@@ -206,7 +212,7 @@ class TaskInputDeclined(_TaskEvent):
     type: Literal["task.input_declined"] = "task.input_declined"
     input_ref: str
     method: str
-    reason: Literal["undeclared", "handler_failed"]
+    reason: DeclineReason
     answered: bool
 
 
@@ -218,9 +224,9 @@ class TaskInputHandlerFailed(_TaskEvent):
     type: Literal["task.input_handler_failed"] = "task.input_handler_failed"
     input_ref: str
     method: str
-    failure: Literal["raised", "invalid_answer", "invalid_request"]
+    failure: HandlerFailure
     detail: str
-    action: Literal["declined", "left_pending"]
+    action: HandlerFailedAction
 
 
 class TaskInputStuck(_TaskEvent):

@@ -34,11 +34,12 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import mcp_types
 import pydantic
 
+from bridge import events as ev
 from bridge.errors import BridgeError, InvalidInputAnswer
 from bridge.inputs import ELICITATION, SAMPLING, InputRequest
 from bridge.mcp.input_capabilities import InputCapabilities
@@ -141,7 +142,7 @@ class InputHandling(StrEnum):
     LEFT_PENDING = "left_pending"  # the handler failed; kept for the host (policy)
 
 
-HandlerFailure = Literal["raised", "invalid_answer", "invalid_request"]
+HandlerFailure = ev.HandlerFailure  # re-exported: handlers and decisions name it
 
 
 class InputDecisions(Protocol):
@@ -152,7 +153,7 @@ class InputDecisions(Protocol):
     async def decline(
         self,
         request: InputRequest,
-        reason: Literal["undeclared", "handler_failed"],
+        reason: ev.DeclineReason,
         answer: dict[str, Any] | None,
     ) -> None: ...
 
@@ -161,7 +162,7 @@ class InputDecisions(Protocol):
         request: InputRequest,
         failure: HandlerFailure,
         detail: str,
-        action: Literal["declined", "left_pending"],
+        action: ev.HandlerFailedAction,
     ) -> None: ...
 
 

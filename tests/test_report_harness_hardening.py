@@ -68,6 +68,20 @@ def _client(server: ServerProcess) -> httpx.Client:
     )
 
 
+def _completed_run(c: httpx.Client, text: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """POST a blocking run that must complete; its body and its tool-call outputs, parsed."""
+    answer = c.post("/v1/responses", json={"input": text})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["status"] == "completed"
+    outputs = [
+        json.loads(item["output"])
+        for item in body["output"]
+        if item["type"] == "function_call_output"
+    ]
+    return body, outputs
+
+
 def _envelope(answer: httpx.Response) -> dict[str, Any]:
     body = answer.json()
     assert set(body) == {"error"} and {"type", "code", "message"} <= set(body["error"])
@@ -460,15 +474,7 @@ def test_an_invalid_task_response_is_the_steps_output_and_the_run_goes_on(tmp_pa
         try:
             with _client(server) as c:
                 text = 'call adv.malformed_create\ncall adv.echo {"text": "after"}'
-                answer = c.post("/v1/responses", json={"input": text})
-                assert answer.status_code == 200, answer.text
-                body = answer.json()
-                assert body["status"] == "completed"
-                outputs = [
-                    json.loads(item["output"])
-                    for item in body["output"]
-                    if item["type"] == "function_call_output"
-                ]
+                body, outputs = _completed_run(c, text)
                 assert outputs[0]["outcome"] == "error"
                 assert outputs[0]["error"]["kind"] == "invalid_task_response"
                 assert outputs[1]["outcome"] == "result"  # the run went on to the next step
@@ -478,15 +484,7 @@ def test_an_invalid_task_response_is_the_steps_output_and_the_run_goes_on(tmp_pa
                 text = "\n".join(
                     ["call adv.duplicate_id policy=detach"] * 2 + ['call adv.echo {"text": "on"}']
                 )
-                answer = c.post("/v1/responses", json={"input": text})
-                assert answer.status_code == 200, answer.text
-                body = answer.json()
-                assert body["status"] == "completed"
-                outputs = [
-                    json.loads(item["output"])
-                    for item in body["output"]
-                    if item["type"] == "function_call_output"
-                ]
+                body, outputs = _completed_run(c, text)
                 assert outputs[0]["outcome"] == "task_pending"
                 assert outputs[1]["outcome"] == "error"
                 assert outputs[1]["error"]["kind"] == "malformed_task_handle"

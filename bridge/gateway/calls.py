@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -42,11 +43,28 @@ from bridge.mcp.tool_result import error_result
 from bridge.policies import WaitMode
 from bridge.results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
 
-__all__ = ["OPERATION_ID_META_KEY", "GatewayCalls", "invalid_params"]
+__all__ = ["OPERATION_ID_META_KEY", "GatewayCall", "GatewayCalls", "invalid_params"]
 
 HANDLE_BYTES = 24  # secrets.token_urlsafe: 192 bits
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayCall:
+    """One client ``tools/call`` as the gateway received it."""
+
+    principal: str
+    session: str  # the client's MCP session (``default`` when it has none)
+    name: str  # ``<server>__<tool>``
+    arguments: dict[str, Any]
+    op_id: str | None  # the client's operation id / idempotency key, if it sent one
+    outer: OuterIdentity | None = None  # the UHP response/session it named, if any
+
+    @property
+    def operation_id(self) -> str | None:
+        """The bridge's operation id: namespaced, so a client's ids never meet the host's."""
+        return f"{GATEWAY_HARNESS}:{self.op_id}" if self.op_id else None
 
 
 class GatewayCalls:
@@ -75,105 +93,67 @@ class GatewayCalls:
         return tools
 
     # -- tools/call ------------------------------------------------------------------------
-    async def call_with_task(
-        self,
-        principal: str,
-        session: str,
-        name: str,
-        arguments: dict[str, Any],
-        op_id: str | None,
-        *,
-        outer: OuterIdentity | None = None,
-    ) -> dict[str, Any] | mcp_types.CallToolResult:
+    async def call_with_task(self, call: GatewayCall) -> dict[str, Any] | mcp_types.CallToolResult:
         """Tasks-extension client: a task becomes a bridge-issued handle (durable first)."""
-        outcome = await self._call(
-            principal, session, name, arguments, op_id, WaitMode.DETACH, None, outer
-        )
+        run_ref = await self._run_of(call)
+        outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
         if not isinstance(outcome, TaskPending | TaskSettled):
-            return self._plain_result(outcome, op_id)
+            return self._plain_result(outcome, call.op_id)
         handle = secrets.token_urlsafe(HANDLE_BYTES)
-        tenant = self.bridge.ledger.for_principal(principal)
+        tenant = self.bridge.ledger.for_principal(call.principal)
         await self._db(tenant.record_gateway_handle, handle, outcome.task.ref, outcome.op_ref)
-        inputs = await self._inputs(principal, outcome.task.ref)
+        inputs = await self._inputs(call.principal, outcome.task.ref)
         return {"resultType": "task", **task_body(handle, outcome.task, inputs)}
 
     async def call_and_wait(
-        self,
-        principal: str,
-        session: str,
-        name: str,
-        arguments: dict[str, Any],
-        op_id: str | None,
-        channel: ClientChannel | None = None,
-        *,
-        outer: OuterIdentity | None = None,
+        self, call: GatewayCall, channel: ClientChannel | None = None
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         """Client without the Tasks extension: wait for the task up to the tool's deadline,
         telling the client about it meanwhile (:mod:`bridge.gateway.forwarding`)."""
         channel = channel or ClientChannel()
         # An MRTR round echoes our requestState: the operation id of the call it continues.
-        op_id = op_id or channel.request_state or secrets.token_urlsafe(16)
-        deadline = self.config.deadline_for(name)
-        run_ref = await self._runs.run_for(principal, session, outer, f"{GATEWAY_HARNESS}:{op_id}")
-        tenant = self.bridge.ledger.for_principal(principal)
+        call = replace(call, op_id=call.op_id or channel.request_state or secrets.token_urlsafe(16))
+        assert call.op_id is not None
+        run_ref = await self._run_of(call)
+        tenant = self.bridge.ledger.for_principal(call.principal)
         after_seq = (await self._db(tenant.run_event_seqs, [run_ref])).get(run_ref, 0)
-        outcome = await self._call(
-            principal, session, name, arguments, op_id, WaitMode.DETACH, None, outer
-        )
+        outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
         if isinstance(outcome, TaskPending):
             task_ref = outcome.task.ref
-            pending = await self._inputs(principal, task_ref)
+            pending = await self._inputs(call.principal, task_ref)
             await deliver_responses(pending, channel.input_responses)
-            companion = TaskCompanion(self.bridge, principal, task_ref, channel, op_id)
+            companion = TaskCompanion(self.bridge, call.principal, task_ref, channel, call.op_id)
+            deadline = self.config.deadline_for(call.name)
             waited = await companion.beside(
-                run_ref,
-                after_seq,
-                partial(
-                    self._call,
-                    principal,
-                    session,
-                    name,
-                    arguments,
-                    op_id,
-                    WaitMode.WAIT,
-                    deadline,
-                    outer,
-                ),
+                run_ref, after_seq, partial(self._call, call, run_ref, WaitMode.WAIT, deadline)
             )
             if isinstance(waited, mcp_types.InputRequiredResult):
                 return waited
             outcome = waited
-        return self._plain_result(outcome, op_id)
+        return self._plain_result(outcome, call.op_id)
+
+    async def _run_of(self, call: GatewayCall) -> str:
+        """The outer run the call is recorded under (resolved once per request)."""
+        return await self._runs.run_for(call.principal, call.session, call.outer, call.operation_id)
 
     async def _call(
-        self,
-        principal: str,
-        session: str,
-        name: str,
-        arguments: dict[str, Any],
-        op_id: str | None,
-        wait: WaitMode,
-        deadline_s: float | None,
-        outer: OuterIdentity | None,
+        self, call: GatewayCall, run_ref: str, wait: WaitMode, deadline_s: float | None
     ) -> StepOutcome:
-        target = split_exposed(name)
+        target = split_exposed(call.name)
         if target is None:
-            raise invalid_params(f"unknown tool {name!r} (gateway tools are <server>__<tool>)")
-        # Namespaced, so a client's ids never meet the host's own operation ids.
-        operation_id = f"{GATEWAY_HARNESS}:{op_id}" if op_id else None
-        run_ref = await self._runs.run_for(principal, session, outer, operation_id)
+            raise invalid_params(f"unknown tool {call.name!r} (gateway tools are <server>__<tool>)")
         try:
             return await self.bridge.call_tool(
-                principal,
+                call.principal,
                 run_ref,
                 *target,
-                arguments,
-                operation_id=operation_id,
+                call.arguments,
+                operation_id=call.operation_id,
                 wait=wait,
                 wait_deadline_s=deadline_s,
             )
         except UnknownServer:
-            raise invalid_params(f"unknown tool {name!r}") from None
+            raise invalid_params(f"unknown tool {call.name!r}") from None
         except OperationReused:
             raise invalid_params(
                 "this operation id (or idempotency key) was already used for another tool,"

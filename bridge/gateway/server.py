@@ -16,7 +16,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from bridge.gateway.auth import GatewayTokens
-from bridge.gateway.calls import GatewayCalls
+from bridge.gateway.calls import GatewayCall, GatewayCalls
 from bridge.gateway.client_channel import client_channel
 from bridge.gateway.identity import operation_id, outer_identity
 from bridge.mcp.wire import TASKS_EXTENSION, TaskIdParams, UpdateTaskParams
@@ -76,14 +76,10 @@ def build_server(
         headers = _headers(ctx)
         op_id = operation_id(params.meta, headers)
         outer = outer_identity(params.meta, headers)
+        call = GatewayCall(principal, _session(ctx), params.name, arguments, op_id, outer)
         if _declares_tasks(ctx):
-            return await calls.call_with_task(
-                principal, _session(ctx), params.name, arguments, op_id, outer=outer
-            )
-        channel = client_channel(ctx, params)
-        return await calls.call_and_wait(
-            principal, _session(ctx), params.name, arguments, op_id, channel, outer=outer
-        )
+            return await calls.call_with_task(call)
+        return await calls.call_and_wait(call, client_channel(ctx, params))
 
     async def get_task(ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
         return {

@@ -4,7 +4,7 @@ answered at most once; answers kept until the server acknowledges them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import insert, or_, select, update
 
@@ -103,7 +103,7 @@ class InputWrites(TenantQueries):
         self,
         task_ref: str,
         input_ref: str,
-        reason: Literal["undeclared", "handler_failed"],
+        reason: ev.DeclineReason,
         answer: Any = None,
     ) -> InputRequestView:
         """The bridge declines one input request (input policy), once, in one transaction.
@@ -138,9 +138,9 @@ class InputWrites(TenantQueries):
         self,
         task_ref: str,
         input_ref: str,
-        failure: Literal["raised", "invalid_answer", "invalid_request"],
+        failure: ev.HandlerFailure,
         detail: str,
-        action: Literal["declined", "left_pending"],
+        action: ev.HandlerFailedAction,
     ) -> None:
         """The host's handler gave no usable answer; nothing of it is recorded but this."""
         with self._write() as tx:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from sqlalchemy import Connection, Table, func, insert, or_, select, update
 
@@ -125,7 +125,7 @@ class CallRoundWrites(TenantQueries):
         self,
         op_ref: str,
         input_ref: str,
-        reason: Literal["undeclared", "handler_failed"],
+        reason: ev.DeclineReason,
         answer: dict[str, Any] | None,
     ) -> tuple[CallInputView, bool]:
         """The bridge declines one input of the call's current leg (input policy), once.
@@ -157,9 +157,9 @@ class CallRoundWrites(TenantQueries):
         self,
         op_ref: str,
         input_ref: str,
-        failure: Literal["raised", "invalid_answer", "invalid_request"],
+        failure: ev.HandlerFailure,
         detail: str,
-        action: Literal["declined", "left_pending"],
+        action: ev.HandlerFailedAction,
     ) -> None:
         """The host's handler gave no usable answer to a call's input; only this is recorded."""
         with self._write() as tx:

@@ -20,10 +20,11 @@ The bridge's own decisions are recorded on the call (:class:`CallInputDecisions`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from anyio.abc import TaskGroup
 
+from bridge import events as ev
 from bridge.aio import LedgerRunner
 from bridge.input_handlers import (
     HandlerFailure,
@@ -49,7 +50,7 @@ class CallInputDecisions:
     async def decline(
         self,
         request: InputRequest,
-        reason: Literal["undeclared", "handler_failed"],
+        reason: ev.DeclineReason,
         answer: dict[str, Any] | None,
     ) -> None:
         op_ref = _op_ref_of(request)
@@ -64,7 +65,7 @@ class CallInputDecisions:
         request: InputRequest,
         failure: HandlerFailure,
         detail: str,
-        action: Literal["declined", "left_pending"],
+        action: ev.HandlerFailedAction,
     ) -> None:
         await self._db(
             self._tenant.record_call_input_handler_failed,

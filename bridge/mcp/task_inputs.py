@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
 from anyio.abc import TaskGroup
 
@@ -56,7 +56,7 @@ class TaskInputDecisions:
     async def decline(
         self,
         request: InputRequest,
-        reason: Literal["undeclared", "handler_failed"],
+        reason: ev.DeclineReason,
         answer: dict[str, Any] | None,
     ) -> None:
         task_ref = _task_ref_of(request)
@@ -71,7 +71,7 @@ class TaskInputDecisions:
         request: InputRequest,
         failure: HandlerFailure,
         detail: str,
-        action: Literal["declined", "left_pending"],
+        action: ev.HandlerFailedAction,
     ) -> None:
         await self._db(
             self._tenant.record_input_handler_failed,
