@@ -315,7 +315,8 @@ async def bench_hundred_k(quick: bool, report: Report) -> None:
         "the 3 replicas, the server and PostgreSQL share the cores). Handles seeded in bulk "
         f"({seeded_s:.1f} s, one transaction), their next polls spread evenly over one "
         f"interval starting {lead_ms / 1000:.0f} s later; then 3 replica processes (leased "
-        f"mode, {IN_FLIGHT} polls in flight each, no jitter, lease {lease_ms / 1000:.0f} s, `share_evenly`) are "
+        f"mode, {IN_FLIGHT} polls in flight each, no jitter, lease {lease_ms / 1000:.0f} s, "
+        "`share_evenly`) are "
         "started together and registered before the handles are committed (one transaction); "
         "an idle replica holding nothing is the RSS baseline."
     )
