@@ -115,9 +115,10 @@ def build(poll_interval_ms: int, log_polls: bool = False) -> tuple[MCPServer, Pa
         return json.dumps(dict(extension.gets))
 
     @server.tool()
-    async def poll_log() -> str:
-        """Every tasks/get as [task id, server ms, caller] (with --log-polls), as JSON."""
-        return json.dumps(extension.poll_log)
+    async def poll_log(since: int = 0) -> str:
+        """Every tasks/get as [task id, server ms, caller] (with --log-polls), as JSON; from
+        entry ``since`` on (a driver watching 100,000 handles reads only what is new)."""
+        return json.dumps(extension.poll_log[since:])
 
     return server, extension
 

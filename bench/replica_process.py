@@ -5,6 +5,8 @@ on a shared ledger, polling one MCP server, plus ``GET /stats`` on 127.0.0.1 so 
 synchronise on what the replica did (handles watched, polls, leases lost) instead of sleeping,
 and ``POST /hold`` / ``POST /release`` to pause and resume its polling, so that a benchmark can
 alternate measurement windows of this replica and of the raw SDK on the same machine.
+``POST /window`` starts a lateness window (every poll's lateness kept from then on) and
+``GET /window`` summarises it (p50/p99/max), for a steady-state measurement of many handles.
 It presents its replica id as its bearer token, so the MCP server can tell replicas apart.
 
 ``python -m bench.replica_process --port P --db URL --mcp URL --replica-id ID [options]``;
@@ -39,6 +41,35 @@ from harness_examples.port_report import (
 STARTED = time.monotonic()
 
 
+def _memory_kb() -> dict[str, int]:
+    """Resident set size now and its peak (``VmRSS``/``VmHWM`` of ``/proc/self/status``)."""
+    fields = {"VmRSS:": "rss_kb", "VmHWM:": "peak_rss_kb"}
+    found: dict[str, int] = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            parts = line.split()
+            if parts and parts[0] in fields:
+                found[fields[parts[0]]] = int(parts[1])
+    return found
+
+
+def _lateness_summary(lateness: list[tuple[int, int, str]]) -> dict[str, Any]:
+    values = sorted(late for _, late, _ in lateness)
+    if not values:
+        return {"polls": 0, "handles": 0}
+
+    def at(q: float) -> int:
+        return values[min(len(values) - 1, round(q / 100 * (len(values) - 1)))]
+
+    return {
+        "polls": len(values),
+        "handles": len({ref for _, _, ref in lateness}),
+        "p50_ms": at(50),
+        "p99_ms": at(99),
+        "max_ms": values[-1],
+    }
+
+
 def _clocks(polls: int) -> dict[str, float]:
     """A poll count with the wall and CPU clocks it was read at (for rates and CPU per poll)."""
     return {"polls": polls, "at": time.monotonic(), "cpu": time.process_time()}
@@ -62,6 +93,7 @@ def _stats(bridge: Bridge, recovered_at: list[float], bridge_started: float) -> 
         "bridge_started": bridge_started,
         "recovered_at": recovered_at[0] if recovered_at else None,
         "recovered_tasks": bridge.last_recovery.tasks_watched if bridge.last_recovery else None,
+        **_memory_kb(),
     }
 
 
@@ -72,12 +104,14 @@ async def serve(args: argparse.Namespace) -> None:
         claim_every_ms=args.claim_every_ms,
         claim_batch=args.claim_batch,
         max_tasks=args.max_tasks,
+        share_evenly=args.share_evenly,
     )
     scheduler = SchedulerConfig(
         floor_ms=args.floor_ms,
         ceiling_ms=args.ceiling_ms,
         max_in_flight=args.max_in_flight,
         per_server_concurrency=args.max_in_flight,
+        jitter=args.jitter,
     )
     server = McpServerConfig(name="fast", url=args.mcp, credential_ref="replica")
     recovered_at: list[float] = []
@@ -108,9 +142,21 @@ async def serve(args: argparse.Namespace) -> None:
         scheduler.release()
         return JSONResponse(released_at)
 
+    async def window(request: Request) -> JSONResponse:
+        """POST: keep every poll's lateness from now on; GET: summarise what was kept."""
+        if not bridge_box:
+            return JSONResponse({}, status_code=503)
+        stats = bridge_box[0].requester.scheduler.stats
+        if request.method == "POST":
+            stats.lateness = []
+            stats.keep_lateness = True
+            return JSONResponse(_clocks(stats.polls))
+        return JSONResponse({**_clocks(stats.polls), **_lateness_summary(stats.lateness)})
+
     app = Starlette(
         routes=[
             Route("/stats", stats),
+            Route("/window", window, methods=["GET", "POST"]),
             Route("/hold", hold, methods=["POST"]),
             Route("/release", release, methods=["POST"]),
         ]
@@ -148,9 +194,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--claim-every-ms", type=int, default=1_000)
     parser.add_argument("--claim-batch", type=int, default=1_000)
     parser.add_argument("--max-tasks", type=int, default=None)
+    parser.add_argument("--share-evenly", action="store_true")
     parser.add_argument("--floor-ms", type=int, default=100)
     parser.add_argument("--ceiling-ms", type=int, default=30_000)
     parser.add_argument("--max-in-flight", type=int, default=64)
+    parser.add_argument("--jitter", type=float, default=SchedulerConfig().jitter)
     args = parser.parse_args(argv)
     check_port_arguments(parser, args)
     anyio.run(serve, args)

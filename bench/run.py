@@ -1,6 +1,7 @@
 """The benchmark suite: one command, figures as ratios against the raw SDK in the same run.
 
-    python -m bench.run [--quick] [--only call|scheduler|stream|scale-out|waits ...] [--out FILE]
+    python -m bench.run [--quick] [--only call|scheduler|stream|scale-out|waits|hundred-k ...]
+        [--out FILE]
 
 1. A bridged ``tools/call`` answered inline (two write-ahead commits on SQLite WAL) against the
    raw official SDK call on the same server, alternating call by call.
@@ -15,6 +16,8 @@
    claims per second with 1, 2 and 4 replicas.
 8-9. Waiting on the example harness (``bench/waits.py``): CPU of 200 runs parked in a task
    tool, and 200 concurrent responses each calling a 3-second task tool.
+10. 100,000 open handles on PostgreSQL shared by 3 replicas (``bench/hundred_k.py``): take-up,
+   claims/s, balance, RSS per replica, lateness, a SIGKILLed replica's handles taken over.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bench import scale_out, waits
+from bench import hundred_k, scale_out, waits
 from bench.common import Report, machine, median, percentile
 from bench.raw_sdk import raw_poll_capacity
 from bridge.input_handlers import InputHandlers
@@ -434,10 +437,12 @@ async def main_async(args: argparse.Namespace) -> Report:
         await scale_out.bench_scale_out(count, args.quick, report)
     if "waits" in only:
         await waits.bench_waits(args.quick, report)
+    if "hundred-k" in only:
+        await hundred_k.bench_hundred_k(args.quick, report)
     return report
 
 
-SECTIONS = ("call", "scheduler", "stream", "scale-out", "waits")
+SECTIONS = ("call", "scheduler", "stream", "scale-out", "waits", "hundred-k")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -53,14 +53,21 @@ def postgres_database() -> Iterator[str]:
         server.stop()
 
 
-def seed_open_tasks(url: str, count: int, endpoint: str, interval_ms: int) -> None:
-    """``count`` open handles on one run, due one millisecond apart (oldest first)."""
+def seed_open_tasks(
+    url: str, count: int, endpoint: str, interval_ms: int, *, first_due_ms: int | None = None
+) -> None:
+    """``count`` open handles on one run, due one millisecond apart (oldest first), all due by
+    now; or, with ``first_due_ms``, due evenly over one interval from then (a steady state)."""
     ledger = Ledger.open(url)
     tenant = ledger.for_principal(PRINCIPAL)
     run = tenant.open_run(
         "local:bench", response_id=new_ref("resp"), status=OuterStatus.IN_PROGRESS
     )
     now = ledger.clock() - count  # all due by now
+
+    def due(n: int) -> int:
+        return now + n if first_due_ms is None else first_due_ms + n * interval_ms // count
+
     dispatches, tasks = [], []
     for n in range(count):
         op_ref, task_ref = new_ref(DISPATCH_PREFIX), new_ref(TASK_PREFIX)
@@ -92,7 +99,7 @@ def seed_open_tasks(url: str, count: int, endpoint: str, interval_ms: int) -> No
                 "task_id": f"bench-{interval_ms}-{n}",
                 "status": "working",
                 "poll_interval_ms": interval_ms,
-                "next_poll_due_ms": now + n,
+                "next_poll_due_ms": due(n),
                 "outcome_truncated": False,
             }
         )

@@ -52,6 +52,11 @@ class ReplicaConfig:
     claim_batch: int = 1_000  # most handles claimed per principal per round
     max_tasks: int | None = None  # stop claiming past this many watched handles (spread load)
     max_runs: int | None = None
+    # Claim no more than an even share of each principal's open handles (ceil(open / live
+    # replicas)), so that replicas started together split them instead of the first one
+    # taking all. Only for replicas that all serve the same principals with the same
+    # ``max_tasks`` (or none): a live replica that cannot take its share leaves it unclaimed.
+    share_evenly: bool = False
 
     @property
     def renew_every_ms(self) -> int:
@@ -221,6 +226,8 @@ class ReplicaLeases:
             tasks: list[TaskView] = []
             runs: list[RunView] = []
             room = self._room(self.config.max_tasks, self._holder.watched_tasks() + pending)
+            if room > 0 and self.config.share_evenly:
+                room = min(room, await self._db(leases.even_share_room, member))
             if room > 0:
                 tasks = await self._db(leases.claim_tasks, member, room)
                 self.claimed_tasks += len(tasks)

@@ -158,3 +158,22 @@ def test_leases_refuse_what_they_cannot_honour(ledger: Ledger) -> None:
         ReplicaRegistry(ledger).register("", LEASE_MS)  # a replica needs a stable id
     with pytest.raises(CompileError):  # no database clock to lease on
         str(select(db_now_ms()).compile(dialect=mysql.dialect()))
+
+
+def test_an_even_share_counts_live_replicas_open_tasks_and_what_each_holds(
+    ledger: Ledger,
+) -> None:
+    _open_tasks(ledger, 10)
+    _open_tasks(ledger, 7, principal="other")  # another tenant's tasks are not counted
+    registry = ReplicaRegistry(ledger)
+    a = registry.register("replica-a", LEASE_MS)
+    b = registry.register("replica-b", LEASE_MS)
+    registry.register("replica-lapsed", 0)  # not live: not counted
+    leases = TenantLeases(ledger.for_principal("acme"))
+    assert leases.even_share_room(a) == 5 and leases.even_share_room(b) == 5
+    leases.claim_tasks(a, 3)
+    assert leases.even_share_room(a) == 2 and leases.even_share_room(b) == 5
+    leases.claim_tasks(b, 7)
+    assert leases.even_share_room(b) == 0, "holding more than its share leaves no room"
+    registry.renew(b, 0)  # b lapses: a's share is now everything
+    assert leases.even_share_room(a) == 7

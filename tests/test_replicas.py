@@ -218,3 +218,37 @@ async def test_a_starting_replica_claims_the_oldest_due_handles_up_to_its_cap(
             rows = conn.execute(select(TASKS.c.task_id, TASKS.c.lease_owner)).all()
     held = sorted(int(task_id.rsplit("-", 1)[1]) for task_id, owner in rows if owner)
     assert held == list(range(2_200)), "the 2,200 oldest due, each once"
+
+
+async def test_an_even_share_claims_half_and_polls_each_handle_when_it_is_due(
+    pg_url: str,
+) -> None:
+    """With ``share_evenly`` a replica claims no more than ceil(open / live replicas); the
+    handles it takes are first polled when the ledger says they are due, not all at once."""
+    ledger = Ledger.open(pg_url)
+    other = ReplicaRegistry(ledger).register("replica-other", 60_000)  # live, holds nothing
+    first_due = ledger.clock() + 600_000
+    seed_open_tasks(pg_url, 1_001, UNREACHABLE_MCP, interval_ms=600_000, first_due_ms=first_due)
+    config = ReplicaConfig("replica-even", lease_ms=60_000, claim_batch=300, share_evenly=True)
+    bridge = Bridge(
+        Ledger.open(pg_url),
+        principals=[SEEDED_PRINCIPAL],
+        mcp_servers=[McpServerConfig(name="gone", url=UNREACHABLE_MCP)],
+        scheduler=FAST,
+        replica=config,
+        owns_ledger=True,
+    )
+    async with bridge:
+        scheduler = bridge.requester.scheduler
+        assert scheduler.watched_count == 501, "ceil(1,001 / 2 live replicas)"
+        with bridge.ledger.engine.connect() as conn:
+            rows = conn.execute(
+                select(TASKS.c.ref, TASKS.c.next_poll_due_ms).where(
+                    TASKS.c.lease_owner.is_not(None)
+                )
+            ).all()
+        assert len(rows) == 501
+        assert all(scheduler.due_ms(ref) == due for ref, due in rows), "not polled at once"
+        leases = TenantLeases(ledger.for_principal(SEEDED_PRINCIPAL))
+        assert leases.even_share_room(other) == 501, "the other's share is still free"
+    ledger.close()

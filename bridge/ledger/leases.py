@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import Table, exists, insert, or_, select, update
+from sqlalchemy import Table, and_, exists, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from bridge.ledger.dialects import db_now_ms
@@ -162,6 +162,27 @@ class TenantLeases:
         views = TaskView.from_rows(rows)
         views.sort(key=lambda t: (t.next_poll_due_ms or 0, t.ref))
         return views
+
+    def even_share_room(self, member: Membership) -> int:
+        """How many more open tasks ``member`` may claim to hold no more than an even share:
+        ceil(open tasks / live replicas) minus what it holds (one query, database clock)."""
+        live = (
+            select(func.count())
+            .select_from(REPLICAS)
+            .where(REPLICAS.c.expires_at_ms > db_now_ms())
+            .scalar_subquery()
+        )
+        mine = and_(
+            TASKS.c.lease_owner == member.replica_id,
+            TASKS.c.lease_incarnation == member.incarnation,
+        )
+        query = select(func.count(), func.count().filter(mine), live).where(
+            self._scope.owned(TASKS), *OPEN_TASK
+        )
+        with self._scope.read_connection() as conn:
+            open_tasks, held, replicas = conn.execute(query).one()
+        share = -(-int(open_tasks) // max(int(replicas), 1))
+        return max(0, share - int(held))
 
     def claim_runs(self, member: Membership, uhp_servers: list[str], limit: int) -> list[RunView]:
         """Take up to ``limit`` open runs followed on these remote UHP servers."""

@@ -89,7 +89,10 @@ class HandleResumption:
         digests = await self._db(tenant.input_digests, [t.ref for t in tasks])
         cancels = answers = 0
         for task in tasks:
-            self._scheduler().watch(principal, task, lease=lease)
+            # First poll when the ledger last said it is due: overdue handles at once (oldest
+            # first), the others not before their interval, so that taking over 100,000
+            # handles does not poll every one of them in the same second.
+            self._scheduler().watch(principal, task, due_ms=task.next_poll_due_ms, lease=lease)
             if task.ref in digests:
                 self._scheduler().seed_input_digests(task.ref, digests[task.ref])
             if task.cancel_requested_at_ms is not None:
