@@ -25,7 +25,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from bridge import events as ev
 from bridge.errors import NotFound
 from bridge.ledger.dialects import LedgerDialect, dialect_of
-from bridge.ledger.hotpath import DriverSession
+from bridge.ledger.group_commit import GroupCommit
+from bridge.ledger.hotpath import Cursor, DriverSession
 from bridge.ledger.models import (
     DispatchIntent,
     EventRecord,
@@ -124,6 +125,8 @@ class LedgerCore:
         self._driver: DriverSession = self.dialect.driver_session(
             engine, precompiled=precompiled_call_path
         )
+        # Call-path commits of concurrent callers in worker threads share transactions.
+        self.group_commit: GroupCommit[Cursor] = GroupCommit(self._driver.transaction)
 
     def close(self) -> None:
         self._driver.close()

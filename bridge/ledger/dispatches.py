@@ -37,6 +37,7 @@ from bridge.errors import DuplicateTaskHandle, InvalidTransition, NotFound, Oper
 from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref, sha256_hex
 from bridge.ledger._base import DISPATCHES, EVENTS, RUNS, TASKS, LedgerCore, written_columns
 from bridge.ledger.fencing import Membership
+from bridge.ledger.group_commit import StagedCommit
 from bridge.ledger.hotpath import Cursor, DriverSession
 from bridge.ledger.outcome import bound_json
 from bridge.ledger.runs import RunWrites
@@ -65,6 +66,29 @@ def _event_tail(event: dict[str, Any]) -> str:
     back (``parse_event``) as the model would have written it.
     """
     return "," + pydantic_core.to_json(event)[1:].decode()
+
+
+def _intent_view(values: dict[str, Any]) -> DispatchView:
+    """The view of an intent just written from ``values`` (its row), without reading it back."""
+    return DispatchView(
+        ref=values["ref"],
+        principal=values["principal"],
+        run_ref=values["run_ref"],
+        operation_id=values["operation_id"],
+        server_endpoint=values["server_endpoint"],
+        server_name=values["server_name"],
+        tool_name=values["tool_name"],
+        args_digest=values["args_digest"],
+        state=DispatchState(values["state"]),
+        unknown_reason=None,
+        result=None,
+        result_truncated=False,
+        task_ref=None,
+        trace_id=values["trace_id"],
+        span_id=values["span_id"],
+        created_at_ms=values["created_at_ms"],
+        updated_at_ms=values["updated_at_ms"],
+    )
 
 
 def _bind(table: Table, names: list[str]) -> dict[str, Any]:
@@ -176,6 +200,94 @@ class DispatchWrites(RunWrites):
         returns the recorded intent (whatever state it reached) instead of creating a second
         one, so a caller that retries after a crash learns what happened instead of resending.
         """
+        values = self._intent_values(
+            run_ref,
+            server_endpoint,
+            tool_name,
+            arguments,
+            server_name,
+            operation_id,
+            sent,
+            trace_id,
+            span_id,
+            dispatcher,
+        )
+        driver = self._ledger._driver
+        try:
+            inserted = driver.execute_alone(self._call_path.insert_dispatch, values)
+        except driver.integrity_error as exc:
+            return self._intent_conflict(values, exc)
+        if inserted == 0:
+            raise NotFound("run", run_ref)
+        return _intent_view(values)
+
+    def stage_dispatch(
+        self,
+        run_ref: str,
+        *,
+        server_endpoint: str,
+        tool_name: str,
+        arguments: Any,
+        server_name: str | None = None,
+        operation_id: str | None = None,
+        sent: bool = False,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+        dispatcher: Membership | None = None,
+    ) -> StagedCommit[Cursor, None, DispatchView]:
+        """:meth:`begin_dispatch` as a write that may share a transaction with other callers'
+        (:mod:`bridge.ledger.group_commit`): the intent is committed when the commit returns."""
+        values = self._intent_values(
+            run_ref,
+            server_endpoint,
+            tool_name,
+            arguments,
+            server_name,
+            operation_id,
+            sent,
+            trace_id,
+            span_id,
+            dispatcher,
+        )
+        statement = self._call_path.insert_dispatch
+
+        def write(cursor: Cursor) -> None:
+            if cursor.run(statement, values) == 0:
+                raise NotFound("run", run_ref)
+
+        def failed(error: Exception) -> DispatchView:
+            if isinstance(error, self._ledger._driver.integrity_error):
+                return self._intent_conflict(values, error)
+            raise error
+
+        return StagedCommit(write, lambda _: _intent_view(values), failed)
+
+    def _intent_conflict(self, values: dict[str, Any], error: Exception) -> DispatchView:
+        """The intent's insert broke a unique constraint: a call made again with its operation
+        id gets the intent on record (or ``OperationReused``); anything else is raised."""
+        operation_id = values["operation_id"] if values["operation_id"] != values["ref"] else None
+        existing = self._dispatch_by_operation(operation_id) if operation_id else None
+        if existing is None:
+            raise error
+        self._check_same_operation(
+            existing, values["run_ref"], values["tool_name"], values["args_digest"]
+        )
+        return existing
+
+    def _intent_values(
+        self,
+        run_ref: str,
+        server_endpoint: str,
+        tool_name: str,
+        arguments: Any,
+        server_name: str | None,
+        operation_id: str | None,
+        sent: bool,
+        trace_id: str | None,
+        span_id: str | None,
+        dispatcher: Membership | None,
+    ) -> dict[str, Any]:
+        """The intent's row."""
         # = digest_arguments(arguments), without building a JSON encoder per call
         args_digest = sha256_hex(
             _CANONICAL.encode(arguments if arguments is not None else {}).encode("utf-8")
@@ -187,12 +299,11 @@ class DispatchWrites(RunWrites):
         now = self._ledger.clock()
         state = DispatchState.SENT if sent else DispatchState.PENDING
         principal = self.principal
-        operation_id_ = operation_id or ref
-        values = {
+        return {
             "ref": ref,
             "principal": principal,
             "run_ref": run_ref,
-            "operation_id": operation_id_,
+            "operation_id": operation_id or ref,
             "server_endpoint": server_endpoint,
             "server_name": server_name,
             "tool_name": tool_name,
@@ -209,36 +320,6 @@ class DispatchWrites(RunWrites):
             "created_at_ms": now,
             "updated_at_ms": now,
         }
-        driver = self._ledger._driver
-        try:
-            inserted = driver.execute_alone(self._call_path.insert_dispatch, values)
-        except driver.integrity_error:
-            existing = self._dispatch_by_operation(operation_id) if operation_id else None
-            if existing is None:
-                raise
-            self._check_same_operation(existing, run_ref, tool_name, args_digest)
-            return existing
-        if inserted == 0:
-            raise NotFound("run", run_ref)
-        return DispatchView(
-            ref=ref,
-            principal=principal,
-            run_ref=run_ref,
-            operation_id=operation_id_,
-            server_endpoint=server_endpoint,
-            server_name=server_name,
-            tool_name=tool_name,
-            args_digest=args_digest,
-            state=state,
-            unknown_reason=None,
-            result=None,
-            result_truncated=False,
-            task_ref=None,
-            trace_id=trace_id,
-            span_id=span_id,
-            created_at_ms=now,
-            updated_at_ms=now,
-        )
 
     @staticmethod
     def _check_same_operation(
@@ -304,11 +385,27 @@ class DispatchWrites(RunWrites):
     def _settle(
         self, intent: DispatchView, result: Any, is_error: bool, rpc_error: bool = False
     ) -> DispatchView:
-        """``sent -> result`` with its ``call.result`` event; nothing read back.
+        """``sent -> result`` with its ``call.result`` event; nothing read back."""
+        staged = self._staged_result(intent, result, is_error, rpc_error)
+        with self._ledger._driver.transaction() as cursor:
+            written = staged.write(cursor)
+        return staged.settle(written)
 
-        The bridged call's last commit, so written flat: three statements, one transaction
-        (a fourth reads the event number back only when someone listens for commits).
-        """
+    def stage_immediate_result(
+        self, result: Any, *, intent: DispatchView
+    ) -> StagedCommit[Cursor, int, DispatchView]:
+        """:meth:`record_immediate_result` of the dispatch the caller began, as a write that
+        may share a transaction with other callers' (:mod:`bridge.ledger.group_commit`)."""
+        if intent.principal != self.principal:
+            raise NotFound("dispatch", intent.ref)
+        is_error = bool(isinstance(result, dict) and result.get("isError"))
+        return self._staged_result(intent, result, is_error, False)
+
+    def _staged_result(
+        self, intent: DispatchView, result: Any, is_error: bool, rpc_error: bool
+    ) -> StagedCommit[Cursor, int, DispatchView]:
+        """The bridged call's last commit, written flat: three statements, one transaction
+        (a fourth reads the event number back only when someone listens for commits)."""
         ledger = self._ledger
         op_ref, run_ref, principal = intent.ref, intent.run_ref, self.principal
         # pydantic's encoder, already warm from dumping the reply: the stored text is the
@@ -318,53 +415,53 @@ class DispatchWrites(RunWrites):
         text = bound_json(result, ledger.max_outcome_bytes).text if truncated else encoded.decode()
         now = ledger.clock()
         hot = self._call_path
-        with ledger._driver.transaction() as cursor:
-            moved = cursor.run(
-                hot.advance_known_dispatch,
-                {
-                    "op_ref": op_ref,
-                    "owner": principal,
-                    "in_run": run_ref,
-                    "from_state": "sent",
-                    "to_state": "result",
-                    "now": now,
-                    "result_json": text,
-                    "result_truncated": truncated,
-                    "task_ref": None,
-                },
-            )
-            if moved != 1:
+        move = {
+            "op_ref": op_ref,
+            "owner": principal,
+            "in_run": run_ref,
+            "from_state": "sent",
+            "to_state": "result",
+            "now": now,
+            "result_json": text,
+            "result_truncated": truncated,
+            "task_ref": None,
+        }
+        owned_run = {"run_ref": run_ref, "owner": principal}
+        # SQL completes the payload with the number the counter just took.
+        event = {
+            "run_ref": run_ref,
+            "at_ms": now,
+            "type": _RESULT_EVENT,
+            "op_ref": op_ref,
+            "tool": intent.tool_name,
+            "server": intent.server_name or intent.server_endpoint,
+            "is_error": is_error,
+            "rpc_error": rpc_error,
+            "truncated": truncated,
+        }
+        appended = {
+            "principal": principal,
+            "run_ref": run_ref,
+            "type": _RESULT_EVENT,
+            "task_ref": None,
+            "at_ms": now,
+            "payload_tail": _event_tail(event),
+        }
+
+        def write(cursor: Cursor) -> int:
+            if cursor.run(hot.advance_known_dispatch, move) != 1:
                 self._refuse_call_path_move(op_ref, DispatchState.RESULT)
-            owned_run = {"run_ref": run_ref, "owner": principal}
             if cursor.run(hot.bump_seq, owned_run) != 1:
                 raise NotFound("run", run_ref)
-            # SQL completes the payload with the number the counter just took.
-            event = {
-                "run_ref": run_ref,
-                "at_ms": now,
-                "type": _RESULT_EVENT,
-                "op_ref": op_ref,
-                "tool": intent.tool_name,
-                "server": intent.server_name or intent.server_endpoint,
-                "is_error": is_error,
-                "rpc_error": rpc_error,
-                "truncated": truncated,
-            }
-            cursor.run(
-                hot.insert_event_at_seq,
-                {
-                    "principal": principal,
-                    "run_ref": run_ref,
-                    "type": _RESULT_EVENT,
-                    "task_ref": None,
-                    "at_ms": now,
-                    "payload_tail": _event_tail(event),
-                },
-            )
-            seq = cursor.scalar(hot.run_seq, owned_run) if ledger._listeners else 0
-        if seq:
-            ledger._notify(principal, run_ref, seq)
-        return intent.with_result(json.loads(text) if truncated else result, truncated, now)
+            cursor.run(hot.insert_event_at_seq, appended)
+            return int(cursor.scalar(hot.run_seq, owned_run)) if ledger._listeners else 0
+
+        def settle(seq: int) -> DispatchView:
+            if seq:
+                ledger._notify(principal, run_ref, seq)
+            return intent.with_result(json.loads(text) if truncated else result, truncated, now)
+
+        return StagedCommit(write, settle)
 
     def record_task_created(
         self,
