@@ -73,6 +73,11 @@ class GroupCommit(Generic[C]):
         self.transactions = 0
         self.grouped = 0
 
+    @property
+    def queued(self) -> int:
+        """Writes waiting for the commit running now to end."""
+        return len(self._queue)
+
     async def commit(self, staged: StagedCommit[C, R, T], offload: Offload) -> T:
         """The write committed (with the writes queued beside it), then settled: its value.
 
