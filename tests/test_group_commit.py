@@ -17,12 +17,13 @@ import anyio
 import pytest
 
 from bridge.aio import LedgerRunner
-from bridge.errors import InvalidTransition, NotFound, OperationReused
+from bridge.errors import DuplicateTaskHandle, InvalidTransition, NotFound, OperationReused
 from bridge.ledger.group_commit import StagedCommit
 from bridge.ledger.hotpath import Cursor
+from bridge.ledger.notify import CommitListener
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.ledger.views import DispatchView
-from bridge.lifecycle import DispatchState
+from bridge.lifecycle import DispatchState, TaskStatus
 from tests.support.bridging import wait_until
 from tests.support.builders import ENDPOINT, new_run
 
@@ -98,8 +99,9 @@ async def test_concurrent_dispatches_are_committed_before_each_caller_is_release
         gate.release.set()
 
     assert seen == {n: (DispatchState.SENT, DispatchState.RESULT) for n in range(callers)}
-    assert group.grouped >= callers  # the intents queued behind the gate shared one commit
-    assert group.transactions < 1 + 2 * callers
+    assert group.writes == 1 + 2 * callers  # the gate, the intents, the results
+    # The intents queued behind the gate shared one commit.
+    assert group.transactions <= 1 + 1 + callers
     for run_ref in runs:  # every result's event, gapless per run
         events = second.events(run_ref)
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
@@ -167,7 +169,7 @@ async def test_a_lone_caller_commits_at_once_in_a_transaction_of_its_own(
     for n in range(3):
         intent = await runner.commit(group, _intent(tenant, run_ref, n))
         assert second.get_dispatch(intent.ref).state is DispatchState.SENT
-    assert (group.transactions, group.grouped, group.queued) == (3, 0, 0)
+    assert (group.transactions, group.writes, group.queued) == (3, 3, 0)
 
 
 async def test_a_caller_cancelled_while_queued_still_learns_its_write_was_committed(
@@ -202,3 +204,83 @@ async def test_an_inline_runner_refuses_to_group(ledger: Ledger) -> None:
     staged = _intent(tenant, new_run(tenant).ref, 1)
     with pytest.raises(RuntimeError, match="worker threads"):
         await LedgerRunner(inline=True).commit(ledger.group_commit, staged)
+
+
+async def test_task_handles_share_commits_and_a_duplicate_handle_fails_alone(
+    ledger: Ledger, second: TenantLedger
+) -> None:
+    tenant = ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    runner = LedgerRunner(inline=False)
+    group = ledger.group_commit
+    intents = [tenant.begin_dispatch(**_intent_fields(run_ref, n)) for n in range(5)]
+    staged = [
+        tenant.stage_task_created(
+            op.ref, task_id=f"task-{min(n, 3)}", status=TaskStatus.WORKING, poll_interval_ms=500
+        )
+        for n, op in enumerate(intents)  # the last one reuses task-3: a duplicate handle
+    ]
+    outcomes: dict[int, Any] = {}
+
+    async def caller(n: int) -> None:
+        try:
+            outcomes[n] = await runner.commit(group, staged[n])
+        except Exception as exc:
+            outcomes[n] = exc
+
+    gate = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.commit, group, gate.staged())
+        await anyio.to_thread.run_sync(gate.entered.wait, 30)
+        for n in range(len(staged)):
+            tg.start_soon(caller, n)
+        await wait_until(lambda: group.queued == len(staged), what="the handles queued")
+        gate.release.set()
+
+    created = [outcomes[n] for n in range(4)]
+    assert [second.get_task(task.ref).op_ref for task in created] == [i.ref for i in intents[:4]]
+    assert isinstance(outcomes[4], DuplicateTaskHandle)
+    assert second.get_dispatch(intents[4].ref).state is DispatchState.SENT  # nothing of it
+    kinds = [(e.type, getattr(e, "kind", None)) for e in second.events(run_ref)]
+    assert kinds.count(("task.created", None)) == 4
+    assert kinds.count(("anomaly", "duplicate_task_handle")) == 1
+
+
+@pytest.mark.postgres
+async def test_a_postgresql_call_path_commit_is_announced_once_from_its_transaction(
+    pg_ledger: Ledger,
+) -> None:
+    """Other processes hear a grouped commit by the NOTIFY inside its transaction (delivered
+    at commit), not by a publisher's transaction after it: once per commit, not twice."""
+    tenant = pg_ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    heard: list[tuple[str | None, int]] = []
+    listener = CommitListener(pg_ledger.engine, lambda ref, seq: heard.append((ref, seq)))
+    listener.start()
+    try:
+        assert await anyio.to_thread.run_sync(listener.listening.wait, 30)
+        runner = LedgerRunner(inline=False)
+        ops = [tenant.begin_dispatch(**_intent_fields(run_ref, n)) for n in range(2)]
+        task = await runner.commit(
+            pg_ledger.group_commit,
+            tenant.stage_task_created(ops[0].ref, task_id="t-0", status=TaskStatus.WORKING),
+        )
+        settled = await runner.commit(
+            pg_ledger.group_commit, tenant.stage_immediate_result(RESULT, intent=ops[1])
+        )
+        assert task.run_ref == settled.run_ref == run_ref
+        last = tenant.get_run(run_ref).event_count
+        await wait_until(lambda: (run_ref, last) in heard, what="both commits heard")
+        assert heard == [(run_ref, last - 1), (run_ref, last)]
+    finally:
+        await anyio.to_thread.run_sync(listener.stop)
+
+
+def _intent_fields(run_ref: str, n: int) -> dict[str, Any]:
+    return {
+        "run_ref": run_ref,
+        "server_endpoint": ENDPOINT,
+        "tool_name": "echo",
+        "arguments": {"n": n},
+        "sent": True,
+    }

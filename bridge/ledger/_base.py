@@ -139,9 +139,17 @@ class LedgerCore:
     def remove_listener(self, listener: EventListener) -> None:
         self._listeners.remove(listener)
 
-    def _notify(self, principal: str, run_ref: str, seq: int) -> None:
+    def _notify(self, principal: str, run_ref: str, seq: int, *, announced: bool = False) -> None:
+        """Call the listeners; ``announced``: the commit announced itself to other processes
+        (a ``NOTIFY`` in its own transaction), so the publisher is skipped."""
         for listener in list(self._listeners):
+            if announced and isinstance(listener, CommitPublisher):
+                continue
             listener(principal, run_ref, seq)
+
+    def _publishes(self) -> bool:
+        """Whether this ledger announces its commits to other processes (PostgreSQL)."""
+        return any(isinstance(listener, CommitPublisher) for listener in self._listeners)
 
     @contextmanager
     def _write(self) -> Iterator[Tx]:
@@ -199,6 +207,12 @@ class TenantScope:
     @property
     def now(self) -> int:
         return self._ledger.clock()
+
+    @property
+    def group_commit(self) -> GroupCommit[Cursor]:
+        """Where staged call-path writes (``stage_…``) are committed together with concurrent
+        callers' (the ledger's one group commit; not tenant-specific: each write is)."""
+        return self._ledger.group_commit
 
     @property
     def scope(self) -> LedgerScope:

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Table,
     bindparam,
     cast,
+    func,
     insert,
     literal_column,
     select,
@@ -38,7 +39,8 @@ from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref, sha256_hex
 from bridge.ledger._base import DISPATCHES, EVENTS, RUNS, TASKS, LedgerCore, written_columns
 from bridge.ledger.fencing import Membership
 from bridge.ledger.group_commit import StagedCommit
-from bridge.ledger.hotpath import Cursor, DriverSession
+from bridge.ledger.hotpath import CompiledStatement, Cursor, DriverSession
+from bridge.ledger.notify import CHANNEL
 from bridge.ledger.outcome import bound_json
 from bridge.ledger.runs import RunWrites
 from bridge.ledger.views import DispatchView, TaskView
@@ -165,6 +167,20 @@ class CallPathStatements:
             insert(EVENTS).from_select(event_columns, at_seq.where(owned_run))
         )
         self.run_seq = compile_(select(RUNS.c.event_seq).where(run_of_owner))
+        # PostgreSQL: the same read, announcing the commit to other processes from inside the
+        # transaction (NOTIFY is delivered at commit, only if it commits): the publisher's
+        # transaction of its own after each commit (notify.CommitPublisher) is saved.
+        self.announced_seq: CompiledStatement | None = None
+        self.announce: CompiledStatement | None = None  # the same, the number already known
+        if session.dialect.name == "postgresql":
+            payload = RUNS.c.ref + literal_column("' '", String) + cast(RUNS.c.event_seq, String)
+            channel = literal_column(f"'{CHANNEL}'", String)  # a constant: no quote inside
+            self.announced_seq = compile_(
+                select(RUNS.c.event_seq, func.pg_notify(channel, payload)).where(run_of_owner)
+            )
+            self.announce = compile_(
+                select(func.pg_notify(channel, bindparam("payload", type_=String)))
+            )
 
 
 class DispatchWrites(RunWrites):
@@ -448,17 +464,22 @@ class DispatchWrites(RunWrites):
             "payload_tail": _event_tail(event),
         }
 
+        announce = hot.announced_seq if ledger._publishes() else None
+        listened = bool(ledger._listeners)
+
         def write(cursor: Cursor) -> int:
             if cursor.run(hot.advance_known_dispatch, move) != 1:
                 self._refuse_call_path_move(op_ref, DispatchState.RESULT)
             if cursor.run(hot.bump_seq, owned_run) != 1:
                 raise NotFound("run", run_ref)
             cursor.run(hot.insert_event_at_seq, appended)
-            return int(cursor.scalar(hot.run_seq, owned_run)) if ledger._listeners else 0
+            if announce is not None:
+                return int(cursor.scalar(announce, owned_run))
+            return int(cursor.scalar(hot.run_seq, owned_run)) if listened else 0
 
         def settle(seq: int) -> DispatchView:
             if seq:
-                ledger._notify(principal, run_ref, seq)
+                ledger._notify(principal, run_ref, seq, announced=announce is not None)
             return intent.with_result(json.loads(text) if truncated else result, truncated, now)
 
         return StagedCommit(write, settle)
@@ -488,46 +509,94 @@ class DispatchWrites(RunWrites):
         protocol the handle belongs to (``None``: the Tasks extension), so whoever polls it
         later, after a restart too, speaks that generation.
         """
+        staged = self.stage_task_created(
+            op_ref,
+            task_id=task_id,
+            status=status,
+            status_message=status_message,
+            server_created_at=server_created_at,
+            server_updated_at=server_updated_at,
+            ttl_ms=ttl_ms,
+            poll_interval_ms=poll_interval_ms,
+            next_poll_due_ms=next_poll_due_ms,
+            server_version=server_version,
+            credential_ref=credential_ref,
+            lease=lease,
+            task_generation=task_generation,
+        )
+        assert staged.failed is not None
+        try:
+            with self._ledger._driver.transaction() as cursor:
+                seq = staged.write(cursor)
+        except Exception as exc:
+            return staged.failed(exc)
+        return staged.settle(seq)
+
+    def stage_task_created(
+        self,
+        op_ref: str,
+        *,
+        task_id: str,
+        status: TaskStatus,
+        status_message: str | None = None,
+        server_created_at: str | None = None,
+        server_updated_at: str | None = None,
+        ttl_ms: int | None = None,
+        poll_interval_ms: int | None = None,
+        next_poll_due_ms: int | None = None,
+        server_version: str | None = None,
+        credential_ref: str | None = None,
+        lease: Membership | None = None,
+        task_generation: str | None = None,
+    ) -> StagedCommit[Cursor, int, TaskView]:
+        """:meth:`record_task_created` as a write that may share a transaction with other
+        callers' (:mod:`bridge.ledger.group_commit`): the handle is durable when the commit
+        returns."""
         now = self.now
         ref = new_ref(TASK_PREFIX)
         principal = self.principal
         hot = self._call_path
         driver = self._ledger._driver
-        try:
-            with driver.transaction() as cursor:
-                op = self._advance_on_call_path(
-                    cursor, op_ref, DispatchState.SENT, DispatchState.TASK, now, task_ref=ref
-                )
-                run_ref = op.run_ref
-                run = cursor.one(hot.next_seq, {"run_ref": run_ref, "owner": principal})
-                if run is None:
-                    raise NotFound("run", run_ref)
-                seq = int(run["event_seq"])
-                event = {
+        ledger = self._ledger
+        announce = hot.announce if ledger._publishes() else None
+        values: dict[str, Any] = {}
+
+        def write(cursor: Cursor) -> int:
+            op = self._advance_on_call_path(
+                cursor, op_ref, DispatchState.SENT, DispatchState.TASK, now, task_ref=ref
+            )
+            run_ref = op.run_ref
+            run = cursor.one(hot.next_seq, {"run_ref": run_ref, "owner": principal})
+            if run is None:
+                raise NotFound("run", run_ref)
+            seq = int(run["event_seq"])
+            event = {
+                "run_ref": run_ref,
+                "at_ms": now,
+                "task_ref": ref,
+                "tool": op.tool_name,
+                "server": op.server_name or op.server_endpoint,
+                "type": _TASK_CREATED_EVENT,
+                "op_ref": op_ref,
+                "status": status.value,
+                "ttl_ms": ttl_ms,
+                "poll_interval_ms": poll_interval_ms,
+            }
+            cursor.run(
+                hot.insert_event,
+                {
+                    "principal": principal,
                     "run_ref": run_ref,
-                    "at_ms": now,
-                    "task_ref": ref,
-                    "tool": op.tool_name,
-                    "server": op.server_name or op.server_endpoint,
+                    "seq": seq,
                     "type": _TASK_CREATED_EVENT,
-                    "op_ref": op_ref,
-                    "status": status.value,
-                    "ttl_ms": ttl_ms,
-                    "poll_interval_ms": poll_interval_ms,
-                }
-                cursor.run(
-                    hot.insert_event,
-                    {
-                        "principal": principal,
-                        "run_ref": run_ref,
-                        "seq": seq,
-                        "type": _TASK_CREATED_EVENT,
-                        "task_ref": ref,
-                        "payload_json": '{"seq":' + str(seq) + _event_tail(event),
-                        "at_ms": now,
-                    },
-                )
-                values = {
+                    "task_ref": ref,
+                    "payload_json": '{"seq":' + str(seq) + _event_tail(event),
+                    "at_ms": now,
+                },
+            )
+            values.clear()
+            values.update(
+                {
                     "ref": ref,
                     "principal": principal,
                     "run_ref": run_ref,
@@ -567,18 +636,29 @@ class DispatchWrites(RunWrites):
                     "updated_at_ms": now,
                     "task_generation": task_generation,
                 }
-                cursor.run(hot.insert_task, values)
-        except driver.integrity_error as exc:
+            )
+            cursor.run(hot.insert_task, values)
+            if announce is not None:
+                cursor.run(announce, {"payload": f"{run_ref} {seq}"})
+            return seq
+
+        def settle(seq: int) -> TaskView:
+            ledger._notify(principal, values["run_ref"], seq, announced=announce is not None)
+            return TaskView.from_row(SimpleNamespace(**values))
+
+        def failed(error: Exception) -> TaskView:
+            if not isinstance(error, driver.integrity_error):
+                raise error
             dispatch = self.get_dispatch(op_ref)
             holder = self._task_by_handle(dispatch.server_endpoint, task_id)
             if holder is None:
-                raise
+                raise error
             detail = f"server returned the task handle already held by {holder.ref}"
             # On the run of the call that received it (the holder's run did nothing wrong).
             self.record_anomaly(dispatch.run_ref, "duplicate_task_handle", detail, op_ref=op_ref)
-            raise DuplicateTaskHandle(f"dispatch {op_ref!r}: {detail}") from exc
-        self._ledger._notify(principal, run_ref, seq)
-        return TaskView.from_row(SimpleNamespace(**values))
+            raise DuplicateTaskHandle(f"dispatch {op_ref!r}: {detail}") from error
+
+        return StagedCommit(write, settle, failed)
 
     def _advance_on_call_path(
         self,

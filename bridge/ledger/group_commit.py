@@ -36,9 +36,9 @@ class StagedCommit(Generic[C, R, T]):
     """One short write transaction, split so that it can share a transaction with others.
 
     ``write`` executes its statements (and raises to roll back); ``settle`` runs once, after the
-    transaction holding the write committed, in the committing thread (commit listeners, the
-    value returned); ``failed`` runs in a worker thread when the write failed alone (it may read
-    the ledger to answer instead, or raise).
+    transaction holding the write committed, on the event loop, so it must not block (commit
+    listeners, the value returned); ``failed`` runs in a worker thread when the write failed
+    alone (it may read the ledger to answer instead, or raise).
     """
 
     write: Callable[[C], R]
@@ -47,13 +47,15 @@ class StagedCommit(Generic[C, R, T]):
 
 
 class _Queued:
-    __slots__ = ("done", "error", "finished", "leads", "settled", "staged")
+    __slots__ = ("committed", "done", "error", "finished", "leads", "settled", "staged", "written")
 
     def __init__(self, staged: StagedCommit[Any, Any, Any]) -> None:
         self.staged = staged
         self.done = anyio.Event()
         self.leads = False  # woken to commit the next batch, not because its own one is done
-        self.finished = False  # settled, or failed
+        self.finished = False  # committed, or failed
+        self.committed = False
+        self.written: Any = None  # what the write returned, for settle
         self.settled: Any = None
         self.error: BaseException | None = None
 
@@ -63,7 +65,7 @@ class GroupCommit(Generic[C]):
 
     ``transaction``: a context manager opening one transaction (committed on a clean exit,
     rolled back on an exception) and yielding what writes execute on. Statistics for tests and
-    benchmarks: ``transactions`` committed, and ``grouped`` writes that shared one.
+    benchmarks: ``transactions`` committed, and the ``writes`` they held.
     """
 
     def __init__(self, transaction: Callable[[], AbstractContextManager[C]]) -> None:
@@ -71,7 +73,7 @@ class GroupCommit(Generic[C]):
         self._queue: list[_Queued] = []
         self._leading = False  # a batch is being committed, or its successor handed the lead
         self.transactions = 0
-        self.grouped = 0
+        self.writes = 0
 
     @property
     def queued(self) -> int:
@@ -108,6 +110,8 @@ class GroupCommit(Generic[C]):
             raise
         finally:
             for queued in batch:
+                if queued.committed:
+                    self._settle(queued)
                 queued.leads = False
                 queued.done.set()
             if self._queue:  # arrived while this batch committed: the first of them leads next
@@ -128,9 +132,9 @@ class GroupCommit(Generic[C]):
                 pass  # rolled back as a whole: commit them one by one below
             else:
                 self.transactions += 1
-                self.grouped += len(batch)
+                self.writes += len(batch)
                 for queued, value in zip(batch, written, strict=True):
-                    self._settle(queued, value)
+                    self._committed(queued, value)
                 return
         for queued in batch:
             try:
@@ -140,13 +144,18 @@ class GroupCommit(Generic[C]):
                 self._failed(queued, exc)
             else:
                 self.transactions += 1
-                self._settle(queued, value)
+                self.writes += 1
+                self._committed(queued, value)
 
     @staticmethod
-    def _settle(queued: _Queued, value: Any) -> None:
-        queued.finished = True
+    def _committed(queued: _Queued, value: Any) -> None:
+        queued.finished = queued.committed = True
+        queued.written = value
+
+    @staticmethod
+    def _settle(queued: _Queued) -> None:
         try:
-            queued.settled = queued.staged.settle(value)
+            queued.settled = queued.staged.settle(queued.written)
         except Exception as exc:
             queued.error = exc
 

@@ -259,7 +259,7 @@ class TaskRequester:
                     )
             else:  # a server database: concurrent callers' intents share a commit
                 staged_intent = tenant.stage_dispatch(run_ref, **intent_fields)
-                intent = await self.db.commit(self.ledger.group_commit, staged_intent)
+                intent = await self.db.commit(tenant.group_commit, staged_intent)
             outcome = await self._send(
                 tenant, connection, intent, tool, arguments, duplicate_key=duplicate_key
             )
@@ -344,7 +344,7 @@ class TaskRequester:
                 )
         else:  # a server database: concurrent callers' results share a commit
             staged = tenant.stage_immediate_result(result, intent=intent)
-            settled = await self.db.commit(self.ledger.group_commit, staged)
+            settled = await self.db.commit(tenant.group_commit, staged)
         return InlineResult(intent.ref, settled.result, truncated=settled.result_truncated)
 
     async def resolve_unknown_outcome(
