@@ -284,3 +284,20 @@ def _intent_fields(run_ref: str, n: int) -> dict[str, Any]:
         "arguments": {"n": n},
         "sent": True,
     }
+
+
+async def test_another_event_loop_on_the_same_ledger_commits_alone(
+    ledger: Ledger, second: TenantLedger
+) -> None:
+    tenant = ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    group = ledger.group_commit
+    await LedgerRunner(inline=False).commit(group, _intent(tenant, run_ref, 1))  # batches here
+
+    def on_another_loop() -> DispatchView:
+        staged = _intent(tenant, run_ref, 2)
+        return anyio.run(LedgerRunner(inline=False).commit, group, staged)
+
+    view = await anyio.to_thread.run_sync(on_another_loop)
+    assert second.get_dispatch(view.ref).state is DispatchState.SENT
+    assert (group.transactions, group.writes, group.queued) == (2, 2, 0)

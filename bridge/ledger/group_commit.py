@@ -15,6 +15,7 @@ happen once, after the commit, goes in its ``settle``).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -72,6 +73,7 @@ class GroupCommit(Generic[C]):
         self._transaction = transaction
         self._queue: list[_Queued] = []
         self._leading = False  # a batch is being committed, or its successor handed the lead
+        self._loop_thread: int | None = None  # the event loop's thread that batches
         self.transactions = 0
         self.writes = 0
 
@@ -87,12 +89,20 @@ class GroupCommit(Generic[C]):
         cancelled meanwhile learns the outcome first and is cancelled afterwards.
         """
         queued = _Queued(staged)
-        self._queue.append(queued)
+        if self._loop_thread is None:
+            self._loop_thread = threading.get_ident()
         with anyio.CancelScope(shield=True):
-            if self._leading:
-                await queued.done.wait()
-            if not queued.done.is_set() or queued.leads:
-                await self._lead(offload)
+            if self._loop_thread != threading.get_ident():
+                # Another event loop (thread) uses this ledger too: its waits cannot be woken
+                # from here, so its writes commit alone.
+                await offload(partial(self._commit_batch, [queued]))
+                self._settle(queued)
+            else:
+                self._queue.append(queued)
+                if self._leading:
+                    await queued.done.wait()
+                if not queued.done.is_set() or queued.leads:
+                    await self._lead(offload)
         if queued.error is not None:
             raise queued.error
         settled: T = queued.settled
@@ -110,8 +120,7 @@ class GroupCommit(Generic[C]):
             raise
         finally:
             for queued in batch:
-                if queued.committed:
-                    self._settle(queued)
+                self._settle(queued)
                 queued.leads = False
                 queued.done.set()
             if self._queue:  # arrived while this batch committed: the first of them leads next
@@ -154,6 +163,8 @@ class GroupCommit(Generic[C]):
 
     @staticmethod
     def _settle(queued: _Queued) -> None:
+        if not queued.committed:
+            return
         try:
             queued.settled = queued.staged.settle(queued.written)
         except Exception as exc:
