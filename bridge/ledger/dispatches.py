@@ -9,6 +9,9 @@ for the dialect and run on the ledger's driver session (:mod:`bridge.ledger.hotp
 call-path events (``call.result``, ``task.created``) are serialised by one function,
 :func:`_event_tail`, in the shape ``model_dump`` gives them; ``tests/test_ledger_write_paths.py``
 proves the rows and events equal those of the SQLAlchemy Core path and of the event models.
+Each of the three commits also comes staged (``stage_…``: its statements, then what follows the
+commit), so that concurrent callers' commits can share a transaction
+(:mod:`bridge.ledger.group_commit`, used where ledger calls run in worker threads).
 """
 
 from __future__ import annotations
