@@ -306,7 +306,7 @@ async def bench_hundred_k(quick: bool, report: Report) -> None:
             for proc in [*replicas.values(), idle]:
                 proc.stop()
 
-    report.add(f"## 10. {handles:,} open handles on PostgreSQL, 3 replicas")
+    report.add(f"## 11. {handles:,} open handles on PostgreSQL, 3 replicas")
     report.add()
     report.add(
         f"Raw SDK `tasks/get` capacity on the fast Tasks server, measured first: "

@@ -9,7 +9,8 @@ shared machines the raw rate alone drifts by a quarter within a minute).
 from __future__ import annotations
 
 import time
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
@@ -17,10 +18,15 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from bridge.input_handlers import InputHandlers
 from bridge.mcp.extension import TasksClientExtension
 from bridge.mcp.wire import DetailedTask, GetTaskRequest, TaskIdParams
 
 WARM_UP_CALLS = 20
+# What a bridged caller declares to compare with :func:`raw_call_client`: no input kinds (the
+# bridge's default declares form elicitation), so the bridged `tools/call` carries the same
+# capabilities as the raw one, which declares the tasks extension only.
+NO_INPUT_KINDS = InputHandlers(form=None)
 RAW_TASK_ID = "bench-1000-0"  # the fast Tasks server answers any id of this form
 
 
@@ -39,6 +45,19 @@ class Window:
     @property
     def cpu_per_poll_s(self) -> float:
         return self.cpu_s / max(self.polls, 1)
+
+
+@asynccontextmanager
+async def raw_call_client(url: str) -> AsyncIterator[Client]:
+    """The raw official SDK client a bridged ``tools/call`` is compared with: one client, the
+    tasks extension declared (call it with ``allow_claimed=True``), nothing else."""
+    async with (
+        create_mcp_http_client() as http,
+        Client(
+            streamable_http_client(url, http_client=http), extensions=[TasksClientExtension()]
+        ) as client,
+    ):
+        yield client
 
 
 class RawPoller:

@@ -1,7 +1,6 @@
 """The benchmark suite: one command, figures as ratios against the raw SDK in the same run.
 
-    python -m bench.run [--quick] [--only call|scheduler|stream|scale-out|waits|hundred-k ...]
-        [--out FILE]
+    python -m bench.run [--quick] [--only SECTION ...] [--out FILE]   (SECTIONS below)
 
 1. A bridged ``tools/call`` answered inline (two write-ahead commits on SQLite WAL) against the
    raw official SDK call on the same server, alternating call by call.
@@ -16,8 +15,10 @@
    claims per second with 1, 2 and 4 replicas.
 8-9. Waiting on the example harness (``bench/waits.py``): CPU of 200 runs parked in a task
    tool, and 200 concurrent responses each calling a 3-second task tool.
-10. 100,000 open handles on PostgreSQL shared by 3 replicas (``bench/hundred_k.py``): take-up,
-   claims/s, balance, RSS per replica, lateness, a SIGKILLed replica's handles taken over.
+10. 16 concurrent callers (``bench/concurrent_calls.py``): bridged ``tools/call`` against the raw
+   SDK, calls per second and CPU per call, on SQLite and on PostgreSQL 15.
+11. 100,000 open handles on PostgreSQL shared by 3 replicas (``bench/hundred_k.py``): take-up,
+    claims/s, balance, RSS per replica, lateness, a SIGKILLed replica's handles taken over.
 """
 
 from __future__ import annotations
@@ -39,17 +40,12 @@ from pathlib import Path
 import anyio
 import httpx
 from httpx_sse import aconnect_sse
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bench import hundred_k, scale_out, waits
+from bench import concurrent_calls, hundred_k, scale_out, waits
 from bench.common import Report, machine, median, percentile
-from bench.raw_sdk import raw_poll_capacity
-from bridge.input_handlers import InputHandlers
+from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import OuterStatus, TaskStatus
-from bridge.mcp.extension import TasksClientExtension
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
@@ -58,7 +54,6 @@ from tests.support.processes import ServerProcess
 
 PRINCIPAL = "bench"
 REPO = Path(__file__).resolve().parents[1]
-NO_INPUT_KINDS = InputHandlers(form=None)  # declares only the tasks extension
 
 
 def _ms(seconds: float) -> str:
@@ -80,16 +75,13 @@ async def bench_call(url: str, calls: int, report: Report) -> None:
         tenant = ledger.for_principal(PRINCIPAL)
         run_ref = _open_run(tenant)
         config = McpServerConfig(name="fast", url=url)
-        http = create_mcp_http_client()
         raw_times: list[float] = []
         bridged_times: list[float] = []
         async with (
             # Declares no input kinds (the bridge's default declares form elicitation), so the
             # bridged request carries the same capabilities as the raw one.
             TaskRequester(ledger, [config], input_handlers=NO_INPUT_KINDS) as requester,
-            Client(
-                streamable_http_client(url, http_client=http), extensions=[TasksClientExtension()]
-            ) as raw,
+            raw_call_client(url) as raw,
         ):
             for _ in range(50):  # warm both paths
                 await raw.session.call_tool("echo", {"text": "x"}, allow_claimed=True)
@@ -103,7 +95,6 @@ async def bench_call(url: str, calls: int, report: Report) -> None:
                 bridged_times.append(time.perf_counter() - started)
         with closing(sqlite3.connect(Path(scratch) / "ledger.db")) as probe:
             commits = _commit_costs(tenant, run_ref, probe, idle_s=median(raw_times))
-        await http.aclose()
         ledger.close()
     raw50, bridged50 = median(raw_times), median(bridged_times)
     report.add("## 1. Bridged `tools/call` (inline result) vs the raw SDK call")
@@ -437,12 +428,14 @@ async def main_async(args: argparse.Namespace) -> Report:
         await scale_out.bench_scale_out(count, args.quick, report)
     if "waits" in only:
         await waits.bench_waits(args.quick, report)
+    if "concurrent-calls" in only:
+        await concurrent_calls.bench_concurrent_calls(args.quick, report)
     if "hundred-k" in only:
         await hundred_k.bench_hundred_k(args.quick, report)
     return report
 
 
-SECTIONS = ("call", "scheduler", "stream", "scale-out", "waits", "hundred-k")
+SECTIONS = ("call", "scheduler", "stream", "scale-out", "waits", "concurrent-calls", "hundred-k")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -149,6 +149,11 @@ class CommitNotifier:
             self._fire(run_ref)
 
     def _remote_from_thread(self, run_ref: str | None, seq: int) -> None:
+        if run_ref is not None and run_ref not in self._watches:
+            # Nobody here waits on that run (this process's own commits come back too): no hop
+            # to the loop. A watch armed just after this look reads the ledger after arming,
+            # and the commit announced here is already in what it reads.
+            return
         with contextlib.suppress(RuntimeError):
             anyio.from_thread.run_sync(self._remote, run_ref, seq, token=self._token)
 

@@ -10,9 +10,12 @@ import anyio
 
 from bridge.errors import LedgerUnavailable
 from bridge.ledger.availability import WRITE_LOCK_WAIT_S, WriteLockBusy, backoff_delays
+from bridge.ledger.group_commit import GroupCommit, StagedCommit
 
 P = ParamSpec("P")
 T = TypeVar("T")
+C = TypeVar("C")
+R = TypeVar("R")
 
 
 class LedgerRunner:
@@ -46,6 +49,20 @@ class LedgerRunner:
             except WriteLockBusy:
                 return await self.when_lock_free(fn, *args, **kwargs)
         return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self._limiter)
+
+    async def commit(self, group: GroupCommit[C], staged: StagedCommit[C, R, T]) -> T:
+        """One short write, in a transaction shared with concurrent callers' writes that queue
+        up meanwhile (:mod:`bridge.ledger.group_commit`), in a worker thread.
+
+        Only for a runner in worker threads: inline calls never overlap, so there is nothing
+        to group (the caller runs the ledger's ungrouped write inline instead).
+        """
+        if self.inline:
+            raise RuntimeError("group commit needs a runner in worker threads")
+        return await group.commit(staged, self._offload)
+
+    async def _offload(self, fn: Callable[[], None]) -> None:
+        await anyio.to_thread.run_sync(fn, limiter=self._limiter)
 
     async def when_lock_free(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run the inline call ``fn`` again once the write lock is free (it just failed busy:

@@ -33,4 +33,5 @@ def test_bench_quick_run_writes_the_report(tmp_path: Path) -> None:
     assert "Claims per second on PostgreSQL" in text
     assert "20 waiting runs in the example harness" in text
     assert "| tool executed exactly once (server count) | **20/20** |" in text
+    assert "16 concurrent callers: bridged `tools/call` vs the raw SDK" in text
     assert "5,000 open handles on PostgreSQL, 3 replicas" in text

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+import anyio
 import pytest
 
+from bridge.aio import LedgerRunner
 from bridge.errors import NotFound
+from bridge.ledger.group_commit import StagedCommit
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import Admission, LostReason, OuterStatus, TaskStatus
@@ -100,8 +104,18 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
     }
 
 
+def _grouped(foreign: TenantLedger, stage: Callable[[], StagedCommit[Any, Any, Any]]) -> Any:
+    """A staged call-path write, staged and committed through the ledger's group commit."""
+
+    async def commit() -> Any:
+        return await LedgerRunner(inline=False).commit(foreign.group_commit, stage())
+
+    return anyio.run(commit)
+
+
 def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[], Any]]:
     run, task, remote = acme["run"], acme["task"], acme["remote"]
+    own_call = acme["tenant"].get_dispatch(acme["asking"])
     return {
         "record_outer_ids": lambda: foreign.record_outer_ids(remote.ref, response_id="resp_x"),
         "observe_outer": lambda: foreign.observe_outer(run.ref, OuterStatus.FAILED),
@@ -117,6 +131,22 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         "record_stream_resumed": lambda: foreign.record_stream_resumed(run.ref, "reread", 3),
         "begin_dispatch": lambda: foreign.begin_dispatch(
             run.ref, server_endpoint=ENDPOINT, tool_name="t", arguments={}
+        ),
+        "stage_dispatch": lambda: _grouped(
+            foreign,
+            lambda: foreign.stage_dispatch(
+                run.ref, server_endpoint=ENDPOINT, tool_name="t", arguments={}, sent=True
+            ),
+        ),
+        "stage_immediate_result": lambda: _grouped(  # an intent view claiming to be theirs
+            foreign,
+            lambda: foreign.stage_immediate_result(
+                {}, intent=replace(own_call, principal=foreign.principal)
+            ),
+        ),
+        "stage_task_created": lambda: _grouped(
+            foreign,
+            lambda: foreign.stage_task_created(task.op_ref, task_id="x", status=TaskStatus.WORKING),
         ),
         "mark_dispatch_sent": lambda: foreign.mark_dispatch_sent(task.op_ref),
         "mark_dispatch_unknown": lambda: foreign.mark_dispatch_unknown(task.op_ref, "x"),

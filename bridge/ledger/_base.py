@@ -25,7 +25,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from bridge import events as ev
 from bridge.errors import NotFound
 from bridge.ledger.dialects import LedgerDialect, dialect_of
-from bridge.ledger.hotpath import DriverSession
+from bridge.ledger.group_commit import GroupCommit
+from bridge.ledger.hotpath import Cursor, DriverSession
 from bridge.ledger.models import (
     DispatchIntent,
     EventRecord,
@@ -124,6 +125,8 @@ class LedgerCore:
         self._driver: DriverSession = self.dialect.driver_session(
             engine, precompiled=precompiled_call_path
         )
+        # Call-path commits of concurrent callers in worker threads share transactions.
+        self.group_commit: GroupCommit[Cursor] = GroupCommit(self._driver.transaction)
 
     def close(self) -> None:
         self._driver.close()
@@ -136,9 +139,17 @@ class LedgerCore:
     def remove_listener(self, listener: EventListener) -> None:
         self._listeners.remove(listener)
 
-    def _notify(self, principal: str, run_ref: str, seq: int) -> None:
+    def _notify(self, principal: str, run_ref: str, seq: int, *, announced: bool = False) -> None:
+        """Call the listeners; ``announced``: the commit announced itself to other processes
+        (a ``NOTIFY`` in its own transaction), so the publisher is skipped."""
         for listener in list(self._listeners):
+            if announced and isinstance(listener, CommitPublisher):
+                continue
             listener(principal, run_ref, seq)
+
+    def _publishes(self) -> bool:
+        """Whether this ledger announces its commits to other processes (PostgreSQL)."""
+        return any(isinstance(listener, CommitPublisher) for listener in self._listeners)
 
     @contextmanager
     def _write(self) -> Iterator[Tx]:
@@ -196,6 +207,12 @@ class TenantScope:
     @property
     def now(self) -> int:
         return self._ledger.clock()
+
+    @property
+    def group_commit(self) -> GroupCommit[Cursor]:
+        """Where staged call-path writes (``stage_…``) are committed together with concurrent
+        callers' (the ledger's one group commit; not tenant-specific: each write is)."""
+        return self._ledger.group_commit
 
     @property
     def scope(self) -> LedgerScope:

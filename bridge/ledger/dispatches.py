@@ -9,6 +9,9 @@ for the dialect and run on the ledger's driver session (:mod:`bridge.ledger.hotp
 call-path events (``call.result``, ``task.created``) are serialised by one function,
 :func:`_event_tail`, in the shape ``model_dump`` gives them; ``tests/test_ledger_write_paths.py``
 proves the rows and events equal those of the SQLAlchemy Core path and of the event models.
+Each of the three commits also comes staged (``stage_…``: its statements, then what follows the
+commit), so that concurrent callers' commits can share a transaction
+(:mod:`bridge.ledger.group_commit`, used where ledger calls run in worker threads).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from sqlalchemy import (
     Table,
     bindparam,
     cast,
+    func,
     insert,
     literal_column,
     select,
@@ -37,7 +41,9 @@ from bridge.errors import DuplicateTaskHandle, InvalidTransition, NotFound, Oper
 from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref, sha256_hex
 from bridge.ledger._base import DISPATCHES, EVENTS, RUNS, TASKS, LedgerCore, written_columns
 from bridge.ledger.fencing import Membership
-from bridge.ledger.hotpath import Cursor, DriverSession
+from bridge.ledger.group_commit import StagedCommit
+from bridge.ledger.hotpath import CompiledStatement, Cursor, DriverSession
+from bridge.ledger.notify import CHANNEL
 from bridge.ledger.outcome import bound_json
 from bridge.ledger.runs import RunWrites
 from bridge.ledger.views import DispatchView, TaskView
@@ -65,6 +71,29 @@ def _event_tail(event: dict[str, Any]) -> str:
     back (``parse_event``) as the model would have written it.
     """
     return "," + pydantic_core.to_json(event)[1:].decode()
+
+
+def _intent_view(values: dict[str, Any]) -> DispatchView:
+    """The view of an intent just written from ``values`` (its row), without reading it back."""
+    return DispatchView(
+        ref=values["ref"],
+        principal=values["principal"],
+        run_ref=values["run_ref"],
+        operation_id=values["operation_id"],
+        server_endpoint=values["server_endpoint"],
+        server_name=values["server_name"],
+        tool_name=values["tool_name"],
+        args_digest=values["args_digest"],
+        state=DispatchState(values["state"]),
+        unknown_reason=None,
+        result=None,
+        result_truncated=False,
+        task_ref=None,
+        trace_id=values["trace_id"],
+        span_id=values["span_id"],
+        created_at_ms=values["created_at_ms"],
+        updated_at_ms=values["updated_at_ms"],
+    )
 
 
 def _bind(table: Table, names: list[str]) -> dict[str, Any]:
@@ -141,6 +170,20 @@ class CallPathStatements:
             insert(EVENTS).from_select(event_columns, at_seq.where(owned_run))
         )
         self.run_seq = compile_(select(RUNS.c.event_seq).where(run_of_owner))
+        # PostgreSQL: the same read, announcing the commit to other processes from inside the
+        # transaction (NOTIFY is delivered at commit, only if it commits): the publisher's
+        # transaction of its own after each commit (notify.CommitPublisher) is saved.
+        self.announced_seq: CompiledStatement | None = None
+        self.announce: CompiledStatement | None = None  # the same, the number already known
+        if session.dialect.name == "postgresql":
+            payload = RUNS.c.ref + literal_column("' '", String) + cast(RUNS.c.event_seq, String)
+            channel = literal_column(f"'{CHANNEL}'", String)  # a constant: no quote inside
+            self.announced_seq = compile_(
+                select(RUNS.c.event_seq, func.pg_notify(channel, payload)).where(run_of_owner)
+            )
+            self.announce = compile_(
+                select(func.pg_notify(channel, bindparam("payload", type_=String)))
+            )
 
 
 class DispatchWrites(RunWrites):
@@ -176,6 +219,94 @@ class DispatchWrites(RunWrites):
         returns the recorded intent (whatever state it reached) instead of creating a second
         one, so a caller that retries after a crash learns what happened instead of resending.
         """
+        values = self._intent_values(
+            run_ref,
+            server_endpoint,
+            tool_name,
+            arguments,
+            server_name,
+            operation_id,
+            sent,
+            trace_id,
+            span_id,
+            dispatcher,
+        )
+        driver = self._ledger._driver
+        try:
+            inserted = driver.execute_alone(self._call_path.insert_dispatch, values)
+        except driver.integrity_error as exc:
+            return self._intent_conflict(values, exc)
+        if inserted == 0:
+            raise NotFound("run", run_ref)
+        return _intent_view(values)
+
+    def stage_dispatch(
+        self,
+        run_ref: str,
+        *,
+        server_endpoint: str,
+        tool_name: str,
+        arguments: Any,
+        server_name: str | None = None,
+        operation_id: str | None = None,
+        sent: bool = False,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+        dispatcher: Membership | None = None,
+    ) -> StagedCommit[Cursor, None, DispatchView]:
+        """:meth:`begin_dispatch` as a write that may share a transaction with other callers'
+        (:mod:`bridge.ledger.group_commit`): the intent is committed when the commit returns."""
+        values = self._intent_values(
+            run_ref,
+            server_endpoint,
+            tool_name,
+            arguments,
+            server_name,
+            operation_id,
+            sent,
+            trace_id,
+            span_id,
+            dispatcher,
+        )
+        statement = self._call_path.insert_dispatch
+
+        def write(cursor: Cursor) -> None:
+            if cursor.run(statement, values) == 0:
+                raise NotFound("run", run_ref)
+
+        def failed(error: Exception) -> DispatchView:
+            if isinstance(error, self._ledger._driver.integrity_error):
+                return self._intent_conflict(values, error)
+            raise error
+
+        return StagedCommit(write, lambda _: _intent_view(values), failed)
+
+    def _intent_conflict(self, values: dict[str, Any], error: Exception) -> DispatchView:
+        """The intent's insert broke a unique constraint: a call made again with its operation
+        id gets the intent on record (or ``OperationReused``); anything else is raised."""
+        operation_id = values["operation_id"] if values["operation_id"] != values["ref"] else None
+        existing = self._dispatch_by_operation(operation_id) if operation_id else None
+        if existing is None:
+            raise error
+        self._check_same_operation(
+            existing, values["run_ref"], values["tool_name"], values["args_digest"]
+        )
+        return existing
+
+    def _intent_values(
+        self,
+        run_ref: str,
+        server_endpoint: str,
+        tool_name: str,
+        arguments: Any,
+        server_name: str | None,
+        operation_id: str | None,
+        sent: bool,
+        trace_id: str | None,
+        span_id: str | None,
+        dispatcher: Membership | None,
+    ) -> dict[str, Any]:
+        """The intent's row."""
         # = digest_arguments(arguments), without building a JSON encoder per call
         args_digest = sha256_hex(
             _CANONICAL.encode(arguments if arguments is not None else {}).encode("utf-8")
@@ -187,12 +318,11 @@ class DispatchWrites(RunWrites):
         now = self._ledger.clock()
         state = DispatchState.SENT if sent else DispatchState.PENDING
         principal = self.principal
-        operation_id_ = operation_id or ref
-        values = {
+        return {
             "ref": ref,
             "principal": principal,
             "run_ref": run_ref,
-            "operation_id": operation_id_,
+            "operation_id": operation_id or ref,
             "server_endpoint": server_endpoint,
             "server_name": server_name,
             "tool_name": tool_name,
@@ -209,36 +339,6 @@ class DispatchWrites(RunWrites):
             "created_at_ms": now,
             "updated_at_ms": now,
         }
-        driver = self._ledger._driver
-        try:
-            inserted = driver.execute_alone(self._call_path.insert_dispatch, values)
-        except driver.integrity_error:
-            existing = self._dispatch_by_operation(operation_id) if operation_id else None
-            if existing is None:
-                raise
-            self._check_same_operation(existing, run_ref, tool_name, args_digest)
-            return existing
-        if inserted == 0:
-            raise NotFound("run", run_ref)
-        return DispatchView(
-            ref=ref,
-            principal=principal,
-            run_ref=run_ref,
-            operation_id=operation_id_,
-            server_endpoint=server_endpoint,
-            server_name=server_name,
-            tool_name=tool_name,
-            args_digest=args_digest,
-            state=state,
-            unknown_reason=None,
-            result=None,
-            result_truncated=False,
-            task_ref=None,
-            trace_id=trace_id,
-            span_id=span_id,
-            created_at_ms=now,
-            updated_at_ms=now,
-        )
 
     @staticmethod
     def _check_same_operation(
@@ -304,11 +404,27 @@ class DispatchWrites(RunWrites):
     def _settle(
         self, intent: DispatchView, result: Any, is_error: bool, rpc_error: bool = False
     ) -> DispatchView:
-        """``sent -> result`` with its ``call.result`` event; nothing read back.
+        """``sent -> result`` with its ``call.result`` event; nothing read back."""
+        staged = self._staged_result(intent, result, is_error, rpc_error)
+        with self._ledger._driver.transaction() as cursor:
+            written = staged.write(cursor)
+        return staged.settle(written)
 
-        The bridged call's last commit, so written flat: three statements, one transaction
-        (a fourth reads the event number back only when someone listens for commits).
-        """
+    def stage_immediate_result(
+        self, result: Any, *, intent: DispatchView
+    ) -> StagedCommit[Cursor, int, DispatchView]:
+        """:meth:`record_immediate_result` of the dispatch the caller began, as a write that
+        may share a transaction with other callers' (:mod:`bridge.ledger.group_commit`)."""
+        if intent.principal != self.principal:
+            raise NotFound("dispatch", intent.ref)
+        is_error = bool(isinstance(result, dict) and result.get("isError"))
+        return self._staged_result(intent, result, is_error, False)
+
+    def _staged_result(
+        self, intent: DispatchView, result: Any, is_error: bool, rpc_error: bool
+    ) -> StagedCommit[Cursor, int, DispatchView]:
+        """The bridged call's last commit, written flat: three statements, one transaction
+        (a fourth reads the event number back only when someone listens for commits)."""
         ledger = self._ledger
         op_ref, run_ref, principal = intent.ref, intent.run_ref, self.principal
         # pydantic's encoder, already warm from dumping the reply: the stored text is the
@@ -318,53 +434,58 @@ class DispatchWrites(RunWrites):
         text = bound_json(result, ledger.max_outcome_bytes).text if truncated else encoded.decode()
         now = ledger.clock()
         hot = self._call_path
-        with ledger._driver.transaction() as cursor:
-            moved = cursor.run(
-                hot.advance_known_dispatch,
-                {
-                    "op_ref": op_ref,
-                    "owner": principal,
-                    "in_run": run_ref,
-                    "from_state": "sent",
-                    "to_state": "result",
-                    "now": now,
-                    "result_json": text,
-                    "result_truncated": truncated,
-                    "task_ref": None,
-                },
-            )
-            if moved != 1:
+        move = {
+            "op_ref": op_ref,
+            "owner": principal,
+            "in_run": run_ref,
+            "from_state": "sent",
+            "to_state": "result",
+            "now": now,
+            "result_json": text,
+            "result_truncated": truncated,
+            "task_ref": None,
+        }
+        owned_run = {"run_ref": run_ref, "owner": principal}
+        # SQL completes the payload with the number the counter just took.
+        event = {
+            "run_ref": run_ref,
+            "at_ms": now,
+            "type": _RESULT_EVENT,
+            "op_ref": op_ref,
+            "tool": intent.tool_name,
+            "server": intent.server_name or intent.server_endpoint,
+            "is_error": is_error,
+            "rpc_error": rpc_error,
+            "truncated": truncated,
+        }
+        appended = {
+            "principal": principal,
+            "run_ref": run_ref,
+            "type": _RESULT_EVENT,
+            "task_ref": None,
+            "at_ms": now,
+            "payload_tail": _event_tail(event),
+        }
+
+        announce = hot.announced_seq if ledger._publishes() else None
+        listened = bool(ledger._listeners)
+
+        def write(cursor: Cursor) -> int:
+            if cursor.run(hot.advance_known_dispatch, move) != 1:
                 self._refuse_call_path_move(op_ref, DispatchState.RESULT)
-            owned_run = {"run_ref": run_ref, "owner": principal}
             if cursor.run(hot.bump_seq, owned_run) != 1:
                 raise NotFound("run", run_ref)
-            # SQL completes the payload with the number the counter just took.
-            event = {
-                "run_ref": run_ref,
-                "at_ms": now,
-                "type": _RESULT_EVENT,
-                "op_ref": op_ref,
-                "tool": intent.tool_name,
-                "server": intent.server_name or intent.server_endpoint,
-                "is_error": is_error,
-                "rpc_error": rpc_error,
-                "truncated": truncated,
-            }
-            cursor.run(
-                hot.insert_event_at_seq,
-                {
-                    "principal": principal,
-                    "run_ref": run_ref,
-                    "type": _RESULT_EVENT,
-                    "task_ref": None,
-                    "at_ms": now,
-                    "payload_tail": _event_tail(event),
-                },
-            )
-            seq = cursor.scalar(hot.run_seq, owned_run) if ledger._listeners else 0
-        if seq:
-            ledger._notify(principal, run_ref, seq)
-        return intent.with_result(json.loads(text) if truncated else result, truncated, now)
+            cursor.run(hot.insert_event_at_seq, appended)
+            if announce is not None:
+                return int(cursor.scalar(announce, owned_run))
+            return int(cursor.scalar(hot.run_seq, owned_run)) if listened else 0
+
+        def settle(seq: int) -> DispatchView:
+            if seq:
+                ledger._notify(principal, run_ref, seq, announced=announce is not None)
+            return intent.with_result(json.loads(text) if truncated else result, truncated, now)
+
+        return StagedCommit(write, settle)
 
     def record_task_created(
         self,
@@ -391,46 +512,94 @@ class DispatchWrites(RunWrites):
         protocol the handle belongs to (``None``: the Tasks extension), so whoever polls it
         later, after a restart too, speaks that generation.
         """
+        staged = self.stage_task_created(
+            op_ref,
+            task_id=task_id,
+            status=status,
+            status_message=status_message,
+            server_created_at=server_created_at,
+            server_updated_at=server_updated_at,
+            ttl_ms=ttl_ms,
+            poll_interval_ms=poll_interval_ms,
+            next_poll_due_ms=next_poll_due_ms,
+            server_version=server_version,
+            credential_ref=credential_ref,
+            lease=lease,
+            task_generation=task_generation,
+        )
+        assert staged.failed is not None
+        try:
+            with self._ledger._driver.transaction() as cursor:
+                seq = staged.write(cursor)
+        except Exception as exc:
+            return staged.failed(exc)
+        return staged.settle(seq)
+
+    def stage_task_created(
+        self,
+        op_ref: str,
+        *,
+        task_id: str,
+        status: TaskStatus,
+        status_message: str | None = None,
+        server_created_at: str | None = None,
+        server_updated_at: str | None = None,
+        ttl_ms: int | None = None,
+        poll_interval_ms: int | None = None,
+        next_poll_due_ms: int | None = None,
+        server_version: str | None = None,
+        credential_ref: str | None = None,
+        lease: Membership | None = None,
+        task_generation: str | None = None,
+    ) -> StagedCommit[Cursor, int, TaskView]:
+        """:meth:`record_task_created` as a write that may share a transaction with other
+        callers' (:mod:`bridge.ledger.group_commit`): the handle is durable when the commit
+        returns."""
         now = self.now
         ref = new_ref(TASK_PREFIX)
         principal = self.principal
         hot = self._call_path
         driver = self._ledger._driver
-        try:
-            with driver.transaction() as cursor:
-                op = self._advance_on_call_path(
-                    cursor, op_ref, DispatchState.SENT, DispatchState.TASK, now, task_ref=ref
-                )
-                run_ref = op.run_ref
-                run = cursor.one(hot.next_seq, {"run_ref": run_ref, "owner": principal})
-                if run is None:
-                    raise NotFound("run", run_ref)
-                seq = int(run["event_seq"])
-                event = {
+        ledger = self._ledger
+        announce = hot.announce if ledger._publishes() else None
+        values: dict[str, Any] = {}
+
+        def write(cursor: Cursor) -> int:
+            op = self._advance_on_call_path(
+                cursor, op_ref, DispatchState.SENT, DispatchState.TASK, now, task_ref=ref
+            )
+            run_ref = op.run_ref
+            run = cursor.one(hot.next_seq, {"run_ref": run_ref, "owner": principal})
+            if run is None:
+                raise NotFound("run", run_ref)
+            seq = int(run["event_seq"])
+            event = {
+                "run_ref": run_ref,
+                "at_ms": now,
+                "task_ref": ref,
+                "tool": op.tool_name,
+                "server": op.server_name or op.server_endpoint,
+                "type": _TASK_CREATED_EVENT,
+                "op_ref": op_ref,
+                "status": status.value,
+                "ttl_ms": ttl_ms,
+                "poll_interval_ms": poll_interval_ms,
+            }
+            cursor.run(
+                hot.insert_event,
+                {
+                    "principal": principal,
                     "run_ref": run_ref,
-                    "at_ms": now,
-                    "task_ref": ref,
-                    "tool": op.tool_name,
-                    "server": op.server_name or op.server_endpoint,
+                    "seq": seq,
                     "type": _TASK_CREATED_EVENT,
-                    "op_ref": op_ref,
-                    "status": status.value,
-                    "ttl_ms": ttl_ms,
-                    "poll_interval_ms": poll_interval_ms,
-                }
-                cursor.run(
-                    hot.insert_event,
-                    {
-                        "principal": principal,
-                        "run_ref": run_ref,
-                        "seq": seq,
-                        "type": _TASK_CREATED_EVENT,
-                        "task_ref": ref,
-                        "payload_json": '{"seq":' + str(seq) + _event_tail(event),
-                        "at_ms": now,
-                    },
-                )
-                values = {
+                    "task_ref": ref,
+                    "payload_json": '{"seq":' + str(seq) + _event_tail(event),
+                    "at_ms": now,
+                },
+            )
+            values.clear()
+            values.update(
+                {
                     "ref": ref,
                     "principal": principal,
                     "run_ref": run_ref,
@@ -470,18 +639,29 @@ class DispatchWrites(RunWrites):
                     "updated_at_ms": now,
                     "task_generation": task_generation,
                 }
-                cursor.run(hot.insert_task, values)
-        except driver.integrity_error as exc:
+            )
+            cursor.run(hot.insert_task, values)
+            if announce is not None:
+                cursor.run(announce, {"payload": f"{run_ref} {seq}"})
+            return seq
+
+        def settle(seq: int) -> TaskView:
+            ledger._notify(principal, values["run_ref"], seq, announced=announce is not None)
+            return TaskView.from_row(SimpleNamespace(**values))
+
+        def failed(error: Exception) -> TaskView:
+            if not isinstance(error, driver.integrity_error):
+                raise error
             dispatch = self.get_dispatch(op_ref)
             holder = self._task_by_handle(dispatch.server_endpoint, task_id)
             if holder is None:
-                raise
+                raise error
             detail = f"server returned the task handle already held by {holder.ref}"
             # On the run of the call that received it (the holder's run did nothing wrong).
             self.record_anomaly(dispatch.run_ref, "duplicate_task_handle", detail, op_ref=op_ref)
-            raise DuplicateTaskHandle(f"dispatch {op_ref!r}: {detail}") from exc
-        self._ledger._notify(principal, run_ref, seq)
-        return TaskView.from_row(SimpleNamespace(**values))
+            raise DuplicateTaskHandle(f"dispatch {op_ref!r}: {detail}") from error
+
+        return StagedCommit(write, settle, failed)
 
     def _advance_on_call_path(
         self,

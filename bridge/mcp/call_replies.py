@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pydantic
 
@@ -75,23 +76,26 @@ class CallReplies:
         # Leased mode: held by this replica incarnation from its first commit.
         replica = self._replica()
         lease = replica.membership if replica is not None else None
+        handle: dict[str, Any] = {
+            "task_id": created.task_id,
+            "status": TaskStatus(created.status),
+            "status_message": created.status_message,
+            "server_created_at": created.created_at,
+            "server_updated_at": created.last_updated_at,
+            "ttl_ms": created.ttl_ms,
+            "poll_interval_ms": created.poll_interval_ms,
+            "next_poll_due_ms": due,
+            "server_version": connection.info.version,
+            "credential_ref": connection.config.credential_ref,
+            "lease": lease,
+            "task_generation": stored_generation(generation),
+        }
         try:
-            task = await self._db(
-                tenant.record_task_created,
-                intent.ref,
-                task_id=created.task_id,
-                status=TaskStatus(created.status),
-                status_message=created.status_message,
-                server_created_at=created.created_at,
-                server_updated_at=created.last_updated_at,
-                ttl_ms=created.ttl_ms,
-                poll_interval_ms=created.poll_interval_ms,
-                next_poll_due_ms=due,
-                server_version=connection.info.version,
-                credential_ref=connection.config.credential_ref,
-                lease=lease,
-                task_generation=stored_generation(generation),
-            )
+            if self._db.inline:
+                task = await self._db(tenant.record_task_created, intent.ref, **handle)
+            else:  # a server database: concurrent callers' handles share a commit
+                staged = tenant.stage_task_created(intent.ref, **handle)
+                task = await self._db.commit(tenant.group_commit, staged)
         except DuplicateTaskHandle as exc:
             # The ledger refused it atomically (its anomaly is on this dispatch's run); the
             # dispatch itself still says "sent": settle it as unknown, with its event.

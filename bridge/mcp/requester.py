@@ -257,8 +257,9 @@ class TaskRequester:
                     intent = await self.db.when_lock_free(
                         tenant.begin_dispatch, run_ref, **intent_fields
                     )
-            else:
-                intent = await self.db(tenant.begin_dispatch, run_ref, **intent_fields)
+            else:  # a server database: concurrent callers' intents share a commit
+                staged_intent = tenant.stage_dispatch(run_ref, **intent_fields)
+                intent = await self.db.commit(tenant.group_commit, staged_intent)
             outcome = await self._send(
                 tenant, connection, intent, tool, arguments, duplicate_key=duplicate_key
             )
@@ -341,10 +342,9 @@ class TaskRequester:
                 settled = await self.db.when_lock_free(
                     tenant.record_immediate_result, intent.ref, result, intent=intent
                 )
-        else:
-            settled = await self.db(
-                tenant.record_immediate_result, intent.ref, result, intent=intent
-            )
+        else:  # a server database: concurrent callers' results share a commit
+            staged = tenant.stage_immediate_result(result, intent=intent)
+            settled = await self.db.commit(tenant.group_commit, staged)
         return InlineResult(intent.ref, settled.result, truncated=settled.result_truncated)
 
     async def resolve_unknown_outcome(

@@ -1,0 +1,303 @@
+"""Group commit of the call path's write-ahead commits (``bridge/ledger/group_commit.py``).
+
+Concurrent callers' writes share transactions, each caller is released only once the
+transaction holding its write committed (read back from a second connection at that moment),
+and a failing write fails alone. Real SQLite files and a real PostgreSQL, writes in worker
+threads (PostgreSQL's runner; SQLite runs its calls inline, where calls never overlap, but the
+grouping itself is database-neutral and tested on both).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from bridge.aio import LedgerRunner
+from bridge.errors import DuplicateTaskHandle, InvalidTransition, NotFound, OperationReused
+from bridge.ledger.group_commit import StagedCommit
+from bridge.ledger.hotpath import Cursor
+from bridge.ledger.notify import CommitListener
+from bridge.ledger.store import Ledger, TenantLedger
+from bridge.ledger.views import DispatchView
+from bridge.lifecycle import DispatchState, TaskStatus
+from tests.support.bridging import wait_until
+from tests.support.builders import ENDPOINT, new_run
+
+pytestmark = pytest.mark.anyio
+RESULT = {"content": [{"type": "text", "text": "ok"}], "isError": False}
+
+
+@pytest.fixture
+def second(db_url: str, ledger: Ledger) -> Iterator[TenantLedger]:
+    """The same database through a connection of its own: what another process would see."""
+    other = Ledger.open(db_url, upgrade=False)
+    try:
+        yield other.for_principal("acme")
+    finally:
+        other.close()
+
+
+def _intent(
+    tenant: TenantLedger, run_ref: str, n: int, **extra: Any
+) -> StagedCommit[Any, Any, Any]:
+    return tenant.stage_dispatch(
+        run_ref,
+        server_endpoint=ENDPOINT,
+        server_name="reports",
+        tool_name="echo",
+        arguments={"n": n},
+        sent=True,
+        **extra,
+    )
+
+
+class Gate:
+    """A write that holds its transaction open until released, so that others queue up
+    behind it and are committed together as the next batch."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def staged(self) -> StagedCommit[Cursor, None, None]:
+        def write(_cursor: Cursor) -> None:
+            self.entered.set()
+            assert self.release.wait(60), "gate never released"
+
+        return StagedCommit(write, lambda _: None)
+
+
+async def test_concurrent_dispatches_are_committed_before_each_caller_is_released(
+    ledger: Ledger, second: TenantLedger
+) -> None:
+    tenant = ledger.for_principal("acme")
+    runs = [new_run(tenant).ref for _ in range(4)]
+    runner = LedgerRunner(inline=False)
+    group = ledger.group_commit
+    seen: dict[int, tuple[DispatchState, DispatchState]] = {}
+
+    async def caller(n: int) -> None:
+        run_ref = runs[n % len(runs)]
+        intent = await runner.commit(group, _intent(tenant, run_ref, n))
+        on_release = second.get_dispatch(intent.ref).state  # read by another connection
+        settled = await runner.commit(group, tenant.stage_immediate_result(RESULT, intent=intent))
+        assert settled.state is DispatchState.RESULT and settled.result == RESULT
+        seen[n] = (on_release, second.get_dispatch(intent.ref).state)
+
+    gate = Gate()
+    callers = 32
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.commit, group, gate.staged())
+        await anyio.to_thread.run_sync(gate.entered.wait, 30)
+        for n in range(callers):
+            tg.start_soon(caller, n)
+        await wait_until(lambda: group.queued == callers, what="every intent queued")
+        gate.release.set()
+
+    assert seen == {n: (DispatchState.SENT, DispatchState.RESULT) for n in range(callers)}
+    assert group.writes == 1 + 2 * callers  # the gate, the intents, the results
+    # The intents queued behind the gate shared one commit.
+    assert group.transactions <= 1 + 1 + callers
+    for run_ref in runs:  # every result's event, gapless per run
+        events = second.events(run_ref)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert sum(e.type == "call.result" for e in events) == callers // len(runs)
+
+
+async def test_a_failing_write_in_a_batch_fails_alone(ledger: Ledger, second: TenantLedger) -> None:
+    tenant = ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    runner = LedgerRunner(inline=False)
+    group = ledger.group_commit
+    first = tenant.begin_dispatch(
+        run_ref,
+        server_endpoint=ENDPOINT,
+        tool_name="echo",
+        arguments={"n": -1},
+        operation_id="op-1",
+        sent=True,
+    )
+    tenant.record_immediate_result(first.ref, RESULT, intent=first)  # settled: moves no more
+    good = [_intent(tenant, run_ref, n) for n in range(6)]
+    failing = [
+        _intent(tenant, "run_missing", 100),  # NotFound: no such run
+        _intent(tenant, run_ref, 101, operation_id="op-1"),  # the id used for another call
+        tenant.stage_immediate_result(RESULT, intent=first),  # InvalidTransition
+    ]
+    replayed = _intent(tenant, run_ref, -1, operation_id="op-1")  # the same call again
+    outcomes: dict[int, Any] = {}
+
+    async def caller(n: int, staged: StagedCommit[Any, Any, Any]) -> None:
+        try:
+            outcomes[n] = await runner.commit(group, staged)
+        except Exception as exc:
+            outcomes[n] = exc
+
+    gate = Gate()
+    batch = [*good[:3], *failing, replayed, *good[3:]]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.commit, group, gate.staged())
+        await anyio.to_thread.run_sync(gate.entered.wait, 30)
+        for n, staged in enumerate(batch):
+            tg.start_soon(caller, n, staged)
+        await wait_until(lambda: group.queued == len(batch), what="the batch queued")
+        gate.release.set()
+
+    assert isinstance(outcomes[3], NotFound)
+    assert isinstance(outcomes[4], OperationReused)
+    assert isinstance(outcomes[5], InvalidTransition)
+    assert isinstance(outcomes[6], DispatchView) and outcomes[6].ref == first.ref
+    written = [outcomes[n] for n in (0, 1, 2, 7, 8, 9)]
+    for view in written:
+        assert isinstance(view, DispatchView)
+        assert second.get_dispatch(view.ref).state is DispatchState.SENT
+    assert second.get_dispatch(first.ref).result == RESULT
+    assert len(second.list_dispatches(run_ref=run_ref)) == 1 + len(good)
+
+
+async def test_a_lone_caller_commits_at_once_in_a_transaction_of_its_own(
+    ledger: Ledger, second: TenantLedger
+) -> None:
+    tenant = ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    runner = LedgerRunner(inline=False)
+    group = ledger.group_commit
+    for n in range(3):
+        intent = await runner.commit(group, _intent(tenant, run_ref, n))
+        assert second.get_dispatch(intent.ref).state is DispatchState.SENT
+    assert (group.transactions, group.writes, group.queued) == (3, 3, 0)
+
+
+async def test_a_caller_cancelled_while_queued_still_learns_its_write_was_committed(
+    ledger: Ledger, second: TenantLedger
+) -> None:
+    tenant = ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    runner = LedgerRunner(inline=False)
+    group = ledger.group_commit
+    gate = Gate()
+    committed: list[DispatchView] = []
+
+    async def caller(scope: anyio.CancelScope) -> None:
+        with scope:
+            committed.append(await runner.commit(group, _intent(tenant, run_ref, 1)))
+
+    scope = anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.commit, group, gate.staged())
+        await anyio.to_thread.run_sync(gate.entered.wait, 30)
+        tg.start_soon(caller, scope)
+        await wait_until(lambda: group.queued == 1, what="the intent queued")
+        scope.cancel()  # the write was handed over: it is seen through, then cancelled
+        gate.release.set()
+
+    assert len(committed) == 1
+    assert second.get_dispatch(committed[0].ref).state is DispatchState.SENT
+
+
+async def test_an_inline_runner_refuses_to_group(ledger: Ledger) -> None:
+    tenant = ledger.for_principal("acme")
+    staged = _intent(tenant, new_run(tenant).ref, 1)
+    with pytest.raises(RuntimeError, match="worker threads"):
+        await LedgerRunner(inline=True).commit(ledger.group_commit, staged)
+
+
+async def test_task_handles_share_commits_and_a_duplicate_handle_fails_alone(
+    ledger: Ledger, second: TenantLedger
+) -> None:
+    tenant = ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    runner = LedgerRunner(inline=False)
+    group = ledger.group_commit
+    intents = [tenant.begin_dispatch(**_intent_fields(run_ref, n)) for n in range(5)]
+    staged = [
+        tenant.stage_task_created(
+            op.ref, task_id=f"task-{min(n, 3)}", status=TaskStatus.WORKING, poll_interval_ms=500
+        )
+        for n, op in enumerate(intents)  # the last one reuses task-3: a duplicate handle
+    ]
+    outcomes: dict[int, Any] = {}
+
+    async def caller(n: int) -> None:
+        try:
+            outcomes[n] = await runner.commit(group, staged[n])
+        except Exception as exc:
+            outcomes[n] = exc
+
+    gate = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.commit, group, gate.staged())
+        await anyio.to_thread.run_sync(gate.entered.wait, 30)
+        for n in range(len(staged)):
+            tg.start_soon(caller, n)
+        await wait_until(lambda: group.queued == len(staged), what="the handles queued")
+        gate.release.set()
+
+    created = [outcomes[n] for n in range(4)]
+    assert [second.get_task(task.ref).op_ref for task in created] == [i.ref for i in intents[:4]]
+    assert isinstance(outcomes[4], DuplicateTaskHandle)
+    assert second.get_dispatch(intents[4].ref).state is DispatchState.SENT  # nothing of it
+    kinds = [(e.type, getattr(e, "kind", None)) for e in second.events(run_ref)]
+    assert kinds.count(("task.created", None)) == 4
+    assert kinds.count(("anomaly", "duplicate_task_handle")) == 1
+
+
+@pytest.mark.postgres
+async def test_a_postgresql_call_path_commit_is_announced_once_from_its_transaction(
+    pg_ledger: Ledger,
+) -> None:
+    """Other processes hear a grouped commit by the NOTIFY inside its transaction (delivered
+    at commit), not by a publisher's transaction after it: once per commit, not twice."""
+    tenant = pg_ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    heard: list[tuple[str | None, int]] = []
+    listener = CommitListener(pg_ledger.engine, lambda ref, seq: heard.append((ref, seq)))
+    listener.start()
+    try:
+        assert await anyio.to_thread.run_sync(listener.listening.wait, 30)
+        runner = LedgerRunner(inline=False)
+        ops = [tenant.begin_dispatch(**_intent_fields(run_ref, n)) for n in range(2)]
+        task = await runner.commit(
+            pg_ledger.group_commit,
+            tenant.stage_task_created(ops[0].ref, task_id="t-0", status=TaskStatus.WORKING),
+        )
+        settled = await runner.commit(
+            pg_ledger.group_commit, tenant.stage_immediate_result(RESULT, intent=ops[1])
+        )
+        assert task.run_ref == settled.run_ref == run_ref
+        last = tenant.get_run(run_ref).event_count
+        await wait_until(lambda: (run_ref, last) in heard, what="both commits heard")
+        assert heard == [(run_ref, last - 1), (run_ref, last)]
+    finally:
+        await anyio.to_thread.run_sync(listener.stop)
+
+
+def _intent_fields(run_ref: str, n: int) -> dict[str, Any]:
+    return {
+        "run_ref": run_ref,
+        "server_endpoint": ENDPOINT,
+        "tool_name": "echo",
+        "arguments": {"n": n},
+        "sent": True,
+    }
+
+
+async def test_another_event_loop_on_the_same_ledger_commits_alone(
+    ledger: Ledger, second: TenantLedger
+) -> None:
+    tenant = ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    group = ledger.group_commit
+    await LedgerRunner(inline=False).commit(group, _intent(tenant, run_ref, 1))  # batches here
+
+    def on_another_loop() -> DispatchView:
+        staged = _intent(tenant, run_ref, 2)
+        return anyio.run(LedgerRunner(inline=False).commit, group, staged)
+
+    view = await anyio.to_thread.run_sync(on_another_loop)
+    assert second.get_dispatch(view.ref).state is DispatchState.SENT
+    assert (group.transactions, group.writes, group.queued) == (2, 2, 0)
