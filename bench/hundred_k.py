@@ -1,4 +1,4 @@
-"""100,000 open handles on PostgreSQL shared by 3 replica processes (``make bench`` section 10).
+"""100,000 open handles on PostgreSQL shared by 3 replica processes (``make bench`` section 11).
 
 A throwaway PostgreSQL 15 is seeded in bulk with open handles whose next polls are spread
 evenly over one ``pollIntervalMs``, starting a little later (a steady state, as after a long
