@@ -1,6 +1,7 @@
 """The benchmark suite: one command, figures as ratios against the raw SDK in the same run.
 
-    python -m bench.run [--quick] [--only call|scheduler|stream|scale-out|waits ...] [--out FILE]
+    python -m bench.run [--quick] [--only call|scheduler|polls|stream|scale-out|waits ...]
+        [--out FILE]
 
 1. A bridged ``tools/call`` answered inline (two write-ahead commits on SQLite WAL) against the
    raw official SDK call on the same server, alternating call by call.
@@ -10,6 +11,8 @@
    capacity: lateness per time window (the curve), polls per handle (no starvation).
 4. Following a UHP stream (gap checks, typed events, ledger checkpoints) against plain
    ``httpx-sse`` parsing of the same stream.
+Polls per CPU-second (``bench/polls.py``): the raw SDK, the lean ``tasks/get`` and the
+   scheduler in alternating windows.
 6-7. Scale-out on a throwaway PostgreSQL 15 (``bench/scale_out.py``): recovery of the only
    replica after SIGKILL with 10,000 open handles, and its re-polling rate against the raw SDK;
    claims per second with 1, 2 and 4 replicas.
@@ -40,7 +43,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bench import scale_out, waits
+from bench import polls, scale_out, waits
 from bench.common import Report, machine, median, percentile
 from bench.raw_sdk import raw_poll_capacity
 from bridge.input_handlers import InputHandlers
@@ -422,12 +425,14 @@ async def main_async(args: argparse.Namespace) -> Report:
     report.add()
     count = 1_000 if args.quick else args.handles
     only = set(args.only or SECTIONS)
-    if only & {"call", "scheduler"}:
+    if only & {"call", "scheduler", "polls"}:
         with ServerProcess("bench.fast_tasks_server") as server:
             if "call" in only:
                 await bench_call(server.url, 200 if args.quick else 1000, report)
             if "scheduler" in only:
                 await bench_scheduler(server.url, count, args.quick, report)
+            if "polls" in only:
+                await polls.bench_polls(server.url, args.quick, report)
     if "stream" in only:
         await bench_stream(5_000 if args.quick else 30_000, 3 if args.quick else 11, report)
     if "scale-out" in only:
@@ -437,7 +442,7 @@ async def main_async(args: argparse.Namespace) -> Report:
     return report
 
 
-SECTIONS = ("call", "scheduler", "stream", "scale-out", "waits")
+SECTIONS = ("call", "scheduler", "polls", "stream", "scale-out", "waits")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
