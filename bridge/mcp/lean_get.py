@@ -62,6 +62,7 @@ class LeanGetStats:
     """How often the lean path answered, and why it handed a request to the SDK path."""
 
     answered: int = 0
+    sse_replies: int = 0  # of those answered, how many came as an event stream
     fallbacks: Counter[str] = field(default_factory=Counter)
 
 
@@ -139,7 +140,7 @@ async def lean_fetch(
         body = message.model_dump(by_alias=True, mode="json", exclude_unset=True)
         try:
             with anyio.fail_after(timeout_s):
-                outcome = await _exchange(http, url, body, post_headers, request_id)
+                outcome = await _exchange(http, url, body, post_headers, request_id, stats)
         except TimeoutError:
             raise MCPError(
                 code=mcp_types.REQUEST_TIMEOUT, message=f"Request {method!r} timed out"
@@ -178,6 +179,7 @@ async def _exchange(
     body: dict[str, Any],
     headers: dict[str, str],
     request_id: int,
+    stats: LeanGetStats,
 ) -> DetailedTask | mcp_types.ErrorData:
     post = http.build_request("POST", url, json=body, headers=headers)
     response = await http.send(post, stream=True, follow_redirects=False)
@@ -187,7 +189,7 @@ async def _exchange(
         if status == 200 and content_type.startswith("application/json"):
             return _parse(await _read(response), request_id)
         if status == 200 and content_type.startswith("text/event-stream"):
-            return await _single_sse_reply(response, request_id)
+            return await _single_sse_reply(response, request_id, stats)
         if status >= 400 and content_type.startswith("application/json"):
             # A JSON-RPC error at an HTTP error status: the server's, or the isolating
             # transport's (no answer, 429/503 with Retry-After). The SDK surfaces it as is.
@@ -212,6 +214,8 @@ def _parse(body: bytes | str, request_id: int) -> DetailedTask | mcp_types.Error
         reply = _Reply.model_validate_json(body, by_name=False)
     except ValidationError:
         return _parse_as_the_sdk_does(body, request_id)
+    if reply.id is None and reply.result is None and reply.error is None:
+        raise _Fallback("server message instead of the reply")
     if reply.id is None or coerce_request_id(reply.id) != request_id:
         raise _Fallback("reply for another id")
     if reply.error is not None and reply.result is None:
@@ -252,7 +256,7 @@ def _error_body(body: bytes) -> mcp_types.ErrorData | None:
 
 
 async def _single_sse_reply(
-    response: httpx2.Response, request_id: int
+    response: httpx2.Response, request_id: int, stats: LeanGetStats
 ) -> DetailedTask | mcp_types.ErrorData:
     """The reply from an SSE stream that carries it alone (comments and empty priming events
     aside); a stream with anything else goes to the SDK path, which delivers the rest too."""
@@ -265,6 +269,7 @@ async def _single_sse_reply(
             reply = _parse(event.data, request_id)
             if isinstance(reply, mcp_types.ErrorData) and reply.code == PARSE_ERROR:
                 raise _Fallback("sse event not a reply")  # the SDK words this one its own way
+            stats.sse_replies += 1
             return reply
     except (httpx2.SSEError, httpx2.StreamError):
         raise _Fallback("sse stream failed") from None
