@@ -56,7 +56,7 @@ class Totals:
 
 async def _lean_window(connection: ServerConnection, seconds: float) -> Window:
     session = await connection.session()
-    http, url = connection.http_client, connection.config.url
+    http, url = connection.http_client, connection.parsed_url
     assert http is not None and url is not None
     request = GetTaskRequest(params=TaskIdParams(task_id=RAW_TASK_ID))
     timeout, stats = connection.config.request_timeout_s, connection.lean_get_stats

@@ -96,7 +96,7 @@ def lean_session(session: ClientSession) -> bool:
 async def lean_fetch(
     session: ClientSession,
     http: httpx2.AsyncClient,
-    url: str,
+    url: httpx2.URL | str,
     request: GetTaskRequest,
     timeout_s: float,
     stats: LeanGetStats,
@@ -175,7 +175,7 @@ async def _fall_back(
 
 async def _exchange(
     http: httpx2.AsyncClient,
-    url: str,
+    url: httpx2.URL | str,
     body: dict[str, Any],
     headers: dict[str, str],
     request_id: int,

@@ -33,6 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bridge.errors import ServerConnectFailed, UnknownServer
 from bridge.mcp.extension import TasksClientExtension
+from bridge.mcp.http_backend import probing_transport
 from bridge.mcp.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
 from bridge.mcp.lean_get import LeanGetStats
 from bridge.mcp.transport import IsolatingTransport
@@ -143,6 +144,8 @@ class ServerConnection:
         self.info = ServerInfo()
         self._annotations: dict[str, mcp_types.ToolAnnotations | None] | None = None
         self.lean_get_stats = LeanGetStats()
+        # The endpoint parsed once (httpx2 parses a str URL on every request it builds).
+        self.parsed_url = httpx2.URL(config.url) if config.url is not None else None
 
     @property
     def http_client(self) -> httpx2.AsyncClient | None:
@@ -349,7 +352,7 @@ class ServerPool:
             )
             # One request's transport failure stays that request's (see bridge.mcp.transport).
             transport = IsolatingTransport(
-                httpx2.AsyncHTTPTransport(), on_failure=lambda: self._retire(config.name)
+                probing_transport(), on_failure=lambda: self._retire(config.name)
             )
             client = httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport)
             self._http[config.name] = client

@@ -31,7 +31,7 @@ async def fetch_task(connection: ServerConnection, task: TaskView) -> DetailedTa
     config = connection.config
     request = GetTaskRequest(params=TaskIdParams(task_id=task.task_id))
     http = connection.http_client
-    url = config.url if config.lean_task_get else None
+    url = connection.parsed_url if config.lean_task_get else None
     if url is not None and http is not None and lean_session(session):
         return await lean_fetch(
             session,
