@@ -1,10 +1,10 @@
 """A lean ``tasks/get``: the SDK's own request, sent without the SDK's per-request machinery.
 
-Through the SDK session one ``tasks/get`` costs ~1 ms of client CPU, about half of it in
-machinery a read does not need: the dispatcher's pending-request stream and timeout clock,
-the transport's writer task, task spawn and message queue per request, and the reply parsed
-twice (into a generic JSON-RPC message, then into the result model). This module sends the
-*same* request on the *same* connection and parses the reply once:
+Through the SDK session a large share of a ``tasks/get``'s client CPU goes to machinery a read
+does not need (docs/mcp-side.md, "The lean ``tasks/get``"): the dispatcher's pending-request
+stream and timeout clock, the transport's writer task, a task spawn and message queue per
+request, and the reply parsed twice (into a generic JSON-RPC message, then the result model).
+This module sends the *same* request on the *same* connection and parses the reply once:
 
 - the body and headers are built by the SDK's own code: the request model dumped as
   ``send_request`` dumps it, stamped by the session's own stamp (protocol version, client info
@@ -132,6 +132,8 @@ async def lean_fetch(
         inject_trace_context(meta)
         if meta:
             params["_meta"] = meta
+        else:
+            params.pop("_meta", None)
         message = mcp_types.JSONRPCRequest(
             jsonrpc="2.0", id=request_id, method=method, params=params
         )
