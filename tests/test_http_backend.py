@@ -42,6 +42,7 @@ def test_the_default_transport_gets_the_probing_backend() -> None:
     assert isinstance(pool._network_backend, ProbingBackend)
 
 
+@pytest.mark.e2e  # a server restarted
 async def test_a_pooled_connection_closed_by_a_restart_is_replaced() -> None:
     with ServerProcess("bench.fast_tasks_server") as server:
         async with httpx2.AsyncClient(transport=probing_transport()) as client:

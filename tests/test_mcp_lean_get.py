@@ -177,6 +177,7 @@ async def test_unknown_task_is_the_same_json_rpc_error_on_both_paths(
     assert failure.kind is FailureKind.RPC_ERROR and failure.code == INVALID_PARAMS
 
 
+@pytest.mark.e2e  # a server SIGKILLed
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "sdk"])
 async def test_a_killed_server_is_no_answer_on_both_paths(
     sqlite_ledger: Ledger, lean: bool
