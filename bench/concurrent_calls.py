@@ -128,7 +128,7 @@ async def bench_concurrent_calls(quick: bool, report: Report) -> None:
             results.append(await compare(server.url, sqlite_url, "SQLite WAL", pairs, window_s))
         with scale_out.postgres_database() as pg_url:
             results.append(await compare(server.url, pg_url, "PostgreSQL 15", pairs, window_s))
-    report.add(f"## 10. {CONCURRENCY} concurrent callers: bridged `tools/call` vs the raw SDK")
+    report.add(f"## 11. {CONCURRENCY} concurrent callers: bridged `tools/call` vs the raw SDK")
     report.add()
     report.add(
         f"{CONCURRENCY} callers loop on an inline `echo` against one server; raw: one shared "

@@ -1,4 +1,4 @@
-"""100,000 open handles on PostgreSQL shared by 3 replica processes (``make bench`` section 11).
+"""100,000 open handles on PostgreSQL shared by 3 replica processes (``make bench`` section 12).
 
 A throwaway PostgreSQL 15 is seeded in bulk with open handles whose next polls are spread
 evenly over one ``pollIntervalMs``, starting a little later (a steady state, as after a long
@@ -306,7 +306,7 @@ async def bench_hundred_k(quick: bool, report: Report) -> None:
             for proc in [*replicas.values(), idle]:
                 proc.stop()
 
-    report.add(f"## 11. {handles:,} open handles on PostgreSQL, 3 replicas")
+    report.add(f"## 12. {handles:,} open handles on PostgreSQL, 3 replicas")
     report.add()
     report.add(
         f"Raw SDK `tasks/get` capacity on the fast Tasks server, measured first: "

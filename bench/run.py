@@ -5,20 +5,22 @@
 1. A bridged ``tools/call`` answered inline (two write-ahead commits on SQLite WAL) against the
    raw official SDK call on the same server, alternating call by call.
 2. The raw SDK's ``tasks/get`` capacity on this machine (the physical bound on polling).
-3. The poll scheduler watching N open handles (10,000 by default) with poll demand at half
+3-4. The poll scheduler watching N open handles (10,000 by default) with poll demand at half
    that capacity: lateness against each handle's interval, RSS, CPU; then at twice the
    capacity: lateness per time window (the curve), polls per handle (no starvation).
-4. Following a UHP stream (gap checks, typed events, ledger checkpoints) against plain
+5. Polls per CPU-second (``bench/polls.py``): the raw SDK, the lean ``tasks/get`` and the
+   scheduler in alternating windows.
+6. Following a UHP stream (gap checks, typed events, ledger checkpoints) against plain
    ``httpx-sse`` parsing of the same stream.
-6-7. Scale-out on a throwaway PostgreSQL 15 (``bench/scale_out.py``): recovery of the only
+7-8. Scale-out on a throwaway PostgreSQL 15 (``bench/scale_out.py``): recovery of the only
    replica after SIGKILL with 10,000 open handles, and its re-polling rate against the raw SDK;
    claims per second with 1, 2 and 4 replicas.
-8-9. Waiting on the example harness (``bench/waits.py``): CPU of 200 runs parked in a task
+9-10. Waiting on the example harness (``bench/waits.py``): CPU of 200 runs parked in a task
    tool, and 200 concurrent responses each calling a 3-second task tool.
-10. 16 concurrent callers (``bench/concurrent_calls.py``): bridged ``tools/call`` against the raw
-   SDK, calls per second and CPU per call, on SQLite and on PostgreSQL 15.
-11. 100,000 open handles on PostgreSQL shared by 3 replicas (``bench/hundred_k.py``): take-up,
-    claims/s, balance, RSS per replica, lateness, a SIGKILLed replica's handles taken over.
+11. 16 concurrent callers (``bench/concurrent_calls.py``): bridged ``tools/call`` against the
+   raw SDK, calls per second and CPU per call, on SQLite and on PostgreSQL 15.
+12. 100,000 open handles on PostgreSQL shared by 3 replicas (``bench/hundred_k.py``): take-up,
+   claims/s, balance, RSS per replica, lateness, a SIGKILLed replica's handles taken over.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import anyio
 import httpx
 from httpx_sse import aconnect_sse
 
-from bench import concurrent_calls, hundred_k, scale_out, waits
+from bench import concurrent_calls, hundred_k, polls, scale_out, waits
 from bench.common import Report, machine, median, percentile
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge.ledger.store import Ledger, TenantLedger
@@ -380,7 +382,7 @@ async def bench_stream(count: int, rounds: int, report: Report) -> None:
     wall_ratios = [f[0] / p[0] for p, f in zip(plain, followed, strict=True)]
     plain_wall, followed_wall = median([p[0] for p in plain]), median([f[0] for f in followed])
     plain_cpu, followed_cpu = median([p[1] for p in plain]), median([f[1] for f in followed])
-    report.add("## 5. Following a UHP stream vs plain `httpx-sse` parsing of the same stream")
+    report.add("## 6. Following a UHP stream vs plain `httpx-sse` parsing of the same stream")
     report.add()
     report.add(
         f"{rounds} alternating rounds of {count:,} events from a local emitter. Plain: "
@@ -416,12 +418,14 @@ async def main_async(args: argparse.Namespace) -> Report:
     report.add()
     count = 1_000 if args.quick else args.handles
     only = set(args.only or SECTIONS)
-    if only & {"call", "scheduler"}:
+    if only & {"call", "scheduler", "polls"}:
         with ServerProcess("bench.fast_tasks_server") as server:
             if "call" in only:
                 await bench_call(server.url, 200 if args.quick else 1000, report)
             if "scheduler" in only:
                 await bench_scheduler(server.url, count, args.quick, report)
+            if "polls" in only:
+                await polls.bench_polls(server.url, args.quick, report)
     if "stream" in only:
         await bench_stream(5_000 if args.quick else 30_000, 3 if args.quick else 11, report)
     if "scale-out" in only:
@@ -435,7 +439,16 @@ async def main_async(args: argparse.Namespace) -> Report:
     return report
 
 
-SECTIONS = ("call", "scheduler", "stream", "scale-out", "waits", "concurrent-calls", "hundred-k")
+SECTIONS = (
+    "call",
+    "scheduler",
+    "polls",
+    "stream",
+    "scale-out",
+    "waits",
+    "concurrent-calls",
+    "hundred-k",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -110,7 +110,7 @@ def seed_open_tasks(
     ledger.close()
 
 
-# -- the report (sections 6 and 7 of bench.run) --------------------------------------------
+# -- the report (sections 7 and 8 of bench.run) --------------------------------------------
 async def bench_scale_out(handles: int, quick: bool, report: Report) -> None:
     concurrency, window_s = 16, (0.25 if quick else 1.0)
     with (
@@ -118,7 +118,7 @@ async def bench_scale_out(handles: int, quick: bool, report: Report) -> None:
         ServerProcess("bench.fast_tasks_server", args=["--log-polls"]) as server,
     ):
         recovery = await bench_recovery(url, server, handles, concurrency, window_s)
-    report.add("## 6. Recovery of the only replica after SIGKILL (PostgreSQL 15)")
+    report.add("## 7. Recovery of the only replica after SIGKILL (PostgreSQL 15)")
     report.add()
     report.add(
         f"{recovery.handles:,} open handles leased to one replica process "
@@ -174,7 +174,7 @@ async def bench_scale_out(handles: int, quick: bool, report: Report) -> None:
         tasks = 5_000 if quick else 50_000
         seed_open_tasks(url, tasks, "http://127.0.0.1:9/mcp", 1000)
         rates = {n: claims_per_second(url, n, 500)[0] for n in (1, 2, 4)}
-    report.add("## 7. Claims per second on PostgreSQL")
+    report.add("## 8. Claims per second on PostgreSQL")
     report.add()
     report.add(
         f"{tasks:,} due handles; 1, 2 and 4 processes each claim batches of 500 "

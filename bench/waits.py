@@ -132,7 +132,7 @@ async def _idle_share(runs: int, window_s: float, poll_interval_ms: int) -> tupl
 
 async def bench_idle_waits(runs: int, window_s: float, report: Report) -> None:
     shares = {ms: await _idle_share(runs, window_s, ms) for ms in IDLE_POLL_INTERVALS_MS}
-    report.add(f"## 8. {runs} waiting runs in the example harness")
+    report.add(f"## 9. {runs} waiting runs in the example harness")
     report.add()
     report.add(
         f"{runs} background responses, each blocked in a task tool that does not finish during "
@@ -182,7 +182,7 @@ async def bench_concurrent_calls(runs: int, report: Report) -> None:
     )
     completed = statuses.count("completed")
     title = f"{runs} concurrent responses, each calling a {TASK_SECONDS:g}-second task tool"
-    report.add(f"## 9. {title}")
+    report.add(f"## 10. {title}")
     report.add()
     report.add(
         f"{runs} blocking `POST /v1/responses` at once against the example harness (SQLite "

@@ -26,6 +26,7 @@ def test_bench_quick_run_writes_the_report(tmp_path: Path) -> None:
     assert "**ratio bridged / raw**" in text
     assert "Scheduler: 1,000 open handles" in text
     assert "lateness p50 / p99 / max" in text and "No handle was polled twice" in text
+    assert "Polls per CPU-second: raw SDK `Client`, lean `tasks/get`, scheduler" in text
     assert "Following a UHP stream" in text
     assert "Recovery of the only replica after SIGKILL" in text
     assert "re-polling rate / raw SDK rate" in text

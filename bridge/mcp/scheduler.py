@@ -100,7 +100,9 @@ class _Watch:
     # Pushed observations (notifications/tasks) applied so far; a poll whose request left
     # before one of them was applied may carry older state, so its outcome is dropped.
     pushes: int = 0
-    observing: anyio.Lock = field(default_factory=anyio.Lock)  # one observation at a time
+    # One observation at a time; taken without a trip through the event loop when free (the
+    # usual case: a push and a poll reply about the same handle rarely meet).
+    observing: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
 
 
 @dataclass(slots=True)
@@ -134,7 +136,9 @@ class PollScheduler:
         self._rng = rng or random.Random()
         self._queue = DueQueue()
         self._watched: dict[str, _Watch] = {}
-        self._limiters: dict[str, anyio.CapacityLimiter] = {}
+        # Polls under way per server, at most per_server_concurrency (a slot free now is taken
+        # without a trip through the event loop).
+        self._server_slots: dict[str, anyio.Semaphore] = {}
         self._in_flight = 0
         self._wake = anyio.Event()
         self.stats = SchedulerStats()
@@ -349,10 +353,11 @@ class PollScheduler:
             await self._lose(watch, LostReason.SERVER_GONE, "no enabled server has this endpoint")
             return
         connection = self._pool.connection(config.name)
-        limiter = self._limiters.setdefault(
-            config.name, anyio.CapacityLimiter(self.config.per_server_concurrency)
-        )
-        async with limiter:
+        slots = self._server_slots.get(config.name)
+        if slots is None:
+            slots = anyio.Semaphore(self.config.per_server_concurrency, fast_acquire=True)
+            self._server_slots[config.name] = slots
+        async with slots:
             guard = self.lease_guard
             if watch.lease is not None and guard is not None and not guard.can_act():
                 # Not sure the lease still holds (renewal pending): polling now could overlap

@@ -33,7 +33,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bridge.errors import ServerConnectFailed, UnknownServer
 from bridge.mcp.extension import TasksClientExtension
+from bridge.mcp.http_backend import probing_transport
 from bridge.mcp.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
+from bridge.mcp.lean_get import LeanGetStats
 from bridge.mcp.transport import IsolatingTransport
 from bridge.mcp.wire import TaskStatusPush
 
@@ -68,6 +70,10 @@ class McpServerConfig:
     connect_timeout_s: float = 10.0
     # Listen for pushed task states (subscriptions/listen) when the server supports it.
     push_updates: bool = True
+    # Polls (tasks/get) of 2026-07-28 servers over Streamable HTTP take the lean path of
+    # bridge.mcp.lean_get (the SDK's own request, ~half the client CPU); False: always the
+    # SDK session path.
+    lean_task_get: bool = True
 
     def __post_init__(self) -> None:
         if (self.url is None) == (self.command is None):
@@ -137,6 +143,14 @@ class ServerConnection:
         self._lock = anyio.Lock()
         self.info = ServerInfo()
         self._annotations: dict[str, mcp_types.ToolAnnotations | None] | None = None
+        self.lean_get_stats = LeanGetStats()
+        # The endpoint parsed once (httpx2 parses a str URL on every request it builds).
+        self.parsed_url = httpx2.URL(config.url) if config.url is not None else None
+
+    @property
+    def http_client(self) -> httpx2.AsyncClient | None:
+        """The shared HTTP client the SDK transport of this connection sends on (None: stdio)."""
+        return self._http
 
     async def session(self) -> ClientSession:
         """A connected session, reconnecting if the previous transport broke."""
@@ -338,7 +352,7 @@ class ServerPool:
             )
             # One request's transport failure stays that request's (see bridge.mcp.transport).
             transport = IsolatingTransport(
-                httpx2.AsyncHTTPTransport(), on_failure=lambda: self._retire(config.name)
+                probing_transport(), on_failure=lambda: self._retire(config.name)
             )
             client = httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport)
             self._http[config.name] = client

@@ -11,6 +11,7 @@ import mcp_types
 from bridge.ledger.views import TaskView
 from bridge.mcp import legacy_wire
 from bridge.mcp.generations import TaskGeneration, generation_of
+from bridge.mcp.lean_get import lean_fetch, lean_session
 from bridge.mcp.servers import ServerConnection
 from bridge.mcp.wire import (
     CancelTaskRequest,
@@ -27,10 +28,21 @@ async def fetch_task(connection: ServerConnection, task: TaskView) -> DetailedTa
     if generation_of(task) is TaskGeneration.EXPERIMENTAL_2025_11_25:
         return await legacy_wire.fetch_task(connection, task)
     session = await connection.session()
+    config = connection.config
+    request = GetTaskRequest(params=TaskIdParams(task_id=task.task_id))
+    http = connection.http_client
+    url = connection.parsed_url if config.lean_task_get else None
+    if url is not None and http is not None and lean_session(session):
+        return await lean_fetch(
+            session,
+            http,
+            url,
+            request,
+            config.request_timeout_s,
+            connection.lean_get_stats,
+        )
     reply: DetailedTask = await session.send_request(
-        GetTaskRequest(params=TaskIdParams(task_id=task.task_id)),
-        DetailedTask,
-        request_read_timeout_seconds=connection.config.request_timeout_s,
+        request, DetailedTask, request_read_timeout_seconds=config.request_timeout_s
     )
     return reply
 
