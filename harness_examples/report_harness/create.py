@@ -32,7 +32,7 @@ from harness_examples.report_harness.context import (
     stream,
 )
 from harness_examples.report_harness.runtime import LiveRun, Runtime
-from harness_examples.report_harness.store import IdempotencyConflict
+from harness_examples.report_harness.writes import IdempotencyConflict
 
 #: The fields this harness acts on. ``instructions`` is kept with the request but the scripted
 #: agent never reads it, so like every other field it is named in ``metadata.ignored_fields``.
@@ -198,7 +198,7 @@ async def _create(
         "timeout_seconds": timeout if timeout is not None else harness.timeout_seconds,
     }
     try:
-        await rt.db(
+        await rt.write(
             rt.store.create,
             principal=principal,
             body=response,

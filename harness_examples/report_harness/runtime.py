@@ -20,6 +20,7 @@ from bridge import (
     OuterStatus,
     WaitMode,
 )
+from bridge.aio import LedgerRunner
 from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, ServerConnectFailed
 from bridge.uhp.adapter import nested_tasks_summary, to_uhp_event
 from bridge.uhp.serving import (
@@ -91,9 +92,19 @@ class Runtime:
         #: Runs whose terminal state could not be stored: their streams end, their waiting
         #: requests are answered 503, and the next start resumes them.
         self.unsettled: set[str] = set()
+        self._writes = LedgerRunner(inline=store.writes_inline)
 
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A read of the store, in a worker thread."""
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A write of the store: on the event loop where it takes tens of microseconds
+        (SQLite; a held write lock is waited for off the loop's back), in a worker thread
+        otherwise. Never interrupted once asked for, as a write in a thread is not: a
+        cancelled emit has still written its event."""
+        with anyio.CancelScope(shield=True):
+            return await self._writes(fn, *args, **kwargs)
 
     # -- lifespan --------------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -189,7 +200,7 @@ class Runtime:
             # a streamed word costs the same however long the response already is.
             body_json = None if type_ in DELTA_EVENTS else json.dumps(run.body)
             try:
-                await self.db(
+                await self.write(
                     self.store.append,
                     run.id,
                     seq,
@@ -263,7 +274,7 @@ class Runtime:
                 harness="report_harness",
             )
             run.run_ref = view.ref
-            await self.db(self.store.set_bridge_run, run.id, view.ref)
+            await self.write(self.store.set_bridge_run, run.id, view.ref)
         if resumed:
             ended = await self.bridge.get_run(run.principal, run.run_ref)
             if ended.status is not None and ended.status.is_terminal:
@@ -503,7 +514,7 @@ class Runtime:
             record = terminal_record(run.body, status, error, run.next_seq)
 
             async def write() -> None:
-                await self.db(
+                await self.write(
                     self.store.append,
                     run.id,
                     run.next_seq,
