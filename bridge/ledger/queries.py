@@ -6,9 +6,10 @@ Every query filters on the principal: another tenant's rows are simply not there
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import Select, and_, bindparam, select
 
 from bridge import events as ev
 from bridge.ledger._base import (
@@ -25,6 +26,39 @@ from bridge.ledger.views import DispatchView, InputRequestView, RunView, TaskVie
 from bridge.lifecycle import DispatchState
 
 
+@cache
+def _events_after(limit: int | None) -> Select[Any]:
+    """A run's events after a sequence number (built once per limit: see ``_base``)."""
+    query = (
+        select(EVENTS.c.payload_json)
+        .where(
+            EVENTS.c.principal == bindparam("w_principal"),
+            EVENTS.c.run_ref == bindparam("w_ref"),
+            EVENTS.c.seq > bindparam("w_after"),
+        )
+        .order_by(EVENTS.c.seq)
+    )
+    return query if limit is None else query.limit(limit)
+
+
+@cache
+def _tasks_query(of_run: bool, open_only: bool) -> Select[Any]:
+    """The principal's tasks (of one run, open ones), oldest first (built once per shape)."""
+    query = select(TASKS).where(TASKS.c.principal == bindparam("w_principal"))
+    if of_run:
+        query = query.where(TASKS.c.run_ref == bindparam("w_ref"))
+    if open_only:
+        query = query.where(*OPEN_TASK)
+    return query.order_by(TASKS.c.created_at_ms, TASKS.c.ref)
+
+
+_RUN_BY_RESPONSE = select(RUNS).where(
+    RUNS.c.principal == bindparam("w_principal"),
+    RUNS.c.uhp_server == bindparam("w_server"),
+    RUNS.c.response_id == bindparam("w_response_id"),
+)
+
+
 class TenantQueries(TenantScope):
     """The read side of a :class:`~bridge.ledger.store.TenantLedger`."""
 
@@ -34,13 +68,12 @@ class TenantQueries(TenantScope):
 
     def find_run(self, uhp_server: str, response_id: str) -> RunView | None:
         with self._read() as conn:
-            row = conn.execute(
-                select(RUNS).where(
-                    self._owned(RUNS),
-                    RUNS.c.uhp_server == uhp_server,
-                    RUNS.c.response_id == response_id,
-                )
-            ).first()
+            params = {
+                "w_principal": self.principal,
+                "w_server": uhp_server,
+                "w_response_id": response_id,
+            }
+            row = conn.execute(_RUN_BY_RESPONSE, params).first()
         return RunView.from_row(row) if row is not None else None
 
     def find_runs_by_response_id(self, response_id: str) -> list[RunView]:
@@ -115,13 +148,9 @@ class TenantQueries(TenantScope):
             return TaskView.from_row(self._task_row(conn, task_ref))
 
     def list_tasks(self, *, run_ref: str | None = None, open_only: bool = False) -> list[TaskView]:
-        query = select(TASKS).where(self._owned(TASKS))
-        if run_ref is not None:
-            query = query.where(TASKS.c.run_ref == run_ref)
-        if open_only:
-            query = query.where(*OPEN_TASK)
+        params = {"w_principal": self.principal, "w_ref": run_ref}
         with self._read() as conn:
-            rows = conn.execute(query.order_by(TASKS.c.created_at_ms, TASKS.c.ref)).all()
+            rows = conn.execute(_tasks_query(run_ref is not None, open_only), params).all()
             return TaskView.from_rows(rows)
 
     def due_tasks(self, now_ms: int, *, limit: int = 500) -> list[TaskView]:
@@ -189,15 +218,10 @@ class TenantQueries(TenantScope):
         self, run_ref: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[ev.BridgeEvent]:
         """The run's events with ``seq > after_seq``, in order."""
-        query = (
-            select(EVENTS.c.payload_json)
-            .where(self._owned(EVENTS), EVENTS.c.run_ref == run_ref, EVENTS.c.seq > after_seq)
-            .order_by(EVENTS.c.seq)
-        )
-        if limit is not None:
-            query = query.limit(limit)
+        params = {"w_principal": self.principal, "w_ref": run_ref, "w_after": after_seq}
         with self._read() as conn:
-            return [ev.parse_event(text) for (text,) in conn.execute(query)]
+            rows = conn.execute(_events_after(limit), params)
+            return [ev.parse_event(text) for (text,) in rows]
 
     def run_event_seqs(self, run_refs: Sequence[str]) -> dict[str, int]:
         """The last event ``seq`` of each of these runs (one query; unknown refs are absent):

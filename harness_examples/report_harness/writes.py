@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, Integer, Text, bindparam, func, insert, select, update
+from sqlalchemy.exc import DBAPIError
 
+from bridge.ledger.availability import refuse_if_unavailable
 from bridge.ledger.dialects import dialect_of
 from harness_examples.report_harness.tables import EVENTS, IDEMPOTENCY, RESPONSES
 
@@ -41,6 +45,7 @@ class StoreWrites:
         dialect = dialect_of(engine)
         self.inline = dialect.runs_calls_inline
         self._session = dialect.driver_session(engine)
+        self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         compiled = self._session.compile
         r = RESPONSES
         self._snapshot = compiled(
@@ -76,6 +81,17 @@ class StoreWrites:
         """Give back this thread's connection (the one the event loop's writes used)."""
         self._session.close()
 
+    @contextmanager
+    def _as_sqlalchemy_raises(self) -> Iterator[None]:
+        """A driver error leaves as the ORM's would have: ``LedgerUnavailable`` for a database
+        that cannot take writes, SQLAlchemy's ``DBAPIError`` (``OperationalError`` for a
+        server that is down...) otherwise, so the app's error handlers answer as before."""
+        try:
+            yield
+        except self._driver_error as exc:
+            refuse_if_unavailable(exc)
+            raise DBAPIError.instance(None, None, exc, self._driver_error) from exc
+
     def append(
         self,
         response_id: str,
@@ -99,13 +115,13 @@ class StoreWrites:
             "new_cursor": bridge_cursor,
         }
         event = {"response_id": response_id, "seq": seq, "type": event_type, "data": event_json}
-        with self._session.transaction() as cursor:
+        with self._as_sqlalchemy_raises(), self._session.transaction() as cursor:
             if cursor.run(self._snapshot, snapshot) != 1:
                 raise LookupError(f"no stored response {response_id!r}")
             cursor.run(self._event, event)
 
     def set_bridge_run(self, response_id: str, run_ref: str) -> None:
-        with self._session.transaction() as cursor:
+        with self._as_sqlalchemy_raises(), self._session.transaction() as cursor:
             if cursor.run(self._run_ref, {"response_id": response_id, "run_ref": run_ref}) != 1:
                 raise LookupError(f"no stored response {response_id!r}")
 
@@ -141,6 +157,17 @@ class StoreWrites:
             "deleted": False,
         }
         key = {"p": principal, "k": idempotency_key}
+        with self._as_sqlalchemy_raises():
+            self._create(response, key, idempotency_key, fingerprint, now)
+
+    def _create(
+        self,
+        response: dict[str, Any],
+        key: dict[str, Any],
+        idempotency_key: str | None,
+        fingerprint: str,
+        now: float,
+    ) -> None:
         try:
             with self._session.transaction() as cursor:
                 if idempotency_key is not None:
@@ -148,9 +175,9 @@ class StoreWrites:
                     if first is not None:
                         raise IdempotencyConflict(first)
                     record = {
-                        "principal": principal,
+                        "principal": key["p"],
                         "key": idempotency_key,
-                        "response_id": body["id"],
+                        "response_id": response["id"],
                         "fingerprint": fingerprint,
                         "created_at": now,
                     }
