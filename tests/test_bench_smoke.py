@@ -33,3 +33,4 @@ def test_bench_quick_run_writes_the_report(tmp_path: Path) -> None:
     assert "Claims per second on PostgreSQL" in text
     assert "20 waiting runs in the example harness" in text
     assert "| tool executed exactly once (server count) | **20/20** |" in text
+    assert "| raw SDK: 20 calls + polling, wall |" in text

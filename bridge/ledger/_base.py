@@ -8,7 +8,9 @@ of that commits or none of it does.
 
 SQLAlchemy Core on pooled connections is used rather than an ORM session per call: the ORM
 session, not the disk, dominates a durable write on these machines (see the call-path figures
-in ``docs/benchmarks.md``).
+in ``docs/benchmarks.md``). The statements every run, task and event goes through are built
+once (building a statement and its cache key cost more than running it), and the event append
+runs on the transaction's own DBAPI connection, precompiled like the call path's.
 """
 
 from __future__ import annotations
@@ -91,6 +93,9 @@ _INSERT_EVENT = insert(EVENTS).values(
 UPDATE_RUN = update(RUNS).where(
     RUNS.c.principal == bindparam("w_principal"), RUNS.c.ref == bindparam("w_ref")
 )  # SET: the columns the parameters name besides these
+UPDATE_TASK = update(TASKS).where(
+    TASKS.c.principal == bindparam("w_principal"), TASKS.c.ref == bindparam("w_ref")
+)  # likewise
 
 
 class EventAppend:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, select
+from sqlalchemy import Select, bindparam, select
 
 from bridge import events as ev
 from bridge.ledger._base import (
@@ -52,6 +52,15 @@ def _tasks_query(of_run: bool, open_only: bool) -> Select[Any]:
     return query.order_by(TASKS.c.created_at_ms, TASKS.c.ref)
 
 
+_DISPATCH_BY_OPERATION = select(DISPATCHES).where(
+    DISPATCHES.c.principal == bindparam("w_principal"),
+    DISPATCHES.c.operation_id == bindparam("w_operation_id"),
+)
+_TASK_BY_HANDLE = select(TASKS).where(
+    TASKS.c.principal == bindparam("w_principal"),
+    TASKS.c.server_endpoint == bindparam("w_endpoint"),
+    TASKS.c.task_id == bindparam("w_task_id"),
+)
 _RUN_BY_RESPONSE = select(RUNS).where(
     RUNS.c.principal == bindparam("w_principal"),
     RUNS.c.uhp_server == bindparam("w_server"),
@@ -236,19 +245,16 @@ class TenantQueries(TenantScope):
 
     def _dispatch_by_operation(self, operation_id: str) -> DispatchView | None:
         with self._read() as conn:
-            row = conn.execute(
-                select(DISPATCHES).where(
-                    self._owned(DISPATCHES), DISPATCHES.c.operation_id == operation_id
-                )
-            ).first()
+            params = {"w_principal": self.principal, "w_operation_id": operation_id}
+            row = conn.execute(_DISPATCH_BY_OPERATION, params).first()
         return DispatchView.from_row(row) if row is not None else None
 
     def _task_by_handle(self, server_endpoint: str, task_id: str) -> TaskView | None:
         with self._read() as conn:
-            row = conn.execute(
-                select(TASKS).where(
-                    self._owned(TASKS),
-                    and_(TASKS.c.server_endpoint == server_endpoint, TASKS.c.task_id == task_id),
-                )
-            ).first()
+            params = {
+                "w_principal": self.principal,
+                "w_endpoint": server_endpoint,
+                "w_task_id": task_id,
+            }
+            row = conn.execute(_TASK_BY_HANDLE, params).first()
         return TaskView.from_row(row) if row is not None else None
