@@ -52,6 +52,28 @@ def _tasks_query(of_run: bool, open_only: bool) -> Select[Any]:
     return query.order_by(TASKS.c.created_at_ms, TASKS.c.ref)
 
 
+@cache
+def _dispatches_query(of_run: bool, in_states: bool) -> Select[Any]:
+    """The principal's dispatches (of one run, in some states), oldest first."""
+    query = select(DISPATCHES).where(DISPATCHES.c.principal == bindparam("w_principal"))
+    if of_run:
+        query = query.where(DISPATCHES.c.run_ref == bindparam("w_ref"))
+    if in_states:
+        query = query.where(DISPATCHES.c.state.in_(bindparam("w_states", expanding=True)))
+    return query.order_by(DISPATCHES.c.created_at_ms, DISPATCHES.c.ref)
+
+
+@cache
+def _inputs_query(pending_only: bool) -> Select[Any]:
+    """A task's input requests (unanswered ones), in the order they came."""
+    query = select(INPUTS).where(
+        INPUTS.c.principal == bindparam("w_principal"), INPUTS.c.task_ref == bindparam("w_ref")
+    )
+    if pending_only:
+        query = query.where(INPUTS.c.answered_at_ms.is_(None))
+    return query.order_by(INPUTS.c.id)
+
+
 _DISPATCH_BY_OPERATION = select(DISPATCHES).where(
     DISPATCHES.c.principal == bindparam("w_principal"),
     DISPATCHES.c.operation_id == bindparam("w_operation_id"),
@@ -143,14 +165,12 @@ class TenantQueries(TenantScope):
     def list_dispatches(
         self, *, run_ref: str | None = None, states: Sequence[DispatchState] | None = None
     ) -> list[DispatchView]:
-        query = select(DISPATCHES).where(self._owned(DISPATCHES))
-        if run_ref is not None:
-            query = query.where(DISPATCHES.c.run_ref == run_ref)
+        params: dict[str, Any] = {"w_principal": self.principal, "w_ref": run_ref}
         if states is not None:
-            query = query.where(DISPATCHES.c.state.in_([s.value for s in states]))
+            params["w_states"] = [s.value for s in states]
+        query = _dispatches_query(run_ref is not None, states is not None)
         with self._read() as conn:
-            rows = conn.execute(query.order_by(DISPATCHES.c.created_at_ms, DISPATCHES.c.ref))
-            return [DispatchView.from_row(r) for r in rows]
+            return [DispatchView.from_row(r) for r in conn.execute(query, params)]
 
     def get_task(self, task_ref: str) -> TaskView:
         with self._read() as conn:
@@ -180,11 +200,10 @@ class TenantQueries(TenantScope):
     def input_requests(
         self, task_ref: str, *, pending_only: bool = False
     ) -> list[InputRequestView]:
-        query = select(INPUTS).where(self._owned(INPUTS), INPUTS.c.task_ref == task_ref)
-        if pending_only:
-            query = query.where(INPUTS.c.answered_at_ms.is_(None))
+        params = {"w_principal": self.principal, "w_ref": task_ref}
         with self._read() as conn:
-            return [InputRequestView.from_row(r) for r in conn.execute(query.order_by(INPUTS.c.id))]
+            rows = conn.execute(_inputs_query(pending_only), params)
+            return [InputRequestView.from_row(r) for r in rows]
 
     def pending_input_requests(self) -> list[InputRequestView]:
         """Unanswered input requests of every open task (offered to the host again); a request
