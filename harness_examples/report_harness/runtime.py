@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -226,7 +225,8 @@ class Runtime:
                 run.signal.notify()
 
     def snapshot(self, run: LiveRun) -> dict[str, Any]:
-        return copy.deepcopy(run.body)
+        body: dict[str, Any] = json_copy(run.body)
+        return body
 
     def frames(self, response_id: str, start: int) -> AsyncIterator[bytes]:
         """The persisted log from ``start`` on as SSE frames, live until the terminal event."""
@@ -320,7 +320,7 @@ class Runtime:
             if item.get("status") == "in_progress":
                 item["status"] = "incomplete"
                 await self.emit(
-                    run, "response.output_item.done", output_index=index, item=copy.deepcopy(item)
+                    run, "response.output_item.done", output_index=index, item=json_copy(item)
                 )
 
     async def _message(self, run: LiveRun, index: int, deltas: list[str], pause: float) -> None:
@@ -332,7 +332,7 @@ class Runtime:
         part = new_text_part()
         item["content"].append(part)
         await self.emit(
-            run, "response.content_part.added", **where, content_index=0, part=copy.deepcopy(part)
+            run, "response.content_part.added", **where, content_index=0, part=json_copy(part)
         )
         for delta in deltas:
             if pause:
@@ -346,14 +346,14 @@ class Runtime:
             run, "response.output_text.done", **where, content_index=0, text=part["text"]
         )
         await self.emit(
-            run, "response.content_part.done", **where, content_index=0, part=copy.deepcopy(part)
+            run, "response.content_part.done", **where, content_index=0, part=json_copy(part)
         )
         item["status"] = "completed"
         await self.emit(
             run,
             "response.output_item.done",
             output_index=where["output_index"],
-            item=copy.deepcopy(item),
+            item=json_copy(item),
             step=index + 1,
         )
 
@@ -372,9 +372,7 @@ class Runtime:
         out = run.body["output"]
         out.append(call)
         pos = len(out) - 1
-        await self.emit(
-            run, "response.output_item.added", output_index=pos, item=copy.deepcopy(call)
-        )
+        await self.emit(run, "response.output_item.added", output_index=pos, item=json_copy(call))
         call["arguments"] = arguments
         await self.emit(
             run,
@@ -391,9 +389,7 @@ class Runtime:
             arguments=arguments,
         )
         call["status"] = "completed"
-        await self.emit(
-            run, "response.output_item.done", output_index=pos, item=copy.deepcopy(call)
-        )
+        await self.emit(run, "response.output_item.done", output_index=pos, item=json_copy(call))
 
         result = await self._call(run, index, step)
         result_item = {
@@ -406,13 +402,13 @@ class Runtime:
         out.append(result_item)
         pos = len(out) - 1
         await self.emit(
-            run, "response.output_item.added", output_index=pos, item=copy.deepcopy(result_item)
+            run, "response.output_item.added", output_index=pos, item=json_copy(result_item)
         )
         await self.emit(
             run,
             "response.output_item.done",
             output_index=pos,
-            item=copy.deepcopy(result_item),
+            item=json_copy(result_item),
             step=index + 1,
         )
 
@@ -565,6 +561,12 @@ class _Incomplete(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value (what a response, its items and parts are): through the
+    C encoder and decoder, several times cheaper than ``copy.deepcopy``."""
+    return json.loads(json.dumps(value))
 
 
 class StoredLog:
