@@ -425,13 +425,16 @@ class Bridge(BridgeReads, AgentStates):
         assert self._notifier is not None
         tenant = self.ledger.for_principal(principal)
         last = after_seq
+        limit = 500
         while True:
             with self._notifier.watch(principal, run_ref) as change:  # armed, then read
-                batch = await self._db(tenant.events, run_ref, after_seq=last, limit=500)
+                batch = await self._db(tenant.events, run_ref, after_seq=last, limit=limit)
                 for event in batch:
                     last = event.seq
                     yield event
-                if not batch:
+                # A short batch was all there was when read; the watch was armed before the
+                # read, so a later commit has set it: wait here instead of reading again.
+                if len(batch) < limit:
                     await change.wait(None)  # woken by a commit on the run (or the backstop)
 
     # -- recovery ----------------------------------------------------------------------------

@@ -36,3 +36,4 @@ def test_bench_quick_run_writes_the_report(tmp_path: Path) -> None:
     assert "| tool executed exactly once (server count) | **20/20** |" in text
     assert "16 concurrent callers: bridged `tools/call` vs the raw SDK" in text
     assert "5,000 open handles on PostgreSQL, 3 replicas" in text
+    assert "| raw SDK: 20 calls + polling, wall |" in text

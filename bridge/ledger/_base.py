@@ -8,7 +8,9 @@ of that commits or none of it does.
 
 SQLAlchemy Core on pooled connections is used rather than an ORM session per call: the ORM
 session, not the disk, dominates a durable write on these machines (see the call-path figures
-in ``docs/benchmarks.md``).
+in ``docs/benchmarks.md``). The statements every run, task and event goes through are built
+once (building a statement and its cache key cost more than running it), and the event append
+runs on the transaction's own DBAPI connection, precompiled like the call path's.
 """
 
 from __future__ import annotations
@@ -19,14 +21,27 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, cast
 
-from sqlalchemy import Connection, Engine, Table, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Select,
+    Table,
+    bindparam,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.exc import DBAPIError, NoResultFound
 from sqlalchemy.sql.elements import ColumnElement
 
 from bridge import events as ev
 from bridge.errors import NotFound
+from bridge.ledger.availability import refuse_if_unavailable
 from bridge.ledger.dialects import LedgerDialect, dialect_of
 from bridge.ledger.group_commit import GroupCommit
-from bridge.ledger.hotpath import Cursor, DriverSession
+from bridge.ledger.hotpath import CompiledStatement, Cursor, DriverSession
 from bridge.ledger.models import (
     DispatchIntent,
     EventRecord,
@@ -53,6 +68,46 @@ OPEN_TASK = (
 )
 # A run is open while the harness has not reported it terminal (or not reported it at all).
 OPEN_RUN = or_(RUNS.c.status.is_(None), RUNS.c.status == OuterStatus.IN_PROGRESS.value)
+
+
+# The statements every run, task and event goes through, built once: building a Core statement
+# and computing its cache key costs more than running it (~0.2 ms per statement). Their
+# parameters are named ``w_*``, apart from any column a statement writes.
+def _row_by_ref(table: Table) -> Select[Any]:
+    return select(table).where(
+        table.c.principal == bindparam("w_principal"), table.c.ref == bindparam("w_ref")
+    )
+
+
+_ROW_BY_REF = {t.name: _row_by_ref(t) for t in (RUNS, DISPATCHES, TASKS)}
+_ROW_BY_REF_FOR_UPDATE = {name: q.with_for_update() for name, q in _ROW_BY_REF.items()}
+_NEXT_EVENT_SEQ = (
+    update(RUNS)
+    .where(RUNS.c.principal == bindparam("w_principal"), RUNS.c.ref == bindparam("w_ref"))
+    .values(event_seq=RUNS.c.event_seq + literal_column("1"))
+    .returning(RUNS.c.event_seq)
+)
+_EVENT_COLUMNS = ("principal", "run_ref", "seq", "type", "task_ref", "payload_json", "at_ms")
+_INSERT_EVENT = insert(EVENTS).values(
+    {c: bindparam(f"w_{c}", type_=EVENTS.c[c].type) for c in _EVENT_COLUMNS}
+)
+UPDATE_RUN = update(RUNS).where(
+    RUNS.c.principal == bindparam("w_principal"), RUNS.c.ref == bindparam("w_ref")
+)  # SET: the columns the parameters name besides these
+UPDATE_TASK = update(TASKS).where(
+    TASKS.c.principal == bindparam("w_principal"), TASKS.c.ref == bindparam("w_ref")
+)  # likewise
+
+
+class EventAppend:
+    """The two statements of an event append, compiled for the driver: every run's log grows
+    through them (a served run's registration, statuses, task events), so they run on the
+    transaction's own DBAPI connection like the call path's (:mod:`bridge.ledger.hotpath`)."""
+
+    def __init__(self, dialect: LedgerDialect) -> None:
+        statements = dialect.statement_dialect()
+        self.next_seq = CompiledStatement(_NEXT_EVENT_SEQ, statements)
+        self.insert_event = CompiledStatement(_INSERT_EVENT, statements)
 
 
 def written_columns(table: Table) -> list[str]:
@@ -98,6 +153,36 @@ class Tx:
 
     def __init__(self) -> None:
         self.appended = _Appended()
+        self._cursor: Cursor | None = None
+
+    def driver_cursor(self) -> Cursor:
+        """A DBAPI cursor on the transaction's own connection (closed with the transaction)."""
+        if self._cursor is None:
+            driver = self.conn.connection.driver_connection
+            assert driver is not None  # a transaction holds a live connection
+            self._cursor = Cursor(driver.cursor())
+        return self._cursor
+
+    def on_driver(
+        self, statement: CompiledStatement, params: dict[str, Any], *, scalar: bool = False
+    ) -> Any:
+        """Run ``statement`` on :meth:`driver_cursor`; a driver error is raised as SQLAlchemy
+        would have raised it (``LedgerUnavailable`` for a database that cannot take writes,
+        a ``DBAPIError`` otherwise), so callers see one contract whichever way it ran."""
+        cursor = self.driver_cursor()
+        try:
+            return cursor.scalar(statement, params) if scalar else cursor.run(statement, params)
+        except Exception as exc:
+            driver_error = self.conn.dialect.loaded_dbapi.Error
+            if not isinstance(exc, driver_error):
+                raise
+            refuse_if_unavailable(exc)
+            raise DBAPIError.instance(statement.sql, params, exc, driver_error) from exc
+
+    def close_cursor(self) -> None:
+        if self._cursor is not None:
+            self._cursor.close()
+            self._cursor = None
 
 
 class LedgerCore:
@@ -127,6 +212,8 @@ class LedgerCore:
         )
         # Call-path commits of concurrent callers in worker threads share transactions.
         self.group_commit: GroupCommit[Cursor] = GroupCommit(self._driver.transaction)
+        # Without the precompiled call path, event appends go through Core too (visible).
+        self._event_append = EventAppend(self.dialect) if precompiled_call_path else None
 
     def close(self) -> None:
         self._driver.close()
@@ -156,7 +243,10 @@ class LedgerCore:
         tx = Tx()
         with self.engine.begin() as conn:
             tx.conn = conn
-            yield tx
+            try:
+                yield tx
+            finally:
+                tx.close_cursor()
         for principal, run_ref, seq in tx.appended.items_last():
             self._notify(principal, run_ref, seq)
 
@@ -230,10 +320,9 @@ class TenantScope:
         return self._ledger._write()
 
     def _one(self, conn: Connection, table: Table, ref: str, kind: str, lock: bool) -> Any:
-        query = select(table).where(self._owned(table), table.c.ref == ref)
-        if lock and self._ledger.dialect.locks_rows_for_update:
-            query = query.with_for_update()
-        row = conn.execute(query).first()
+        locked = lock and self._ledger.dialect.locks_rows_for_update
+        query = (_ROW_BY_REF_FOR_UPDATE if locked else _ROW_BY_REF)[table.name]
+        row = conn.execute(query, {"w_principal": self.principal, "w_ref": ref}).first()
         if row is None:
             raise NotFound(kind, ref)
         return row
@@ -275,12 +364,14 @@ class TenantScope:
         Server-supplied text (messages, results, input requests) may quote the raw task id;
         every occurrence is replaced by the task's reference before the event is stored.
         """
-        seq = tx.conn.execute(
-            update(RUNS)
-            .where(self._owned(RUNS), RUNS.c.ref == run_ref)
-            .values(event_seq=RUNS.c.event_seq + 1)
-            .returning(RUNS.c.event_seq)
-        ).scalar_one()
+        statements = self._ledger._event_append
+        run = {"w_principal": self.principal, "w_ref": run_ref}
+        if statements is None:
+            seq = tx.conn.execute(_NEXT_EVENT_SEQ, run).scalar_one()
+        else:
+            seq = tx.on_driver(statements.next_seq, run, scalar=True)
+            if seq is None:
+                raise NoResultFound("No row was found when one was required")
         stamped = event.model_copy(update={"seq": seq, "run_ref": run_ref, "at_ms": self.now})
         payload = stamped.model_dump_json()
         task_ref = getattr(stamped, "task_ref", None)
@@ -288,16 +379,18 @@ class TenantScope:
             scrubbed = scrub_raw_id(payload, raw_task_id, task_ref)
             if scrubbed != payload:
                 payload, stamped = scrubbed, ev.parse_event(scrubbed)
-        tx.conn.execute(
-            insert(EVENTS).values(
-                principal=self.principal,
-                run_ref=run_ref,
-                seq=seq,
-                type=stamped.type,
-                task_ref=task_ref,
-                payload_json=payload,
-                at_ms=stamped.at_ms,
-            )
-        )
+        row = {
+            "w_principal": self.principal,
+            "w_run_ref": run_ref,
+            "w_seq": seq,
+            "w_type": stamped.type,
+            "w_task_ref": task_ref,
+            "w_payload_json": payload,
+            "w_at_ms": stamped.at_ms,
+        }
+        if statements is None:
+            tx.conn.execute(_INSERT_EVENT, row)
+        else:
+            tx.on_driver(statements.insert_event, row)
         tx.appended.note(self.principal, run_ref, seq)
         return stamped

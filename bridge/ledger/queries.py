@@ -6,9 +6,10 @@ Every query filters on the principal: another tenant's rows are simply not there
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import Select, bindparam, select
 
 from bridge import events as ev
 from bridge.ledger._base import (
@@ -25,6 +26,70 @@ from bridge.ledger.views import DispatchView, InputRequestView, RunView, TaskVie
 from bridge.lifecycle import DispatchState
 
 
+@cache
+def _events_after(limit: int | None) -> Select[Any]:
+    """A run's events after a sequence number (built once per limit: see ``_base``)."""
+    query = (
+        select(EVENTS.c.payload_json)
+        .where(
+            EVENTS.c.principal == bindparam("w_principal"),
+            EVENTS.c.run_ref == bindparam("w_ref"),
+            EVENTS.c.seq > bindparam("w_after"),
+        )
+        .order_by(EVENTS.c.seq)
+    )
+    return query if limit is None else query.limit(limit)
+
+
+@cache
+def _tasks_query(of_run: bool, open_only: bool) -> Select[Any]:
+    """The principal's tasks (of one run, open ones), oldest first (built once per shape)."""
+    query = select(TASKS).where(TASKS.c.principal == bindparam("w_principal"))
+    if of_run:
+        query = query.where(TASKS.c.run_ref == bindparam("w_ref"))
+    if open_only:
+        query = query.where(*OPEN_TASK)
+    return query.order_by(TASKS.c.created_at_ms, TASKS.c.ref)
+
+
+@cache
+def _dispatches_query(of_run: bool, in_states: bool) -> Select[Any]:
+    """The principal's dispatches (of one run, in some states), oldest first."""
+    query = select(DISPATCHES).where(DISPATCHES.c.principal == bindparam("w_principal"))
+    if of_run:
+        query = query.where(DISPATCHES.c.run_ref == bindparam("w_ref"))
+    if in_states:
+        query = query.where(DISPATCHES.c.state.in_(bindparam("w_states", expanding=True)))
+    return query.order_by(DISPATCHES.c.created_at_ms, DISPATCHES.c.ref)
+
+
+@cache
+def _inputs_query(pending_only: bool) -> Select[Any]:
+    """A task's input requests (unanswered ones), in the order they came."""
+    query = select(INPUTS).where(
+        INPUTS.c.principal == bindparam("w_principal"), INPUTS.c.task_ref == bindparam("w_ref")
+    )
+    if pending_only:
+        query = query.where(INPUTS.c.answered_at_ms.is_(None))
+    return query.order_by(INPUTS.c.id)
+
+
+_DISPATCH_BY_OPERATION = select(DISPATCHES).where(
+    DISPATCHES.c.principal == bindparam("w_principal"),
+    DISPATCHES.c.operation_id == bindparam("w_operation_id"),
+)
+_TASK_BY_HANDLE = select(TASKS).where(
+    TASKS.c.principal == bindparam("w_principal"),
+    TASKS.c.server_endpoint == bindparam("w_endpoint"),
+    TASKS.c.task_id == bindparam("w_task_id"),
+)
+_RUN_BY_RESPONSE = select(RUNS).where(
+    RUNS.c.principal == bindparam("w_principal"),
+    RUNS.c.uhp_server == bindparam("w_server"),
+    RUNS.c.response_id == bindparam("w_response_id"),
+)
+
+
 class TenantQueries(TenantScope):
     """The read side of a :class:`~bridge.ledger.store.TenantLedger`."""
 
@@ -34,13 +99,12 @@ class TenantQueries(TenantScope):
 
     def find_run(self, uhp_server: str, response_id: str) -> RunView | None:
         with self._read() as conn:
-            row = conn.execute(
-                select(RUNS).where(
-                    self._owned(RUNS),
-                    RUNS.c.uhp_server == uhp_server,
-                    RUNS.c.response_id == response_id,
-                )
-            ).first()
+            params = {
+                "w_principal": self.principal,
+                "w_server": uhp_server,
+                "w_response_id": response_id,
+            }
+            row = conn.execute(_RUN_BY_RESPONSE, params).first()
         return RunView.from_row(row) if row is not None else None
 
     def find_runs_by_response_id(self, response_id: str) -> list[RunView]:
@@ -101,27 +165,21 @@ class TenantQueries(TenantScope):
     def list_dispatches(
         self, *, run_ref: str | None = None, states: Sequence[DispatchState] | None = None
     ) -> list[DispatchView]:
-        query = select(DISPATCHES).where(self._owned(DISPATCHES))
-        if run_ref is not None:
-            query = query.where(DISPATCHES.c.run_ref == run_ref)
+        params: dict[str, Any] = {"w_principal": self.principal, "w_ref": run_ref}
         if states is not None:
-            query = query.where(DISPATCHES.c.state.in_([s.value for s in states]))
+            params["w_states"] = [s.value for s in states]
+        query = _dispatches_query(run_ref is not None, states is not None)
         with self._read() as conn:
-            rows = conn.execute(query.order_by(DISPATCHES.c.created_at_ms, DISPATCHES.c.ref))
-            return [DispatchView.from_row(r) for r in rows]
+            return [DispatchView.from_row(r) for r in conn.execute(query, params)]
 
     def get_task(self, task_ref: str) -> TaskView:
         with self._read() as conn:
             return TaskView.from_row(self._task_row(conn, task_ref))
 
     def list_tasks(self, *, run_ref: str | None = None, open_only: bool = False) -> list[TaskView]:
-        query = select(TASKS).where(self._owned(TASKS))
-        if run_ref is not None:
-            query = query.where(TASKS.c.run_ref == run_ref)
-        if open_only:
-            query = query.where(*OPEN_TASK)
+        params = {"w_principal": self.principal, "w_ref": run_ref}
         with self._read() as conn:
-            rows = conn.execute(query.order_by(TASKS.c.created_at_ms, TASKS.c.ref)).all()
+            rows = conn.execute(_tasks_query(run_ref is not None, open_only), params).all()
             return TaskView.from_rows(rows)
 
     def due_tasks(self, now_ms: int, *, limit: int = 500) -> list[TaskView]:
@@ -142,11 +200,10 @@ class TenantQueries(TenantScope):
     def input_requests(
         self, task_ref: str, *, pending_only: bool = False
     ) -> list[InputRequestView]:
-        query = select(INPUTS).where(self._owned(INPUTS), INPUTS.c.task_ref == task_ref)
-        if pending_only:
-            query = query.where(INPUTS.c.answered_at_ms.is_(None))
+        params = {"w_principal": self.principal, "w_ref": task_ref}
         with self._read() as conn:
-            return [InputRequestView.from_row(r) for r in conn.execute(query.order_by(INPUTS.c.id))]
+            rows = conn.execute(_inputs_query(pending_only), params)
+            return [InputRequestView.from_row(r) for r in rows]
 
     def pending_input_requests(self) -> list[InputRequestView]:
         """Unanswered input requests of every open task (offered to the host again); a request
@@ -189,15 +246,10 @@ class TenantQueries(TenantScope):
         self, run_ref: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[ev.BridgeEvent]:
         """The run's events with ``seq > after_seq``, in order."""
-        query = (
-            select(EVENTS.c.payload_json)
-            .where(self._owned(EVENTS), EVENTS.c.run_ref == run_ref, EVENTS.c.seq > after_seq)
-            .order_by(EVENTS.c.seq)
-        )
-        if limit is not None:
-            query = query.limit(limit)
+        params = {"w_principal": self.principal, "w_ref": run_ref, "w_after": after_seq}
         with self._read() as conn:
-            return [ev.parse_event(text) for (text,) in conn.execute(query)]
+            rows = conn.execute(_events_after(limit), params)
+            return [ev.parse_event(text) for (text,) in rows]
 
     def run_event_seqs(self, run_refs: Sequence[str]) -> dict[str, int]:
         """The last event ``seq`` of each of these runs (one query; unknown refs are absent):
@@ -212,19 +264,16 @@ class TenantQueries(TenantScope):
 
     def _dispatch_by_operation(self, operation_id: str) -> DispatchView | None:
         with self._read() as conn:
-            row = conn.execute(
-                select(DISPATCHES).where(
-                    self._owned(DISPATCHES), DISPATCHES.c.operation_id == operation_id
-                )
-            ).first()
+            params = {"w_principal": self.principal, "w_operation_id": operation_id}
+            row = conn.execute(_DISPATCH_BY_OPERATION, params).first()
         return DispatchView.from_row(row) if row is not None else None
 
     def _task_by_handle(self, server_endpoint: str, task_id: str) -> TaskView | None:
         with self._read() as conn:
-            row = conn.execute(
-                select(TASKS).where(
-                    self._owned(TASKS),
-                    and_(TASKS.c.server_endpoint == server_endpoint, TASKS.c.task_id == task_id),
-                )
-            ).first()
+            params = {
+                "w_principal": self.principal,
+                "w_endpoint": server_endpoint,
+                "w_task_id": task_id,
+            }
+            row = conn.execute(_TASK_BY_HANDLE, params).first()
         return TaskView.from_row(row) if row is not None else None

@@ -13,12 +13,14 @@ from sqlalchemy.exc import IntegrityError
 from bridge import events as ev
 from bridge.errors import ConflictingIds
 from bridge.ids import RUN_PREFIX, new_ref
-from bridge.ledger._base import RUNS
+from bridge.ledger._base import RUNS, UPDATE_RUN
 from bridge.ledger.fencing import Membership, check_lease
 from bridge.ledger.outcome import bound_json
 from bridge.ledger.queries import TenantQueries
 from bridge.ledger.views import RunView
 from bridge.lifecycle import Decision, OuterStatus, decide_outer
+
+_INSERT_RUN = insert(RUNS)  # built once (see ``_base``)
 
 
 class RunWrites(TenantQueries):
@@ -48,22 +50,21 @@ class RunWrites(TenantQueries):
         ref = new_ref(RUN_PREFIX)
         try:
             with self._write() as tx:
-                tx.conn.execute(
-                    insert(RUNS).values(
-                        ref=ref,
-                        principal=self.principal,
-                        uhp_server=uhp_server,
-                        response_id=response_id,
-                        session_id=session_id,
-                        harness_id=harness_id,
-                        status=status.value if status else None,
-                        idempotency_key=idempotency_key,
-                        request_json=request_json,
-                        event_seq=0,
-                        created_at_ms=now,
-                        updated_at_ms=now,
-                    )
-                )
+                row = {
+                    "ref": ref,
+                    "principal": self.principal,
+                    "uhp_server": uhp_server,
+                    "response_id": response_id,
+                    "session_id": session_id,
+                    "harness_id": harness_id,
+                    "status": status.value if status else None,
+                    "idempotency_key": idempotency_key,
+                    "request_json": request_json,
+                    "event_seq": 0,
+                    "created_at_ms": now,
+                    "updated_at_ms": now,
+                }
+                tx.conn.execute(_INSERT_RUN, row)
                 self._append(
                     tx,
                     ref,
@@ -168,9 +169,8 @@ class RunWrites(TenantQueries):
                     self._append(tx, run_ref, ev.OuterTerminal(status=status, error=error))
             if values:
                 values["updated_at_ms"] = self.now
-                tx.conn.execute(
-                    update(RUNS).where(self._owned(RUNS), RUNS.c.ref == run_ref).values(**values)
-                )
+                run = {"w_principal": self.principal, "w_ref": run_ref}
+                tx.conn.execute(UPDATE_RUN, {**run, **values})
         return decision
 
     def record_trace_context(self, run_ref: str, trace_id: str, span_id: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import update
 
 from bridge import events as ev
-from bridge.ledger._base import OPEN_TASK, TASKS, Tx
+from bridge.ledger._base import OPEN_TASK, TASKS, UPDATE_TASK, Tx
 from bridge.ledger.fencing import Membership, check_lease
 from bridge.ledger.inputs import InputWrites
 from bridge.ledger.outcome import bound_json
@@ -88,11 +88,8 @@ class TaskWrites(InputWrites):
                     appended.extend(
                         self._record_input_requests(tx, row, observation.input_requests)
                     )
-                tx.conn.execute(
-                    update(TASKS)
-                    .where(self._owned(TASKS), TASKS.c.ref == task_ref)
-                    .values(**values)
-                )
+                task = {"w_principal": self.principal, "w_ref": task_ref}
+                tx.conn.execute(UPDATE_TASK, {**task, **values})
         return ObservationOutcome(decision, self.get_task(task_ref), tuple(appended))
 
     def _observation_values(self, row: Any, observation: TaskObservation) -> dict[str, Any]:

@@ -3,7 +3,6 @@ key, atomically) and start it; a repeated key answers with the first request's r
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from starlette.requests import Request
@@ -32,7 +31,7 @@ from harness_examples.report_harness.context import (
     stream,
 )
 from harness_examples.report_harness.runtime import LiveRun, Runtime
-from harness_examples.report_harness.store import IdempotencyConflict
+from harness_examples.report_harness.writes import IdempotencyConflict
 
 #: The fields this harness acts on. ``instructions`` is kept with the request but the scripted
 #: agent never reads it, so like every other field it is named in ``metadata.ignored_fields``.
@@ -90,7 +89,7 @@ async def create_response(request: Request) -> Response:
         return stream(request, run.id, 0)
     if not background:
         await _settled(rt, run)
-    return JSONResponse(copy.deepcopy(run.body))
+    return JSONResponse(run.body)  # rendered here and now: nothing later changes it
 
 
 async def _settled(rt: Runtime, run: LiveRun) -> None:
@@ -198,7 +197,7 @@ async def _create(
         "timeout_seconds": timeout if timeout is not None else harness.timeout_seconds,
     }
     try:
-        await rt.db(
+        await rt.write(
             rt.store.create,
             principal=principal,
             body=response,
@@ -235,5 +234,5 @@ async def _answer_existing(
     live = rt.live.get(stored.id)
     if live is not None and not background:
         await _settled(rt, live)
-        return JSONResponse(copy.deepcopy(live.body))
+        return JSONResponse(live.body)  # rendered here and now
     return JSONResponse(current_body(request, stored))

@@ -10,24 +10,31 @@ linear: one is appended without a snapshot, and reading an unfinished response f
 deltas after its last snapshot into it (:func:`fold_delta`), so every read still sees the text
 streamed so far.
 
-All methods are synchronous (call them from a worker thread).
+All methods are synchronous. Reads run in a worker thread; the writes of a response
+(:mod:`.writes`) may run on the event loop where :attr:`HarnessStore.writes_inline` says so
+(SQLite), in a worker thread otherwise.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, Text, delete, func
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import registry
-from sqlmodel import Column, Field, Session, SQLModel, col, select
+from sqlalchemy import Engine, delete, func
+from sqlmodel import Session, col, select
 
 from bridge.ledger.engine import create_ledger_engine
 from bridge.uhp.serving import KeyRecord
+from harness_examples.report_harness.tables import (
+    TABLES,
+    HarnessEvent,
+    HarnessIdempotency,
+    HarnessResponse,
+    HarnessTable,
+)
+from harness_examples.report_harness.writes import StoreWrites
 
 TERMINAL = frozenset({"completed", "failed", "incomplete", "cancelled"})
 #: Events stored without a response snapshot (what they add is derived on read).
@@ -41,57 +48,6 @@ def fold_delta(body: dict[str, Any], event: dict[str, Any]) -> None:
         item["content"][event["content_index"]]["text"] += event["delta"]
     else:
         item["arguments"] += event["delta"]
-
-
-class HarnessTable(SQLModel, registry=registry()):
-    """Base of the harness's tables: their own metadata, apart from the bridge ledger's (whose
-    migrations describe ``SQLModel.metadata`` exactly)."""
-
-
-class HarnessResponse(HarnessTable, table=True):
-    __tablename__ = "harness_responses"
-
-    id: str = Field(primary_key=True)
-    principal: str = Field(index=True)
-    session_id: str = Field(index=True)
-    harness_id: str
-    status: str = Field(index=True)
-    created_at: int
-    updated_at: float
-    body: str = Field(sa_column=Column(Text, nullable=False))  # the response object (JSON)
-    input_items: str = Field(sa_column=Column(Text, nullable=False))  # JSON list
-    request: str = Field(sa_column=Column(Text, nullable=False))  # what the agent needs (JSON)
-    step: int = 0  # completed steps of the scripted plan
-    next_seq: int = 0  # next sequence_number of the event log
-    bridge_run_ref: str | None = None
-    bridge_cursor: int = 0  # last bridge event seq forwarded into the log
-    deleted: bool = False
-
-
-class HarnessEvent(HarnessTable, table=True):
-    __tablename__ = "harness_events"
-
-    response_id: str = Field(primary_key=True)
-    seq: int = Field(primary_key=True)
-    type: str
-    data: str = Field(sa_column=Column(Text, nullable=False))
-
-
-class HarnessIdempotency(HarnessTable, table=True):
-    __tablename__ = "harness_idempotency"
-
-    principal: str = Field(primary_key=True)
-    key: str = Field(primary_key=True)
-    response_id: str
-    fingerprint: str  # of the first request's body (bridge.uhp.serving.request_fingerprint)
-    created_at: float
-
-
-TABLES = [
-    HarnessResponse.__table__,  # type: ignore[attr-defined]
-    HarnessEvent.__table__,  # type: ignore[attr-defined]
-    HarnessIdempotency.__table__,  # type: ignore[attr-defined]
-]
 
 
 @dataclass(frozen=True)
@@ -156,20 +112,19 @@ def _read(s: Session, row: HarnessResponse) -> StoredResponse:
     return StoredResponse.of(row, pending)
 
 
-class IdempotencyConflict(Exception):
-    """Another request registered the same Idempotency-Key first."""
-
-    def __init__(self, response_id: str) -> None:
-        super().__init__(response_id)
-        self.response_id = response_id
-
-
 class HarnessStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         # Reads begin a deferred transaction (the ledger's SQLite dialect begins writers with
         # BEGIN IMMEDIATE): another process holding the write lock delays writes, not reads.
         self.reader = engine.execution_options(bridge_read=True)
+        self.writes = StoreWrites(engine)  # the hot writes, on the driver's own connection
+
+    @property
+    def writes_inline(self) -> bool:
+        """Whether :meth:`create`, :meth:`append` and :meth:`set_bridge_run` may run on the
+        event loop (SQLite: tens of microseconds each) rather than in a worker thread."""
+        return self.writes.inline
 
     @classmethod
     def open(cls, url: str) -> HarnessStore:
@@ -178,6 +133,7 @@ class HarnessStore:
         return cls(engine)
 
     def close(self) -> None:
+        self.writes.close()
         self.engine.dispose()
 
     # -- responses ---------------------------------------------------------------------
@@ -192,45 +148,14 @@ class HarnessStore:
         fingerprint: str,
     ) -> None:
         """Store a new response and, in the same transaction, its idempotency key record."""
-        meta = body["metadata"]
-        with Session(self.engine) as s:
-            if idempotency_key is not None:
-                existing = s.get(HarnessIdempotency, (principal, idempotency_key))
-                if existing is not None:
-                    raise IdempotencyConflict(existing.response_id)
-                s.add(
-                    HarnessIdempotency(
-                        principal=principal,
-                        key=idempotency_key,
-                        response_id=body["id"],
-                        fingerprint=fingerprint,
-                        created_at=time.time(),
-                    )
-                )
-            s.add(
-                HarnessResponse(
-                    id=body["id"],
-                    principal=principal,
-                    session_id=meta["session_id"],
-                    harness_id=meta["harness_id"],
-                    status=body["status"],
-                    created_at=body["created_at"],
-                    updated_at=time.time(),
-                    body=json.dumps(body),
-                    input_items=json.dumps(input_items),
-                    request=json.dumps(request),
-                )
-            )
-            try:
-                s.commit()
-            except IntegrityError:
-                s.rollback()
-                if idempotency_key is None:
-                    raise
-                existing = s.get(HarnessIdempotency, (principal, idempotency_key))
-                if existing is None:
-                    raise
-                raise IdempotencyConflict(existing.response_id) from None
+        self.writes.create(
+            principal=principal,
+            body=body,
+            input_items=input_items,
+            request=request,
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
+        )
 
     def get(self, response_id: str, principal: str | None = None) -> StoredResponse | None:
         """The response, or None when unknown, deleted or owned by another principal."""
@@ -268,12 +193,7 @@ class HarnessStore:
             return [_read(s, r) for r in rows]
 
     def set_bridge_run(self, response_id: str, run_ref: str) -> None:
-        with Session(self.engine) as s:
-            row = s.get(HarnessResponse, response_id)
-            assert row is not None
-            row.bridge_run_ref = run_ref
-            s.add(row)
-            s.commit()
+        self.writes.set_bridge_run(response_id, run_ref)
 
     def mark_deleted(self, response_ids: list[str]) -> None:
         with Session(self.engine) as s:
@@ -299,21 +219,9 @@ class HarnessStore:
     ) -> None:
         """Append one event and store the response snapshot it produced, atomically (a delta
         comes without one: ``body_json`` None keeps the last snapshot)."""
-        with Session(self.engine) as s:
-            row = s.get(HarnessResponse, response_id)
-            assert row is not None
-            s.add(HarnessEvent(response_id=response_id, seq=seq, type=event_type, data=event_json))
-            if body_json is not None:
-                row.body = body_json
-            row.status = status
-            row.next_seq = seq + 1
-            row.updated_at = time.time()
-            if step is not None:
-                row.step = step
-            if bridge_cursor is not None:
-                row.bridge_cursor = bridge_cursor
-            s.add(row)
-            s.commit()
+        self.writes.append(
+            response_id, seq, event_type, event_json, body_json, status, step, bridge_cursor
+        )
 
     def events_after(self, response_id: str, after_seq: int) -> list[tuple[int, str, str]]:
         """``(seq, type, json)`` of the events with ``seq > after_seq``, in order."""
