@@ -9,6 +9,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bridge.ledger.store import TenantLedger
+from bridge.lifecycle import TaskStatus
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -56,3 +59,26 @@ def machine() -> str:
         f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
         f"{platform.system()} {platform.release()}, SQLite {sqlite}"
     )
+
+
+def register_open_tasks(
+    tenant: TenantLedger, run_ref: str, count: int, interval_ms: int, *, endpoint: str = "x"
+) -> None:
+    """``count`` open handles in one run, as the fast Tasks server names them
+    (``bench-<interval_ms>-<n>``: it answers each with that poll interval)."""
+    for n in range(count):
+        op = tenant.begin_dispatch(
+            run_ref,
+            server_endpoint=endpoint,
+            server_name="fast",
+            tool_name="park",
+            arguments={"n": n},
+            sent=True,
+        )
+        tenant.record_task_created(
+            op.ref,
+            task_id=f"bench-{interval_ms}-{n}",
+            status=TaskStatus.WORKING,
+            ttl_ms=None,
+            poll_interval_ms=interval_ms,
+        )

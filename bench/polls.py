@@ -24,10 +24,10 @@ from pathlib import Path
 
 import anyio
 
-from bench.common import Report
-from bench.raw_sdk import RAW_TASK_ID, RawPoller, Window
+from bench.common import Report, register_open_tasks
+from bench.raw_sdk import RAW_TASK_ID, RawPoller, Window, callers_window
 from bridge.ledger.store import Ledger, TenantLedger
-from bridge.lifecycle import OuterStatus, TaskStatus
+from bridge.lifecycle import OuterStatus
 from bridge.mcp.lean_get import lean_fetch
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.scheduler import PollScheduler, SchedulerConfig
@@ -60,20 +60,9 @@ async def _lean_window(connection: ServerConnection, seconds: float) -> Window:
     assert http is not None and url is not None
     request = GetTaskRequest(params=TaskIdParams(task_id=RAW_TASK_ID))
     timeout, stats = connection.config.request_timeout_s, connection.lean_get_stats
-    done = 0
-    deadline = time.perf_counter() + seconds
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-
-    async def caller() -> None:
-        nonlocal done
-        while time.perf_counter() < deadline:
-            await lean_fetch(session, http, url, request, timeout, stats)
-            done += 1
-
-    async with anyio.create_task_group() as group:
-        for _ in range(CONCURRENCY):
-            group.start_soon(caller)
-    return Window(done, time.perf_counter() - wall0, time.process_time() - cpu0)
+    return await callers_window(
+        lambda: lean_fetch(session, http, url, request, timeout, stats), CONCURRENCY, seconds
+    )
 
 
 async def _scheduler_window(scheduler: PollScheduler, seconds: float) -> Window:
@@ -97,22 +86,7 @@ def _register(tenant: TenantLedger, url: str, count: int) -> None:
         session_id="hsess_polls",
         status=OuterStatus.IN_PROGRESS,
     ).ref
-    for n in range(count):
-        op = tenant.begin_dispatch(
-            run_ref,
-            server_endpoint=url,
-            server_name="fast",
-            tool_name="park",
-            arguments={"n": n},
-            sent=True,
-        )
-        tenant.record_task_created(
-            op.ref,
-            task_id=f"bench-100-{n}",
-            status=TaskStatus.WORKING,
-            ttl_ms=None,
-            poll_interval_ms=100,
-        )
+    register_open_tasks(tenant, run_ref, count, 100, endpoint=url)
 
 
 async def bench_polls(url: str, quick: bool, report: Report) -> None:

@@ -9,7 +9,7 @@ shared machines the raw rate alone drifts by a quarter within a minute).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -89,20 +89,30 @@ class RawPoller:
         client = self._client
         if client is None:
             raise RuntimeError("RawPoller is not open")
-        done = 0
-        deadline = time.perf_counter() + seconds
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+        request = self._request
+        return await callers_window(
+            lambda: client.session.send_request(request, DetailedTask), self.concurrency, seconds
+        )
 
-        async def caller() -> None:
-            nonlocal done
-            while time.perf_counter() < deadline:
-                await client.session.send_request(self._request, DetailedTask)
-                done += 1
 
-        async with anyio.create_task_group() as group:
-            for _ in range(self.concurrency):
-                group.start_soon(caller)
-        return Window(done, time.perf_counter() - wall0, time.process_time() - cpu0)
+async def callers_window(
+    call: Callable[[], Awaitable[object]], concurrency: int, seconds: float
+) -> Window:
+    """``concurrency`` callers repeating ``call`` for ``seconds``: completed calls, wall, CPU."""
+    done = 0
+    deadline = time.perf_counter() + seconds
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+
+    async def caller() -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            await call()
+            done += 1
+
+    async with anyio.create_task_group() as group:
+        for _ in range(concurrency):
+            group.start_soon(caller)
+    return Window(done, time.perf_counter() - wall0, time.process_time() - cpu0)
 
 
 async def raw_poll_capacity(url: str, seconds: float, concurrency: int) -> Window:

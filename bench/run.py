@@ -44,10 +44,10 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from bench import concurrent_calls, hundred_k, polls, scale_out, waits
-from bench.common import Report, machine, median, percentile
+from bench.common import Report, machine, median, percentile, register_open_tasks
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge.ledger.store import Ledger, TenantLedger
-from bridge.lifecycle import OuterStatus, TaskStatus
+from bridge.lifecycle import OuterStatus
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
@@ -171,25 +171,6 @@ def _commit_costs(
     return {label: (median(warm), median(idle)) for label, (warm, idle) in timings.items()}
 
 
-def _register(tenant: TenantLedger, run_ref: str, count: int, interval_ms: int) -> None:
-    for n in range(count):
-        op = tenant.begin_dispatch(
-            run_ref,
-            server_endpoint="x",
-            server_name="fast",
-            tool_name="park",
-            arguments={"n": n},
-            sent=True,
-        )
-        tenant.record_task_created(
-            op.ref,
-            task_id=f"bench-{interval_ms}-{n}",
-            status=TaskStatus.WORKING,
-            ttl_ms=None,
-            poll_interval_ms=interval_ms,
-        )
-
-
 @dataclass
 class SchedulerRun:
     polls: int
@@ -207,7 +188,7 @@ async def run_scheduler(
     tenant = ledger.for_principal(PRINCIPAL)
     run_ref = _open_run(tenant)
     # Registered with a placeholder endpoint, then bound to the live server's endpoint.
-    _register(tenant, run_ref, count, interval_ms)
+    register_open_tasks(tenant, run_ref, count, interval_ms)
     with ledger.engine.begin() as connection:
         connection.exec_driver_sql("UPDATE bridge_inner_tasks SET server_endpoint = ?", (url,))
     config = McpServerConfig(name="fast", url=url)
