@@ -12,33 +12,19 @@ from typing import Any
 from sqlalchemy import Select, bindparam, select
 
 from bridge import events as ev
+from bridge.errors import NotFound
 from bridge.ledger._base import (
     DISPATCHES,
-    EVENTS,
     INPUTS,
     OPEN_RUN,
     OPEN_TASK,
     RUNS,
     TASKS,
     TenantScope,
+    events_after_query,
 )
 from bridge.ledger.views import DispatchView, InputRequestView, RunView, TaskView
 from bridge.lifecycle import DispatchState
-
-
-@cache
-def _events_after(limit: int | None) -> Select[Any]:
-    """A run's events after a sequence number (built once per limit: see ``_base``)."""
-    query = (
-        select(EVENTS.c.payload_json)
-        .where(
-            EVENTS.c.principal == bindparam("w_principal"),
-            EVENTS.c.run_ref == bindparam("w_ref"),
-            EVENTS.c.seq > bindparam("w_after"),
-        )
-        .order_by(EVENTS.c.seq)
-    )
-    return query if limit is None else query.limit(limit)
 
 
 @cache
@@ -173,8 +159,23 @@ class TenantQueries(TenantScope):
             return [DispatchView.from_row(r) for r in conn.execute(query, params)]
 
     def get_task(self, task_ref: str) -> TaskView:
+        lean = self._ledger.lean_reads
+        if lean is None:
+            return self._core_task(task_ref)
+        columns = lean.task_row(
+            {"w_principal": self.principal, "w_ref": task_ref},
+            lambda: dict(self._core_task_row(task_ref)._mapping),
+        )
+        if columns is None:
+            raise NotFound("task", task_ref)
+        return TaskView.from_columns(columns)
+
+    def _core_task(self, task_ref: str) -> TaskView:
+        return TaskView.from_row(self._core_task_row(task_ref))
+
+    def _core_task_row(self, task_ref: str) -> Any:
         with self._read() as conn:
-            return TaskView.from_row(self._task_row(conn, task_ref))
+            return self._task_row(conn, task_ref)
 
     def list_tasks(self, *, run_ref: str | None = None, open_only: bool = False) -> list[TaskView]:
         params = {"w_principal": self.principal, "w_ref": run_ref}
@@ -247,9 +248,17 @@ class TenantQueries(TenantScope):
     ) -> list[ev.BridgeEvent]:
         """The run's events with ``seq > after_seq``, in order."""
         params = {"w_principal": self.principal, "w_ref": run_ref, "w_after": after_seq}
+        lean = self._ledger.lean_reads
+        if lean is not None:
+            lean_params = params if limit is None else {**params, "w_limit": limit, "w_offset": 0}
+            payloads = lean.event_payloads(lean_params, lambda: self._core_payloads(params, limit))
+        else:
+            payloads = self._core_payloads(params, limit)
+        return [ev.parse_event(text) for text in payloads]
+
+    def _core_payloads(self, params: dict[str, Any], limit: int | None) -> list[str]:
         with self._read() as conn:
-            rows = conn.execute(_events_after(limit), params)
-            return [ev.parse_event(text) for (text,) in rows]
+            return [text for (text,) in conn.execute(events_after_query(limit), params)]
 
     def run_event_seqs(self, run_refs: Sequence[str]) -> dict[str, int]:
         """The last event ``seq`` of each of these runs (one query; unknown refs are absent):
