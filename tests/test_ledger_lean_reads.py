@@ -70,3 +70,27 @@ def test_a_thread_without_a_cursor_reads_through_core(tmp_path: Path, clock: Fak
         assert seen == [tenant.get_task(task.ref), tenant.events(run.ref), False]
     finally:
         ledger.close()
+
+
+def test_run_work_is_the_separate_reads_in_one(tmp_path: Path, clock: FakeClock) -> None:
+    """``run_work`` (the final summary's reads) gives what the three separate reads give, and
+    counts only this run's unanswered input requests."""
+    ledger = Ledger.open(tmp_path / "ledger.db", clock=clock)
+    try:
+        tenant = ledger.for_principal("local:alice")
+        asking = TaskObservation(
+            TaskStatus.INPUT_REQUIRED,
+            input_requests={"k": {"method": "elicitation/create", "params": {}}},
+        )
+        run, elsewhere = new_run(tenant), new_run(tenant)
+        for ref in (run.ref, run.ref, elsewhere.ref):
+            tenant.observe_task(new_task(tenant, ref).ref, asking)
+        new_task(tenant, run.ref)  # one without input requests
+        tasks, dispatches, pending = tenant.run_work(run.ref)
+        assert tasks == tenant.list_tasks(run_ref=run.ref) and len(tasks) == 3
+        assert dispatches == tenant.list_dispatches(run_ref=run.ref) and len(dispatches) == 3
+        separate = sum(len(tenant.input_requests(t.ref, pending_only=True)) for t in tasks)
+        assert pending == separate == 2
+        assert ledger.for_principal("local:bob").run_work(run.ref) == ([], [], 0)
+    finally:
+        ledger.close()

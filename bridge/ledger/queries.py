@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Select, bindparam, func, select
 
 from bridge import events as ev
 from bridge.errors import NotFound
@@ -60,6 +60,17 @@ def _inputs_query(pending_only: bool) -> Select[Any]:
     return query.order_by(INPUTS.c.id)
 
 
+# Unanswered input requests of every task of one run (what ``input_requests(pending_only=True)``
+# finds, counted over the run's tasks at once).
+_PENDING_INPUTS_OF_RUN = select(func.count()).where(
+    INPUTS.c.principal == bindparam("w_principal"),
+    INPUTS.c.answered_at_ms.is_(None),
+    INPUTS.c.task_ref.in_(
+        select(TASKS.c.ref).where(
+            TASKS.c.principal == bindparam("w_principal"), TASKS.c.run_ref == bindparam("w_ref")
+        )
+    ),
+)
 _DISPATCH_BY_OPERATION = select(DISPATCHES).where(
     DISPATCHES.c.principal == bindparam("w_principal"),
     DISPATCHES.c.operation_id == bindparam("w_operation_id"),
@@ -176,6 +187,17 @@ class TenantQueries(TenantScope):
     def _core_task_row(self, task_ref: str) -> Any:
         with self._read() as conn:
             return self._task_row(conn, task_ref)
+
+    def run_work(self, run_ref: str) -> tuple[list[TaskView], list[DispatchView], int]:
+        """The run's tasks and dispatches (oldest first) and how many input requests of its
+        tasks are unanswered, in one read transaction (one snapshot, one connection)."""
+        params = {"w_principal": self.principal, "w_ref": run_ref}
+        with self._read() as conn:
+            tasks = TaskView.from_rows(conn.execute(_tasks_query(True, False), params).all())
+            rows = conn.execute(_dispatches_query(True, False), params)
+            dispatches = [DispatchView.from_row(r) for r in rows]
+            pending = int(conn.execute(_PENDING_INPUTS_OF_RUN, params).scalar_one())
+        return tasks, dispatches, pending
 
     def list_tasks(self, *, run_ref: str | None = None, open_only: bool = False) -> list[TaskView]:
         params = {"w_principal": self.principal, "w_ref": run_ref}
