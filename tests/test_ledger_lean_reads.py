@@ -94,3 +94,14 @@ def test_run_work_is_the_separate_reads_in_one(tmp_path: Path, clock: FakeClock)
         assert ledger.for_principal("local:bob").run_work(run.ref) == ([], [], 0)
     finally:
         ledger.close()
+
+
+def test_open_run_returns_the_committed_run(tmp_path: Path, clock: FakeClock) -> None:
+    """``open_run`` reads its run back inside its own transaction: what a later read gives."""
+    ledger = Ledger.open(tmp_path / "ledger.db", clock=clock)
+    try:
+        tenant = ledger.for_principal("local:alice")
+        opened = new_run(tenant)
+        assert opened == tenant.get_run(opened.ref) and opened.event_count == 1
+    finally:
+        ledger.close()
