@@ -68,6 +68,12 @@ def _call_asking(tenant: TenantLedger, run_ref: str, key: str) -> str:
     return call.ref
 
 
+def _flat_work(work: tuple[list[Any], list[Any], int]) -> list[Any]:
+    """``run_work``'s tasks, dispatches and (when any) unanswered input count, in one list."""
+    tasks, dispatches, pending = work
+    return [*tasks, *dispatches, *([pending] if pending else [])]
+
+
 def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, Callable[[], Any]]:
     run, task = acme["run"], acme["task"]
     return {
@@ -85,6 +91,7 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "list_tasks": lambda: foreign.list_tasks(run_ref=run.ref) + foreign.list_tasks(),
         "due_tasks": lambda: foreign.due_tasks(now + 10**9),
         "input_requests": lambda: foreign.input_requests(task.ref),
+        "run_work": lambda: _flat_work(foreign.run_work(run.ref)),
         "events": lambda: foreign.events(run.ref),
         "run_event_seqs": lambda: foreign.run_event_seqs([run.ref]),
         "undelivered_answers": lambda: foreign.undelivered_answers(),

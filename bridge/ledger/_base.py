@@ -19,6 +19,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from functools import cache
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -41,7 +42,8 @@ from bridge.errors import NotFound
 from bridge.ledger.availability import refuse_if_unavailable
 from bridge.ledger.dialects import LedgerDialect, dialect_of
 from bridge.ledger.group_commit import GroupCommit
-from bridge.ledger.hotpath import CompiledStatement, Cursor, DriverSession
+from bridge.ledger.hotpath import CompiledStatement, Cursor, DriverSession, SqliteDriverSession
+from bridge.ledger.lean_reads import LeanReads
 from bridge.ledger.models import (
     DispatchIntent,
     EventRecord,
@@ -80,6 +82,30 @@ def _row_by_ref(table: Table) -> Select[Any]:
 
 
 _ROW_BY_REF = {t.name: _row_by_ref(t) for t in (RUNS, DISPATCHES, TASKS)}
+
+
+@cache
+def events_after_query(limit: int | None) -> Select[Any]:
+    """A run's events after a sequence number (built once per limit)."""
+    query = (
+        select(EVENTS.c.payload_json)
+        .where(
+            EVENTS.c.principal == bindparam("w_principal"),
+            EVENTS.c.run_ref == bindparam("w_ref"),
+            EVENTS.c.seq > bindparam("w_after"),
+        )
+        .order_by(EVENTS.c.seq)
+    )
+    return query if limit is None else query.limit(limit)
+
+
+#: The same with the limit as a parameter, for the driver's compiled statement (SQLite renders
+#: a LIMIT with an OFFSET: both are parameters, ``w_limit`` and ``w_offset``).
+EVENTS_AFTER_LIMITED = (
+    events_after_query(None).limit(bindparam("w_limit")).offset(bindparam("w_offset"))
+)
+
+
 _ROW_BY_REF_FOR_UPDATE = {name: q.with_for_update() for name, q in _ROW_BY_REF.items()}
 _NEXT_EVENT_SEQ = (
     update(RUNS)
@@ -214,6 +240,13 @@ class LedgerCore:
         self.group_commit: GroupCommit[Cursor] = GroupCommit(self._driver.transaction)
         # Without the precompiled call path, event appends go through Core too (visible).
         self._event_append = EventAppend(self.dialect) if precompiled_call_path else None
+        # SQLite: the reads a waiting step and a forwarder make on every wake, on the driver.
+        self.lean_reads: LeanReads | None = None
+        if isinstance(self._driver, SqliteDriverSession):
+            tasks = _ROW_BY_REF[TASKS.name]
+            self.lean_reads = LeanReads(
+                self._driver, tasks, events_after_query(None), EVENTS_AFTER_LIMITED
+            )
 
     def close(self) -> None:
         self._driver.close()

@@ -9,36 +9,22 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Select, bindparam, func, select
 
 from bridge import events as ev
+from bridge.errors import NotFound
 from bridge.ledger._base import (
     DISPATCHES,
-    EVENTS,
     INPUTS,
     OPEN_RUN,
     OPEN_TASK,
     RUNS,
     TASKS,
     TenantScope,
+    events_after_query,
 )
 from bridge.ledger.views import DispatchView, InputRequestView, RunView, TaskView
 from bridge.lifecycle import DispatchState
-
-
-@cache
-def _events_after(limit: int | None) -> Select[Any]:
-    """A run's events after a sequence number (built once per limit: see ``_base``)."""
-    query = (
-        select(EVENTS.c.payload_json)
-        .where(
-            EVENTS.c.principal == bindparam("w_principal"),
-            EVENTS.c.run_ref == bindparam("w_ref"),
-            EVENTS.c.seq > bindparam("w_after"),
-        )
-        .order_by(EVENTS.c.seq)
-    )
-    return query if limit is None else query.limit(limit)
 
 
 @cache
@@ -74,6 +60,17 @@ def _inputs_query(pending_only: bool) -> Select[Any]:
     return query.order_by(INPUTS.c.id)
 
 
+# Unanswered input requests of every task of one run (what ``input_requests(pending_only=True)``
+# finds, counted over the run's tasks at once).
+_PENDING_INPUTS_OF_RUN = select(func.count()).where(
+    INPUTS.c.principal == bindparam("w_principal"),
+    INPUTS.c.answered_at_ms.is_(None),
+    INPUTS.c.task_ref.in_(
+        select(TASKS.c.ref).where(
+            TASKS.c.principal == bindparam("w_principal"), TASKS.c.run_ref == bindparam("w_ref")
+        )
+    ),
+)
 _DISPATCH_BY_OPERATION = select(DISPATCHES).where(
     DISPATCHES.c.principal == bindparam("w_principal"),
     DISPATCHES.c.operation_id == bindparam("w_operation_id"),
@@ -173,8 +170,34 @@ class TenantQueries(TenantScope):
             return [DispatchView.from_row(r) for r in conn.execute(query, params)]
 
     def get_task(self, task_ref: str) -> TaskView:
+        lean = self._ledger.lean_reads
+        if lean is None:
+            return self._core_task(task_ref)
+        columns = lean.task_row(
+            {"w_principal": self.principal, "w_ref": task_ref},
+            lambda: dict(self._core_task_row(task_ref)._mapping),
+        )
+        if columns is None:
+            raise NotFound("task", task_ref)
+        return TaskView.from_columns(columns)
+
+    def _core_task(self, task_ref: str) -> TaskView:
+        return TaskView.from_row(self._core_task_row(task_ref))
+
+    def _core_task_row(self, task_ref: str) -> Any:
         with self._read() as conn:
-            return TaskView.from_row(self._task_row(conn, task_ref))
+            return self._task_row(conn, task_ref)
+
+    def run_work(self, run_ref: str) -> tuple[list[TaskView], list[DispatchView], int]:
+        """The run's tasks and dispatches (oldest first) and how many input requests of its
+        tasks are unanswered, in one read transaction (one snapshot, one connection)."""
+        params = {"w_principal": self.principal, "w_ref": run_ref}
+        with self._read() as conn:
+            tasks = TaskView.from_rows(conn.execute(_tasks_query(True, False), params).all())
+            rows = conn.execute(_dispatches_query(True, False), params)
+            dispatches = [DispatchView.from_row(r) for r in rows]
+            pending = int(conn.execute(_PENDING_INPUTS_OF_RUN, params).scalar_one())
+        return tasks, dispatches, pending
 
     def list_tasks(self, *, run_ref: str | None = None, open_only: bool = False) -> list[TaskView]:
         params = {"w_principal": self.principal, "w_ref": run_ref}
@@ -247,9 +270,17 @@ class TenantQueries(TenantScope):
     ) -> list[ev.BridgeEvent]:
         """The run's events with ``seq > after_seq``, in order."""
         params = {"w_principal": self.principal, "w_ref": run_ref, "w_after": after_seq}
+        lean = self._ledger.lean_reads
+        if lean is not None:
+            lean_params = params if limit is None else {**params, "w_limit": limit, "w_offset": 0}
+            payloads = lean.event_payloads(lean_params, lambda: self._core_payloads(params, limit))
+        else:
+            payloads = self._core_payloads(params, limit)
+        return [ev.parse_event(text) for text in payloads]
+
+    def _core_payloads(self, params: dict[str, Any], limit: int | None) -> list[str]:
         with self._read() as conn:
-            rows = conn.execute(_events_after(limit), params)
-            return [ev.parse_event(text) for (text,) in rows]
+            return [text for (text,) in conn.execute(events_after_query(limit), params)]
 
     def run_event_seqs(self, run_refs: Sequence[str]) -> dict[str, int]:
         """The last event ``seq`` of each of these runs (one query; unknown refs are absent):

@@ -75,13 +75,16 @@ class RunWrites(TenantQueries):
                         harness_id=harness_id,
                     ),
                 )
+                # Read back in the same transaction: what a read after the commit would see,
+                # without a second connection and transaction.
+                opened = RunView.from_row(self._run_row(tx.conn, ref))
         except IntegrityError:
             # A concurrent registration of the same response or key won the race.
             existing = self._find_existing_run(uhp_server, response_id, idempotency_key)
             if existing is None:
                 raise
             return existing
-        return self.get_run(ref)
+        return opened
 
     def _find_existing_run(
         self, uhp_server: str, response_id: str | None, idempotency_key: str | None

@@ -173,6 +173,11 @@ class TaskView:
         return [cls._from_columns(dict(zip(names, row, strict=True))) for row in rows]
 
     @classmethod
+    def from_columns(cls, columns: dict[str, Any]) -> TaskView:
+        """A view from the row's columns by name (as Core converts them)."""
+        return cls._from_columns(columns)
+
+    @classmethod
     def _from_columns(cls, c: dict[str, Any]) -> TaskView:
         lost_reason = c["lost_reason"]
         return cls(

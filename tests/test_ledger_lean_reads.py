@@ -1,0 +1,107 @@
+"""On SQLite a task read and a run's events read go through the driver cursor the thread holds
+for its call-path writes (``bridge.ledger.lean_reads``): they must give what Core gives."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from bridge import events as ev
+from bridge.errors import NotFound
+from bridge.ledger.store import Ledger
+from bridge.ledger.views import TaskObservation
+from bridge.lifecycle import TaskStatus
+from tests.conftest import FakeClock
+from tests.support.builders import new_run, new_task
+
+
+def _holds_cursor(ledger: Ledger) -> bool:
+    return getattr(ledger._driver._local, "cursor", None) is not None
+
+
+def test_lean_task_and_event_reads_equal_core(tmp_path: Path, clock: FakeClock) -> None:
+    ledger = Ledger.open(tmp_path / "ledger.db", clock=clock, max_outcome_bytes=64)
+    try:
+        assert ledger.lean_reads is not None
+        tenant = ledger.for_principal("local:alice")
+        run = new_run(tenant)
+        task = new_task(tenant, run.ref)  # a call-path write: this thread now holds a cursor
+        assert _holds_cursor(ledger)
+        assert tenant.get_task(task.ref) == tenant._core_task(task.ref)
+        big = {"content": [{"type": "text", "text": "x" * 500}], "isError": False}
+        tenant.observe_task(task.ref, TaskObservation(TaskStatus.COMPLETED, result=big))
+        lean = tenant.get_task(task.ref)
+        assert lean == tenant._core_task(task.ref)
+        assert lean.outcome_truncated is True and not lean.is_open
+        for after in (0, 2):
+            params = {"w_principal": tenant.principal, "w_ref": run.ref, "w_after": after}
+            core = [ev.parse_event(text) for text in tenant._core_payloads(params, None)]
+            assert core and tenant.events(run.ref, after_seq=after) == core
+            assert tenant.events(run.ref, after_seq=after, limit=2) == core[:2]
+        with pytest.raises(NotFound):
+            tenant.get_task("task_nope")
+        other = ledger.for_principal("local:bob")  # the principal filter holds on this path
+        with pytest.raises(NotFound):
+            other.get_task(task.ref)
+        assert other.events(run.ref) == []
+    finally:
+        ledger.close()
+
+
+def test_a_thread_without_a_cursor_reads_through_core(tmp_path: Path, clock: FakeClock) -> None:
+    """Reads alone never make a thread keep a pooled connection."""
+    ledger = Ledger.open(tmp_path / "ledger.db", clock=clock)
+    try:
+        tenant = ledger.for_principal("local:alice")
+        run = new_run(tenant)
+        task = new_task(tenant, run.ref)
+        seen: list[object] = []
+
+        def read() -> None:
+            seen.append(tenant.get_task(task.ref))
+            seen.append(tenant.events(run.ref))
+            seen.append(_holds_cursor(ledger))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join(timeout=60)
+        assert seen == [tenant.get_task(task.ref), tenant.events(run.ref), False]
+    finally:
+        ledger.close()
+
+
+def test_run_work_is_the_separate_reads_in_one(tmp_path: Path, clock: FakeClock) -> None:
+    """``run_work`` (the final summary's reads) gives what the three separate reads give, and
+    counts only this run's unanswered input requests."""
+    ledger = Ledger.open(tmp_path / "ledger.db", clock=clock)
+    try:
+        tenant = ledger.for_principal("local:alice")
+        asking = TaskObservation(
+            TaskStatus.INPUT_REQUIRED,
+            input_requests={"k": {"method": "elicitation/create", "params": {}}},
+        )
+        run, elsewhere = new_run(tenant), new_run(tenant)
+        for ref in (run.ref, run.ref, elsewhere.ref):
+            tenant.observe_task(new_task(tenant, ref).ref, asking)
+        new_task(tenant, run.ref)  # one without input requests
+        tasks, dispatches, pending = tenant.run_work(run.ref)
+        assert tasks == tenant.list_tasks(run_ref=run.ref) and len(tasks) == 3
+        assert dispatches == tenant.list_dispatches(run_ref=run.ref) and len(dispatches) == 3
+        separate = sum(len(tenant.input_requests(t.ref, pending_only=True)) for t in tasks)
+        assert pending == separate == 2
+        assert ledger.for_principal("local:bob").run_work(run.ref) == ([], [], 0)
+    finally:
+        ledger.close()
+
+
+def test_open_run_returns_the_committed_run(tmp_path: Path, clock: FakeClock) -> None:
+    """``open_run`` reads its run back inside its own transaction: what a later read gives."""
+    ledger = Ledger.open(tmp_path / "ledger.db", clock=clock)
+    try:
+        tenant = ledger.for_principal("local:alice")
+        opened = new_run(tenant)
+        assert opened == tenant.get_run(opened.ref) and opened.event_count == 1
+    finally:
+        ledger.close()
