@@ -79,6 +79,7 @@ async def bench_call(url: str, calls: int, report: Report) -> None:
         config = McpServerConfig(name="fast", url=url)
         raw_times: list[float] = []
         bridged_times: list[float] = []
+        raw_cpu = bridged_cpu = 0.0  # this process's CPU time across the timed calls
         async with (
             # Declares no input kinds (the bridge's default declares form elicitation), so the
             # bridged request carries the same capabilities as the raw one.
@@ -89,12 +90,14 @@ async def bench_call(url: str, calls: int, report: Report) -> None:
                 await raw.session.call_tool("echo", {"text": "x"}, allow_claimed=True)
                 await requester.call_tool(PRINCIPAL, run_ref, "fast", "echo", {"text": "x"})
             for _ in range(calls):
-                started = time.perf_counter()
+                cpu, started = time.process_time(), time.perf_counter()
                 await raw.session.call_tool("echo", {"text": "x"}, allow_claimed=True)
                 raw_times.append(time.perf_counter() - started)
-                started = time.perf_counter()
+                raw_cpu += time.process_time() - cpu
+                cpu, started = time.process_time(), time.perf_counter()
                 await requester.call_tool(PRINCIPAL, run_ref, "fast", "echo", {"text": "x"})
                 bridged_times.append(time.perf_counter() - started)
+                bridged_cpu += time.process_time() - cpu
         with closing(sqlite3.connect(Path(scratch) / "ledger.db")) as probe:
             commits = _commit_costs(tenant, run_ref, probe, idle_s=median(raw_times))
         ledger.close()
@@ -117,6 +120,10 @@ async def bench_call(url: str, calls: int, report: Report) -> None:
     report.add(
         f"| **ratio bridged / raw** | **{bridged50 / raw50:.3f}** | "
         f"{percentile(bridged_times, 99) / percentile(raw_times, 99):.3f} |"
+    )
+    report.add(
+        f"| client CPU per call (mean) | raw {_ms(raw_cpu / calls)} | bridged "
+        f"{_ms(bridged_cpu / calls)}: **+{_ms((bridged_cpu - raw_cpu) / calls)}** added |"
     )
     report.add()
     report.add(
