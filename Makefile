@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 # A second venv with an MCP SDK 1.x release: the 2025-11-25 experimental-tasks server that
 # tests/test_mcp_legacy_tasks.py starts. Built once, reused while its pin is unchanged.
 LEGACY_MCP_VENV := .venv-legacy-mcp
+# Test files run in this many worker processes (a file stays on one worker, so its module
+# fixtures start once). Most tests wait on real servers and processes, not on the CPU.
+TEST_WORKERS ?= 3
 
 .PHONY: demo test bench lint typecheck clean legacy-mcp-venv
 
@@ -23,7 +26,7 @@ legacy-mcp-venv: $(STAMP)
 	$(PY) -m tests.support.legacy_venv
 
 test: $(STAMP) legacy-mcp-venv
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m bench.run
