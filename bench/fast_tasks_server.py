@@ -28,17 +28,15 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension, MCPServer, MethodBinding
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from bridge.mcp.wire import TASKS_EXTENSION, TaskIdParams
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 
-TASKS = "io.modelcontextprotocol/tasks"
+TASKS = TASKS_EXTENSION
 MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
 
 
-class TaskIdParams(mcp_types.RequestParams):
-    task_id: str
-
-
-def _now() -> str:
+def now_iso() -> str:
+    """Now as a task timestamp (UTC, milliseconds, ``Z``)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -55,7 +53,7 @@ class ParkedTasks(Extension):
         return [MethodBinding("tasks/get", TaskIdParams, self.get, protocol_versions=MODERN)]
 
     def _task(self, task_id: str) -> dict[str, Any]:
-        now = _now()
+        now = now_iso()
         interval = self.poll_interval_ms
         status = "working"
         parts = task_id.split("-")

@@ -24,27 +24,16 @@ import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension, MCPServer, MethodBinding
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from bench.fast_tasks_server import MODERN, TASKS, now_iso
+from bridge.mcp.wire import TaskIdParams
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
-
-TASKS = "io.modelcontextprotocol/tasks"
-MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
-
-
-class TaskIdParams(mcp_types.RequestParams):
-    task_id: str
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class EffectsFile:
@@ -66,7 +55,7 @@ class WorkTask:
     key: str
     created_at: str
     status: str = "working"
-    updated_at: str = field(default_factory=_now)
+    updated_at: str = field(default_factory=now_iso)
     runner: asyncio.Task[None] | None = None
 
 
@@ -102,7 +91,7 @@ class WorkTasks(Extension):
         self.effects.record(f"start {task.key}")
         await asyncio.sleep(seconds)
         self.effects.record(f"done {task.key}")
-        task.status, task.updated_at = "completed", _now()
+        task.status, task.updated_at = "completed", now_iso()
 
     async def intercept_tool_call(
         self,
@@ -114,7 +103,7 @@ class WorkTasks(Extension):
             return await call_next(ctx)
         arguments = params.arguments or {}
         task_id = secrets.token_urlsafe(24)
-        task = self.tasks[task_id] = WorkTask(str(arguments.get("key")), _now())
+        task = self.tasks[task_id] = WorkTask(str(arguments.get("key")), now_iso())
         task.runner = asyncio.create_task(self._run(task, float(arguments.get("seconds", 3.0))))
         return {"resultType": "task", **self._view(task_id, task)}
 
@@ -135,7 +124,7 @@ class WorkTasks(Extension):
         task = self._known(params.task_id)
         if task.status == "working" and task.runner is not None:
             task.runner.cancel()
-            task.status, task.updated_at = "cancelled", _now()
+            task.status, task.updated_at = "cancelled", now_iso()
         return {}
 
 

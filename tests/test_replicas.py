@@ -195,14 +195,9 @@ async def test_a_replica_rides_out_a_database_outage(tasks_server: ServerProcess
         database.stop()
 
 
-async def test_a_starting_replica_claims_the_oldest_due_handles_up_to_its_cap(
-    pg_url: str,
-) -> None:
-    """Recovery claims round after round (each handed to the scheduler while the next is
-    claimed) until nothing is left or the replica's cap is reached: the oldest due first."""
-    seed_open_tasks(pg_url, 2_500, UNREACHABLE_MCP, interval_ms=600_000)
-    config = ReplicaConfig("replica-r", lease_ms=60_000, claim_batch=1_000, max_tasks=2_200)
-    bridge = Bridge(
+def _seeded_replica(pg_url: str, config: ReplicaConfig) -> Bridge:
+    """A replica of the seeded principal whose MCP server is unreachable (claims only)."""
+    return Bridge(
         Ledger.open(pg_url),
         principals=[SEEDED_PRINCIPAL],
         mcp_servers=[McpServerConfig(name="gone", url=UNREACHABLE_MCP)],
@@ -210,6 +205,16 @@ async def test_a_starting_replica_claims_the_oldest_due_handles_up_to_its_cap(
         replica=config,
         owns_ledger=True,
     )
+
+
+async def test_a_starting_replica_claims_the_oldest_due_handles_up_to_its_cap(
+    pg_url: str,
+) -> None:
+    """Recovery claims round after round (each handed to the scheduler while the next is
+    claimed) until nothing is left or the replica's cap is reached: the oldest due first."""
+    seed_open_tasks(pg_url, 2_500, UNREACHABLE_MCP, interval_ms=600_000)
+    config = ReplicaConfig("replica-r", lease_ms=60_000, claim_batch=1_000, max_tasks=2_200)
+    bridge = _seeded_replica(pg_url, config)
     async with bridge:
         assert bridge.replica is not None and bridge.last_recovery is not None
         assert bridge.last_recovery.tasks_watched == 2_200
@@ -230,14 +235,7 @@ async def test_an_even_share_claims_half_and_polls_each_handle_when_it_is_due(
     first_due = ledger.clock() + 600_000
     seed_open_tasks(pg_url, 1_001, UNREACHABLE_MCP, interval_ms=600_000, first_due_ms=first_due)
     config = ReplicaConfig("replica-even", lease_ms=60_000, claim_batch=300, share_evenly=True)
-    bridge = Bridge(
-        Ledger.open(pg_url),
-        principals=[SEEDED_PRINCIPAL],
-        mcp_servers=[McpServerConfig(name="gone", url=UNREACHABLE_MCP)],
-        scheduler=FAST,
-        replica=config,
-        owns_ledger=True,
-    )
+    bridge = _seeded_replica(pg_url, config)
     async with bridge:
         scheduler = bridge.requester.scheduler
         assert scheduler.watched_count == 501, "ceil(1,001 / 2 live replicas)"
