@@ -10,6 +10,7 @@ import pytest
 
 from bridge import events as ev
 from bridge.errors import NotFound
+from bridge.ledger.hotpath import SqliteDriverSession
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import TaskStatus
@@ -18,7 +19,9 @@ from tests.support.builders import new_run, new_task
 
 
 def _holds_cursor(ledger: Ledger) -> bool:
-    return getattr(ledger._driver._local, "cursor", None) is not None
+    driver = ledger._driver
+    assert isinstance(driver, SqliteDriverSession)
+    return driver.held_cursor() is not None
 
 
 def test_lean_task_and_event_reads_equal_core(tmp_path: Path, clock: FakeClock) -> None:

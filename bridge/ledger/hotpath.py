@@ -92,6 +92,11 @@ class Cursor:
         row = self._cursor.fetchone()
         return None if row is None else row[0]
 
+    def column(self, statement: CompiledStatement, params: Mapping[str, Any]) -> list[Any]:
+        """The first column of every row, in order."""
+        self._cursor.execute(statement.sql, statement.bind(params))
+        return [row[0] for row in self._cursor.fetchall()]
+
 
 class DriverSession:
     """Per-thread DBAPI connections from the engine's pool, and short transactions on them
@@ -183,6 +188,11 @@ class SqliteDriverSession(DriverSession):
 
     def transaction(self) -> AbstractContextManager[Cursor]:
         return _SqliteTransaction(self)
+
+    def held_cursor(self) -> Cursor | None:
+        """This thread's call-path cursor if it already has one (never opens a connection)."""
+        held: Cursor | None = getattr(self._local, "cursor", None)
+        return held
 
     def execute_alone(self, statement: CompiledStatement, params: Mapping[str, Any]) -> int:
         cursor = self._sqlite_cursor()

@@ -40,28 +40,19 @@ class LeanReads:
         self._events: CompiledStatement = session.compile(events)
         self._events_limited: CompiledStatement = session.compile(events_limited)
 
-    def _cursor(self) -> Any:
-        """This thread's driver cursor, or None when it holds none."""
-        held = getattr(self._session._local, "cursor", None)
-        return None if held is None else held._cursor
-
     def task_row(
         self, params: dict[str, Any], core: Callable[[], dict[str, Any] | None]
     ) -> dict[str, Any] | None:
         """The task's columns as Core would give them (None: no such row)."""
-        cursor = self._cursor()
+        cursor = self._session.held_cursor()
         if cursor is None:
             return core()
-        statement = self._task_by_ref
         try:
-            cursor.execute(statement.sql, statement.bind(params))
-            row = cursor.fetchone()
-            names = [column[0] for column in cursor.description]
+            columns = cursor.one(self._task_by_ref, params)
         except sqlite3.Error:
             return core()
-        if row is None:
+        if columns is None:
             return None
-        columns = dict(zip(names, row, strict=True))
         for name in _TASK_BOOLEANS:
             value = columns[name]
             columns[name] = None if value is None else bool(value)
@@ -69,12 +60,11 @@ class LeanReads:
 
     def event_payloads(self, params: dict[str, Any], core: Callable[[], list[str]]) -> list[str]:
         """The run's event payloads after ``w_after``, in order (at most ``w_limit`` if given)."""
-        cursor = self._cursor()
+        cursor = self._session.held_cursor()
         if cursor is None:
             return core()
         statement = self._events_limited if "w_limit" in params else self._events
         try:
-            cursor.execute(statement.sql, statement.bind(params))
-            return [text for (text,) in cursor.fetchall()]
+            return cursor.column(statement, params)
         except sqlite3.Error:
             return core()
