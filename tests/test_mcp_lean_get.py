@@ -86,11 +86,12 @@ async def sdk_get(connection: ServerConnection, task_id: str = TASK_ID) -> Detai
     return reply
 
 
+@pytest.mark.parametrize("engine", ["aiohttp", "httpcore"])
 async def test_the_lean_request_is_the_sdk_request_byte_for_byte(
-    recorder: ServerProcess, sqlite_ledger: Ledger
+    recorder: ServerProcess, sqlite_ledger: Ledger, engine: str
 ) -> None:
     task = handle(sqlite_ledger, recorder.url)
-    async with connected(recorder.url) as connection:
+    async with connected(recorder.url, http_engine=engine) as connection:
         by_sdk = await sdk_get(connection)
         # The next id again, so the two requests can be compared whole (ids never repeat
         # otherwise: the lean path takes its ids from the session's own sequence).

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 import httpx2
@@ -32,6 +32,7 @@ from mcp.client.session import (
 from mcp.client.streamable_http import streamable_http_client
 
 from bridge.errors import ServerConnectFailed, UnknownServer
+from bridge.mcp.aiohttp_transport import AiohttpTransport
 from bridge.mcp.extension import TasksClientExtension
 from bridge.mcp.http_backend import probing_transport
 from bridge.mcp.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
@@ -74,6 +75,10 @@ class McpServerConfig:
     # bridge.mcp.lean_get (the SDK's own request, ~half the client CPU); False: always the
     # SDK session path.
     lean_task_get: bool = True
+    # The HTTP/1.1 engine under the SDK's httpx2 client: "aiohttp" (bridge.mcp.aiohttp_transport,
+    # C parser: about half of a small request's client CPU) or "httpcore" (httpx2's stock
+    # transport). Both send the same bytes; aiohttp runs only on asyncio (else httpcore).
+    http_engine: Literal["aiohttp", "httpcore"] = "aiohttp"
 
     def __post_init__(self) -> None:
         if (self.url is None) == (self.command is None):
@@ -351,9 +356,10 @@ class ServerPool:
                 config.request_timeout_s * 2 + 5, connect=config.connect_timeout_s
             )
             # One request's transport failure stays that request's (see bridge.mcp.transport).
-            transport = IsolatingTransport(
-                probing_transport(), on_failure=lambda: self._retire(config.name)
-            )
+            engine: httpx2.AsyncBaseTransport = probing_transport()
+            if config.http_engine == "aiohttp":
+                engine = AiohttpTransport(fallback=engine)
+            transport = IsolatingTransport(engine, on_failure=lambda: self._retire(config.name))
             client = httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport)
             self._http[config.name] = client
         return client
