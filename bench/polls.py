@@ -60,8 +60,11 @@ async def _lean_window(connection: ServerConnection, seconds: float) -> Window:
     assert http is not None and url is not None
     request = GetTaskRequest(params=TaskIdParams(task_id=RAW_TASK_ID))
     timeout, stats = connection.config.request_timeout_s, connection.lean_get_stats
+    direct = connection.direct_post
     return await callers_window(
-        lambda: lean_fetch(session, http, url, request, timeout, stats), CONCURRENCY, seconds
+        lambda: lean_fetch(session, http, url, request, timeout, stats, direct),
+        CONCURRENCY,
+        seconds,
     )
 
 

@@ -99,6 +99,8 @@ async def test_the_lean_request_is_the_sdk_request_byte_for_byte(
         session._dispatcher._next_id -= 1  # type: ignore[attr-defined]
         by_lean = await fetch_task(connection, task)
         assert connection.lean_get_stats.answered == 1
+        # On aiohttp the lean request skips the httpx2 client (bridge.mcp.direct_post).
+        assert connection.lean_get_stats.direct == (1 if engine == "aiohttp" else 0)
         assert not connection.lean_get_stats.fallbacks
         # And the sequence goes on: the SDK's next request takes the next id.
         await sdk_get(connection)

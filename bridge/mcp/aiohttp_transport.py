@@ -89,6 +89,22 @@ def _translate(exc: BaseException, *, reading: bool) -> BaseException:
     return exc
 
 
+def as_httpx2(
+    response: aiohttp.ClientResponse, request: httpx2.Request | None = None
+) -> httpx2.Response:
+    """The ``aiohttp`` response as ``httpx2``'s: raw header lines, the body streamed."""
+    return httpx2.Response(
+        response.status,
+        headers=response.raw_headers,
+        stream=_Body(response),
+        request=request,
+        extensions={
+            "http_version": b"HTTP/1.1",
+            "reason_phrase": (response.reason or "").encode("latin-1"),
+        },
+    )
+
+
 class AiohttpTransport(httpx2.AsyncBaseTransport):
     """See the module docstring. ``limit``: connections per host (``aiohttp``'s default 100
     in total is lifted: the callers above bound their own concurrency)."""
@@ -127,35 +143,43 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
             self._sessions[loop] = session
         return session
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if not available():
-            return await self._fallback.handle_async_request(request)
-        timeouts: dict[str, Any] = request.extensions.get("timeout", {})
+    async def open(
+        self,
+        method: str,
+        url: str,
+        header_lines: list[tuple[str, str]],
+        body: bytes | None,
+        timeouts: dict[str, Any],
+    ) -> aiohttp.ClientResponse:
+        """Send one request as given (no header added) and return the response with its body
+        unread; ``aiohttp``'s failures raised as ``httpx2``'s. Asyncio only (:func:`available`).
+        """
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=timeouts.get("connect"), sock_read=timeouts.get("read")
         )
-        body = await request.aread()
         try:
-            response = await self._session().request(
-                request.method,
-                str(request.url),
-                headers=_header_lines(request),
+            return await self._session().request(
+                method,
+                url,
+                headers=header_lines,
                 data=body or None,
                 allow_redirects=False,
                 timeout=timeout,
             )
         except Exception as exc:
             raise _translate(exc, reading=False) from exc
-        return httpx2.Response(
-            response.status,
-            headers=response.raw_headers,
-            stream=_Body(response),
-            request=request,
-            extensions={
-                "http_version": b"HTTP/1.1",
-                "reason_phrase": (response.reason or "").encode("latin-1"),
-            },
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if not available():
+            return await self._fallback.handle_async_request(request)
+        response = await self.open(
+            request.method,
+            str(request.url),
+            _header_lines(request),
+            await request.aread(),
+            request.extensions.get("timeout", {}),
         )
+        return as_httpx2(response, request)
 
     async def aclose(self) -> None:
         sessions, self._sessions = self._sessions, {}

@@ -48,6 +48,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel, ValidationError
 
+from bridge.mcp.aiohttp_transport import as_httpx2
+from bridge.mcp.direct_post import DirectPost
 from bridge.mcp.wire import PARSE_ERROR, DetailedTask, GetTaskRequest
 
 # The headers the SDK's Streamable HTTP transport puts on every POST (``_prepare_headers``).
@@ -63,6 +65,7 @@ class LeanGetStats:
 
     answered: int = 0
     sse_replies: int = 0  # of those answered, how many came as an event stream
+    direct: int = 0  # requests sent on the direct route (bridge.mcp.direct_post)
     fallbacks: Counter[str] = field(default_factory=Counter)
 
 
@@ -100,8 +103,11 @@ async def lean_fetch(
     request: GetTaskRequest,
     timeout_s: float,
     stats: LeanGetStats,
+    direct: DirectPost | None = None,
 ) -> DetailedTask:
-    """Send ``request`` as the SDK session would, on ``http``; see the module docstring.
+    """Send ``request`` as the SDK session would, on ``http`` (or, while it is usable, on
+    ``direct``: the same request straight to the client's aiohttp engine); see the module
+    docstring.
 
     The caller checked :func:`lean_session`.
     """
@@ -142,7 +148,13 @@ async def lean_fetch(
         body = message.model_dump(by_alias=True, mode="json", exclude_unset=True)
         try:
             with anyio.fail_after(timeout_s):
-                outcome = await _exchange(http, url, body, post_headers, request_id, stats)
+                if direct is not None and direct.usable():
+                    outcome = await _exchange_direct(
+                        direct, url, body, post_headers, request_id, stats
+                    )
+                    stats.direct += 1
+                else:
+                    outcome = await _exchange(http, url, body, post_headers, request_id, stats)
         except TimeoutError:
             raise MCPError(
                 code=mcp_types.REQUEST_TIMEOUT, message=f"Request {method!r} timed out"
@@ -203,11 +215,48 @@ async def _exchange(
         await response.aclose()
 
 
+async def _exchange_direct(
+    direct: DirectPost,
+    url: httpx2.URL | str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    request_id: int,
+    stats: LeanGetStats,
+) -> DetailedTask | mcp_types.ErrorData:
+    """:func:`_exchange` on the direct route: the same checks, on aiohttp's response."""
+    reply = await direct.post(
+        url if isinstance(url, httpx2.URL) else httpx2.URL(url), headers, body
+    )
+    if isinstance(reply, dict):  # no answer: the isolating transport's error
+        return mcp_types.ErrorData.model_validate(reply["error"])
+    answer = as_httpx2(reply)
+    try:
+        status = reply.status
+        content_type = reply.headers.get("content-type", "").lower()
+        if reply.headers.get("content-encoding", "identity").lower() != "identity":
+            raise _Fallback("content-encoding")  # httpx2 decodes it on the SDK path
+        if status == 200 and content_type.startswith("application/json"):
+            return _parse(await _read(answer), request_id)
+        if status == 200 and content_type.startswith("text/event-stream"):
+            answer.request = httpx2.Request("POST", url)  # EventSource names the request
+            return await _single_sse_reply(answer, request_id, stats)
+        if status >= 400 and content_type.startswith("application/json"):
+            error = _error_body(await _read(answer))
+            if error is not None:
+                return error
+        raise _Fallback(f"http {status} {content_type.partition(';')[0] or '-'}")
+    finally:
+        await answer.aclose()
+
+
 async def _read(response: httpx2.Response) -> bytes:
     try:
         return await response.aread()
-    except httpx2.StreamError as exc:  # the body broke off: as the SDK reports it
-        raise MCPError(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}") from None
+    except httpx2.TransportError:  # the direct route's body broke off: as the guard reports it
+        exc: httpx2.StreamError = httpx2.StreamClosed()
+    except httpx2.StreamError as broken:  # the body broke off: as the SDK reports it
+        exc = broken
+    raise MCPError(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}") from None
 
 
 def _parse(body: bytes | str, request_id: int) -> DetailedTask | mcp_types.ErrorData:

@@ -33,6 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bridge.errors import ServerConnectFailed, UnknownServer
 from bridge.mcp.aiohttp_transport import AiohttpTransport
+from bridge.mcp.direct_post import DirectPost
 from bridge.mcp.extension import TasksClientExtension
 from bridge.mcp.http_backend import probing_transport
 from bridge.mcp.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
@@ -136,8 +137,11 @@ class ServerConnection:
         declared_inputs: InputCapabilities = NO_INPUTS,
         push: PushHooks | None = None,
         server_requests: ServerRequests | None = None,
+        direct_post: DirectPost | None = None,
     ) -> None:
         self.config = config
+        # The lean tasks/get's route straight to the aiohttp engine (bridge.mcp.direct_post).
+        self.direct_post = direct_post
         self._server_requests = server_requests
         self.declare_tasks = declare_tasks
         self.declared_inputs = declared_inputs
@@ -308,6 +312,7 @@ class ServerPool:
         self._tg = task_group
         self._credentials = credentials
         self._http: dict[str, httpx2.AsyncClient] = {}
+        self._direct: dict[str, DirectPost] = {}
         self._connections: dict[tuple[str, bool], ServerConnection] = {}
         # Set before the first connection is made when pushed task states are wanted.
         self.push_hooks: PushHooks | None = None
@@ -336,6 +341,7 @@ class ServerPool:
                 declared_inputs=self._declared_inputs(name),
                 push=self.push_hooks if declare_tasks and config.push_updates else None,
                 server_requests=self.server_requests,
+                direct_post=self._direct.get(config.name),
             )
             self._connections[key] = found
         return found
@@ -356,12 +362,15 @@ class ServerPool:
                 config.request_timeout_s * 2 + 5, connect=config.connect_timeout_s
             )
             # One request's transport failure stays that request's (see bridge.mcp.transport).
-            engine: httpx2.AsyncBaseTransport = probing_transport()
-            if config.http_engine == "aiohttp":
-                engine = AiohttpTransport(fallback=engine)
-            transport = IsolatingTransport(engine, on_failure=lambda: self._retire(config.name))
+            stock = probing_transport()
+            aiohttp = AiohttpTransport(fallback=stock) if config.http_engine == "aiohttp" else None
+            transport = IsolatingTransport(
+                aiohttp or stock, on_failure=lambda: self._retire(config.name)
+            )
             client = httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport)
             self._http[config.name] = client
+            if aiohttp is not None:
+                self._direct[config.name] = DirectPost(client, transport, aiohttp)
         return client
 
     def _retire(self, name: str) -> None:

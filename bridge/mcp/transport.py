@@ -57,10 +57,8 @@ def retry_after_ms(value: str | None, now_s: float) -> int | None:
     return int(min(max(seconds * 1000, 0), RETRY_AFTER_CAP_MS))
 
 
-def _error_response(
-    request: httpx2.Request, status: int, message: str, data: Any
-) -> httpx2.Response:
-    body = {
+def _error_body(message: str, data: Any) -> dict[str, Any]:
+    return {
         "jsonrpc": "2.0",
         "id": None,  # the SDK puts the request's own id on it
         "error": {
@@ -69,6 +67,9 @@ def _error_response(
             "data": {SYNTHETIC_KEY: data},
         },
     }
+
+
+def _error_response(request: httpx2.Request, status: int, body: dict[str, Any]) -> httpx2.Response:
     return httpx2.Response(
         status,
         headers={"content-type": "application/json"},
@@ -108,33 +109,49 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
         self._on_failure = on_failure  # the connection may be gone: new requests reconnect
         self._now_s = clock_s
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        try:
-            response = await self._inner.handle_async_request(request)
-        except httpx2.TransportError as exc:
-            # Only the exception's type: its text may quote request headers (Mcp-Name).
-            detail = {"error": type(exc).__name__}
-            if self._on_failure is not None:
-                self._on_failure()
-            return _error_response(request, 502, f"transport failure: {type(exc).__name__}", detail)
-        if response.status_code == 404 and request.headers.get(_SESSION_HEADER):
+    def failed(self, exc: httpx2.TransportError) -> dict[str, Any]:
+        """The JSON-RPC error body for a request that got no response (the connection is
+        retired: the next request reconnects)."""
+        if self._on_failure is not None:
+            self._on_failure()
+        # Only the exception's type: its text may quote request headers (Mcp-Name).
+        detail = {"error": type(exc).__name__}
+        return _error_body(f"transport failure: {type(exc).__name__}", detail)
+
+    def refused(
+        self, status: int, retry_after: str | None, *, had_session: bool
+    ) -> dict[str, Any] | None:
+        """The JSON-RPC error body for a response that is no answer (see the module
+        docstring), or ``None`` for a response that passes through."""
+        if status == 404 and had_session:
             # Handshake-era servers (2025-11-25 and before) keep a session; after a restart
             # they answer 404 to its id, and the client MUST initialize a new one: the
             # connection is retired (the next request reconnects) and this request had no
             # answer from anyone who knew its session.
-            await response.aclose()
             if self._on_failure is not None:
                 self._on_failure()
             expired = {"httpStatus": 404, "sessionExpired": True}
-            message = "MCP session no longer known to the server"
-            return _error_response(request, 404, message, expired)
-        if response.status_code in _RETRY_STATUSES:
-            delay = retry_after_ms(response.headers.get("retry-after"), self._now_s())
+            return _error_body("MCP session no longer known to the server", expired)
+        if status in _RETRY_STATUSES:
+            delay = retry_after_ms(retry_after, self._now_s())
+            data = {"httpStatus": status, "retryAfterMs": delay}
+            return _error_body(f"HTTP {status} from server", data)
+        return None
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            response = await self._inner.handle_async_request(request)
+        except httpx2.TransportError as exc:
+            return _error_response(request, 502, self.failed(exc))
+        status = response.status_code
+        refusal = self.refused(
+            status,
+            response.headers.get("retry-after"),
+            had_session=bool(request.headers.get(_SESSION_HEADER)),
+        )
+        if refusal is not None:
             await response.aclose()
-            data = {"httpStatus": response.status_code, "retryAfterMs": delay}
-            return _error_response(
-                request, response.status_code, f"HTTP {response.status_code} from server", data
-            )
+            return _error_response(request, status, refusal)
         stream = response.stream
         if isinstance(stream, httpx2.AsyncByteStream):
             response.stream = _BodyGuard(stream)
