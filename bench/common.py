@@ -6,6 +6,7 @@ import os
 import platform
 import statistics
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,3 +83,20 @@ def register_open_tasks(
             ttl_ms=None,
             poll_interval_ms=interval_ms,
         )
+
+
+def cpu_of_processes(roots: Sequence[int]) -> float:
+    """CPU seconds (user + system) used so far by ``roots`` and their direct children (a
+    PostgreSQL postmaster's backends, say), from ``/proc``; processes gone meanwhile count 0."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    wanted, total = set(roots), 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) in wanted or int(fields[1]) in wanted:  # the pid, or its parent
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
 from bench import scale_out
-from bench.common import Report, median
+from bench.common import Report, cpu_of_processes, median
 from bench.raw_sdk import NO_INPUT_KINDS, Window, raw_call_client
 from bridge import Bridge, InlineResult, McpServerConfig
 from tests.support.processes import ServerProcess
@@ -59,6 +59,14 @@ class Comparison:
     bridged: list[Window]
     writes: int  # call-path writes the group commit committed (worker-thread runners only)
     transactions: int  # in that many transactions
+    # CPU seconds the other processes (the MCP server; PostgreSQL's) used in each window
+    raw_others: list[float]
+    bridged_others: list[float]
+
+    def machine_cpu_per_call_ms(self, windows: list[Window], others: list[float]) -> float:
+        """This process's CPU per call plus the other processes' over the same windows."""
+        total = self.total(windows)
+        return (total.cpu_s + sum(others)) / max(total.polls, 1) * 1e3
 
     def total(self, windows: list[Window]) -> Window:
         return Window(
@@ -79,11 +87,18 @@ class Comparison:
 
 
 async def compare(
-    server_url: str, ledger_url: str, label: str, pairs: int, window_s: float
+    server_url: str,
+    ledger_url: str,
+    label: str,
+    pairs: int,
+    window_s: float,
+    other_processes: Sequence[int],
 ) -> Comparison:
     config = McpServerConfig(name="fast", url=server_url)
     raw_windows: list[Window] = []
     bridged_windows: list[Window] = []
+    raw_others: list[float] = []
+    bridged_others: list[float] = []
     async with (
         Bridge.open(
             ledger_url, principals=[PRINCIPAL], mcp_servers=[config], input_handlers=NO_INPUT_KINDS
@@ -112,22 +127,35 @@ async def compare(
         group = bridge.ledger.group_commit
         writes, transactions = group.writes, group.transactions
         for pair in range(pairs):
-            sides = [(raw_call, raw_windows), (bridged_call, bridged_windows)]
-            for call, windows in sides if pair % 2 == 0 else reversed(sides):
+            sides = [
+                (raw_call, raw_windows, raw_others),
+                (bridged_call, bridged_windows, bridged_others),
+            ]
+            for call, windows, others in sides if pair % 2 == 0 else reversed(sides):
+                before = cpu_of_processes(other_processes)
                 windows.append(await measure(call, window_s, CONCURRENCY))
+                others.append(cpu_of_processes(other_processes) - before)
         writes, transactions = group.writes - writes, group.transactions - transactions
-    return Comparison(label, raw_windows, bridged_windows, writes, transactions)
+    return Comparison(
+        label, raw_windows, bridged_windows, writes, transactions, raw_others, bridged_others
+    )
 
 
 async def bench_concurrent_calls(quick: bool, report: Report) -> None:
     pairs, window_s = (2, 0.5) if quick else (10, 1.0)
     results: list[Comparison] = []
     with ServerProcess("bench.fast_tasks_server") as server:
+        assert server.pid is not None
         with tempfile.TemporaryDirectory() as scratch:
             sqlite_url = str(Path(scratch) / "ledger.db")
-            results.append(await compare(server.url, sqlite_url, "SQLite WAL", pairs, window_s))
-        with scale_out.postgres_database() as pg_url:
-            results.append(await compare(server.url, pg_url, "PostgreSQL 15", pairs, window_s))
+            results.append(
+                await compare(server.url, sqlite_url, "SQLite WAL", pairs, window_s, [server.pid])
+            )
+        with scale_out.postgres_server() as (pg_url, postgres):
+            others = [server.pid, postgres.postmaster_pid()]
+            results.append(
+                await compare(server.url, pg_url, "PostgreSQL 15", pairs, window_s, others)
+            )
     report.add(f"## 11. {CONCURRENCY} concurrent callers: bridged `tools/call` vs the raw SDK")
     report.add()
     report.add(
@@ -153,6 +181,34 @@ async def bench_concurrent_calls(quick: bool, report: Report) -> None:
             f"{raw.cpu_per_poll_s * 1e3:.2f} / {bridged.cpu_per_poll_s * 1e3:.2f} ms | "
             f"{(bridged.cpu_per_poll_s - raw.cpu_per_poll_s) * 1e3:.2f} ms | "
             f"{result.per_commit} |"
+        )
+    report.add()
+    report.add(
+        "The calls share the machine's 2 cores with the MCP server and PostgreSQL, so calls/s "
+        "follows the CPU the whole machine spends per call: this process's, the MCP server's, "
+        "and PostgreSQL's (its backends), over the same windows (`/proc`)."
+    )
+    report.add()
+    report.add(
+        "| ledger | machine CPU per call raw / bridged | of which PostgreSQL (bridged) | "
+        "raw / bridged machine CPU per call (the ratio calls/s can reach on busy cores) |"
+    )
+    report.add("|---|---|---|---|")
+    for result in results:
+        raw_ms = result.machine_cpu_per_call_ms(result.raw, result.raw_others)
+        bridged_ms = result.machine_cpu_per_call_ms(result.bridged, result.bridged_others)
+        server_share = "-"
+        if result.ledger.startswith("PostgreSQL"):
+            # The MCP server's CPU per call is the same on both sides: what the bridged
+            # windows used beyond it, in other processes, is PostgreSQL's.
+            raw_total = result.total(result.raw)
+            bridged_total = result.total(result.bridged)
+            server_ms = sum(result.raw_others) / max(raw_total.polls, 1) * 1e3
+            others_ms = sum(result.bridged_others) / max(bridged_total.polls, 1) * 1e3
+            server_share = f"{others_ms - server_ms:.2f} ms"
+        report.add(
+            f"| {result.ledger} | {raw_ms:.2f} / {bridged_ms:.2f} ms | {server_share} | "
+            f"**{raw_ms / bridged_ms:.2f}** |"
         )
     report.add()
     report.add(

@@ -43,12 +43,19 @@ PRINCIPAL = "bench"
 
 @contextmanager
 def postgres_database() -> Iterator[str]:
+    with postgres_server() as (url, _server):
+        yield url
+
+
+@contextmanager
+def postgres_server() -> Iterator[tuple[str, ThrowawayPostgres]]:
+    """A throwaway PostgreSQL with a migrated ledger database: (its URL, the server)."""
     server = ThrowawayPostgres()
     server.start()
     try:
         with fresh_database(server.url()) as url:
             Ledger.open(url).close()  # migrated
-            yield url
+            yield url, server
     finally:
         server.stop()
 

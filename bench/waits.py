@@ -275,6 +275,14 @@ async def bench_concurrent_calls(runs: int, report: Report, rounds: int = 2) -> 
         f"| harness CPU over the rounds | **{share * 100:.0f} % of one core** "
         f"({h_cpu * 1e3:.1f} ms per response) | ≤ 30 % |"
     )
+    raw_share = sum(r.cpu_s for r in m.raw) / sum(r.wall_s for r in m.raw)
+    raw_per_call = sum(r.cpu_s for r in m.raw) / sum(r.calls for r in m.raw)
+    raw_polls_each = sum(r.polls for r in m.raw) / sum(r.calls for r in m.raw)
+    report.add(
+        f"| raw SDK CPU over its rounds: the MCP work alone (`tools/call` + "
+        f"{raw_polls_each:.1f} `tasks/get` each) | {raw_share * 100:.0f} % of one core "
+        f"({raw_per_call * 1e3:.1f} ms per call with its polls) | |"
+    )
     report.add(f"| harness peak RSS | {m.peak_rss_mb:.0f} MB | |")
     report.add()
     report.add(

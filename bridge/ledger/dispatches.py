@@ -25,13 +25,17 @@ from typing import Any, NoReturn
 import pydantic_core
 from sqlalchemy import (
     Connection,
+    Select,
     String,
     Table,
+    Update,
     bindparam,
     cast,
+    exists,
     func,
     insert,
     literal_column,
+    null,
     select,
     update,
 )
@@ -175,7 +179,16 @@ class CallPathStatements:
         # transaction of its own after each commit (notify.CommitPublisher) is saved.
         self.announced_seq: CompiledStatement | None = None
         self.announce: CompiledStatement | None = None  # the same, the number already known
+        # PostgreSQL: the result commit's three statements (and the announcement) as one, so
+        # that a group commit's batch is one round trip per write (see _result_in_one).
+        self.result_in_one: CompiledStatement | None = None
+        self.result_in_one_announced: CompiledStatement | None = None
         if session.dialect.name == "postgresql":
+            known_move = move.where(*guard, DISPATCHES.c.run_ref == bindparam("in_run"))
+            self.result_in_one = compile_(_result_in_one(known_move, event_columns, None))
+            self.result_in_one_announced = compile_(
+                _result_in_one(known_move, event_columns, CHANNEL)
+            )
             payload = RUNS.c.ref + literal_column("' '", String) + cast(RUNS.c.event_seq, String)
             channel = literal_column(f"'{CHANNEL}'", String)  # a constant: no quote inside
             self.announced_seq = compile_(
@@ -184,6 +197,56 @@ class CallPathStatements:
             self.announce = compile_(
                 select(func.pg_notify(channel, bindparam("payload", type_=String)))
             )
+
+
+def _result_in_one(move: Update, event_columns: list[str], channel: str | None) -> Select[Any]:
+    """One PostgreSQL statement for the result commit: the guarded dispatch move, then (only if
+    it moved) the run's event counter, the event written at the new number, and, with a
+    ``channel``, the commit announced (NOTIFY is delivered at commit). Data-modifying CTEs run
+    once each, on one snapshot; each later one reads the earlier one's RETURNING. The row says
+    what happened: ``moved`` (0 or 1) and ``seq`` (NULL: no such run of this principal)."""
+    # Every value is bound under a name no column of the three tables has, or one the move
+    # already sets: executed through Core, a parameter named like a column of an UPDATE's
+    # table would be added to its SET clause.
+    moved = move.returning(DISPATCHES.c.ref).cte("moved")
+    run_of_owner = (RUNS.c.ref == bindparam("in_run")) & (RUNS.c.principal == bindparam("owner"))
+    bumped = (
+        update(RUNS)
+        .where(run_of_owner, exists(select(moved.c.ref)))
+        .values(event_seq=RUNS.c.event_seq + literal_column("1"))
+        .returning(RUNS.c.ref, RUNS.c.event_seq)
+        .cte("bumped")
+    )
+    sources: dict[str, Any] = {
+        "principal": bindparam("owner", type_=EVENTS.c.principal.type),
+        "run_ref": bindparam("in_run", type_=EVENTS.c.run_ref.type),
+        "seq": bumped.c.event_seq,
+        "type": bindparam("event_type", type_=EVENTS.c.type.type),
+        "task_ref": null(),  # a call's result belongs to no task
+        "payload_json": literal_column("""'{"seq":'""", String)
+        + cast(bumped.c.event_seq, String)
+        + bindparam("payload_tail", type_=String),
+        "at_ms": bindparam("now", type_=EVENTS.c.at_ms.type),
+    }
+    logged = (
+        insert(EVENTS)
+        .from_select(
+            event_columns,
+            select(*[sources[c].label(c) for c in event_columns]).select_from(bumped),
+        )
+        .cte("logged")
+    )
+    columns: list[Any] = [
+        select(func.count()).select_from(moved).scalar_subquery().label("moved"),
+        select(bumped.c.event_seq).scalar_subquery().label("seq"),
+    ]
+    if channel is not None:
+        payload = bumped.c.ref + literal_column("' '", String) + cast(bumped.c.event_seq, String)
+        notified = select(
+            func.pg_notify(literal_column(f"'{channel}'", String), payload).label("sent")
+        ).select_from(bumped)
+        columns.append(select(func.count()).select_from(notified.subquery()).scalar_subquery())
+    return select(*columns).add_cte(logged)
 
 
 class DispatchWrites(RunWrites):
@@ -470,7 +533,20 @@ class DispatchWrites(RunWrites):
         announce = hot.announced_seq if ledger._publishes() else None
         listened = bool(ledger._listeners)
 
+        in_one = hot.result_in_one_announced if announce is not None else hot.result_in_one
+        result_event = {"event_type": _RESULT_EVENT, "payload_tail": appended["payload_tail"]}
+
+        def check(row: dict[str, Any] | None) -> int:
+            assert row is not None
+            if row["moved"] != 1:
+                self._refuse_call_path_move(op_ref, DispatchState.RESULT)
+            if row["seq"] is None:
+                raise NotFound("run", run_ref)
+            return int(row["seq"]) if announce is not None or listened else 0
+
         def write(cursor: Cursor) -> int:
+            if in_one is not None:  # PostgreSQL: one round trip
+                return check(cursor.one(in_one, {**move, **result_event}))
             if cursor.run(hot.advance_known_dispatch, move) != 1:
                 self._refuse_call_path_move(op_ref, DispatchState.RESULT)
             if cursor.run(hot.bump_seq, owned_run) != 1:

@@ -133,6 +133,10 @@ class ThrowawayPostgres:
         finally:
             shutil.rmtree(self.base, ignore_errors=True)
 
+    def postmaster_pid(self) -> int:
+        """The running server's postmaster (the first line of ``postmaster.pid``)."""
+        return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
