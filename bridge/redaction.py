@@ -130,7 +130,7 @@ _FILTER = TaskIdRedactor()
 
 
 def install_log_redaction(
-    prefixes: tuple[str, ...] = ("mcp", "fastmcp", "httpx2", "bridge"),
+    prefixes: tuple[str, ...] = ("mcp", "fastmcp", "httpx2", "aiohttp", "bridge"),
 ) -> None:
     """Attach the filter to every existing logger under ``prefixes`` (idempotent).
 
