@@ -11,6 +11,7 @@ The engine under real MCP servers is covered by every MCP test (it is the defaul
 from __future__ import annotations
 
 import asyncio
+import gzip
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -250,3 +251,21 @@ async def test_outside_asyncio_requests_go_to_the_fallback() -> None:
         finally:
             sniffio.current_async_library_cvar.reset(token)
         assert fallback.requests == 1
+
+
+async def test_a_compressed_body_is_decoded_by_httpx2() -> None:
+    """aiohttp hands the raw bytes over; the httpx2 response decodes them, as on the stock
+    transport (and as the lean path's direct route reads them)."""
+    packed = gzip.compress(b'{"ok":true}')
+
+    async def gzipped(_r: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(packed), packed)
+        )
+        await writer.drain()
+
+    fake = WireFake(gzipped)
+    async with fake.running() as url, on_aiohttp() as client:
+        response = await client.post(url, json={})
+    assert response.json() == {"ok": True}

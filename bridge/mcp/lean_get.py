@@ -197,22 +197,7 @@ async def _exchange(
 ) -> DetailedTask | mcp_types.ErrorData:
     post = http.build_request("POST", url, json=body, headers=headers)
     response = await http.send(post, stream=True, follow_redirects=False)
-    try:
-        status = response.status_code
-        content_type = response.headers.get("content-type", "").lower()
-        if status == 200 and content_type.startswith("application/json"):
-            return _parse(await _read(response), request_id)
-        if status == 200 and content_type.startswith("text/event-stream"):
-            return await _single_sse_reply(response, request_id, stats)
-        if status >= 400 and content_type.startswith("application/json"):
-            # A JSON-RPC error at an HTTP error status: the server's, or the isolating
-            # transport's (no answer, 429/503 with Retry-After). The SDK surfaces it as is.
-            error = _error_body(await _read(response))
-            if error is not None:
-                return error
-        raise _Fallback(f"http {status} {content_type.partition(';')[0] or '-'}")
-    finally:
-        await response.aclose()
+    return await _answer(response, request_id, stats)
 
 
 async def _exchange_direct(
@@ -223,30 +208,40 @@ async def _exchange_direct(
     request_id: int,
     stats: LeanGetStats,
 ) -> DetailedTask | mcp_types.ErrorData:
-    """:func:`_exchange` on the direct route: the same checks, on aiohttp's response."""
-    reply = await direct.post(
-        url if isinstance(url, httpx2.URL) else httpx2.URL(url), headers, body
-    )
+    """:func:`_exchange` on the direct route (:mod:`bridge.mcp.direct_post`)."""
+    target = url if isinstance(url, httpx2.URL) else httpx2.URL(url)
+    reply = await direct.post(target, headers, body)
     if isinstance(reply, dict):  # no answer: the isolating transport's error
         return mcp_types.ErrorData.model_validate(reply["error"])
-    answer = as_httpx2(reply)
+    return await _answer(as_httpx2(reply), request_id, stats, target)
+
+
+async def _answer(
+    response: httpx2.Response,
+    request_id: int,
+    stats: LeanGetStats,
+    url: httpx2.URL | None = None,
+) -> DetailedTask | mcp_types.ErrorData:
+    """The reply in ``response`` (closed afterwards); ``url``: the response came by the direct
+    route, without the request object an event stream reader names."""
     try:
-        status = reply.status
-        content_type = reply.headers.get("content-type", "").lower()
-        if reply.headers.get("content-encoding", "identity").lower() != "identity":
-            raise _Fallback("content-encoding")  # httpx2 decodes it on the SDK path
+        status = response.status_code
+        content_type = response.headers.get("content-type", "").lower()
         if status == 200 and content_type.startswith("application/json"):
-            return _parse(await _read(answer), request_id)
+            return _parse(await _read(response), request_id)
         if status == 200 and content_type.startswith("text/event-stream"):
-            answer.request = httpx2.Request("POST", url)  # EventSource names the request
-            return await _single_sse_reply(answer, request_id, stats)
+            if url is not None:
+                response.request = httpx2.Request("POST", url)
+            return await _single_sse_reply(response, request_id, stats)
         if status >= 400 and content_type.startswith("application/json"):
-            error = _error_body(await _read(answer))
+            # A JSON-RPC error at an HTTP error status: the server's, or the isolating
+            # transport's (no answer, 429/503 with Retry-After). The SDK surfaces it as is.
+            error = _error_body(await _read(response))
             if error is not None:
                 return error
         raise _Fallback(f"http {status} {content_type.partition(';')[0] or '-'}")
     finally:
-        await answer.aclose()
+        await response.aclose()
 
 
 async def _read(response: httpx2.Response) -> bytes:
