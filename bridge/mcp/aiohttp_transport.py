@@ -27,6 +27,7 @@ per event loop, made on first use inside it.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -120,6 +121,12 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         self._limit_per_host = limit_per_host
         self._keepalive_s = keepalive_s
         self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._tls_context: ssl.SSLContext | None = None
+
+    def _tls(self) -> ssl.SSLContext:
+        if self._tls_context is None:
+            self._tls_context = httpx2.create_ssl_context()
+        return self._tls_context
 
     def _session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -131,7 +138,6 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
                 limit=0,
                 limit_per_host=self._limit_per_host,
                 keepalive_timeout=self._keepalive_s,
-                ssl=httpx2.create_ssl_context(),
             )
             session = aiohttp.ClientSession(
                 connector=connector,
@@ -157,6 +163,8 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=timeouts.get("connect"), sock_read=timeouts.get("read")
         )
+        # https only: httpx2's trust store (certifi), made on first use (tens of ms).
+        tls = self._tls() if url.startswith("https:") else True
         try:
             return await self._session().request(
                 method,
@@ -165,6 +173,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
                 data=body or None,
                 allow_redirects=False,
                 timeout=timeout,
+                ssl=tls,
             )
         except Exception as exc:
             raise _translate(exc, reading=False) from exc
