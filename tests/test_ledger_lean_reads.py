@@ -53,58 +53,49 @@ def test_lean_task_and_event_reads_equal_core(tmp_path: Path, clock: FakeClock) 
         ledger.close()
 
 
-def test_a_thread_without_a_cursor_reads_through_core(tmp_path: Path, clock: FakeClock) -> None:
+def test_a_thread_without_a_cursor_reads_through_core(sqlite_ledger: Ledger) -> None:
     """Reads alone never make a thread keep a pooled connection."""
-    ledger = Ledger.open(tmp_path / "ledger.db", clock=clock)
-    try:
-        tenant = ledger.for_principal("local:alice")
-        run = new_run(tenant)
-        task = new_task(tenant, run.ref)
-        seen: list[object] = []
+    ledger = sqlite_ledger
+    tenant = ledger.for_principal("local:alice")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    seen: list[object] = []
 
-        def read() -> None:
-            seen.append(tenant.get_task(task.ref))
-            seen.append(tenant.events(run.ref))
-            seen.append(_holds_cursor(ledger))
+    def read() -> None:
+        seen.append(tenant.get_task(task.ref))
+        seen.append(tenant.events(run.ref))
+        seen.append(_holds_cursor(ledger))
 
-        reader = threading.Thread(target=read)
-        reader.start()
-        reader.join(timeout=60)
-        assert seen == [tenant.get_task(task.ref), tenant.events(run.ref), False]
-    finally:
-        ledger.close()
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join(timeout=60)
+    assert seen == [tenant.get_task(task.ref), tenant.events(run.ref), False]
 
 
-def test_run_work_is_the_separate_reads_in_one(tmp_path: Path, clock: FakeClock) -> None:
+def test_run_work_is_the_separate_reads_in_one(sqlite_ledger: Ledger) -> None:
     """``run_work`` (the final summary's reads) gives what the three separate reads give, and
     counts only this run's unanswered input requests."""
-    ledger = Ledger.open(tmp_path / "ledger.db", clock=clock)
-    try:
-        tenant = ledger.for_principal("local:alice")
-        asking = TaskObservation(
-            TaskStatus.INPUT_REQUIRED,
-            input_requests={"k": {"method": "elicitation/create", "params": {}}},
-        )
-        run, elsewhere = new_run(tenant), new_run(tenant)
-        for ref in (run.ref, run.ref, elsewhere.ref):
-            tenant.observe_task(new_task(tenant, ref).ref, asking)
-        new_task(tenant, run.ref)  # one without input requests
-        tasks, dispatches, pending = tenant.run_work(run.ref)
-        assert tasks == tenant.list_tasks(run_ref=run.ref) and len(tasks) == 3
-        assert dispatches == tenant.list_dispatches(run_ref=run.ref) and len(dispatches) == 3
-        separate = sum(len(tenant.input_requests(t.ref, pending_only=True)) for t in tasks)
-        assert pending == separate == 2
-        assert ledger.for_principal("local:bob").run_work(run.ref) == ([], [], 0)
-    finally:
-        ledger.close()
+    ledger = sqlite_ledger
+    tenant = ledger.for_principal("local:alice")
+    asking = TaskObservation(
+        TaskStatus.INPUT_REQUIRED,
+        input_requests={"k": {"method": "elicitation/create", "params": {}}},
+    )
+    run, elsewhere = new_run(tenant), new_run(tenant)
+    for ref in (run.ref, run.ref, elsewhere.ref):
+        tenant.observe_task(new_task(tenant, ref).ref, asking)
+    new_task(tenant, run.ref)  # one without input requests
+    tasks, dispatches, pending = tenant.run_work(run.ref)
+    assert tasks == tenant.list_tasks(run_ref=run.ref) and len(tasks) == 3
+    assert dispatches == tenant.list_dispatches(run_ref=run.ref) and len(dispatches) == 3
+    separate = sum(len(tenant.input_requests(t.ref, pending_only=True)) for t in tasks)
+    assert pending == separate == 2
+    assert ledger.for_principal("local:bob").run_work(run.ref) == ([], [], 0)
 
 
-def test_open_run_returns_the_committed_run(tmp_path: Path, clock: FakeClock) -> None:
+def test_open_run_returns_the_committed_run(sqlite_ledger: Ledger) -> None:
     """``open_run`` reads its run back inside its own transaction: what a later read gives."""
-    ledger = Ledger.open(tmp_path / "ledger.db", clock=clock)
-    try:
-        tenant = ledger.for_principal("local:alice")
-        opened = new_run(tenant)
-        assert opened == tenant.get_run(opened.ref) and opened.event_count == 1
-    finally:
-        ledger.close()
+    ledger = sqlite_ledger
+    tenant = ledger.for_principal("local:alice")
+    opened = new_run(tenant)
+    assert opened == tenant.get_run(opened.ref) and opened.event_count == 1
