@@ -148,13 +148,7 @@ async def lean_fetch(
         body = message.model_dump(by_alias=True, mode="json", exclude_unset=True)
         try:
             with anyio.fail_after(timeout_s):
-                if direct is not None and direct.usable():
-                    outcome = await _exchange_direct(
-                        direct, url, body, post_headers, request_id, stats
-                    )
-                    stats.direct += 1
-                else:
-                    outcome = await _exchange(http, url, body, post_headers, request_id, stats)
+                outcome = await _exchange(http, direct, url, body, post_headers, request_id, stats)
         except TimeoutError:
             raise MCPError(
                 code=mcp_types.REQUEST_TIMEOUT, message=f"Request {method!r} timed out"
@@ -189,26 +183,20 @@ async def _fall_back(
 
 async def _exchange(
     http: httpx2.AsyncClient,
+    direct: DirectPost | None,
     url: httpx2.URL | str,
     body: dict[str, Any],
     headers: dict[str, str],
     request_id: int,
     stats: LeanGetStats,
 ) -> DetailedTask | mcp_types.ErrorData:
-    post = http.build_request("POST", url, json=body, headers=headers)
-    response = await http.send(post, stream=True, follow_redirects=False)
-    return await _answer(response, request_id, stats)
-
-
-async def _exchange_direct(
-    direct: DirectPost,
-    url: httpx2.URL | str,
-    body: dict[str, Any],
-    headers: dict[str, str],
-    request_id: int,
-    stats: LeanGetStats,
-) -> DetailedTask | mcp_types.ErrorData:
-    """:func:`_exchange` on the direct route (:mod:`bridge.mcp.direct_post`)."""
+    """The POST and its reply: on ``direct`` while it is usable (:mod:`bridge.mcp.direct_post`),
+    else through the ``httpx2`` client."""
+    if direct is None or not direct.usable():
+        post = http.build_request("POST", url, json=body, headers=headers)
+        response = await http.send(post, stream=True, follow_redirects=False)
+        return await _answer(response, request_id, stats)
+    stats.direct += 1
     target = url if isinstance(url, httpx2.URL) else httpx2.URL(url)
     reply = await direct.post(target, headers, body)
     if isinstance(reply, dict):  # no answer: the isolating transport's error
