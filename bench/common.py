@@ -85,18 +85,28 @@ def register_open_tasks(
         )
 
 
+def stat_fields(pid: int | str) -> list[str]:
+    """``/proc/<pid>/stat`` after the command name (field 3 onward): ``[1]`` is the parent pid,
+    ``[11]``/``[12]`` user and system CPU in clock ticks."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds(fields: list[str]) -> float:
+    """User + system CPU seconds of :func:`stat_fields`."""
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_of_processes(roots: Sequence[int]) -> float:
     """CPU seconds (user + system) used so far by ``roots`` and their direct children (a
     PostgreSQL postmaster's backends, say), from ``/proc``; processes gone meanwhile count 0."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    wanted, total = set(roots), 0
+    wanted, total = set(roots), 0.0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            fields = stat_fields(entry.name)
         except OSError:
             continue
         if int(entry.name) in wanted or int(fields[1]) in wanted:  # the pid, or its parent
-            total += int(fields[11]) + int(fields[12])
-    return total / ticks
+            total += cpu_seconds(fields)
+    return total

@@ -32,7 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from sqlalchemy import func, select
 
-from bench.common import Report
+from bench.common import Report, cpu_seconds, stat_fields
 from bench.raw_sdk import raw_poll_capacity
 from bench.scale_out import PRINCIPAL, postgres_database, replica_stats, seed_open_tasks
 from bridge.ledger.store import TASKS, Ledger
@@ -59,9 +59,7 @@ def _busy_jiffies() -> tuple[int, int]:
 def _process_cpu_s(pid: int | None) -> float:
     if pid is None:
         return 0.0
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks
+    return cpu_seconds(stat_fields(pid))
 
 
 class PollLog:

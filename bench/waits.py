@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 import anyio
 import httpx
 
-from bench.common import Report
+from bench.common import Report, cpu_seconds, stat_fields
 from bench.raw_task_calls import RawRound, raw_task_calls
 from tests.support.processes import ServerProcess
 
@@ -47,9 +46,7 @@ class ProcessSample:
 
 def sample(pid: int) -> ProcessSample:
     """CPU seconds and memory of one process, from ``/proc``."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    cpu = cpu_seconds(stat_fields(pid))
     status = dict(
         line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
     )
