@@ -15,12 +15,14 @@ import anyio
 import httpx
 import pytest
 from mcp import MCPError
+from mcp_types import CONNECTION_CLOSED
 
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import TaskView
 from bridge.mcp.failures import FailureKind, classify
 from bridge.mcp.servers import McpServerConfig, ServerConnection, ServerPool
 from bridge.mcp.task_methods import fetch_task
+from bridge.mcp.transport import SYNTHETIC_KEY
 from bridge.mcp.wire import INVALID_PARAMS, DetailedTask, GetTaskRequest, TaskIdParams
 from tests.support.builders import new_run, new_task
 from tests.support.processes import ServerProcess
@@ -163,6 +165,24 @@ async def test_a_404_goes_to_the_sdk_path_which_is_answered(sqlite_ledger: Ledge
             reply = await fetch_task(connection, task)
             assert connection.lean_get_stats.fallbacks == {"http 404 text/plain": 1}
     assert reply.task_id == TASK_ID and reply.status == "working"
+
+
+@pytest.mark.parametrize("engine", ["aiohttp", "httpcore"])
+async def test_a_429_is_the_isolating_transports_error_and_no_second_request(
+    sqlite_ledger: Ledger, engine: str
+) -> None:
+    """A 429 is an answer to back off, not something to send again: on the direct route
+    (aiohttp) as through the client (httpcore) it is the isolating transport's own error."""
+    with ServerProcess(RECORDER, args=["--fail-gets", "1:429"]) as server:
+        task = handle(sqlite_ledger, server.url)
+        async with connected(server.url, http_engine=engine) as connection:
+            with pytest.raises(MCPError) as raised:
+                await fetch_task(connection, task)
+            stats = connection.lean_get_stats
+            assert not stats.fallbacks  # the SDK path did not send it again
+            assert stats.direct == (1 if engine == "aiohttp" else 0)
+    assert raised.value.error.code == CONNECTION_CLOSED
+    assert raised.value.error.data == {SYNTHETIC_KEY: {"httpStatus": 429, "retryAfterMs": None}}
 
 
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "sdk"])
