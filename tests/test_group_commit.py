@@ -102,6 +102,10 @@ async def test_concurrent_dispatches_are_committed_before_each_caller_is_release
     assert group.writes == 1 + 2 * callers  # the gate, the intents, the results
     # The intents queued behind the gate shared one commit.
     assert group.transactions <= 1 + 1 + callers
+    # On PostgreSQL a batch of one-statement writes (intents, results) is sent in one round trip.
+    pipelines = ledger.dialect.name == "postgresql"
+    assert (group.pipelined_transactions >= 1) is pipelines
+    assert group.pipelined_transactions <= group.transactions
     for run_ref in runs:  # every result's event, gapless per run
         events = second.events(run_ref)
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
@@ -157,6 +161,54 @@ async def test_a_failing_write_in_a_batch_fails_alone(ledger: Ledger, second: Te
         assert second.get_dispatch(view.ref).state is DispatchState.SENT
     assert second.get_dispatch(first.ref).result == RESULT
     assert len(second.list_dispatches(run_ref=run_ref)) == 1 + len(good)
+    # The pipelined attempt (PostgreSQL) was rolled back whole: every write went alone.
+    assert group.pipelined_transactions == 0
+
+
+async def test_a_refused_check_rolls_a_pipelined_batch_back_and_only_it_fails(
+    ledger: Ledger, second: TenantLedger
+) -> None:
+    """Every statement of the batch succeeds on the server, but one write's check refuses
+    what its statement returned (a result for a call already settled: the guarded move
+    touched no row): the batch is rolled back, then committed one write per transaction."""
+    tenant = ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    runner = LedgerRunner(inline=False)
+    group = ledger.group_commit
+    settled = tenant.begin_dispatch(
+        run_ref, server_endpoint=ENDPOINT, tool_name="echo", arguments={}, sent=True
+    )
+    tenant.record_immediate_result(settled.ref, RESULT, intent=settled)
+    events_before = len(second.events(run_ref))
+    batch = [
+        _intent(tenant, run_ref, 1),
+        tenant.stage_immediate_result(RESULT, intent=settled),  # refused by its check
+        _intent(tenant, run_ref, 2),
+    ]
+    outcomes: dict[int, Any] = {}
+
+    async def caller(n: int, staged: StagedCommit[Any, Any, Any]) -> None:
+        try:
+            outcomes[n] = await runner.commit(group, staged)
+        except Exception as exc:
+            outcomes[n] = exc
+
+    gate = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.commit, group, gate.staged())
+        await anyio.to_thread.run_sync(gate.entered.wait, 30)
+        for n, staged in enumerate(batch):
+            tg.start_soon(caller, n, staged)
+        await wait_until(lambda: group.queued == len(batch), what="the batch queued")
+        gate.release.set()
+
+    assert isinstance(outcomes[1], InvalidTransition)
+    for n in (0, 2):
+        assert second.get_dispatch(outcomes[n].ref).state is DispatchState.SENT
+    assert len(second.events(run_ref)) == events_before  # the refused result logged nothing
+    assert group.pipelined_transactions == 0
+    # gate, then the two intents alone after the roll-back
+    assert (group.transactions, group.writes) == (3, 3)
 
 
 async def test_a_lone_caller_commits_at_once_in_a_transaction_of_its_own(

@@ -237,7 +237,8 @@ class LedgerCore:
             engine, precompiled=precompiled_call_path
         )
         # Call-path commits of concurrent callers in worker threads share transactions.
-        self.group_commit: GroupCommit[Cursor] = GroupCommit(self._driver.transaction)
+        pipelined = self._driver.commit_pipelined if self._driver.pipelines else None
+        self.group_commit: GroupCommit[Cursor] = GroupCommit(self._driver.transaction, pipelined)
         # Without the precompiled call path, event appends go through Core too (visible).
         self._event_append = EventAppend(self.dialect) if precompiled_call_path else None
         # SQLite: the reads a waiting step and a forwarder make on every wake, on the driver.

@@ -46,7 +46,7 @@ from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref, sha256_hex
 from bridge.ledger._base import DISPATCHES, EVENTS, RUNS, TASKS, LedgerCore, written_columns
 from bridge.ledger.fencing import Membership
 from bridge.ledger.group_commit import StagedCommit
-from bridge.ledger.hotpath import CompiledStatement, Cursor, DriverSession
+from bridge.ledger.hotpath import CompiledStatement, Cursor, DriverSession, StatementResult
 from bridge.ledger.notify import CHANNEL
 from bridge.ledger.outcome import bound_json
 from bridge.ledger.runs import RunWrites
@@ -333,8 +333,8 @@ class DispatchWrites(RunWrites):
         )
         statement = self._call_path.insert_dispatch
 
-        def write(cursor: Cursor) -> None:
-            if cursor.run(statement, values) == 0:
+        def check(result: StatementResult) -> None:
+            if result.rowcount == 0:
                 raise NotFound("run", run_ref)
 
         def failed(error: Exception) -> DispatchView:
@@ -342,7 +342,9 @@ class DispatchWrites(RunWrites):
                 return self._intent_conflict(values, error)
             raise error
 
-        return StagedCommit(write, lambda _: _intent_view(values), failed)
+        return StagedCommit.one_statement(
+            statement, values, check, lambda _: _intent_view(values), failed
+        )
 
     def _intent_conflict(self, values: dict[str, Any], error: Exception) -> DispatchView:
         """The intent's insert broke a unique constraint: a call made again with its operation
@@ -545,8 +547,6 @@ class DispatchWrites(RunWrites):
             return int(row["seq"]) if announce is not None or listened else 0
 
         def write(cursor: Cursor) -> int:
-            if in_one is not None:  # PostgreSQL: one round trip
-                return check(cursor.one(in_one, {**move, **result_event}))
             if cursor.run(hot.advance_known_dispatch, move) != 1:
                 self._refuse_call_path_move(op_ref, DispatchState.RESULT)
             if cursor.run(hot.bump_seq, owned_run) != 1:
@@ -561,6 +561,9 @@ class DispatchWrites(RunWrites):
                 ledger._notify(principal, run_ref, seq, announced=announce is not None)
             return intent.with_result(json.loads(text) if truncated else result, truncated, now)
 
+        if in_one is not None:  # PostgreSQL: one statement, pipelined with the batch's others
+            params = {**move, **result_event}
+            return StagedCommit.one_statement(in_one, params, lambda r: check(r.row), settle)
         return StagedCommit(write, settle)
 
     def record_task_created(

@@ -11,18 +11,28 @@ A write that fails inside a shared transaction rolls it back for everyone; the b
 committed again one write per transaction, so that only the failing write fails. A write may
 therefore run twice: it must only execute statements on the cursor it is given (what has to
 happen once, after the commit, goes in its ``settle``).
+
+Pipelined batches (PostgreSQL with psycopg): when every write of a batch is one statement
+(:meth:`StagedCommit.one_statement`), the batch is sent in pipeline mode: ``BEGIN`` and all its
+statements in one round trip, their results checked, then ``COMMIT``. Otherwise a batch costs a
+round trip per statement, and on a busy machine each of those waits for the database process
+to be scheduled. The rules above are unchanged: a failing statement or check rolls the whole
+batch back, and its writes are then committed one per transaction.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
 import anyio
+
+from bridge.ledger.hotpath import Accept, CompiledStatement, Cursor, StatementResult
 
 C = TypeVar("C")  # what a transaction hands its writes (a cursor)
 R = TypeVar("R")
@@ -45,6 +55,38 @@ class StagedCommit(Generic[C, R, T]):
     write: Callable[[C], R]
     settle: Callable[[R], T]
     failed: Callable[[Exception], T] | None = None
+    #: The write as one statement and a check of what it returned (``write`` runs exactly
+    #: that): a batch of such writes can be sent in one round trip (:meth:`one_statement`).
+    statement: OneStatement[R] | None = None
+
+    @classmethod
+    def one_statement(
+        cls,
+        statement: CompiledStatement,
+        params: Mapping[str, Any],
+        check: Callable[[StatementResult], R],
+        settle: Callable[[R], T],
+        failed: Callable[[Exception], T] | None = None,
+    ) -> StagedCommit[Cursor, R, T]:
+        """A write of one statement, ``check`` turning its result into the write's value (or
+        raising to roll back)."""
+        one = OneStatement(statement, params, check)
+        return StagedCommit(one.run, settle, failed, one)
+
+
+@dataclass(frozen=True, slots=True)
+class OneStatement(Generic[R]):
+    statement: CompiledStatement
+    params: Mapping[str, Any]
+    check: Callable[[StatementResult], R]
+
+    def run(self, cursor: Cursor) -> R:
+        return self.check(cursor.result(self.statement, self.params))
+
+
+#: A transaction of statements sent together, their results checked before it commits
+#: (``DriverSession.commit_pipelined``).
+Pipelined = Callable[[Sequence[tuple[CompiledStatement, Mapping[str, Any]]], Accept], None]
 
 
 class _Queued:
@@ -65,12 +107,25 @@ class GroupCommit(Generic[C]):
     """Commits :class:`StagedCommit` writes from async callers, batching those that queue up.
 
     ``transaction``: a context manager opening one transaction (committed on a clean exit,
-    rolled back on an exception) and yielding what writes execute on. Statistics for tests and
-    benchmarks: ``transactions`` committed, and the ``writes`` they held.
+    rolled back on an exception) and yielding what writes execute on. ``pipelined`` (where the
+    driver can): a batch made only of :meth:`StagedCommit.one_statement` writes is sent as one
+    pipelined transaction, its statements in one round trip instead of one each. Statistics
+    for tests and benchmarks: ``transactions`` committed, the ``writes`` they held, how many
+    of those transactions were ``pipelined_transactions``, the ``batches`` led and
+    ``batch_seconds``, the wall time they took from the hand-over to a worker thread until the
+    event loop had them back.
     """
 
-    def __init__(self, transaction: Callable[[], AbstractContextManager[C]]) -> None:
+    def __init__(
+        self,
+        transaction: Callable[[], AbstractContextManager[C]],
+        pipelined: Pipelined | None = None,
+    ) -> None:
         self._transaction = transaction
+        self._pipelined = pipelined
+        self.pipelined_transactions = 0
+        self.batches = 0  # batches led (a batch committed write by write counts once)
+        self.batch_seconds = 0.0  # their wall time: hop to the worker, transactions, back
         self._queue: list[_Queued] = []
         self._leading = False  # a batch is being committed, or its successor handed the lead
         self._loop_thread: int | None = None  # the event loop's thread that batches
@@ -111,6 +166,8 @@ class GroupCommit(Generic[C]):
     async def _lead(self, offload: Offload) -> None:
         self._leading = True
         batch, self._queue = self._queue, []
+        self.batches += 1
+        started = time.perf_counter()
         try:
             await offload(partial(self._commit_batch, batch))
         except BaseException as exc:  # the worker itself failed: nobody's write is known
@@ -119,6 +176,7 @@ class GroupCommit(Generic[C]):
                     queued.error = exc
             raise
         finally:
+            self.batch_seconds += time.perf_counter() - started
             for queued in batch:
                 self._settle(queued)
                 queued.leads = False
@@ -131,19 +189,13 @@ class GroupCommit(Generic[C]):
                 self._leading = False
 
     def _commit_batch(self, batch: list[_Queued]) -> None:
-        """In a worker thread: one transaction for the whole batch; one per write after a
-        failure, so that a failing write fails alone."""
+        """In a worker thread: one transaction for the whole batch (pipelined when it can be);
+        one per write after a failure, so that a failing write fails alone."""
         if len(batch) > 1:
-            try:
-                with self._transaction() as cursor:
-                    written = [queued.staged.write(cursor) for queued in batch]
-            except Exception:
-                pass  # rolled back as a whole: commit them one by one below
-            else:
-                self.transactions += 1
-                self.writes += len(batch)
-                for queued, value in zip(batch, written, strict=True):
-                    self._committed(queued, value)
+            committed = self._commit_pipelined(batch)
+            if committed is None:
+                committed = self._commit_together(batch)
+            if committed:
                 return
         for queued in batch:
             try:
@@ -155,6 +207,46 @@ class GroupCommit(Generic[C]):
                 self.transactions += 1
                 self.writes += 1
                 self._committed(queued, value)
+
+    def _commit_together(self, batch: list[_Queued]) -> bool:
+        """The batch in one transaction: whether it committed (False: rolled back as a whole)."""
+        try:
+            with self._transaction() as cursor:
+                written = [queued.staged.write(cursor) for queued in batch]
+        except Exception:
+            return False
+        self.transactions += 1
+        self.writes += len(batch)
+        for queued, value in zip(batch, written, strict=True):
+            self._committed(queued, value)
+        return True
+
+    def _commit_pipelined(self, batch: list[_Queued]) -> bool | None:
+        """The batch as one pipelined transaction: whether it committed (False: rolled back as
+        a whole); None when it cannot be pipelined (no driver support, or a write in it is not
+        a single statement)."""
+        if self._pipelined is None:
+            return None
+        ones: list[OneStatement[Any]] = []
+        for queued in batch:
+            if queued.staged.statement is None:
+                return None
+            ones.append(queued.staged.statement)
+        values: list[Any] = []
+
+        def accept(results: list[StatementResult]) -> None:
+            values.extend(one.check(result) for one, result in zip(ones, results, strict=True))
+
+        try:
+            self._pipelined([(one.statement, one.params) for one in ones], accept)
+        except Exception:
+            return False
+        self.transactions += 1
+        self.pipelined_transactions += 1
+        self.writes += len(batch)
+        for queued, value in zip(batch, values, strict=True):
+            self._committed(queued, value)
+        return True
 
     @staticmethod
     def _committed(queued: _Queued, value: Any) -> None:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from functools import partial
+from dataclasses import dataclass
+from functools import cached_property, partial
 from operator import itemgetter
 from types import TracebackType
 from typing import Any, cast
@@ -59,6 +60,30 @@ def _as_named(values: Mapping[str, Any]) -> Mapping[str, Any]:
     return values
 
 
+@dataclass(frozen=True, slots=True)
+class StatementResult:
+    """What one statement returned: the rows it affected, and its first row (None: no row, or
+    a statement without rows)."""
+
+    rowcount: int
+    row: dict[str, Any] | None
+
+
+def _first_row(cursor: Any) -> dict[str, Any] | None:
+    if cursor.description is None:
+        return None
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    names = [column[0] for column in cursor.description]
+    return dict(zip(names, row, strict=True))
+
+
+#: Checks the results of pipelined statements before their transaction commits (raises to
+#: roll it back).
+Accept = Callable[[list[StatementResult]], None]
+
+
 class Cursor:
     """Runs compiled statements on a DBAPI cursor."""
 
@@ -80,11 +105,12 @@ class Cursor:
 
     def one(self, statement: CompiledStatement, params: Mapping[str, Any]) -> dict[str, Any] | None:
         self._cursor.execute(statement.sql, statement.bind(params))
-        row = self._cursor.fetchone()
-        if row is None:
-            return None
-        names = [column[0] for column in self._cursor.description]
-        return dict(zip(names, row, strict=True))
+        return _first_row(self._cursor)
+
+    def result(self, statement: CompiledStatement, params: Mapping[str, Any]) -> StatementResult:
+        """Rows affected and the first row, as a pipelined statement reports them."""
+        self._cursor.execute(statement.sql, statement.bind(params))
+        return StatementResult(int(self._cursor.rowcount), _first_row(self._cursor))
 
     def scalar(self, statement: CompiledStatement, params: Mapping[str, Any]) -> Any:
         """The first column of the first row (``None`` without a row)."""
@@ -141,6 +167,45 @@ class DriverSession:
         """One statement as its own transaction."""
         with self.transaction() as cursor:
             return cursor.run(statement, params)
+
+    @cached_property
+    def pipelines(self) -> bool:
+        """Whether :meth:`commit_pipelined` sends a transaction's statements in one round trip
+        (psycopg's pipeline mode, libpq 14 or later)."""
+        if self.engine.dialect.driver != "psycopg":
+            return False
+        import psycopg  # the engine's own driver: importable
+
+        return bool(psycopg.Pipeline.is_supported())
+
+    def commit_pipelined(
+        self, statements: Sequence[tuple[CompiledStatement, Mapping[str, Any]]], accept: Accept
+    ) -> None:
+        """One transaction of ``statements``, sent together: BEGIN and every statement in one
+        round trip, ``accept`` called with their results, then COMMIT (a second round trip).
+        A failing statement, or ``accept`` raising, rolls the whole transaction back and raises.
+        Only where :attr:`pipelines` says so."""
+        connection = self._connection()
+        driver = connection.driver_connection
+        cursors: list[Any] = []
+        try:
+            with driver.pipeline() as pipeline:
+                for statement, params in statements:
+                    cursor = driver.cursor()
+                    cursors.append(cursor)
+                    cursor.execute(statement.sql, statement.bind(params))
+                pipeline.sync()
+            accept([StatementResult(int(c.rowcount), _first_row(c)) for c in cursors])
+            connection.commit()
+        except BaseException:
+            try:
+                connection.rollback()
+            finally:
+                self._discard_if_broken(connection)
+            raise
+        finally:
+            for cursor in cursors:
+                cursor.close()
 
     def _discard_if_broken(self, connection: Any) -> None:
         try:
@@ -280,6 +345,12 @@ class CoreCursor(Cursor):
     def scalar(self, statement: CompiledStatement, params: Mapping[str, Any]) -> Any:
         return self._connection.execute(statement.construct, dict(params)).scalar()
 
+    def result(self, statement: CompiledStatement, params: Mapping[str, Any]) -> StatementResult:
+        executed = self._connection.execute(statement.construct, dict(params))
+        rowcount = int(executed.rowcount)
+        row = executed.mappings().first() if executed.returns_rows else None
+        return StatementResult(rowcount, None if row is None else dict(row))
+
 
 class CoreSession(DriverSession):
     """The call-path statements through SQLAlchemy Core on pooled connections."""
@@ -287,6 +358,10 @@ class CoreSession(DriverSession):
     def __init__(self, engine: Engine, dialect: Dialect) -> None:
         super().__init__(engine, dialect)
         self.integrity_error = IntegrityError
+
+    @cached_property
+    def pipelines(self) -> bool:
+        return False  # the reference path: every statement through Core, one at a time
 
     @contextmanager
     def _core_transaction(self) -> Iterator[Cursor]:
