@@ -71,6 +71,31 @@ class Gate:
         return StagedCommit(write, lambda _: None)
 
 
+async def _commit_behind_gate(
+    group: Any, batch: list[StagedCommit[Any, Any, Any]]
+) -> dict[int, Any]:
+    """Queue ``batch`` behind a held commit, so that it is committed as one batch: each
+    write's value, or the exception it raised, by position."""
+    runner = LedgerRunner(inline=False)
+    outcomes: dict[int, Any] = {}
+
+    async def caller(n: int, staged: StagedCommit[Any, Any, Any]) -> None:
+        try:
+            outcomes[n] = await runner.commit(group, staged)
+        except Exception as exc:
+            outcomes[n] = exc
+
+    gate = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.commit, group, gate.staged())
+        await anyio.to_thread.run_sync(gate.entered.wait, 30)
+        for n, staged in enumerate(batch):
+            tg.start_soon(caller, n, staged)
+        await wait_until(lambda: group.queued == len(batch), what="the batch queued")
+        gate.release.set()
+    return outcomes
+
+
 async def test_concurrent_dispatches_are_committed_before_each_caller_is_released(
     ledger: Ledger, second: TenantLedger
 ) -> None:
@@ -115,7 +140,6 @@ async def test_concurrent_dispatches_are_committed_before_each_caller_is_release
 async def test_a_failing_write_in_a_batch_fails_alone(ledger: Ledger, second: TenantLedger) -> None:
     tenant = ledger.for_principal("acme")
     run_ref = new_run(tenant).ref
-    runner = LedgerRunner(inline=False)
     group = ledger.group_commit
     first = tenant.begin_dispatch(
         run_ref,
@@ -133,23 +157,7 @@ async def test_a_failing_write_in_a_batch_fails_alone(ledger: Ledger, second: Te
         tenant.stage_immediate_result(RESULT, intent=first),  # InvalidTransition
     ]
     replayed = _intent(tenant, run_ref, -1, operation_id="op-1")  # the same call again
-    outcomes: dict[int, Any] = {}
-
-    async def caller(n: int, staged: StagedCommit[Any, Any, Any]) -> None:
-        try:
-            outcomes[n] = await runner.commit(group, staged)
-        except Exception as exc:
-            outcomes[n] = exc
-
-    gate = Gate()
-    batch = [*good[:3], *failing, replayed, *good[3:]]
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(runner.commit, group, gate.staged())
-        await anyio.to_thread.run_sync(gate.entered.wait, 30)
-        for n, staged in enumerate(batch):
-            tg.start_soon(caller, n, staged)
-        await wait_until(lambda: group.queued == len(batch), what="the batch queued")
-        gate.release.set()
+    outcomes = await _commit_behind_gate(group, [*good[:3], *failing, replayed, *good[3:]])
 
     assert isinstance(outcomes[3], NotFound)
     assert isinstance(outcomes[4], OperationReused)
@@ -173,7 +181,6 @@ async def test_a_refused_check_rolls_a_pipelined_batch_back_and_only_it_fails(
     touched no row): the batch is rolled back, then committed one write per transaction."""
     tenant = ledger.for_principal("acme")
     run_ref = new_run(tenant).ref
-    runner = LedgerRunner(inline=False)
     group = ledger.group_commit
     settled = tenant.begin_dispatch(
         run_ref, server_endpoint=ENDPOINT, tool_name="echo", arguments={}, sent=True
@@ -185,22 +192,7 @@ async def test_a_refused_check_rolls_a_pipelined_batch_back_and_only_it_fails(
         tenant.stage_immediate_result(RESULT, intent=settled),  # refused by its check
         _intent(tenant, run_ref, 2),
     ]
-    outcomes: dict[int, Any] = {}
-
-    async def caller(n: int, staged: StagedCommit[Any, Any, Any]) -> None:
-        try:
-            outcomes[n] = await runner.commit(group, staged)
-        except Exception as exc:
-            outcomes[n] = exc
-
-    gate = Gate()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(runner.commit, group, gate.staged())
-        await anyio.to_thread.run_sync(gate.entered.wait, 30)
-        for n, staged in enumerate(batch):
-            tg.start_soon(caller, n, staged)
-        await wait_until(lambda: group.queued == len(batch), what="the batch queued")
-        gate.release.set()
+    outcomes = await _commit_behind_gate(group, batch)
 
     assert isinstance(outcomes[1], InvalidTransition)
     for n in (0, 2):
@@ -263,7 +255,6 @@ async def test_task_handles_share_commits_and_a_duplicate_handle_fails_alone(
 ) -> None:
     tenant = ledger.for_principal("acme")
     run_ref = new_run(tenant).ref
-    runner = LedgerRunner(inline=False)
     group = ledger.group_commit
     intents = [tenant.begin_dispatch(**_intent_fields(run_ref, n)) for n in range(5)]
     staged = [
@@ -272,22 +263,7 @@ async def test_task_handles_share_commits_and_a_duplicate_handle_fails_alone(
         )
         for n, op in enumerate(intents)  # the last one reuses task-3: a duplicate handle
     ]
-    outcomes: dict[int, Any] = {}
-
-    async def caller(n: int) -> None:
-        try:
-            outcomes[n] = await runner.commit(group, staged[n])
-        except Exception as exc:
-            outcomes[n] = exc
-
-    gate = Gate()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(runner.commit, group, gate.staged())
-        await anyio.to_thread.run_sync(gate.entered.wait, 30)
-        for n in range(len(staged)):
-            tg.start_soon(caller, n)
-        await wait_until(lambda: group.queued == len(staged), what="the handles queued")
-        gate.release.set()
+    outcomes = await _commit_behind_gate(group, staged)
 
     created = [outcomes[n] for n in range(4)]
     assert [second.get_task(task.ref).op_ref for task in created] == [i.ref for i in intents[:4]]

@@ -149,10 +149,20 @@ class DriverSession:
 
     @contextmanager
     def _server_transaction(self) -> Iterator[Cursor]:
+        with self._committing() as connection:
+            cursor = connection.cursor()
+            try:
+                yield Cursor(cursor)
+            finally:
+                cursor.close()
+
+    @contextmanager
+    def _committing(self) -> Iterator[Any]:
+        """This thread's connection: committed after a clean exit, rolled back otherwise (and
+        dropped if the failure broke it)."""
         connection = self._connection()
-        cursor = connection.cursor()
         try:
-            yield Cursor(cursor)
+            yield connection
             connection.commit()
         except BaseException:
             try:
@@ -160,8 +170,6 @@ class DriverSession:
             finally:
                 self._discard_if_broken(connection)
             raise
-        finally:
-            cursor.close()
 
     def execute_alone(self, statement: CompiledStatement, params: Mapping[str, Any]) -> int:
         """One statement as its own transaction."""
@@ -185,24 +193,17 @@ class DriverSession:
         round trip, ``accept`` called with their results, then COMMIT (a second round trip).
         A failing statement, or ``accept`` raising, rolls the whole transaction back and raises.
         Only where :attr:`pipelines` says so."""
-        connection = self._connection()
-        driver = connection.driver_connection
         cursors: list[Any] = []
         try:
-            with driver.pipeline() as pipeline:
-                for statement, params in statements:
-                    cursor = driver.cursor()
-                    cursors.append(cursor)
-                    cursor.execute(statement.sql, statement.bind(params))
-                pipeline.sync()
-            accept([StatementResult(int(c.rowcount), _first_row(c)) for c in cursors])
-            connection.commit()
-        except BaseException:
-            try:
-                connection.rollback()
-            finally:
-                self._discard_if_broken(connection)
-            raise
+            with self._committing() as connection:
+                driver = connection.driver_connection
+                with driver.pipeline() as pipeline:
+                    for statement, params in statements:
+                        cursor = driver.cursor()
+                        cursors.append(cursor)
+                        cursor.execute(statement.sql, statement.bind(params))
+                    pipeline.sync()
+                accept([StatementResult(int(c.rowcount), _first_row(c)) for c in cursors])
         finally:
             for cursor in cursors:
                 cursor.close()
