@@ -15,8 +15,9 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -24,6 +25,7 @@ from bench import scale_out
 from bench.common import Report, cpu_of_processes, median
 from bench.raw_sdk import NO_INPUT_KINDS, Window, raw_call_client
 from bridge import Bridge, InlineResult, McpServerConfig
+from bridge.ledger.group_commit import GroupCommit
 from tests.support.processes import ServerProcess
 
 PRINCIPAL = "bench"
@@ -51,17 +53,48 @@ async def measure(call: Callable[[int], Awaitable[object]], seconds: float, call
 
 
 @dataclass(frozen=True)
+class Commits:
+    """The group commit's counters (worker-thread runners only: SQLite has none)."""
+
+    writes: int  # call-path writes committed
+    transactions: int  # in that many transactions
+    pipelined: int  # of which sent in pipeline mode
+    batches: int  # batches led (a batch that fell back to one write per transaction: one)
+    batch_s: float  # their wall time, hand-over to a worker thread until back
+
+    @classmethod
+    def of(cls, group: GroupCommit[Any]) -> Commits:
+        return cls(
+            group.writes,
+            group.transactions,
+            group.pipelined_transactions,
+            group.batches,
+            group.batch_seconds,
+        )
+
+    def __sub__(self, earlier: Commits) -> Commits:
+        return Commits(*(a - b for a, b in zip(astuple(self), astuple(earlier), strict=True)))
+
+    @property
+    def per_commit(self) -> str:
+        if not self.transactions:
+            return "1 (inline)"
+        share = self.pipelined / self.transactions
+        return f"{self.writes / self.transactions:.2f} ({share:.0%} pipelined)"
+
+    @property
+    def batch_ms(self) -> float:
+        return self.batch_s / max(self.batches, 1) * 1e3
+
+
+@dataclass(frozen=True)
 class Comparison:
     """Alternating windows of each side, in pairs (raw, bridged)."""
 
     ledger: str
     raw: list[Window]
     bridged: list[Window]
-    writes: int  # call-path writes the group commit committed (worker-thread runners only)
-    transactions: int  # in that many transactions
-    pipelined: int  # of which sent in pipeline mode
-    batch_s: float  # wall time of the batches led (hand-over to a worker thread until back)
-    batches: int  # batches led (a batch that fell back to one write per transaction: one)
+    commits: Commits  # the group commit's work over the bridged windows
     # CPU seconds the other processes (the MCP server; PostgreSQL's) used in each window
     raw_others: list[float]
     bridged_others: list[float]
@@ -77,17 +110,6 @@ class Comparison:
             sum(w.wall_s for w in windows),
             sum(w.cpu_s for w in windows),
         )
-
-    @property
-    def per_commit(self) -> str:
-        if not self.transactions:
-            return "1 (inline)"
-        share = self.pipelined / self.transactions
-        return f"{self.writes / self.transactions:.2f} ({share:.0%} pipelined)"
-
-    @property
-    def batch_ms(self) -> float:
-        return self.batch_s / max(self.batches, 1) * 1e3
 
     @property
     def pair_ratios(self) -> list[float]:
@@ -133,9 +155,7 @@ async def compare(
             outcome = await bridged_call(0)
             assert isinstance(outcome, InlineResult), outcome
         group = bridge.ledger.group_commit
-        writes, transactions = group.writes, group.transactions
-        pipelined, batch_s = group.pipelined_transactions, group.batch_seconds
-        batches = group.batches
+        counted = Commits.of(group)
         for pair in range(pairs):
             sides = [
                 (raw_call, raw_windows, raw_others),
@@ -145,22 +165,8 @@ async def compare(
                 before = cpu_of_processes(other_processes)
                 windows.append(await measure(call, window_s, CONCURRENCY))
                 others.append(cpu_of_processes(other_processes) - before)
-        writes, transactions = group.writes - writes, group.transactions - transactions
-        pipelined = group.pipelined_transactions - pipelined
-        batch_s = group.batch_seconds - batch_s
-        batches = group.batches - batches
-    return Comparison(
-        label,
-        raw_windows,
-        bridged_windows,
-        writes,
-        transactions,
-        pipelined,
-        batch_s,
-        batches,
-        raw_others,
-        bridged_others,
-    )
+        commits = Commits.of(group) - counted
+    return Comparison(label, raw_windows, bridged_windows, commits, raw_others, bridged_others)
 
 
 async def bench_concurrent_calls(quick: bool, report: Report) -> None:
@@ -202,7 +208,7 @@ async def bench_concurrent_calls(quick: bool, report: Report) -> None:
             f"**{median(ratios):.2f}** ({min(ratios):.2f}-{max(ratios):.2f}) | "
             f"{raw.cpu_per_poll_s * 1e3:.2f} / {bridged.cpu_per_poll_s * 1e3:.2f} ms | "
             f"{(bridged.cpu_per_poll_s - raw.cpu_per_poll_s) * 1e3:.2f} ms | "
-            f"{result.per_commit} |"
+            f"{result.commits.per_commit} |"
         )
     report.add()
     report.add(
@@ -243,10 +249,10 @@ async def bench_concurrent_calls(quick: bool, report: Report) -> None:
     )
     report.add()
     for result in results:
-        if result.batches:
+        if result.commits.batches:
             report.add(
-                f"{result.ledger}: a batch took {result.batch_ms:.1f} ms on average from its "
-                "hand-over to a worker thread until the event loop had it back, and each "
+                f"{result.ledger}: a batch took {result.commits.batch_ms:.1f} ms on average from "
+                "its hand-over to a worker thread until the event loop had it back, and each "
                 "bridged call waits for two of them (its intent, its result): with 16 callers "
                 "this latency, as much as CPU, bounds bridged calls/s. The batch's round trips "
                 "and the worker's own CPU are the smaller part; the rest is waiting, for the "

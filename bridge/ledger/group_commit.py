@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from bridge.ledger.hotpath import Accept, CompiledStatement, Cursor, StatementResult
+from bridge.ledger.hotpath import CompiledStatement, Cursor, OneStatement, StatementResult
 
 C = TypeVar("C")  # what a transaction hands its writes (a cursor)
 R = TypeVar("R")
@@ -74,19 +74,9 @@ class StagedCommit(Generic[C, R, T]):
         return StagedCommit(one.run, settle, failed, one)
 
 
-@dataclass(frozen=True, slots=True)
-class OneStatement(Generic[R]):
-    statement: CompiledStatement
-    params: Mapping[str, Any]
-    check: Callable[[StatementResult], R]
-
-    def run(self, cursor: Cursor) -> R:
-        return self.check(cursor.result(self.statement, self.params))
-
-
-#: A transaction of statements sent together, their results checked before it commits
-#: (``DriverSession.commit_pipelined``).
-Pipelined = Callable[[Sequence[tuple[CompiledStatement, Mapping[str, Any]]], Accept], None]
+#: A transaction of one-statement writes sent together, each checked before it commits; the
+#: checks' values (``DriverSession.commit_pipelined``).
+Pipelined = Callable[[Sequence[OneStatement[Any]]], list[Any]]
 
 
 class _Queued:
@@ -232,13 +222,8 @@ class GroupCommit(Generic[C]):
             if queued.staged.statement is None:
                 return None
             ones.append(queued.staged.statement)
-        values: list[Any] = []
-
-        def accept(results: list[StatementResult]) -> None:
-            values.extend(one.check(result) for one, result in zip(ones, results, strict=True))
-
         try:
-            self._pipelined([(one.statement, one.params) for one in ones], accept)
+            values = self._pipelined(ones)
         except Exception:
             return False
         self.transactions += 1

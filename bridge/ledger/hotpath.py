@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 from operator import itemgetter
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine.interfaces import Dialect
@@ -33,6 +33,8 @@ from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from bridge.ledger.availability import LedgerFile, refuse_if_unavailable, take_write_lock
+
+R = TypeVar("R")
 
 
 class CompiledStatement:
@@ -79,11 +81,6 @@ def _first_row(cursor: Any) -> dict[str, Any] | None:
     return dict(zip(names, row, strict=True))
 
 
-#: Checks the results of pipelined statements before their transaction commits (raises to
-#: roll it back).
-Accept = Callable[[list[StatementResult]], None]
-
-
 class Cursor:
     """Runs compiled statements on a DBAPI cursor."""
 
@@ -122,6 +119,19 @@ class Cursor:
         """The first column of every row, in order."""
         self._cursor.execute(statement.sql, statement.bind(params))
         return [row[0] for row in self._cursor.fetchall()]
+
+
+@dataclass(frozen=True, slots=True)
+class OneStatement(Generic[R]):
+    """A write that is one statement, and ``check`` turning what it returned into the write's
+    value (or raising to roll the transaction back)."""
+
+    statement: CompiledStatement
+    params: Mapping[str, Any]
+    check: Callable[[StatementResult], R]
+
+    def run(self, cursor: Cursor) -> R:
+        return self.check(cursor.result(self.statement, self.params))
 
 
 class DriverSession:
@@ -186,24 +196,25 @@ class DriverSession:
 
         return bool(psycopg.Pipeline.is_supported())
 
-    def commit_pipelined(
-        self, statements: Sequence[tuple[CompiledStatement, Mapping[str, Any]]], accept: Accept
-    ) -> None:
-        """One transaction of ``statements``, sent together: BEGIN and every statement in one
-        round trip, ``accept`` called with their results, then COMMIT (a second round trip).
-        A failing statement, or ``accept`` raising, rolls the whole transaction back and raises.
-        Only where :attr:`pipelines` says so."""
+    def commit_pipelined(self, writes: Sequence[OneStatement[Any]]) -> list[Any]:
+        """``writes`` in one transaction, sent together: BEGIN and every statement in one round
+        trip, each write's check of its statement's result, then COMMIT (a second round trip);
+        the checks' values, in order. A failing statement, or a check raising, rolls the whole
+        transaction back and raises. Only where :attr:`pipelines` says so."""
         cursors: list[Any] = []
         try:
             with self._committing() as connection:
                 driver = connection.driver_connection
                 with driver.pipeline() as pipeline:
-                    for statement, params in statements:
+                    for write in writes:
                         cursor = driver.cursor()
                         cursors.append(cursor)
-                        cursor.execute(statement.sql, statement.bind(params))
+                        cursor.execute(write.statement.sql, write.statement.bind(write.params))
                     pipeline.sync()
-                accept([StatementResult(int(c.rowcount), _first_row(c)) for c in cursors])
+                return [
+                    write.check(StatementResult(int(c.rowcount), _first_row(c)))
+                    for write, c in zip(writes, cursors, strict=True)
+                ]
         finally:
             for cursor in cursors:
                 cursor.close()
