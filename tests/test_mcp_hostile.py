@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
+from mcp import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from typer.testing import CliRunner
 
 from bridge import events as ev
@@ -25,10 +28,16 @@ from bridge.errors import AnswerRefused, MalformedTaskHandle
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState, TaskStatus
 from bridge.mcp.handles import MAX_TASK_ID_BYTES, task_id_problem
+from bridge.mcp.negotiation import unanswered
 from bridge.mcp.outcomes import CallOutcome, InlineResult, TaskHandle, UnknownOutcome
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
-from bridge.mcp.transport import RETRY_AFTER_CAP_MS, retry_after_ms
+from bridge.mcp.transport import (
+    RETRY_AFTER_CAP_MS,
+    SYNTHETIC_KEY,
+    IsolatingTransport,
+    retry_after_ms,
+)
 from bridge.policies import UnknownOutcomePolicy
 from tests.servers.adversarial_server import DUPLICATE_ID, RETRY_AFTER_S
 from tests.support.bridging import (
@@ -264,6 +273,39 @@ def test_retry_after_is_parsed_and_capped() -> None:
     assert retry_after_ms("-3", now_s=0) == 0
     for bad in (None, "", "nan", "soon"):
         assert retry_after_ms(bad, now_s=0) is None
+
+
+def test_only_a_bare_gateway_error_is_taken_for_no_answer() -> None:
+    """A 502/504 without a JSON body came from a gateway that reached no server; with a
+    JSON-RPC error body it is the server's own answer, and a bare 500 is the server's too."""
+    transport = IsolatingTransport(httpx2.AsyncHTTPTransport())
+    for status in (502, 504):
+        refusal = transport.refused(status, "2", had_session=False, content_type="text/html")
+        assert refusal is not None
+        assert refusal["error"]["data"] == {
+            SYNTHETIC_KEY: {"httpStatus": status, "retryAfterMs": 2000}
+        }
+        json_body = "application/json; charset=utf-8"
+        assert transport.refused(status, None, had_session=False, content_type=json_body) is None
+    assert transport.refused(500, None, had_session=False, content_type="text/plain") is None
+
+
+def test_only_an_error_made_on_this_side_is_a_discovery_without_an_answer() -> None:
+    """What may send the SDK's negotiation to the legacy handshake (an answer) and what may not
+    (the transport's or the SDK's own errors: bridge.mcp.negotiation)."""
+    synthetic = MCPError(CONNECTION_CLOSED, "transport failure", {SYNTHETIC_KEY: {"error": "X"}})
+    made_here = [
+        synthetic,
+        MCPError(REQUEST_TIMEOUT, "Request 'server/discover' timed out"),
+        MCPError(CONNECTION_CLOSED, "Connection closed"),
+    ]
+    answers = [
+        MCPError(CONNECTION_CLOSED, "Bad Request: Missing session ID"),  # handshake-era server
+        MCPError(-32601, "Method not found"),
+        MCPError(-32603, "Server returned an error response"),
+    ]
+    assert all(unanswered(error) for error in made_here)
+    assert not any(unanswered(error) for error in answers)
 
 
 # -- a refused tasks/update ---------------------------------------------------------------------

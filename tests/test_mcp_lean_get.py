@@ -167,13 +167,15 @@ async def test_a_404_goes_to_the_sdk_path_which_is_answered(sqlite_ledger: Ledge
     assert reply.task_id == TASK_ID and reply.status == "working"
 
 
+@pytest.mark.parametrize("status", [429, 502, 504])
 @pytest.mark.parametrize("engine", ["aiohttp", "httpcore"])
-async def test_a_429_is_the_isolating_transports_error_and_no_second_request(
-    sqlite_ledger: Ledger, engine: str
+async def test_a_429_or_a_gateway_error_is_the_isolating_transports_error_and_no_second_request(
+    sqlite_ledger: Ledger, engine: str, status: int
 ) -> None:
-    """A 429 is an answer to back off, not something to send again: on the direct route
-    (aiohttp) as through the client (httpcore) it is the isolating transport's own error."""
-    with ServerProcess(RECORDER, args=["--fail-gets", "1:429"]) as server:
+    """A 429 is an answer to back off, and a bare 502/504 a gateway that reached no server:
+    neither is something to send again nor the server's JSON-RPC answer. On the direct route
+    (aiohttp) as through the client (httpcore) each is the isolating transport's own error."""
+    with ServerProcess(RECORDER, args=["--fail-gets", f"1:{status}"]) as server:
         task = handle(sqlite_ledger, server.url)
         async with connected(server.url, http_engine=engine) as connection:
             with pytest.raises(MCPError) as raised:
@@ -182,7 +184,7 @@ async def test_a_429_is_the_isolating_transports_error_and_no_second_request(
             assert not stats.fallbacks  # the SDK path did not send it again
             assert stats.direct == (1 if engine == "aiohttp" else 0)
     assert raised.value.error.code == CONNECTION_CLOSED
-    assert raised.value.error.data == {SYNTHETIC_KEY: {"httpStatus": 429, "retryAfterMs": None}}
+    assert raised.value.error.data == {SYNTHETIC_KEY: {"httpStatus": status, "retryAfterMs": None}}
 
 
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "sdk"])

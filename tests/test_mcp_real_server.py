@@ -19,6 +19,7 @@ from bridge.mcp.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
 from tests.support.bridging import FAST, effects, event_types, wait_closed, wait_until
 from tests.support.builders import new_run
+from tests.support.outage_proxy import OutageProxy
 from tests.support.processes import REPO_ROOT, ServerProcess, refused_port
 
 pytestmark = pytest.mark.anyio
@@ -188,6 +189,32 @@ async def test_server_restart_loses_the_handle_explicitly(
     event = tenant.events(run.ref)[-1]
     assert isinstance(event, ev.TaskLost) and event.reason is LostReason.NOT_FOUND
     assert lost.result is None  # never turned into success
+
+
+@pytest.mark.e2e
+async def test_a_discovery_lost_to_a_restart_does_not_pin_the_legacy_protocol(
+    wall_ledger: Ledger,
+) -> None:
+    """The server restarts (its tasks forgotten) and comes back just after the bridge's
+    ``server/discover`` went unanswered: the connection must not fall back to the 2025-11-25
+    handshake (where ``tasks/get`` is -32601 for good), so the handle is reported lost."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    with ServerProcess("tests.servers.tasks_server") as server:
+        async with OutageProxy(server.port) as proxy:
+            servers = [McpServerConfig(name="tasks", url=proxy.url)]
+            async with TaskRequester(wall_ledger, servers, scheduler=FAST) as requester:
+                outcome = await requester.call_tool(PRINCIPAL, run.ref, "tasks", "wait_forever", {})
+                assert isinstance(outcome, TaskHandle)
+                connection = requester.pool.connection("tasks")
+                assert connection.info.protocol_version == "2026-07-28"
+                proxy.go_down(until_dropped=b"server/discover")
+                server.restart()  # memory:// backend: every task is gone
+                await wait_until(lambda: not proxy.down, timeout=30, what="discover dropped")
+                await wait_closed(tenant, outcome.task_ref, timeout=30)
+                assert connection.info.protocol_version == "2026-07-28"
+    lost = tenant.get_task(outcome.task_ref)
+    assert lost.lost_reason is LostReason.NOT_FOUND and lost.status is TaskStatus.WORKING
 
 
 async def test_stdio_transport_runs_a_task_to_completion(wall_ledger: Ledger) -> None:

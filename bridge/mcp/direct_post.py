@@ -108,7 +108,10 @@ class DirectPost:
         except httpx2.TransportError as exc:
             return self.isolating.failed(exc)
         refusal = self.isolating.refused(
-            response.status, response.headers.get("retry-after"), had_session=False
+            response.status,
+            response.headers.get("retry-after"),
+            had_session=False,
+            content_type=response.headers.get("content-type", ""),
         )
         if refusal is not None:
             response.close()

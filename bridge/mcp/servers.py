@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, Protocol
@@ -30,6 +31,7 @@ from mcp.client.session import (
     SamplingFnT,
 )
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bridge.errors import ServerConnectFailed, UnknownServer
 from bridge.mcp.aiohttp_transport import AiohttpTransport
@@ -38,6 +40,7 @@ from bridge.mcp.extension import TasksClientExtension
 from bridge.mcp.http_backend import probing_transport
 from bridge.mcp.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
 from bridge.mcp.lean_get import LeanGetStats
+from bridge.mcp.negotiation import fail_unanswered_discovery
 from bridge.mcp.transport import IsolatingTransport
 from bridge.mcp.wire import TaskStatusPush
 
@@ -116,6 +119,16 @@ class ServerRequests(Protocol):
     told the server's endpoint (see :mod:`bridge.mcp.legacy_inputs`)."""
 
     def callbacks(self, endpoint: str) -> tuple[ElicitationFnT, SamplingFnT]: ...
+
+
+class _ConnectionClient(DeclaringClient):
+    """The SDK client of one connection: it declares the bridge's input kinds, and a
+    discovery that got no answer fails the connect (see :mod:`bridge.mcp.negotiation`)."""
+
+    async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
+        session = await super()._build_session(exit_stack)
+        fail_unanswered_discovery(session)
+        return session
 
 
 @dataclass(slots=True)
@@ -200,7 +213,7 @@ class ServerConnection:
             detail = "connect timeout" if scope.cancelled_caught else _describe(failure)
             raise ServerConnectFailed(self.config.name, detail)
 
-    def _new_client(self) -> DeclaringClient:
+    def _new_client(self) -> _ConnectionClient:
         name, push = self.config.name, self._push
         extensions = []
         if self.declare_tasks:
@@ -218,7 +231,7 @@ class ServerConnection:
         elicit = sample = None
         if self._server_requests is not None:
             elicit, sample = self._server_requests.callbacks(self.config.endpoint)
-        client = DeclaringClient(
+        client = _ConnectionClient(
             transport,
             extensions=extensions,
             cache=None,
@@ -231,6 +244,12 @@ class ServerConnection:
 
     def _remember_info(self, client: Client) -> None:
         info = client.server_info
+        before, now = self.info.protocol_version, client.protocol_version
+        if before in MODERN_PROTOCOL_VERSIONS and now not in MODERN_PROTOCOL_VERSIONS:
+            # The server itself answered discovery as a handshake-era server (an outage
+            # cannot choose this: bridge.mcp.negotiation): its 2026-07-28 handles will be
+            # refused until it speaks that version again.
+            log.warning("server %s now negotiates %s (was %s)", self.config.name, now, before)
         self.info = ServerInfo(
             name=info.name if info is not None else self.info.name,
             version=info.version if info is not None else self.info.version,

@@ -15,7 +15,9 @@ client and turns such a failure into that one request's own JSON-RPC error inste
   session, and becomes a ``-32000`` error for that request;
 - ``429`` and ``503`` become a ``-32000`` error whose ``data`` carries the HTTP status and the
   server's ``Retry-After`` (in ms, capped at :data:`RETRY_AFTER_CAP_MS`), so polls wait as long
-  as the server asked and a consequential call is still reported as unknown, never repeated.
+  as the server asked and a consequential call is still reported as unknown, never repeated;
+- ``502`` and ``504`` without a JSON body (a gateway that could not reach the server, as during
+  a restart behind a proxy) become the same error: nobody who knows MCP answered.
 
 A normal response passes through untouched except for the body wrapper (one extra async frame).
 """
@@ -38,6 +40,7 @@ RETRY_AFTER_CAP_MS = 60_000
 # Marks the data of an error this transport made (it never came from the server).
 SYNTHETIC_KEY = "bridge.transport"
 _RETRY_STATUSES = frozenset({429, 503})
+_GATEWAY_STATUSES = frozenset({502, 504})
 _SESSION_HEADER = "mcp-session-id"
 
 
@@ -67,6 +70,10 @@ def _error_body(message: str, data: Any) -> dict[str, Any]:
             "data": {SYNTHETIC_KEY: data},
         },
     }
+
+
+def _is_json(content_type: str) -> bool:
+    return content_type.lower().startswith("application/json")
 
 
 def _error_response(request: httpx2.Request, status: int, body: dict[str, Any]) -> httpx2.Response:
@@ -119,7 +126,7 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
         return _error_body(f"transport failure: {type(exc).__name__}", detail)
 
     def refused(
-        self, status: int, retry_after: str | None, *, had_session: bool
+        self, status: int, retry_after: str | None, *, had_session: bool, content_type: str
     ) -> dict[str, Any] | None:
         """The JSON-RPC error body for a response that is no answer (see the module
         docstring), or ``None`` for a response that passes through."""
@@ -132,7 +139,8 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
                 self._on_failure()
             expired = {"httpStatus": 404, "sessionExpired": True}
             return _error_body("MCP session no longer known to the server", expired)
-        if status in _RETRY_STATUSES:
+        gateway = status in _GATEWAY_STATUSES and not _is_json(content_type)
+        if status in _RETRY_STATUSES or gateway:
             delay = retry_after_ms(retry_after, self._now_s())
             data = {"httpStatus": status, "retryAfterMs": delay}
             return _error_body(f"HTTP {status} from server", data)
@@ -148,6 +156,7 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
             status,
             response.headers.get("retry-after"),
             had_session=bool(request.headers.get(_SESSION_HEADER)),
+            content_type=response.headers.get("content-type", ""),
         )
         if refusal is not None:
             await response.aclose()
