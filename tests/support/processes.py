@@ -1,8 +1,11 @@
 """Test-side name of :mod:`harness_examples.launch` (servers as real subprocesses)."""
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 
 from harness_examples.launch import (
     HOST,
@@ -17,6 +20,7 @@ __all__ = [
     "REPO_ROOT",
     "ServerProcess",
     "ServerStartError",
+    "quick_bench",
     "refused_port",
     "running_together",
 ]
@@ -33,3 +37,18 @@ def running_together(procs: dict[str, ServerProcess]) -> Iterator[dict[str, Serv
     finally:
         for proc in procs.values():
             proc.stop()
+
+
+def quick_bench(tmp_path: Path, *sections: str) -> str:
+    """The report of ``python -m bench.run --quick --only SECTIONS`` (small sizes), run in a
+    subprocess. The benchmark smoke tests split the sections over three test files, so the
+    test workers run them side by side."""
+    out = tmp_path / "benchmarks.md"
+    subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--only", *sections, "--out", str(out)],
+        cwd=REPO_ROOT,
+        check=True,
+        capture_output=True,
+        timeout=480,
+    )
+    return out.read_text()
