@@ -279,15 +279,17 @@ def test_only_a_bare_gateway_error_is_taken_for_no_answer() -> None:
     """A 502/504 without a JSON body came from a gateway that reached no server; with a
     JSON-RPC error body it is the server's own answer, and a bare 500 is the server's too."""
     transport = IsolatingTransport(httpx2.AsyncHTTPTransport())
+    html = {"content-type": "text/html", "retry-after": "2"}.get
+    json_body = {"content-type": "application/json; charset=utf-8"}.get
     for status in (502, 504):
-        refusal = transport.refused(status, "2", had_session=False, content_type="text/html")
+        refusal = transport.refused(status, html, had_session=False)
         assert refusal is not None
         assert refusal["error"]["data"] == {
             SYNTHETIC_KEY: {"httpStatus": status, "retryAfterMs": 2000}
         }
-        json_body = "application/json; charset=utf-8"
-        assert transport.refused(status, None, had_session=False, content_type=json_body) is None
-    assert transport.refused(500, None, had_session=False, content_type="text/plain") is None
+        assert transport.refused(status, json_body, had_session=False) is None
+    assert transport.refused(500, {"content-type": "text/plain"}.get, had_session=False) is None
+    assert transport.refused(502, {}.get, had_session=False) is not None  # no body type at all
 
 
 def test_only_an_error_made_on_this_side_is_a_discovery_without_an_answer() -> None:

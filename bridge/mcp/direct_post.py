@@ -107,12 +107,7 @@ class DirectPost:
             )
         except httpx2.TransportError as exc:
             return self.isolating.failed(exc)
-        refusal = self.isolating.refused(
-            response.status,
-            response.headers.get("retry-after"),
-            had_session=False,
-            content_type=response.headers.get("content-type", ""),
-        )
+        refusal = self.isolating.refused(response.status, response.headers.get, had_session=False)
         if refusal is not None:
             response.close()
             return refusal

@@ -72,8 +72,8 @@ def _error_body(message: str, data: Any) -> dict[str, Any]:
     }
 
 
-def _is_json(content_type: str) -> bool:
-    return content_type.lower().startswith("application/json")
+def _is_json(content_type: str | None) -> bool:
+    return content_type is not None and content_type.lower().startswith("application/json")
 
 
 def _error_response(request: httpx2.Request, status: int, body: dict[str, Any]) -> httpx2.Response:
@@ -126,10 +126,13 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
         return _error_body(f"transport failure: {type(exc).__name__}", detail)
 
     def refused(
-        self, status: int, retry_after: str | None, *, had_session: bool, content_type: str
+        self, status: int, header: Callable[[str], str | None], *, had_session: bool
     ) -> dict[str, Any] | None:
         """The JSON-RPC error body for a response that is no answer (see the module
-        docstring), or ``None`` for a response that passes through."""
+        docstring), or ``None`` for a response that passes through. ``header`` looks up one
+        of the response's headers (only read for the statuses that need one)."""
+        if status < 400:
+            return None
         if status == 404 and had_session:
             # Handshake-era servers (2025-11-25 and before) keep a session; after a restart
             # they answer 404 to its id, and the client MUST initialize a new one: the
@@ -139,9 +142,9 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
                 self._on_failure()
             expired = {"httpStatus": 404, "sessionExpired": True}
             return _error_body("MCP session no longer known to the server", expired)
-        gateway = status in _GATEWAY_STATUSES and not _is_json(content_type)
+        gateway = status in _GATEWAY_STATUSES and not _is_json(header("content-type"))
         if status in _RETRY_STATUSES or gateway:
-            delay = retry_after_ms(retry_after, self._now_s())
+            delay = retry_after_ms(header("retry-after"), self._now_s())
             data = {"httpStatus": status, "retryAfterMs": delay}
             return _error_body(f"HTTP {status} from server", data)
         return None
@@ -154,9 +157,8 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
         status = response.status_code
         refusal = self.refused(
             status,
-            response.headers.get("retry-after"),
+            response.headers.get,
             had_session=bool(request.headers.get(_SESSION_HEADER)),
-            content_type=response.headers.get("content-type", ""),
         )
         if refusal is not None:
             await response.aclose()
