@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 # tests/test_mcp_legacy_tasks.py starts. Built once, reused while its pin is unchanged.
 LEGACY_MCP_VENV := .venv-legacy-mcp
 # Test files run in this many worker processes (a file stays on one worker, so its module
-# fixtures start once). Most tests wait on real servers and processes, not on the CPU.
+# fixtures start once). Most tests wait on real servers and processes, not on the CPU. Files
+# are handed out in collection order, the longest first (tests/conftest.py).
 TEST_WORKERS ?= 3
 
 .PHONY: demo test bench lint typecheck clean legacy-mcp-venv
@@ -26,7 +27,7 @@ legacy-mcp-venv: $(STAMP)
 	$(PY) -m tests.support.legacy_venv
 
 test: $(STAMP) legacy-mcp-venv
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m bench.run

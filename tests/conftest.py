@@ -15,6 +15,33 @@ from tests.support.processes import ServerProcess
 
 BACKENDS = ["sqlite", "postgresql"]
 
+# The test files that take longest (from `make test PYTEST_ARGS=--durations=60`), longest
+# first. The Makefile's workers take one file at a time in collection order (with xdist's own
+# reordering by test count off, which put these one-test files last): started first, none of
+# them is left running alone at the end while the other workers idle.
+LONGEST_FILES = (
+    "test_docs_examples.py",
+    "test_bench_smoke_hundred_k.py",
+    "test_gateway_clients.py",
+    "test_bench_smoke_replicas.py",
+    "test_bench_smoke.py",
+    "test_gateway.py",
+    "test_gateway_inputs.py",
+    "test_integration_pydantic_ai.py",
+    "test_report_harness_hardening.py",
+    "test_scale_out.py",
+    "test_report_harness_acceptance.py",
+    "test_mcp_real_server.py",
+    "test_integration_openai_agents.py",
+    "test_integration_langgraph.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first (a stable sort: the rest keep their order)."""
+    rank = {name: place for place, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture(scope="session")
 def postgres_admin_url() -> Iterator[str]:
