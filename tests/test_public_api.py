@@ -60,6 +60,19 @@ def test_exported_names_are_unique_objects() -> None:
     assert len(names) == len(set(names))
 
 
+def test_the_cli_loads_the_mcp_stack_only_for_the_commands_that_talk_to_a_server() -> None:
+    """``bridge runs|show|events|timeline`` read the ledger: importing the CLI must not pay for
+    the MCP SDK (about a second of every command's start on these machines)."""
+    code = (
+        "import bridge.cli.app, sys; "
+        "print([m for m in ('mcp', 'mcp_types', 'httpx2') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 def test_import_bridge_loads_no_heavy_dependency() -> None:
     code = (
         "import bridge, sys; "

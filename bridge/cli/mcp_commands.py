@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
@@ -29,9 +29,10 @@ from bridge.cli.context import (
 )
 from bridge.cli.records import input_record, now_ms, task_record
 from bridge.ledger.store import Ledger
-from bridge.mcp.mrtr import is_call_ref
 from bridge.mcp.outcomes import AnswerDelivery, AnswerReceipt
-from bridge.mcp.servers import McpServerConfig
+
+if TYPE_CHECKING:
+    from bridge.mcp.servers import McpServerConfig
 
 
 def credential_env_name(ref: str) -> str:
@@ -53,6 +54,9 @@ def load_mcp_config(path: Path) -> list[McpServerConfig]:
         raise CliError(
             f"MCP config {path} is not valid JSON: {exc.msg} (line {exc.lineno})"
         ) from exc
+    # The MCP stack (SDK, transports) loads only for the commands that talk to a server.
+    from bridge.mcp.servers import McpServerConfig
+
     entries = data.get("mcpServers") if isinstance(data, dict) else None
     if isinstance(entries, dict):
         entries = [{"name": name, **entry} for name, entry in entries.items()]
@@ -267,6 +271,8 @@ def answer(
             response = json.loads(payload)
         except json.JSONDecodeError as exc:
             raise CliError(f"the answer is not valid JSON: {exc.msg}") from exc
+        from bridge.mcp.mrtr import is_call_ref
+
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
             tenant = ledger.for_principal(principal)
             if is_call_ref(task):  # NotFound (exit 1) for a foreign or unknown reference
