@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
@@ -10,6 +14,8 @@ from sqlmodel import SQLModel
 from bridge.ledger import migrate
 from bridge.ledger.engine import create_ledger_engine
 from bridge.ledger.models import ALL_TABLES
+from bridge.ledger.store import Ledger
+from tests.support.processes import REPO_ROOT
 
 TABLES = {model.__tablename__ for model in ALL_TABLES}  # type: ignore[attr-defined]
 
@@ -43,5 +49,36 @@ def test_downgrade_to_base_and_back(db_url: str) -> None:
         assert not TABLES & set(inspect(engine).get_table_names())
         migrate.upgrade(engine)
         assert set(inspect(engine).get_table_names()) >= TABLES
+    finally:
+        engine.dispose()
+
+
+def test_the_head_revision_constant_is_the_migrations_head() -> None:
+    """A ledger at ``HEAD_REVISION`` opens without Alembic: the constant must follow every
+    migration added."""
+    assert migrate.head_revision() == migrate.HEAD_REVISION
+
+
+def test_a_ledger_at_head_opens_without_loading_alembic(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.db"
+    Ledger.open(db).close()  # created and migrated (Alembic runs here)
+    code = (
+        "import sys; from bridge.ledger.store import Ledger; "
+        f"Ledger.open({str(db)!r}).close(); "
+        "print([m for m in sys.modules if m == 'alembic' or m.startswith('alembic.')][:3])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_ledger_behind_head_is_still_migrated(db_url: str) -> None:
+    engine = create_ledger_engine(db_url)
+    try:
+        migrate.upgrade(engine, "0009_agent_states")
+        assert migrate.stored_revision(engine) == "0009_agent_states"
+        migrate.upgrade(engine)
+        assert migrate.stored_revision(engine) == migrate.HEAD_REVISION
     finally:
         engine.dispose()
