@@ -19,7 +19,7 @@ from bridge.mcp.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
 from tests.support.bridging import FAST, effects, event_types, wait_closed, wait_until
 from tests.support.builders import new_run
-from tests.support.outage_proxy import OutageProxy
+from tests.support.outage_proxy import outage_proxy
 from tests.support.processes import REPO_ROOT, ServerProcess, refused_port
 
 pytestmark = pytest.mark.anyio
@@ -201,7 +201,7 @@ async def test_a_discovery_lost_to_a_restart_does_not_pin_the_legacy_protocol(
     tenant = wall_ledger.for_principal(PRINCIPAL)
     run = new_run(tenant)
     with ServerProcess("tests.servers.tasks_server") as server:
-        async with OutageProxy(server.port) as proxy:
+        async with outage_proxy(server.port) as proxy:
             servers = [McpServerConfig(name="tasks", url=proxy.url)]
             async with TaskRequester(wall_ledger, servers, scheduler=FAST) as requester:
                 outcome = await requester.call_tool(PRINCIPAL, run.ref, "tasks", "wait_forever", {})

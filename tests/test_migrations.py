@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
@@ -15,7 +13,7 @@ from bridge.ledger import migrate
 from bridge.ledger.engine import create_ledger_engine
 from bridge.ledger.models import ALL_TABLES
 from bridge.ledger.store import Ledger
-from tests.support.processes import REPO_ROOT
+from tests.support.imports import packages_loaded_by
 
 TABLES = {model.__tablename__ for model in ALL_TABLES}  # type: ignore[attr-defined]
 
@@ -62,15 +60,8 @@ def test_the_head_revision_constant_is_the_migrations_head() -> None:
 def test_a_ledger_at_head_opens_without_loading_alembic(tmp_path: Path) -> None:
     db = tmp_path / "ledger.db"
     Ledger.open(db).close()  # created and migrated (Alembic runs here)
-    code = (
-        "import sys; from bridge.ledger.store import Ledger; "
-        f"Ledger.open({str(db)!r}).close(); "
-        "print([m for m in sys.modules if m == 'alembic' or m.startswith('alembic.')][:3])"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    code = f"from bridge.ledger.store import Ledger\nLedger.open({str(db)!r}).close()"
+    assert packages_loaded_by(code, ["alembic"]) == []
 
 
 def test_a_ledger_behind_head_is_still_migrated(db_url: str) -> None:

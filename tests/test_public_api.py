@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import bridge
 from bridge import errors, events, results
 from bridge.mcp import outcomes
 from bridge.uhp import errors as uhp_errors
+from tests.support.imports import packages_loaded_by
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "guides" / "embed-in-a-harness.md"
@@ -63,26 +62,11 @@ def test_exported_names_are_unique_objects() -> None:
 def test_the_cli_loads_the_mcp_stack_only_for_the_commands_that_talk_to_a_server() -> None:
     """``bridge runs|show|events|timeline`` read the ledger: importing the CLI must not pay for
     the MCP SDK (about a second of every command's start on these machines)."""
-    code = (
-        "import bridge.cli.app, sys; "
-        "print([m for m in ('mcp', 'mcp_types', 'httpx2') if m in sys.modules])"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert packages_loaded_by("import bridge.cli.app", ("mcp", "mcp_types", "httpx2")) == []
 
 
 def test_import_bridge_loads_no_heavy_dependency() -> None:
-    code = (
-        "import bridge, sys; "
-        f"print([m for m in {HEAVY!r} if m in sys.modules "
-        "or any(k.startswith(m + '.') for k in sys.modules)])"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert packages_loaded_by("import bridge", HEAVY) == []
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:

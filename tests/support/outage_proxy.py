@@ -8,10 +8,11 @@ marker, such as ``server/discover``, was dropped unanswered). Runs in the test's
 
 from __future__ import annotations
 
-from types import TracebackType
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
-from anyio.abc import SocketStream, TaskGroup
+from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 
 from tests.support.processes import HOST
 
@@ -19,15 +20,16 @@ _CHUNK = 65536
 
 
 class OutageProxy:
-    """Forwards ``127.0.0.1:<port>`` to ``127.0.0.1:<upstream_port>`` until :meth:`go_down`."""
+    """Forwards ``127.0.0.1:<port>`` to ``127.0.0.1:<upstream_port>`` until :meth:`go_down`.
+    Run it with :func:`outage_proxy`."""
 
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, port: int, task_group: TaskGroup) -> None:
         self.upstream_port = upstream_port
-        self.port = 0
+        self.port = port
         self.dropped = 0  # connections closed unanswered during the outage
         self._outage_ends_after: bytes | None = None
         self._open: set[SocketStream] = set()
-        self._tg: TaskGroup | None = None
+        self._tg = task_group
 
     @property
     def url(self) -> str:
@@ -42,31 +44,9 @@ class OutageProxy:
         the first whose request carries ``until_dropped`` (the outage ends right after it)."""
         self._outage_ends_after = until_dropped
         for stream in list(self._open):
-            self._tg_or_fail().start_soon(stream.aclose)
+            self._tg.start_soon(stream.aclose)
 
-    async def __aenter__(self) -> OutageProxy:
-        listener = await anyio.create_tcp_listener(local_host=HOST, local_port=0)
-        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(listener.serve, self._serve)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        tg = self._tg_or_fail()
-        tg.cancel_scope.cancel()
-        await tg.__aexit__(exc_type, exc, tb)
-
-    def _tg_or_fail(self) -> TaskGroup:
-        assert self._tg is not None, "OutageProxy is not running"
-        return self._tg
-
-    async def _serve(self, client: SocketStream) -> None:
+    async def serve(self, client: SocketStream) -> None:
         self._open.add(client)
         try:
             first = await client.receive(_CHUNK)
@@ -88,6 +68,18 @@ class OutageProxy:
         finally:
             self._open.discard(client)
             await client.aclose()
+
+
+@asynccontextmanager
+async def outage_proxy(upstream_port: int) -> AsyncIterator[OutageProxy]:
+    """An :class:`OutageProxy` listening on a free loopback port while the block runs."""
+    listener = await anyio.create_tcp_listener(local_host=HOST, local_port=0)
+    async with anyio.create_task_group() as tg:
+        port = listener.extra(SocketAttribute.local_port)
+        proxy = OutageProxy(upstream_port, port, tg)
+        tg.start_soon(listener.serve, proxy.serve)
+        yield proxy
+        tg.cancel_scope.cancel()
 
 
 async def _pump(source: SocketStream, sink: SocketStream, scope: anyio.CancelScope) -> None:
