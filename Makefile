@@ -14,10 +14,16 @@ TEST_WORKERS ?= 3
 
 .PHONY: demo test bench lint typecheck clean legacy-mcp-venv
 
+# The packages are installed by uv (itself installed by pip first): ~20 s against ~75 s for
+# pip, same resolved versions. Compiled to bytecode at install, as pip does: where
+# PYTHONDONTWRITEBYTECODE is set, nothing else would, and every process start would compile
+# the SDKs again (~3 s). uv reads UV_INDEX_URL / UV_EXTRA_INDEX_URL, not pip's configuration:
+# where only pip can reach the packages, pip installs them instead.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,postgres]'
+	$(PY) -m pip install --quiet uv \
+	  && $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e '.[dev,postgres]' \
+	  || $(PY) -m pip install --quiet -e '.[dev,postgres]'
 	touch $(STAMP)
 
 demo: $(STAMP)

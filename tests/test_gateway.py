@@ -8,8 +8,6 @@ the payments server's own ``payment_count``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -29,7 +27,6 @@ from tests.support.gateway import (
     payment_count,
     pending_input,
     poll_until,
-    running_gateway,
     text_of,
     upstream_task_ids,
 )
@@ -39,12 +36,6 @@ from tests.support.mcp_client import connect, get_task, start_task, update_task
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def gateway(tmp_path: Path) -> Iterator[Gateway]:
-    with running_gateway(tmp_path) as gw:
-        yield gw
 
 
 @pytest.mark.anyio

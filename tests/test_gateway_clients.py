@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,6 @@ from tests.support.gateway import (
     payment,
     payment_count,
     pending_input,
-    running_gateway,
     text_of,
     upstream_task_ids,
 )
@@ -64,12 +62,6 @@ REPORT = {"quarter": "2026-Q4", "sections": 3, "seconds_per_section": 0.3}
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def gateway(tmp_path: Path) -> Iterator[Gateway]:
-    with running_gateway(tmp_path) as gw:
-        yield gw
 
 
 def sdk_client(url: str, headers: dict[str, str]) -> tuple[Any, Client]:

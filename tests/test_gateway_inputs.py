@@ -8,8 +8,6 @@ callback and sends again) against the real fastmcp-tasks example servers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,17 +16,11 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from bridge.gateway.calls import OPERATION_ID_META_KEY
-from tests.support.gateway import ALICE, Gateway, payment, payment_count, running_gateway
+from tests.support.gateway import ALICE, Gateway, payment, payment_count
 from tests.support.gateway import text_of as text_of_result
 from tests.support.mcp_client import connect
 
 DEADLINE_S = 30
-
-
-@pytest.fixture
-def gateway(tmp_path: Path) -> Iterator[Gateway]:
-    with running_gateway(tmp_path) as gw:
-        yield gw
 
 
 class Elicitations:
@@ -62,12 +54,13 @@ async def pay_with(
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # MRTR round; inline elicitation/create
 async def test_input_is_forwarded_as_elicitation_and_accepted(gateway: Gateway, mode: str) -> None:
     accept = mcp_types.ElicitResult(action="accept", content={"approve": True})
-    text, asked = await pay_with(gateway, "pay-elicit", accept, mode)
+    key = f"pay-elicit-{mode}"  # the upstream servers are the file's: a key per test
+    text, asked = await pay_with(gateway, key, accept, mode)
     assert isinstance(asked, mcp_types.ElicitRequestFormParams)
-    assert asked.message == "Approve payment of 120 EUR to ACME (key pay-elicit)?"
+    assert asked.message == f"Approve payment of 120 EUR to ACME (key {key})?"
     assert asked.requested_schema["properties"]["approve"]["type"] == "boolean"
-    assert text == "approved pay-elicit"
-    assert await payment_count(gateway, "pay-elicit") == 1
+    assert text == f"approved {key}"
+    assert await payment_count(gateway, key) == 1
 
 
 @pytest.mark.anyio

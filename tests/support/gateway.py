@@ -45,32 +45,38 @@ class Gateway:
 
 
 @contextmanager
-def running_gateway(tmp_path: Path) -> Iterator[Gateway]:
-    """The gateway (principals alice and bob) over HTTP, with its upstreams running."""
+def upstream_servers(tmp_path: Path) -> Iterator[dict[str, ServerProcess]]:
+    """The example servers a gateway fronts (``{"reports": …, "payments": …}``). A test file
+    shares one pair between its tests: the payments they make carry keys of their own."""
     with example_servers(tmp_path / "payments.db", UPSTREAM_TOKEN) as upstreams:
-        config = tmp_path / "gateway.json"
-        entry = {"auth": {"credential_ref": "upstream"}}
-        config.write_text(
-            json.dumps(
-                {
-                    "mcpServers": [
-                        {"name": "payments", "url": upstreams["payments"].url, **entry},
-                        {"name": "reports", "url": upstreams["reports"].url, **entry},
-                    ],
-                    "principals": {
-                        "alice": {"token_sha256": hashlib.sha256(ALICE.encode()).hexdigest()},
-                        "bob": {"token_sha256": hashlib.sha256(BOB.encode()).hexdigest()},
-                    },
-                }
-            )
+        yield upstreams
+
+
+@contextmanager
+def running_gateway(tmp_path: Path, upstreams: dict[str, ServerProcess]) -> Iterator[Gateway]:
+    """A gateway of its own (principals alice and bob, a new ledger) over HTTP, in front of
+    ``upstreams`` (:func:`upstream_servers`)."""
+    config = tmp_path / "gateway.json"
+    entry = {"auth": {"credential_ref": "upstream"}}
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": [
+                    {"name": "payments", "url": upstreams["payments"].url, **entry},
+                    {"name": "reports", "url": upstreams["reports"].url, **entry},
+                ],
+                "principals": {
+                    "alice": {"token_sha256": hashlib.sha256(ALICE.encode()).hexdigest()},
+                    "bob": {"token_sha256": hashlib.sha256(BOB.encode()).hexdigest()},
+                },
+            }
         )
-        db = tmp_path / "ledger.db"
-        env = {"BRIDGE_CREDENTIAL_UPSTREAM": UPSTREAM_TOKEN}
-        proc = ServerProcess(
-            "bridge.gateway", args=["--config", str(config), "--db", str(db)], env=env
-        )
-        with proc:
-            yield Gateway(proc, config, db, env, upstreams["payments"].url)
+    )
+    db = tmp_path / "ledger.db"
+    env = {"BRIDGE_CREDENTIAL_UPSTREAM": UPSTREAM_TOKEN}
+    proc = ServerProcess("bridge.gateway", args=["--config", str(config), "--db", str(db)], env=env)
+    with proc:
+        yield Gateway(proc, config, db, env, upstreams["payments"].url)
 
 
 async def poll_until(client: Client, handle: str, statuses: set[str]) -> DetailedTask:

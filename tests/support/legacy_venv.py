@@ -14,6 +14,7 @@ imports: the Makefile runs this module.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -42,6 +43,22 @@ def _stamp_matches(venv: Path) -> bool:
         return False
 
 
+def _install(venv: Path, requirement: str) -> None:
+    """A new venv at ``venv`` holding ``requirement``: by uv when the bridge's venv has it
+    (a few seconds), else by the new venv's own pip (20-35 s)."""
+    if importlib.util.find_spec("uv") is not None:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        # Bytecode compiled at install, as pip does (see the Makefile).
+        uv = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--compile-bytecode"]
+        done = subprocess.run([*uv, "--python", str(legacy_python(venv)), requirement])
+        if done.returncode == 0:
+            return
+        shutil.rmtree(venv)  # uv could not reach the packages: pip's configuration may
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(legacy_python(venv)), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, "--disable-pip-version-check", requirement], check=True)
+
+
 def ensure_legacy_venv(venv: Path = LEGACY_VENV) -> Path:
     """The legacy venv's python, building the venv first unless its stamp matches the pin.
 
@@ -52,9 +69,7 @@ def ensure_legacy_venv(venv: Path = LEGACY_VENV) -> Path:
         return legacy_python(venv)
     building = venv.with_name(venv.name + f".building-{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(building)], check=True)
-    pip = [str(building / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-    subprocess.run([*pip, "--disable-pip-version-check", LEGACY_MCP_REQUIREMENT], check=True)
+    _install(building, LEGACY_MCP_REQUIREMENT)
     (building / _STAMP).write_text(LEGACY_MCP_REQUIREMENT + "\n")
     # Only ``bin/python -m ...`` is ever run (a symlink, and sys.prefix follows pyvenv.cfg),
     # so the pip scripts' shebangs naming the build directory do not matter.
