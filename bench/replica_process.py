@@ -88,6 +88,7 @@ def _stats(bridge: Bridge, recovered_at: list[float], bridge_started: float) -> 
         "writes": scheduler.stats.writes,
         "failures": scheduler.stats.failures,
         "leases_lost": scheduler.stats.leases_lost,
+        "dropped_on_lapse": scheduler.stats.dropped_on_lapse,
         "claimed_tasks": replica.claimed_tasks,
         "process_started": STARTED,
         "bridge_started": bridge_started,

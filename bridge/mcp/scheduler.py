@@ -112,6 +112,9 @@ class SchedulerStats:
     writes: int = 0
     failures: int = 0
     leases_lost: int = 0  # handles dropped because another replica holds them now
+    # Leased handles dropped at once because this replica's membership lapsed (a renewal came
+    # too late under load): another replica may claim and poll them before their next due time.
+    dropped_on_lapse: int = 0
     # (due_ms, lateness_ms, task_ref) per poll, only when keep_lateness is set (benchmarks)
     lateness: list[tuple[int, int, str]] = field(default_factory=list)
     keep_lateness: bool = False
@@ -280,6 +283,7 @@ class PollScheduler:
         leased = [ref for ref, watch in self._watched.items() if watch.lease is not None]
         for ref in leased:
             self.forget(ref)
+        self.stats.dropped_on_lapse += len(leased)
         return len(leased)
 
     def hold(self) -> None:

@@ -14,10 +14,13 @@ acknowledgement. So this server adds the Tasks extension's push on the SDK's own
   those tasks as the full task, stamped with the subscription id. A listen without
   ``taskIds`` goes on to the SDK's ``ListenHandler``.
 
-Tools: ``push_job`` (a task completing after ``seconds``; honest), ``garbled_push_job``
+Tools: ``push_job`` (a task completing after ``seconds``; honest; with ``hold`` its clock
+starts only at ``release_held``, so a test can first wait for a listen stream to name it),
+``garbled_push_job``
 (ADVERSARIAL: on completion it pushes two malformed frames, while ``tasks/get`` answers the
 real result), ``drop_listeners`` (kills every listen connection at the HTTP level and refuses
-new listens for ``refuse_s`` seconds), ``stats`` (``tasks/get`` per tool, listens, pushes).
+new listens for ``refuse_s`` seconds), ``stats`` (``tasks/get`` per tool, listens, pushes,
+and how many task ids the open listen streams name).
 Run: ``python -m tests.servers.push_tasks_server --port 0 --port-file F`` (127.0.0.1, ``/mcp``).
 """
 
@@ -103,6 +106,7 @@ class PushTasks(Extension):
         self.counts: Counter[str] = Counter()
         self.listeners: dict[object, tuple[frozenset[str], Any]] = {}
         self.refuse_until = 0.0
+        self.released = asyncio.Event()  # set (and replaced) by release_held
         self._jobs: set[asyncio.Task[None]] = set()
 
     def methods(self) -> Sequence[MethodBinding]:
@@ -130,14 +134,15 @@ class PushTasks(Extension):
             last_updated_at=now,
         )
         self.tasks[task.task_id] = task
-        job = asyncio.get_running_loop().create_task(
-            self._finish(task, float(arguments.get("seconds", 0.5)))
-        )
+        seconds, hold = float(arguments.get("seconds", 0.5)), bool(arguments.get("hold"))
+        job = asyncio.get_running_loop().create_task(self._finish(task, seconds, hold))
         self._jobs.add(job)
         job.add_done_callback(self._jobs.discard)
         return {"resultType": "task", **task.wire()}
 
-    async def _finish(self, task: PushTask, seconds: float) -> None:
+    async def _finish(self, task: PushTask, seconds: float, hold: bool) -> None:
+        if hold:
+            await self.released.wait()
         await asyncio.sleep(seconds)
         if task.status != "working":
             return
@@ -218,8 +223,17 @@ class PushTasks(Extension):
             send.close()
         return mcp_types.SubscriptionsListenResult(_meta=meta)
 
+    def release_held(self) -> None:
+        released, self.released = self.released, asyncio.Event()
+        released.set()
+
     def stats(self) -> dict[str, dict[str, int]]:
-        return {"gets": dict(self.gets), "counts": dict(self.counts)}
+        named = set().union(*(ids for ids, _ in self.listeners.values()))
+        return {
+            "gets": dict(self.gets),
+            "counts": dict(self.counts),
+            "listening": {"task_ids": len(named)},
+        }
 
 
 class ListenConnectionKiller:
@@ -259,7 +273,7 @@ killer: ListenConnectionKiller | None = None
 
 
 def _task_tool(name: str) -> None:
-    async def body(seconds: float = 0.5, poll_ms: int = 30_000) -> str:
+    async def body(seconds: float = 0.5, poll_ms: int = 30_000, hold: bool = False) -> str:
         raise RuntimeError(f"{name} is answered by the tasks interceptor")
 
     mcp.tool(name=name, description=f"Task tool {name!r} (its state is pushed).")(body)
@@ -276,6 +290,13 @@ async def drop_listeners(refuse_s: float = 0.0) -> str:
     if killer is not None:
         killer.drop_all()
     return "dropped"
+
+
+@mcp.tool()
+async def release_held() -> str:
+    """Start the clocks of the tasks started with ``hold``."""
+    extension.release_held()
+    return "released"
 
 
 @mcp.tool()
