@@ -53,7 +53,7 @@ def _install(venv: Path, requirement: str) -> None:
         done = subprocess.run([*uv, "--python", str(legacy_python(venv)), requirement])
         if done.returncode == 0:
             return
-        shutil.rmtree(venv)  # uv could not reach the packages: pip's configuration may
+        shutil.rmtree(venv)  # uv could not reach the packages; pip, with its own settings, may
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(legacy_python(venv)), "-m", "pip", "install", "--quiet"]
     subprocess.run([*pip, "--disable-pip-version-check", requirement], check=True)
