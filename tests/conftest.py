@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from bridge.ledger.store import Ledger
-from tests.support.gateway import Gateway, running_gateway, upstream_servers
+from tests.support.example_servers import example_servers
+from tests.support.gateway import UPSTREAM_TOKEN, Gateway, running_gateway
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import ServerProcess
 
@@ -193,7 +194,8 @@ def gateway_upstreams(
 ) -> Iterator[dict[str, ServerProcess]]:
     """The example servers behind the gateway tests: one pair per test file (starting them
     took about half of each gateway test's set-up)."""
-    with upstream_servers(tmp_path_factory.mktemp("upstreams")) as upstreams:
+    payments_db = tmp_path_factory.mktemp("upstreams") / "payments.db"
+    with example_servers(payments_db, UPSTREAM_TOKEN) as upstreams:
         yield upstreams
 
 

@@ -68,8 +68,8 @@ def test_a_ledger_behind_head_is_still_migrated(db_url: str) -> None:
     engine = create_ledger_engine(db_url)
     try:
         migrate.upgrade(engine, "0009_agent_states")
-        assert migrate.stored_revision(engine) == "0009_agent_states"
+        assert migrate.current_revision(engine) == "0009_agent_states"
         migrate.upgrade(engine)
-        assert migrate.stored_revision(engine) == migrate.HEAD_REVISION
+        assert migrate.current_revision(engine) == migrate.HEAD_REVISION
     finally:
         engine.dispose()

@@ -41,7 +41,7 @@ def head_revision() -> str | None:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the ledger schema up to ``revision`` (default: the newest)."""
-    if revision in ("head", HEAD_REVISION) and stored_revision(engine) == HEAD_REVISION:
+    if revision in ("head", HEAD_REVISION) and current_revision(engine) == HEAD_REVISION:
         return  # nothing to run
     from alembic import command
 
@@ -60,20 +60,12 @@ def downgrade(engine: Engine, revision: str) -> None:
         command.downgrade(config, revision)
 
 
-def stored_revision(engine: Engine) -> str | None:
-    """The revision the ledger's version table holds; ``None`` when there is none (a new
-    database) or not exactly one (Alembic then decides what to do). A database that cannot be
-    opened raises, as it would in Alembic."""
+def current_revision(engine: Engine) -> str | None:
+    """The revision the ledger's version table holds, read with one ``SELECT`` (no Alembic);
+    ``None`` when there is none (a new database) or not exactly one (an upgrade then leaves it
+    to Alembic). A database that cannot be opened raises, as it would in Alembic."""
     with engine.connect() as connection:
         if not inspect(connection).has_table(VERSION_TABLE):
             return None
         rows = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).all()
     return str(rows[0][0]) if len(rows) == 1 else None
-
-
-def current_revision(engine: Engine) -> str | None:
-    from alembic.runtime.migration import MigrationContext
-
-    with engine.connect() as connection:
-        context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
-        return context.get_current_revision()

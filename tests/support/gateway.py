@@ -24,7 +24,6 @@ from mcp import Client
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import DispatchView
 from bridge.mcp.wire import DetailedTask
-from tests.support.example_servers import example_servers
 from tests.support.mcp_client import connect, get_task
 from tests.support.processes import REPO_ROOT, ServerProcess
 
@@ -45,17 +44,11 @@ class Gateway:
 
 
 @contextmanager
-def upstream_servers(tmp_path: Path) -> Iterator[dict[str, ServerProcess]]:
-    """The example servers a gateway fronts (``{"reports": …, "payments": …}``). A test file
-    shares one pair between its tests: the payments they make carry keys of their own."""
-    with example_servers(tmp_path / "payments.db", UPSTREAM_TOKEN) as upstreams:
-        yield upstreams
-
-
-@contextmanager
 def running_gateway(tmp_path: Path, upstreams: dict[str, ServerProcess]) -> Iterator[Gateway]:
     """A gateway of its own (principals alice and bob, a new ledger) over HTTP, in front of
-    ``upstreams`` (:func:`upstream_servers`)."""
+    ``upstreams``: the example servers (:func:`tests.support.example_servers.example_servers`,
+    bearer :data:`UPSTREAM_TOKEN`), shared by a test file's tests, whose payments carry keys of
+    their own."""
     config = tmp_path / "gateway.json"
     entry = {"auth": {"credential_ref": "upstream"}}
     config.write_text(
