@@ -122,6 +122,10 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
 
         await wait_until(taken_over, what="live replicas hold both")
         await wait_until(lambda: a.replica.current() != lapsed, what="A re-registered")
+        # A counted the handle it lost: dropped when it found its membership lapsed, or refused
+        # at its write if it polled first (the scale-out test excuses early polls by these).
+        lost = a.requester.scheduler.stats
+        assert lost.dropped_on_lapse + lost.leases_lost >= 1
         await wait_until(
             lambda: tenant.get_run(follower.run_ref).status is OuterStatus.COMPLETED,
             what="the remote run finished",
