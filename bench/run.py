@@ -16,7 +16,8 @@
    replica after SIGKILL with 10,000 open handles, and its re-polling rate against the raw SDK;
    claims per second with 1, 2 and 4 replicas.
 9-10. Waiting on the example harness (``bench/waits.py``): CPU of 200 runs parked in a task
-   tool, and 200 concurrent responses each calling a 3-second task tool.
+   tool, and 200 concurrent responses each calling a 3-second task tool (on a server the
+   bridge polls, and on one that pushes).
 11. 16 concurrent callers (``bench/concurrent_calls.py``): bridged ``tools/call`` against the
    raw SDK, calls per second and CPU per call, on SQLite and on PostgreSQL 15.
 12. 100,000 open handles on PostgreSQL shared by 3 replicas (``bench/hundred_k.py``): take-up,

@@ -6,7 +6,10 @@ with ``done <key>``. Every start and every finish is appended to ``--effects-fil
 (``start <key>`` / ``done <key>``), so the bench counts executions on the server side, and so
 is every ``tasks/get`` (``get <key>``). ``tasks/get`` answers the task's status (its result
 inline once completed) with the ``pollIntervalMs`` given by ``--poll-interval-ms``;
-``tasks/cancel`` stops it.
+``tasks/cancel`` stops it. With ``--push`` it also serves ``subscriptions/listen`` naming
+``taskIds`` (``bench/task_push.py``) and pushes each task's terminal state to the streams naming
+it (``notifications/tasks``); without it, the SDK's own listen handler honours no task ids and
+clients are left to polling.
 
 Why not FastMCP with ``fastmcp-tasks`` (as the example servers): under 200 concurrent 3-second
 calls from the raw SDK on these shared 2-core machines, that stack took 5.1 s to create the
@@ -32,6 +35,7 @@ from mcp.server.mcpserver import Extension, MCPServer, MethodBinding
 from mcp.shared.exceptions import MCPError
 
 from bench.fast_tasks_server import MODERN, TASKS, now_iso
+from bench.task_push import TaskPushListeners
 from bridge.mcp.wire import TaskIdParams
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 
@@ -62,10 +66,11 @@ class WorkTask:
 class WorkTasks(Extension):
     identifier = TASKS
 
-    def __init__(self, effects: EffectsFile, poll_interval_ms: int) -> None:
+    def __init__(self, effects: EffectsFile, poll_interval_ms: int, *, push: bool) -> None:
         self.effects = effects
         self.poll_interval_ms = poll_interval_ms
         self.tasks: dict[str, WorkTask] = {}
+        self.listeners = TaskPushListeners(self.tasks.__contains__) if push else None
 
     def methods(self) -> Sequence[MethodBinding]:
         return [
@@ -87,11 +92,16 @@ class WorkTasks(Extension):
             view["result"] = {"content": [{"type": "text", "text": text}], "isError": False}
         return view
 
-    async def _run(self, task: WorkTask, seconds: float) -> None:
+    async def _run(self, task_id: str, task: WorkTask, seconds: float) -> None:
         self.effects.record(f"start {task.key}")
         await asyncio.sleep(seconds)
         self.effects.record(f"done {task.key}")
         task.status, task.updated_at = "completed", now_iso()
+        self._push(task_id, task)
+
+    def _push(self, task_id: str, task: WorkTask) -> None:
+        if self.listeners is not None:
+            self.listeners.push(task_id, self._view(task_id, task))
 
     async def intercept_tool_call(
         self,
@@ -104,7 +114,8 @@ class WorkTasks(Extension):
         arguments = params.arguments or {}
         task_id = secrets.token_urlsafe(24)
         task = self.tasks[task_id] = WorkTask(str(arguments.get("key")), now_iso())
-        task.runner = asyncio.create_task(self._run(task, float(arguments.get("seconds", 3.0))))
+        seconds = float(arguments.get("seconds", 3.0))
+        task.runner = asyncio.create_task(self._run(task_id, task, seconds))
         return {"resultType": "task", **self._view(task_id, task)}
 
     def _known(self, task_id: str) -> WorkTask:
@@ -125,13 +136,14 @@ class WorkTasks(Extension):
         if task.status == "working" and task.runner is not None:
             task.runner.cancel()
             task.status, task.updated_at = "cancelled", now_iso()
+            self._push(params.task_id, task)
         return {}
 
 
-def build(effects_file: str, poll_interval_ms: int) -> MCPServer:
-    server = MCPServer(
-        "bench-task-tool", extensions=[WorkTasks(EffectsFile(effects_file), poll_interval_ms)]
-    )
+def build(effects_file: str, poll_interval_ms: int, *, push: bool = False) -> MCPServer:
+    tasks = WorkTasks(EffectsFile(effects_file), poll_interval_ms, push=push)
+    listen = [tasks.listeners.middleware] if tasks.listeners is not None else []
+    server = MCPServer("bench-task-tool", extensions=[tasks], middleware=listen)
 
     @server.tool()
     async def work(key: str, seconds: float = 3.0) -> str:
@@ -147,9 +159,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     add_port_arguments(parser)
     parser.add_argument("--effects-file", required=True)
     parser.add_argument("--poll-interval-ms", type=int, default=500)
+    parser.add_argument("--push", action="store_true", help="push terminal task states")
     args = parser.parse_args(argv)
     check_port_arguments(parser, args)
-    server = build(args.effects_file, args.poll_interval_ms)
+    server = build(args.effects_file, args.poll_interval_ms, push=args.push)
     app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
     run_uvicorn(app, args, "127.0.0.1", log_level="warning")
 

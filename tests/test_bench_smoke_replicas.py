@@ -19,5 +19,5 @@ def test_bench_quick_run_of_replicas_and_waits_writes_the_report(tmp_path: Path)
     assert "handles polled exactly once after the restart" in text
     assert "Claims per second on PostgreSQL" in text
     assert "20 waiting runs in the example harness" in text
-    assert "| tool executed exactly once (server count) | **20/20** |" in text
+    assert "| tool executed exactly once (server count) | **20/20** | **20/20** |" in text
     assert "| raw SDK: 20 calls + polling, wall |" in text

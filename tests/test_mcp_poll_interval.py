@@ -74,6 +74,19 @@ def test_the_ttl_deadline_is_the_one_look_before_a_long_interval() -> None:
     assert scheduler.next_due_ms(20_000, 60_000, ttl_deadline_ms=10_000) == 80_000
 
 
+def test_a_pushed_handle_is_polled_at_the_backstop_never_sooner_than_asked() -> None:
+    scheduler = PollScheduler(None, None, None, SchedulerConfig(jitter=0.0))  # type: ignore[arg-type]
+    assert scheduler.interval_for(500, pushed=True) == 60_000  # the default backstop
+    assert scheduler.interval_for(500, pushed=False) == 500
+    assert scheduler.interval_for(120_000, pushed=True) == 120_000  # the server's, if longer
+    # The TTL deadline's one look still comes first.
+    assert scheduler.next_due_ms(0, 500, ttl_deadline_ms=10_000, pushed=True) == 10_000
+    capped = SchedulerConfig(jitter=0.0, ceiling_ms=20_000)  # the host's ceiling still holds
+    assert PollScheduler(None, None, None, capped).interval_for(500, pushed=True) == 20_000  # type: ignore[arg-type]
+    off = SchedulerConfig(jitter=0.0, push_backstop_ms=None)  # keep polling as asked
+    assert PollScheduler(None, None, None, off).interval_for(500, pushed=True) == 500  # type: ignore[arg-type]
+
+
 async def test_a_slow_interval_is_never_polled_sooner_and_a_change_is_followed(
     sqlite_ledger: Ledger, clock: FakeClock, adversarial_server: ServerProcess
 ) -> None:

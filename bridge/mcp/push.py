@@ -1,8 +1,8 @@
-"""Pushed task states: one ``subscriptions/listen`` stream per server for the handles watched there.
+"""Pushed task states: ``subscriptions/listen`` streams naming the handles watched on a server.
 
 The Tasks extension lets a client name task ids in ``subscriptions/listen``
 (``notifications.taskIds``); the server then pushes ``notifications/tasks`` carrying the full
-task, exactly what ``tasks/get`` would answer. This module keeps one such stream per server
+task, exactly what ``tasks/get`` would answer. This module keeps such streams open to each server
 that advertises support, naming the handles the poll scheduler watches there (at most
 :attr:`PushConfig.max_task_ids`, oldest first). Every pushed state enters the scheduler's
 poll-reply path (:meth:`PollScheduler.observe_pushed`): the same checks, the same
@@ -13,13 +13,22 @@ write-ahead, the same events; a push only ever makes an observation *earlier*.
   the latter), and not opted out (``McpServerConfig.push_updates``). An acknowledgement that
   honours no task id means the server does not push task states: that connection is left
   alone.
-- **Changes.** The SDK's listen request carries one fixed filter, so a changed watched set is
-  a new stream (changes within :attr:`PushConfig.settle_ms` make one), acknowledged before the
-  old one is closed: nothing pushed in between is missed. Duplicates are harmless (an unchanged
-  or repeated terminal state writes nothing).
-- **Failure.** Polling never stops. A dropped stream is re-opened with exponential backoff;
-  there is no replay, and nothing is refetched eagerly: a state pushed while no stream was up
-  is seen at the next poll, as without push.
+- **Changes.** The SDK's listen request carries one fixed filter, so new handles are named by
+  a new stream of their own (those within :attr:`PushConfig.settle_ms` share one), beside the
+  streams already open. A stream is closed only once it names no watched handle: closing one
+  loses whatever push is already on its way over it. Past :attr:`PushConfig.max_streams` on a
+  server, the streams are merged into one naming every watched handle, acknowledged before the
+  old ones are closed, and each handle they carried is polled once more (that poll sees any
+  change a lost push carried). Duplicates are harmless (an unchanged or repeated terminal
+  state writes nothing).
+- **Polling.** Polling never stops, but while an acknowledged stream names a handle it drops
+  to a backstop (``SchedulerConfig.push_backstop_ms``, 60 s by default, never more often than
+  the server asks): the handle's first poll sent after the acknowledgement sees any change
+  made before it, and every later change is pushed. The spec lets a subscribed client stop
+  polling altogether; the backstop covers a server that stops pushing without closing.
+- **Failure.** A dropped stream returns its handles to the server's interval at once (due no
+  later than one interval from then) and is re-opened with exponential backoff; there is no
+  replay: a state pushed while no stream was up is seen at the next poll, as without push.
 - **Hostile pushes.** A push for a task id not subscribed is ignored (counted); a malformed one
   about a watched task is recorded once as an ``anomaly`` (``malformed_notification``) and the
   task is polled at once. Raw task ids never leave this module's routing table.
@@ -62,8 +71,12 @@ _REQUIRED_FOR = {
 
 @dataclass(frozen=True, slots=True)
 class PushConfig:
-    max_task_ids: int = 256  # per server stream; handles beyond these are only polled
-    settle_ms: int = 50  # watched-set changes within this window make one new stream
+    max_task_ids: int = 256  # per server, over its streams; handles beyond these are only polled
+    # New handles are named by a stream of their own, so no open stream is ever closed while it
+    # names a watched handle (a push in flight on it would be lost). Past this many streams on
+    # one server they are merged into one (the handles they carried are polled once more).
+    max_streams: int = 16
+    settle_ms: int = 50  # new handles within this window are named by one new stream
     ack_timeout_s: float = 10.0
     backoff_base_ms: int = 500  # first re-listen delay after a stream failed or dropped
     backoff_max_ms: int = 30_000
@@ -74,6 +87,7 @@ class PushConfig:
 @dataclass(slots=True)
 class PushStats:
     listens: int = 0  # streams acknowledged with at least one task id honoured
+    merges: int = 0  # times a server's streams were merged into one (max_streams reached)
     lost: int = 0  # streams that failed to open or ended without being closed by us
     applied: int = 0  # pushed states fed into the observation path
     rejected: int = 0  # malformed pushes about a watched task
@@ -101,10 +115,16 @@ class _ServerPush:
     endpoint: str
     changed: anyio.Event = field(default_factory=anyio.Event)
     routes: dict[str, list[str]] = field(default_factory=dict)  # task id -> task refs
-    current: _Stream | None = None
+    streams: list[_Stream] = field(default_factory=list)  # acknowledged, open
     pending: _Stream | None = None
+    covered: frozenset[str] = frozenset()  # task refs an open stream honours
     failures: int = 0
     refused_by: int | None = None  # id() of the session whose server honoured no task id
+
+    def honoured_refs(self) -> frozenset[str]:
+        return frozenset(
+            ref for s in self.streams for i in s.honored or () for ref in self.routes.get(i, ())
+        )
 
 
 class _ListenFailed(Exception):
@@ -188,16 +208,19 @@ class PushUpdates:
             await anyio.sleep(self.config.settle_ms / 1000)
             state.changed = anyio.Event()
             wanted = self._wanted(state)
-            current = state.current
-            if current is not None and not current.ended and current.ids == frozenset(wanted):
-                state.routes = wanted
+            state.routes = wanted
+            # A stream naming no watched handle any more is closed: nothing it could still
+            # deliver is wanted.
+            for stream in [s for s in state.streams if not s.ids & wanted.keys()]:
+                self._close(state, stream)
+            asked = frozenset().union(*(s.ids for s in state.streams))
+            missing = frozenset(wanted) - asked
+            if not missing:
+                self._sync_coverage(state)
                 continue
-            if not wanted:
-                state.routes = {}
-                self._replace(state, None)
-                continue
+            merge = len(state.streams) >= self.config.max_streams
             try:
-                await self._open(state, wanted)
+                await self._open(state, frozenset(wanted) if merge else missing, merge=merge)
                 state.failures = 0
             except Exception as exc:  # whatever failed, polling goes on; listen again later
                 self.stats.lost += 1
@@ -213,7 +236,7 @@ class PushUpdates:
             routes.setdefault(view.task_id, []).append(view.ref)
         return routes
 
-    async def _open(self, state: _ServerPush, wanted: dict[str, list[str]]) -> None:
+    async def _open(self, state: _ServerPush, ids: frozenset[str], *, merge: bool) -> None:
         connection = self._pool.connection(state.name)
         try:
             session = await connection.session()
@@ -221,12 +244,10 @@ class PushUpdates:
             raise _ListenFailed(type(exc).__name__) from None
         if not advertises_task_push(connection.info) or state.refused_by == id(session):
             self.stats.unsupported.add(state.name)
-            self._replace(state, None)
+            self._close_all(state)
             return
-        stream = _Stream(frozenset(wanted))
+        stream = _Stream(ids)
         state.pending = stream
-        # Route the new ids now: a push may follow the acknowledgement at once.
-        state.routes = {**state.routes, **wanted}
         self._tg.start_soon(self._drive, state, stream, connection)
         with anyio.move_on_after(self.config.ack_timeout_s):
             await stream.acked.wait()
@@ -234,21 +255,45 @@ class PushUpdates:
         if stream.ended or stream.honored is None:
             stream.close()
             raise _ListenFailed("no acknowledgement")
-        state.routes = wanted
         if not stream.honored:
             # The server listens but pushes no task states: poll only, on this connection.
             state.refused_by = id(session)
             self.stats.unsupported.add(state.name)
             stream.close()
-            self._replace(state, None)
+            self._close_all(state)
             return
         self.stats.listens += 1
-        self._replace(state, stream)
-
-    def _replace(self, state: _ServerPush, stream: _Stream | None) -> None:
-        old, state.current = state.current, stream
-        if old is not None:
+        if not merge:
+            state.streams.append(stream)
+            self._sync_coverage(state)
+            return
+        # Merged: the old streams are closed, and a push already on its way over one of them
+        # is lost with it; each handle they carried is polled once more (after this
+        # acknowledgement, so that poll sees any change the lost push carried).
+        self.stats.merges += 1
+        carried = state.covered
+        for old in state.streams:
             old.close()
+        state.streams = [stream]
+        self._sync_coverage(state, verify=carried)
+
+    def _sync_coverage(self, state: _ServerPush, *, verify: frozenset[str] = frozenset()) -> None:
+        """Tell the scheduler which handles an open stream honours (polled at the backstop)
+        and which no longer are (polled at the server's interval again)."""
+        covered = state.honoured_refs()
+        self._scheduler.push_ended((state.covered - covered) | (verify & covered))
+        self._scheduler.push_acknowledged(covered)
+        state.covered = covered
+
+    def _close(self, state: _ServerPush, stream: _Stream) -> None:
+        stream.close()
+        state.streams.remove(stream)
+
+    def _close_all(self, state: _ServerPush) -> None:
+        for stream in state.streams:
+            stream.close()
+        state.streams = []
+        self._sync_coverage(state)
 
     async def _drive(
         self, state: _ServerPush, stream: _Stream, connection: ServerConnection
@@ -272,9 +317,10 @@ class PushUpdates:
                 log.debug("listen stream on %s ended: %s", state.name, type(exc).__name__)
         stream.ended = True
         stream.acked.set()  # wake an opener still waiting for the acknowledgement
-        if stream.closing or state.current is not stream:
+        if stream.closing or stream not in state.streams:
             return
-        state.current = None
+        state.streams.remove(stream)
+        self._sync_coverage(state)
         if not graceful:
             self.stats.lost += 1
         self._retry_later(state)

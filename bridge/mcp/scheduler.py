@@ -7,15 +7,19 @@ server asked (jitter only lengthens the wait), above a floor (a server answering
 it spin) and, only if the host opts in, below a ceiling; with exponential backoff while its
 server fails. Explicit wake-ups (:meth:`PollScheduler.poll_soon`: an answer to deliver, a
 cancel to send, the host asking) poll at once, whatever the interval; so does the TTL
-backstop's one look at the deadline. Only observed *changes* are written to the ledger (with
-their events); the terminal result is committed before the handle leaves the queue.
+backstop's one look at the deadline. While an acknowledged ``subscriptions/listen`` stream
+names a handle (:mod:`bridge.mcp.push`), its states arrive pushed and polling drops to a
+backstop (:attr:`SchedulerConfig.push_backstop_ms`): the spec lets a subscribed client stop
+polling, and the backstop covers a server that goes quiet. Only observed *changes* are written
+to the ledger (with their events); the terminal result is committed before the handle leaves
+the queue.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -54,6 +58,10 @@ class SchedulerConfig:
     max_in_flight: int = 64
     unreachable_grace_ms: int = 30_000  # failing this long -> one server.unreachable event
     lease_wait_ms: int = 100  # a leased handle due while the lease awaits renewal waits this
+    # While a listen stream the server acknowledged names a handle, it is polled no more often
+    # than this (its pushed states settle it); None: keep polling at the server's interval.
+    # A stream that drops returns its handles to the server's interval at once.
+    push_backstop_ms: int | None = 60_000
 
 
 class LeaseGuard(Protocol):
@@ -103,6 +111,10 @@ class _Watch:
     # One observation at a time; taken without a trip through the event loop when free (the
     # usual case: a push and a poll reply about the same handle rarely meet).
     observing: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
+    # An acknowledged listen stream names this handle: its changes are pushed. A poll sent
+    # after the acknowledgement has seen every change before it; from then on the push
+    # stream carries them, and polls are only the backstop.
+    pushed: bool = False
 
 
 @dataclass(slots=True)
@@ -237,6 +249,31 @@ class PollScheduler:
         views = [w.view for w in self._watched.values() if w.view.server_endpoint == endpoint]
         return sorted(views, key=lambda view: view.created_at_ms)
 
+    def push_acknowledged(self, task_refs: Iterable[str]) -> None:
+        """An acknowledged listen stream names these handles: after their next poll (which
+        sees any change made before the acknowledgement), they are polled only at the
+        backstop."""
+        for ref in task_refs:
+            watch = self._watched.get(ref)
+            if watch is not None:
+                watch.pushed = True
+
+    def push_ended(self, task_refs: Iterable[str]) -> None:
+        """No stream names these handles any more (closed, or lost): back to the server's
+        interval, due no later than one interval from now (a change pushed while no stream was
+        up is seen at that poll)."""
+        now = self._clock()
+        for ref in task_refs:
+            watch = self._watched.get(ref)
+            if watch is None or not watch.pushed:
+                continue
+            watch.pushed = False
+            due = self._queue.due(ref)
+            soon = self.next_due_ms(now, watch.view.poll_interval_ms, _ttl_deadline_ms(watch.view))
+            if due is not None and soon < due:
+                self._queue.schedule(ref, soon)
+                self._wake.set()
+
     async def observe_pushed(self, task_ref: str, reply: DetailedTask) -> bool:
         """Feed a pushed task state (``notifications/tasks``) into the poll-reply path:
         the same validation, write-ahead and events. ``False`` if the handle is not watched."""
@@ -246,7 +283,7 @@ class PollScheduler:
         try:
             async with watch.observing:
                 watch.pushes += 1
-                await self._on_reply(watch, reply)
+                await self._on_reply(watch, reply, pushed=watch.pushed)
         except LeaseLost:  # another replica holds the handle now: its observation wins
             self.stats.leases_lost += 1
             if self._watched.get(task_ref) is watch:
@@ -378,7 +415,7 @@ class PollScheduler:
                     watch.cancel_pending = False
                 if watch.undelivered_answers:
                     await self._deliver_answers(watch, connection)
-                pushes = watch.pushes
+                pushes, pushed = watch.pushes, watch.pushed
                 reply = await fetch_task(connection, task)
             except Exception as exc:
                 failure = classify(exc)
@@ -389,7 +426,8 @@ class PollScheduler:
         async with watch.observing:
             if watch.pushes != pushes:
                 return  # a push landed meanwhile (and rescheduled the handle): it supersedes this
-            await self._on_reply(watch, reply)
+            # Sent after the acknowledgement and the stream still up: pushes carry the rest.
+            await self._on_reply(watch, reply, pushed=pushed and watch.pushed)
 
     async def _deliver_answers(self, watch: _Watch, connection: ServerConnection) -> None:
         carrier = self.answer_carrier
@@ -468,7 +506,7 @@ class PollScheduler:
             )
         self._backoff(watch, at_least_ms=failure.retry_after_ms)
 
-    async def _on_reply(self, watch: _Watch, reply: DetailedTask) -> None:
+    async def _on_reply(self, watch: _Watch, reply: DetailedTask, *, pushed: bool = False) -> None:
         task = watch.view
         now = self._clock()
         status = parse_status(reply.status)
@@ -483,7 +521,10 @@ class PollScheduler:
         assert status is not None
         watch.failures, watch.failing_since_ms, watch.unreachable_reported = 0, None, False
         next_due = self.next_due_ms(
-            now, reply.poll_interval_ms or task.poll_interval_ms, _ttl_deadline_ms(task)
+            now,
+            reply.poll_interval_ms or task.poll_interval_ms,
+            _ttl_deadline_ms(task),
+            pushed=pushed,
         )
         requests = input_requests(reply) if status is TaskStatus.INPUT_REQUIRED else None
         if self._is_unchanged(watch, reply, status, requests):
@@ -563,20 +604,30 @@ class PollScheduler:
                 log.exception("closing hook failed for %s", watch.view.ref)
 
     # -- timing ------------------------------------------------------------------------------------
-    def interval_for(self, server_ms: int | None) -> int:
-        """The delay before the next poll: the server's interval (at least the floor; at
-        most the ceiling only if one is configured), stretched by jitter, never shortened."""
+    def interval_for(self, server_ms: int | None, *, pushed: bool = False) -> int:
+        """The delay before the next poll: the server's interval (at least the floor, and
+        the push backstop while pushes arrive; at most the ceiling only if one is
+        configured), stretched by jitter, never shortened."""
         config = self.config
         base = config.default_interval_ms if server_ms is None else server_ms
         bounded = max(base, config.floor_ms)
+        if pushed and config.push_backstop_ms is not None:
+            bounded = max(bounded, config.push_backstop_ms)
         if config.ceiling_ms is not None:
             bounded = min(bounded, config.ceiling_ms)
         return bounded + int(bounded * self._rng.random() * config.jitter)
 
-    def next_due_ms(self, now_ms: int, server_ms: int | None, ttl_deadline_ms: int | None) -> int:
+    def next_due_ms(
+        self,
+        now_ms: int,
+        server_ms: int | None,
+        ttl_deadline_ms: int | None,
+        *,
+        pushed: bool = False,
+    ) -> int:
         """When to poll next: after :meth:`interval_for`, or at the TTL deadline if that comes
         first (the backstop's one look: terminal by then, or lost)."""
-        due = now_ms + self.interval_for(server_ms)
+        due = now_ms + self.interval_for(server_ms, pushed=pushed)
         if ttl_deadline_ms is not None and now_ms < ttl_deadline_ms < due:
             return ttl_deadline_ms
         return due

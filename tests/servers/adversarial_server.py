@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any
 
 import anyio
 import mcp_types
@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
+from bench.task_push import missing_capability
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -197,7 +198,7 @@ class AdversarialTasks(Extension):
         if not (modern and name == "undeclared_task"):
             # Like a real server: a task-only tool needs the declaration (-32021).
             if not modern:
-                _missing_capability()
+                missing_capability()
             require_client_extension(ctx, TASKS)
         if name == "never_reply":
             await anyio.sleep(NEVER_SECONDS)
@@ -419,17 +420,6 @@ async def _reply(
         headers.append((b"retry-after", str(retry_after).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-def _missing_capability() -> NoReturn:
-    data = mcp_types.MissingRequiredClientCapabilityErrorData(
-        required_capabilities=mcp_types.ClientCapabilities(extensions={TASKS: {}})
-    )
-    raise MCPError(
-        code=mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY,
-        message=f"Client did not declare required extension {TASKS!r}",
-        data=data.model_dump(by_alias=True, mode="json", exclude_none=True),
-    )
 
 
 extension = AdversarialTasks()

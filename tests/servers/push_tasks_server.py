@@ -8,10 +8,9 @@ acknowledgement. So this server adds the Tasks extension's push on the SDK's own
 
 - an ``Extension`` serving ``tasks/get`` / ``tasks/cancel`` and turning ``tools/call`` of the
   task tools into tasks (flat SEP-2663 shapes, like ``tests.servers.adversarial_server``);
-- a ``ServerMiddleware`` serving a ``subscriptions/listen`` that names ``taskIds``: it
-  acknowledges the ids it knows (``notifications/subscriptions/acknowledged``, the SDK's
-  ``SubscriptionFilter`` with the ``taskIds`` key merged), then pushes every status change of
-  those tasks as the full task, stamped with the subscription id. A listen without
+- ``bench.task_push.TaskPushListeners`` (a ``ServerMiddleware``) serving a
+  ``subscriptions/listen`` that names ``taskIds``: it acknowledges the ids this server knows,
+  then pushes every status change of those tasks as the full task. A listen without
   ``taskIds`` goes on to the SDK's ``ListenHandler``.
 
 Tools: ``push_job`` (a task completing after ``seconds``; honest; with ``hold`` its clock
@@ -35,40 +34,26 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import mcp_types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension, MCPServer, MethodBinding, require_client_extension
-from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ConfigDict
 
+from bench.task_push import TASKS, TaskPushListeners
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
-from tests.servers.adversarial_server import TaskIdParams, _missing_capability
+from tests.servers.adversarial_server import TaskIdParams
 
-TASKS = "io.modelcontextprotocol/tasks"
 MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
 TASK_TOOLS = frozenset({"push_job", "garbled_push_job"})
 TTL_MS = 600_000
-CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class TaskStatusParams(mcp_types.NotificationParams):
-    model_config = ConfigDict(extra="allow")
-
-
-class TaskStatusNotification(
-    mcp_types.Notification[TaskStatusParams, Literal["notifications/tasks"]]
-):
-    method: Literal["notifications/tasks"] = "notifications/tasks"
-    params: TaskStatusParams
 
 
 @dataclass
@@ -103,9 +88,7 @@ class PushTasks(Extension):
     def __init__(self) -> None:
         self.tasks: dict[str, PushTask] = {}
         self.gets: Counter[str] = Counter()
-        self.counts: Counter[str] = Counter()
-        self.listeners: dict[object, tuple[frozenset[str], Any]] = {}
-        self.refuse_until = 0.0
+        self.listeners = TaskPushListeners(self.tasks.__contains__)
         self.released = asyncio.Event()  # set (and replaced) by release_held
         self._jobs: set[asyncio.Task[None]] = set()
 
@@ -150,16 +133,10 @@ class PushTasks(Extension):
         task.result = {"content": [{"type": "text", "text": f"done {task.tool}"}]}
         if task.tool == "garbled_push_job":
             frame = task.wire()
-            self._push(task.task_id, {**frame, "status": "exploded"})
-            self._push(task.task_id, {k: v for k, v in frame.items() if k != "result"})
+            self.listeners.push(task.task_id, {**frame, "status": "exploded"})
+            self.listeners.push(task.task_id, {k: v for k, v in frame.items() if k != "result"})
         else:
-            self._push(task.task_id, task.wire())
-
-    def _push(self, task_id: str, frame: dict[str, Any]) -> None:
-        for ids, send in list(self.listeners.values()):
-            if task_id in ids:
-                self.counts["pushes"] += 1
-                send.send_nowait(frame)
+            self.listeners.push(task.task_id, task.wire())
 
     def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> PushTask:
         require_client_extension(ctx, TASKS)
@@ -179,60 +156,19 @@ class PushTasks(Extension):
         task = self._find(ctx, params.task_id)
         if task.status == "working":
             task.status, task.last_updated_at = "cancelled", _now()
-            self._push(task.task_id, task.wire())
+            self.listeners.push(task.task_id, task.wire())
         return {"resultType": "complete"}
-
-    # -- subscriptions/listen with taskIds (a ServerMiddleware) ---------------------------
-    async def listen(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
-        params = ctx.params or {}
-        notifications = params.get("notifications") or {}
-        wanted = notifications.get("taskIds") if isinstance(notifications, dict) else None
-        if ctx.method != "subscriptions/listen" or ctx.request_id is None or not wanted:
-            return await call_next(ctx)
-        declared = ((params.get("_meta") or {}).get(CAPABILITIES_META_KEY) or {}).get(
-            "extensions"
-        ) or {}
-        if TASKS not in declared:
-            _missing_capability()
-        if time.monotonic() < self.refuse_until:
-            raise MCPError(code=mcp_types.INTERNAL_ERROR, message="listening paused")
-        honored = sorted(i for i in wanted if isinstance(i, str) and i in self.tasks)
-        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
-        send, receive = anyio.create_memory_object_stream[dict[str, Any]](1024)
-        key = object()
-        self.listeners[key] = (frozenset(honored), send)
-        self.counts["listens"] += 1
-        try:
-            ack = mcp_types.SubscriptionsAcknowledgedNotificationParams(
-                notifications=mcp_types.SubscriptionFilter(taskIds=honored), _meta=meta
-            )
-            await ctx.session.send_notification(
-                mcp_types.SubscriptionsAcknowledgedNotification(params=ack),
-                related_request_id=ctx.request_id,
-            )
-            async for frame in receive:
-                pushed = TaskStatusNotification(params=TaskStatusParams(**frame, _meta=meta))
-                await ctx.session.send_notification(
-                    pushed,  # type: ignore[arg-type]
-                    related_request_id=ctx.request_id,
-                )
-        finally:
-            self.listeners.pop(key, None)
-            send.close()
-        return mcp_types.SubscriptionsListenResult(_meta=meta)
 
     def release_held(self) -> None:
         released, self.released = self.released, asyncio.Event()
         released.set()
 
     def stats(self) -> dict[str, dict[str, int]]:
-        named = set().union(*(ids for ids, _ in self.listeners.values()))
+        listeners = self.listeners
         return {
             "gets": dict(self.gets),
-            "counts": dict(self.counts),
-            "listening": {"task_ids": len(named)},
+            "counts": {"listens": listeners.listens, "pushes": listeners.pushes},
+            "listening": {"task_ids": listeners.named()},
         }
 
 
@@ -267,7 +203,10 @@ class ListenConnectionKiller:
 
 extension = PushTasks()
 mcp = MCPServer(
-    "uhp-bridge-push-tasks", version="0.1.0", extensions=[extension], middleware=[extension.listen]
+    "uhp-bridge-push-tasks",
+    version="0.1.0",
+    extensions=[extension],
+    middleware=[extension.listeners.middleware],
 )
 killer: ListenConnectionKiller | None = None
 
@@ -286,7 +225,7 @@ for _name in sorted(TASK_TOOLS):
 @mcp.tool()
 async def drop_listeners(refuse_s: float = 0.0) -> str:
     """Kill every listen connection; refuse new listens for ``refuse_s`` seconds."""
-    extension.refuse_until = time.monotonic() + refuse_s
+    extension.listeners.refuse_until = time.monotonic() + refuse_s
     if killer is not None:
         killer.drop_all()
     return "dropped"
