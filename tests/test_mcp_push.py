@@ -17,6 +17,7 @@ from bridge import events as ev
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import TaskStatus
 from bridge.mcp.outcomes import TaskHandle
+from bridge.mcp.push import PushConfig
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
@@ -137,6 +138,45 @@ async def test_a_change_before_the_acknowledgement_is_seen_by_the_next_poll(
     await wait_closed(tenant, handle.task_ref, timeout=SLOW_POLL_MS / 1000 / 3)
     assert tenant.get_task(handle.task_ref).status is TaskStatus.COMPLETED
     assert requester.push.stats.applied == 0
+
+
+async def test_new_handles_get_streams_of_their_own_and_a_merge_polls_what_it_carried(
+    wall_ledger: Ledger, push_server: ServerProcess
+) -> None:
+    """Two handles, each named by a stream of its own, are at the backstop; a third makes the
+    streams merge (max 2). Closing the old streams may lose a push already on its way, so the
+    two carried handles are polled once more at the server's 1 s (not at the 60-s backstop),
+    and every task is then settled by its push."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    servers = [McpServerConfig(name="push", url=push_server.url)]
+    async with TaskRequester(wall_ledger, servers) as requester:
+        requester.push.config = PushConfig(max_streams=2)
+        scheduler, handles = requester.scheduler, []
+
+        def at_backstop(handle: TaskHandle) -> bool:
+            due = scheduler.due_ms(handle.task_ref)
+            return due is not None and due - time.time() * 1000 > 30_000
+
+        for _ in range(2):
+            handles.append(await _start(requester, run.ref, "push_job", poll_ms=1_000, hold=True))
+            await wait_until(lambda: at_backstop(handles[-1]), timeout=15, what="at the backstop")
+        assert requester.push.stats.listens == 2 and requester.push.stats.merges == 0
+        before = (await server_stats(push_server.url))["gets"].get("push_job", 0)
+        handles.append(await _start(requester, run.ref, "push_job", poll_ms=1_000, hold=True))
+        await wait_until(lambda: requester.push.stats.merges == 1, what="the streams merged")
+
+        async def polled_again() -> bool:
+            gets = (await server_stats(push_server.url))["gets"].get("push_job", 0)
+            return gets - before >= 3  # the new handle's first poll, and one per carried handle
+
+        await wait_until(polled_again, timeout=15, what="the carried handles polled once more")
+        await wait_until(lambda: all(at_backstop(h) for h in handles), what="all at the backstop")
+        async with Client(push_server.url) as client:
+            await client.call_tool("release_held", {})
+        for handle in handles:
+            await wait_closed(tenant, handle.task_ref, timeout=15)
+        assert requester.push.stats.applied == 3
 
 
 async def test_a_dropped_listen_stream_leaves_polling_to_settle_then_listens_again(
