@@ -16,11 +16,11 @@ write-ahead, the same events; a push only ever makes an observation *earlier*.
 - **Changes.** The SDK's listen request carries one fixed filter, so new handles are named by
   a new stream of their own (those within :attr:`PushConfig.settle_ms` share one), beside the
   streams already open. A stream is closed only once it names no watched handle: closing one
-  loses whatever push is already on its way over it. Past :attr:`PushConfig.max_streams` on a
-  server, the streams are merged into one naming every watched handle, acknowledged before the
-  old ones are closed, and each handle they carried is polled once more (that poll sees any
-  change a lost push carried). Duplicates are harmless (an unchanged or repeated terminal
-  state writes nothing).
+  loses whatever push is already on its way over it. At :attr:`PushConfig.max_streams` on a
+  server, the half of its streams naming the fewest watched handles are merged into the new
+  one, acknowledged before they are closed, and each handle they carried is polled once more
+  (that poll sees any change a lost push carried). Duplicates are harmless (an unchanged or
+  repeated terminal state writes nothing).
 - **Polling.** Polling never stops, but while an acknowledged stream names a handle it drops
   to a backstop (``SchedulerConfig.push_backstop_ms``, 60 s by default, never more often than
   the server asks): the handle's first poll sent after the acknowledgement sees any change
@@ -73,8 +73,9 @@ _REQUIRED_FOR = {
 class PushConfig:
     max_task_ids: int = 256  # per server, over its streams; handles beyond these are only polled
     # New handles are named by a stream of their own, so no open stream is ever closed while it
-    # names a watched handle (a push in flight on it would be lost). Past this many streams on
-    # one server they are merged into one (the handles they carried are polled once more).
+    # names a watched handle (a push in flight on it would be lost). At this many streams on one
+    # server, the half naming the fewest watched handles are merged into the next new stream
+    # (the handles they carried are polled once more).
     max_streams: int = 16
     settle_ms: int = 50  # new handles within this window are named by one new stream
     ack_timeout_s: float = 10.0
@@ -87,7 +88,7 @@ class PushConfig:
 @dataclass(slots=True)
 class PushStats:
     listens: int = 0  # streams acknowledged with at least one task id honoured
-    merges: int = 0  # times a server's streams were merged into one (max_streams reached)
+    merges: int = 0  # times streams were merged into a new one (max_streams reached)
     lost: int = 0  # streams that failed to open or ended without being closed by us
     applied: int = 0  # pushed states fed into the observation path
     rejected: int = 0  # malformed pushes about a watched task
@@ -218,9 +219,15 @@ class PushUpdates:
             if not missing:
                 self._sync_coverage(state)
                 continue
-            merge = len(state.streams) >= self.config.max_streams
+            # At the limit, the half of the streams naming the fewest watched handles are
+            # folded into the new one: the fewer handles they carry, the fewer polled again.
+            fold: list[_Stream] = []
+            if len(state.streams) >= self.config.max_streams:
+                by_size = sorted(state.streams, key=lambda s: len(s.ids & wanted.keys()))
+                fold = by_size[: max(1, len(by_size) // 2)]
+                missing = missing.union(*(s.ids & wanted.keys() for s in fold))
             try:
-                await self._open(state, frozenset(wanted) if merge else missing, merge=merge)
+                await self._open(state, missing, fold=fold)
                 state.failures = 0
             except Exception as exc:  # whatever failed, polling goes on; listen again later
                 self.stats.lost += 1
@@ -236,7 +243,7 @@ class PushUpdates:
             routes.setdefault(view.task_id, []).append(view.ref)
         return routes
 
-    async def _open(self, state: _ServerPush, ids: frozenset[str], *, merge: bool) -> None:
+    async def _open(self, state: _ServerPush, ids: frozenset[str], *, fold: list[_Stream]) -> None:
         connection = self._pool.connection(state.name)
         try:
             session = await connection.session()
@@ -263,18 +270,20 @@ class PushUpdates:
             self._close_all(state)
             return
         self.stats.listens += 1
-        if not merge:
+        if not fold:
             state.streams.append(stream)
             self._sync_coverage(state)
             return
-        # Merged: the old streams are closed, and a push already on its way over one of them
+        # Merged: the folded streams are closed, and a push already on its way over one of them
         # is lost with it; each handle they carried is polled once more (after this
         # acknowledgement, so that poll sees any change the lost push carried).
         self.stats.merges += 1
-        carried = state.covered
-        for old in state.streams:
-            old.close()
-        state.streams = [stream]
+        carried = frozenset(
+            ref for old in fold for i in old.honored or () for ref in state.routes.get(i, ())
+        )
+        for old in fold:
+            self._close(state, old)
+        state.streams.append(stream)
         self._sync_coverage(state, verify=carried)
 
     def _sync_coverage(self, state: _ServerPush, *, verify: frozenset[str] = frozenset()) -> None:
