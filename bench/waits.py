@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -165,29 +165,77 @@ async def bench_idle_waits(runs: int, window_s: float, report: Report) -> None:
 
 @dataclass(frozen=True)
 class HarnessRound:
-    """``runs`` blocking responses at once: wall time, the harness's CPU, their statuses."""
+    """``runs`` blocking responses at once: wall time, the harness's CPU, their statuses, and
+    (tool rounds) when the server saw the first and last tool start and the last finish."""
 
     runs: int
     wall_s: float
     cpu_s: float
     statuses: list[str]
+    milestones: dict[str, float] = field(default_factory=dict)  # seconds from the round's start
 
 
-async def _harness_round(base: str, pid: int, inputs: list[str]) -> HarnessRound:
-    """POST every input at once as a blocking response; the harness process's CPU meanwhile."""
+class EffectsTail:
+    """Follows the task-tool server's effects file from its current end, counting the
+    ``start``/``done`` lines of one round's keys (read incrementally: cheap beside the round)."""
+
+    def __init__(self, path: Path, prefix: str) -> None:
+        self._path, self._prefix = path, prefix
+        self._offset = path.stat().st_size if path.exists() else 0
+        self._partial = b""
+        self.starts = self.finishes = 0
+
+    def read(self) -> None:
+        if not self._path.exists():
+            return
+        with self._path.open("rb") as f:
+            f.seek(self._offset)
+            chunk = f.read()
+        self._offset += len(chunk)
+        *lines, self._partial = (self._partial + chunk).split(b"\n")
+        for line in lines:
+            kind, _, key = line.decode().partition(" ")
+            if key.startswith(self._prefix):
+                self.starts += kind == "start"
+                self.finishes += kind == "done"
+
+
+async def _harness_round(
+    base: str, pid: int, inputs: list[str], tail: EffectsTail | None = None
+) -> HarnessRound:
+    """POST every input at once as a blocking response; the harness process's CPU meanwhile;
+    with ``tail``, when the server saw the tools start and finish (50-ms resolution)."""
     statuses: list[str] = []
+    milestones: dict[str, float] = {}
+    runs = len(inputs)
     async with _client(base, 600) as client:
 
         async def one(text: str) -> None:
             answer = await client.post("/v1/responses", json={"input": text})
             statuses.append(answer.json().get("status", f"HTTP {answer.status_code}"))
+            milestones.setdefault("first response", time.perf_counter() - started)
+
+        async def follow(tail: EffectsTail) -> None:
+            while len(statuses) < runs:
+                tail.read()
+                now = time.perf_counter() - started
+                for name, reached in (
+                    ("first tool started", tail.starts >= 1),
+                    ("all tools started", tail.starts >= runs),
+                    ("all tools finished", tail.finishes >= runs),
+                ):
+                    if reached:
+                        milestones.setdefault(name, now)
+                await anyio.sleep(0.05)
 
         before, started = sample(pid), time.perf_counter()
         async with anyio.create_task_group() as group:
+            if tail is not None:
+                group.start_soon(follow, tail)
             for text in inputs:
                 group.start_soon(one, text)
         wall, after = time.perf_counter() - started, sample(pid)
-    return HarnessRound(len(inputs), wall, after.cpu_s - before.cpu_s, statuses)
+    return HarnessRound(runs, wall, after.cpu_s - before.cpu_s, statuses, milestones)
 
 
 @dataclass(frozen=True)
@@ -245,9 +293,11 @@ async def _call_rounds(runs: int, rounds: int) -> CallRounds:
                     await raw_task_calls(url, [f"raw{r}-{n}" for n in range(runs)], TASK_SECONDS)
                 )
                 inputs = [_call(f"call{r}-{n}", TASK_SECONDS) for n in range(runs)]
-                harness.append(await _harness_round(base, pid, inputs))
+                tail = EffectsTail(effects, f"call{r}-")
+                harness.append(await _harness_round(base, pid, inputs, tail))
                 inputs = [_call(f"push{r}-{n}", TASK_SECONDS) for n in range(runs)]
-                pushed.append(await _harness_round(p_base, p_pid, inputs))
+                tail = EffectsTail(p_effects, f"push{r}-")
+                pushed.append(await _harness_round(p_base, p_pid, inputs, tail))
             plain = await _harness_round(base, pid, ["reply with the word ok"] * runs)
             peak = max(sample(pid).peak_rss_mb, sample(p_pid).peak_rss_mb)
             lines, p_lines = _effects(effects), _effects(p_effects)
@@ -262,6 +312,11 @@ async def _call_rounds(runs: int, rounds: int) -> CallRounds:
         Executions.count(p_lines, pushed_keys),
         peak,
     )
+
+
+def _median_moment(rounds: list[HarnessRound], moment: str) -> str:
+    seen = [h.milestones[moment] for h in rounds if moment in h.milestones]
+    return f"{statistics.median(seen):.2f} s" if len(seen) == len(rounds) else "not reached"
 
 
 def _share(rounds: list[HarnessRound]) -> float:
@@ -334,6 +389,24 @@ async def bench_concurrent_calls(runs: int, report: Report, rounds: int = 2) -> 
         f"({raw_per_call * 1e3:.1f} ms per call with its polls) | | |"
     )
     report.add(f"| harness peak RSS | {m.peak_rss_mb:.0f} MB | | |")
+    report.add()
+    report.add(
+        "Where the harness's wall time goes: seconds from the round's start (median of the "
+        "rounds; the server's effects file, read every 50 ms). Before the first tool starts, "
+        "and after the tools finish, the harness works through the responses on one core."
+    )
+    report.add()
+    report.add("| moment | server polled | server pushes |")
+    report.add("|---|---|---|")
+    for moment in (
+        "first tool started",
+        "all tools started",
+        "first response",
+        "all tools finished",
+    ):
+        cells = [_median_moment(side, moment) for side in (m.harness, m.pushed)]
+        report.add(f"| {moment} | {cells[0]} | {cells[1]} |")
+    report.add(f"| last response (the wall) | {h_wall:.2f} s | {p_wall:.2f} s |")
     report.add()
     report.add(
         "Where the harness's CPU per response goes, next to the raw SDK doing the MCP work "
