@@ -115,6 +115,7 @@ class _Watch:
     # after the acknowledgement has seen every change before it; from then on the push
     # stream carries them, and polls are only the backstop.
     pushed: bool = False
+    push_epoch: int = 0  # bumped when a stream stops naming it: a poll sent before is stale
 
 
 @dataclass(slots=True)
@@ -268,6 +269,7 @@ class PollScheduler:
             if watch is None or not watch.pushed:
                 continue
             watch.pushed = False
+            watch.push_epoch += 1
             due = self._queue.due(ref)
             soon = self.next_due_ms(now, watch.view.poll_interval_ms, _ttl_deadline_ms(watch.view))
             if due is not None and soon < due:
@@ -415,7 +417,7 @@ class PollScheduler:
                     watch.cancel_pending = False
                 if watch.undelivered_answers:
                     await self._deliver_answers(watch, connection)
-                pushes, pushed = watch.pushes, watch.pushed
+                pushes, pushed, epoch = watch.pushes, watch.pushed, watch.push_epoch
                 reply = await fetch_task(connection, task)
             except Exception as exc:
                 failure = classify(exc)
@@ -426,8 +428,11 @@ class PollScheduler:
         async with watch.observing:
             if watch.pushes != pushes:
                 return  # a push landed meanwhile (and rescheduled the handle): it supersedes this
-            # Sent after the acknowledgement and the stream still up: pushes carry the rest.
-            await self._on_reply(watch, reply, pushed=pushed and watch.pushed)
+            # Sent after the acknowledgement, and no stream dropped it since: pushes carry the
+            # rest. (After a merge the handle was dropped and named again: the poll that counts
+            # is one sent after that.)
+            covered = pushed and watch.pushed and epoch == watch.push_epoch
+            await self._on_reply(watch, reply, pushed=covered)
 
     async def _deliver_answers(self, watch: _Watch, connection: ServerConnection) -> None:
         carrier = self.answer_carrier
