@@ -274,6 +274,9 @@ if TYPE_CHECKING:
     from bridge.mcp.outcomes import (
         UnknownOutcome as UnknownOutcome,
     )
+    from bridge.mcp.push import (
+        PushConfig as PushConfig,
+    )
     from bridge.mcp.scheduler import (
         SchedulerConfig as SchedulerConfig,
     )
@@ -430,6 +433,7 @@ _EXPORTS: dict[str, str] = {
     "CredentialResolver": "bridge.mcp.servers",
     "McpServerConfig": "bridge.mcp.servers",
     "SchedulerConfig": "bridge.mcp.scheduler",
+    "PushConfig": "bridge.mcp.push",
     "FollowConfig": "bridge.uhp.client",
     "ReplicaConfig": "bridge.replica",
     "FINAL_TASK_EVENTS": "bridge.events",

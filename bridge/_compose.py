@@ -13,6 +13,7 @@ from bridge.ledger.fencing import Membership
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import RunView, TaskView
 from bridge.mcp.admission import AdmissionChecks
+from bridge.mcp.push import PushConfig
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig
@@ -34,6 +35,7 @@ def build_requester(
     credentials: CredentialResolver,
     scheduler: SchedulerConfig | None,
     *,
+    push: PushConfig | None = None,
     input_handlers: InputHandlers | None = None,
     input_policy: InputPolicy | None = None,
     admission_checks: AdmissionChecks | None = None,
@@ -43,6 +45,7 @@ def build_requester(
         servers,
         credentials=credentials,
         scheduler=scheduler,
+        push=push,
         db=db,
         input_handlers=input_handlers,
         input_policy=input_policy,

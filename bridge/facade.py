@@ -43,6 +43,7 @@ from bridge.ledger.views import RunView
 from bridge.lifecycle import Admission, OuterStatus
 from bridge.mcp.admission import AdmissionChecks
 from bridge.mcp.outcomes import AnswerReceipt, InputPending, TaskHandle
+from bridge.mcp.push import PushConfig
 from bridge.mcp.resumption import ResumeReport
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
@@ -78,6 +79,7 @@ class Bridge(BridgeReads, AgentStates):
         credentials: CredentialResolver = no_credentials,
         policies: Policies | None = None,
         scheduler: SchedulerConfig | None = None,
+        push: PushConfig | None = None,
         follow: FollowConfig | None = None,
         recover_on_start: bool = True,
         owns_ledger: bool = False,
@@ -100,6 +102,7 @@ class Bridge(BridgeReads, AgentStates):
             mcp_servers,
             credentials,
             scheduler,
+            push=push,
             input_handlers=input_handlers,
             input_policy=self.policies.inputs,
             admission_checks=admission_checks,
@@ -134,6 +137,7 @@ class Bridge(BridgeReads, AgentStates):
         credentials: CredentialResolver = no_credentials,
         policies: Policies | None = None,
         scheduler: SchedulerConfig | None = None,
+        push: PushConfig | None = None,
         follow: FollowConfig | None = None,
         recover_on_start: bool = True,
         replica: ReplicaConfig | None = None,
@@ -155,6 +159,7 @@ class Bridge(BridgeReads, AgentStates):
             credentials=credentials,
             policies=policies,
             scheduler=scheduler,
+            push=push,
             follow=follow,
             recover_on_start=recover_on_start,
             replica=replica,

@@ -150,8 +150,7 @@ async def test_new_handles_get_streams_of_their_own_and_a_merge_polls_what_it_ca
     tenant = wall_ledger.for_principal(PRINCIPAL)
     run = new_run(tenant)
     servers = [McpServerConfig(name="push", url=push_server.url)]
-    async with TaskRequester(wall_ledger, servers) as requester:
-        requester.push.config = PushConfig(max_streams=2)
+    async with TaskRequester(wall_ledger, servers, push=PushConfig(max_streams=2)) as requester:
         scheduler, handles = requester.scheduler, []
 
         def at_backstop(handle: TaskHandle) -> bool:

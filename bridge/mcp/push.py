@@ -71,6 +71,9 @@ _REQUIRED_FOR = {
 
 @dataclass(frozen=True, slots=True)
 class PushConfig:
+    """How the bridge follows pushed task states (``Bridge.open(..., push=PushConfig(...))``).
+    How often a pushed handle is still polled is :attr:`SchedulerConfig.push_backstop_ms`."""
+
     max_task_ids: int = 256  # per server, over its streams; handles beyond these are only polled
     # New handles are named by a stream of their own, so no open stream is ever closed while it
     # names a watched handle (a push in flight on it would be lost). At this many streams on one

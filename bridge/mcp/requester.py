@@ -49,7 +49,7 @@ from bridge.mcp.outcomes import (
     RejectedCall,
     UnknownOutcome,
 )
-from bridge.mcp.push import PushUpdates
+from bridge.mcp.push import PushConfig, PushUpdates
 from bridge.mcp.replay import CallReplays
 from bridge.mcp.resumption import HandleResumption, ResumeReport
 from bridge.mcp.retries import UnknownOutcomeRetries
@@ -84,6 +84,7 @@ class TaskRequester:
         *,
         credentials: CredentialResolver = no_credentials,
         scheduler: SchedulerConfig | None = None,
+        push: PushConfig | None = None,
         unknown_outcomes: UnknownOutcomePolicy = UnknownOutcomePolicy.REPORT,
         max_unknown_retries: int = 1,
         clock: Callable[[], int] | None = None,
@@ -100,6 +101,7 @@ class TaskRequester:
         self._servers = list(servers)
         self._credentials = credentials
         self._scheduler_config = scheduler
+        self._push_config = push
         self.unknown_outcomes = unknown_outcomes
         self._clock = clock or ledger.clock  # one clock for due times, TTLs and the ledger
         self._rng = rng
@@ -149,7 +151,7 @@ class TaskRequester:
             rng=self._rng,
         )
         self._scheduler.on_closed = self.emit_task_span
-        self._push = PushUpdates(self._scheduler, self._pool, self._tg)
+        self._push = PushUpdates(self._scheduler, self._pool, self._tg, self._push_config)
         self._updates = TaskUpdates(
             self.ledger, self.db, self._pool, self._scheduler, self.emit_task_span
         )
