@@ -24,8 +24,9 @@ from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict
 
-TASKS = "io.modelcontextprotocol/tasks"
-CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
+from bridge.mcp.wire import TASKS_EXTENSION
+
+TASKS = TASKS_EXTENSION
 
 
 def missing_capability() -> NoReturn:
@@ -81,9 +82,9 @@ class TaskPushListeners:
         wanted = notifications.get("taskIds") if isinstance(notifications, dict) else None
         if ctx.method != "subscriptions/listen" or ctx.request_id is None or not wanted:
             return await call_next(ctx)
-        declared = ((params.get("_meta") or {}).get(CAPABILITIES_META_KEY) or {}).get(
-            "extensions"
-        ) or {}
+        request_meta = params.get("_meta") or {}
+        capabilities = request_meta.get(mcp_types.CLIENT_CAPABILITIES_META_KEY) or {}
+        declared = capabilities.get("extensions") or {}
         if TASKS not in declared:
             missing_capability()
         if time.monotonic() < self.refuse_until:

@@ -125,9 +125,13 @@ class _ServerPush:
     failures: int = 0
     refused_by: int | None = None  # id() of the session whose server honoured no task id
 
-    def honoured_refs(self) -> frozenset[str]:
+    def honoured_refs(self, streams: list[_Stream] | None = None) -> frozenset[str]:
+        """The watched task refs the server honoured on ``streams`` (default: all open)."""
         return frozenset(
-            ref for s in self.streams for i in s.honored or () for ref in self.routes.get(i, ())
+            ref
+            for s in (self.streams if streams is None else streams)
+            for i in s.honored or ()
+            for ref in self.routes.get(i, ())
         )
 
 
@@ -281,9 +285,7 @@ class PushUpdates:
         # is lost with it; each handle they carried is polled once more (after this
         # acknowledgement, so that poll sees any change the lost push carried).
         self.stats.merges += 1
-        carried = frozenset(
-            ref for old in fold for i in old.honored or () for ref in state.routes.get(i, ())
-        )
+        carried = state.honoured_refs(fold)
         for old in fold:
             self._close(state, old)
         state.streams.append(stream)

@@ -428,10 +428,10 @@ class PollScheduler:
         async with watch.observing:
             if watch.pushes != pushes:
                 return  # a push landed meanwhile (and rescheduled the handle): it supersedes this
-            # Sent after the acknowledgement, and no stream dropped it since: pushes carry the
-            # rest. (After a merge the handle was dropped and named again: the poll that counts
-            # is one sent after that.)
-            covered = pushed and watch.pushed and epoch == watch.push_epoch
+            # Sent after the acknowledgement, and no stream dropped it since (push_ended bumps
+            # the epoch; after a merge the handle was dropped and named again, and the poll
+            # that counts is one sent after that): pushes carry the rest.
+            covered = pushed and epoch == watch.push_epoch
             await self._on_reply(watch, reply, pushed=covered)
 
     async def _deliver_answers(self, watch: _Watch, connection: ServerConnection) -> None:
