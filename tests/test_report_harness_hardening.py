@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -174,22 +174,30 @@ def test_a_token_in_a_query_string_never_reaches_the_access_log(server: ServerPr
 
 # --------------------------------------------------------------------------- streaming cost
 class MeasuredStore(HarnessStore):
-    """The real store, recording how many bytes each append writes."""
+    """The real store, recording how many bytes each event's append writes (the snapshot of a
+    step's events counted with the last of them, the one it was taken after)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.written: list[tuple[str, int]] = []
+        self.transactions = 0
 
-    def append(
-        self, response_id: str, seq: int, event_type: str, event_json: str, body_json: str | None,
-        status: str, **kw: Any,
+    def append_all(
+        self, response_id: str, first_seq: int, events: Sequence[tuple[str, str]],
+        body_json: str | None, status: str, **kw: Any,
     ) -> None:  # fmt: skip
-        self.written.append((event_type, len(event_json) + len(body_json or "")))
-        super().append(response_id, seq, event_type, event_json, body_json, status, **kw)
+        self.transactions += 1
+        for n, (event_type, event_json) in enumerate(events, start=1):
+            snapshot = len(body_json or "") if n == len(events) else 0
+            self.written.append((event_type, len(event_json) + snapshot))
+        super().append_all(response_id, first_seq, events, body_json, status, **kw)
 
 
 @pytest.mark.anyio
-async def test_a_streamed_word_costs_the_same_however_long_the_answer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pace", [0, 0.001], ids=["one-step", "word-by-word"])
+async def test_a_streamed_word_costs_the_same_however_long_the_answer(
+    tmp_path: Path, pace: float
+) -> None:
     url = f"sqlite:///{tmp_path / 'measured.db'}"
     store = MeasuredStore(HarnessStore.open(url).engine)
     words = [f"word{n:05d}" for n in range(1500)]
@@ -199,12 +207,15 @@ async def test_a_streamed_word_costs_the_same_however_long_the_answer(tmp_path: 
             "/v1/responses", json={"input": "reply with exactly: " + " ".join(words)}
         )
 
-    answer = await _serve_once(store, url, ask)
+    answer = await _serve_once(store, url, ask, pace_seconds=pace)
     assert answer.status_code == 200 and answer.json()["status"] == "completed"
     deltas = [size for kind, size in store.written if kind == "response.output_text.delta"]
     assert len(deltas) == len(words)
     # The answer is ~15 KB by the end; a delta that rewrote the response would grow with it.
     assert max(deltas) < 400 and max(deltas) - min(deltas) < 50
+    # Paced, every word is stored (and streamed) when it is said; unpaced, the message is one
+    # step's events: opening, the message and the terminal event, one transaction each.
+    assert store.transactions == (len(words) + 3 if pace else 3)
 
 
 class TerminalWritesFail(HarnessStore):
@@ -273,6 +284,45 @@ async def test_a_run_the_bridge_saw_end_is_settled_as_recorded_after_a_restart(
     assert final["status"] == "completed"
     assert types.count("response.completed") == 1
     assert not any(t.endswith(".resumed") for t in types), "settled, not executed again"
+
+
+def test_a_steps_events_go_with_the_snapshot_their_last_one_produced(tmp_path: Path) -> None:
+    """A snapshot taken after a trailing delta would have that delta folded in twice on read;
+    a step ending in a non-delta without one would leave reads a snapshot behind."""
+    store = HarnessStore.open(f"sqlite:///{tmp_path / 'steps.db'}")
+    body = new_response(
+        "resp_steps", model="m", metadata={"session_id": "hsess_s", "harness_id": "h"},
+        previous_response_id=None,
+    )  # fmt: skip
+    store.create(
+        principal="p", body=body, input_items=[], request={}, idempotency_key=None,
+        fingerprint="f",
+    )  # fmt: skip
+    item = new_message_item()
+    item["content"].append(new_text_part())
+    body["output"].append(item)
+    where = {"output_index": 0, "content_index": 0}
+    done = ("response.output_item.done", "{}")
+    delta_type = "response.output_text.delta"
+    delta = (delta_type, json.dumps({"type": delta_type, "delta": "a", **where}))
+    snapshot = json.dumps(body)
+    for events, body_json in [
+        ([done, delta], snapshot),  # ends in a delta, with a snapshot
+        ([done, delta], None),  # a non-delta without its snapshot
+        ([done], None),
+        ([delta], snapshot),
+        ([], snapshot),
+    ]:
+        with pytest.raises(ValueError):
+            store.append_all("resp_steps", 0, events, body_json, "in_progress")
+    assert store.events_after("resp_steps", -1) == []
+    store.append_all("resp_steps", 0, [delta, delta, done], snapshot, "in_progress")
+    store.append_all("resp_steps", 3, [delta, delta], None, "in_progress")
+    assert [seq for seq, _, _ in store.events_after("resp_steps", -1)] == [0, 1, 2, 3, 4]
+    stored = store.get("resp_steps")  # the snapshot (no text) and the two deltas after it
+    assert stored is not None and stored.next_seq == 5
+    assert stored.body["output"][0]["content"][0]["text"] == "aa"
+    store.close()
 
 
 def test_a_read_between_snapshots_folds_in_the_streamed_deltas(tmp_path: Path) -> None:

@@ -49,6 +49,16 @@ VENDOR = "report_harness"
 
 
 # --------------------------------------------------------------------------- live runs
+@dataclass
+class Events:
+    """Events of one step, collected to be appended together (:meth:`Runtime.emit_all`)."""
+
+    items: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def add(self, type_: str, **payload: Any) -> None:
+        self.items.append((type_, payload))
+
+
 @dataclass(eq=False)
 class LiveRun:
     """A response being executed by this process."""
@@ -188,6 +198,23 @@ class Runtime:
         forwarded_seq: int | None = None,
         **payload: Any,
     ) -> None:
+        """Append one event to the run's log (and the snapshot it produced), durably."""
+        await self._append(run, [(type_, payload)], step=step, forwarded_seq=forwarded_seq)
+
+    async def emit_all(self, run: LiveRun, events: Events, *, step: int | None = None) -> None:
+        """Append the events of one step in one transaction, with the snapshot the last one
+        produced: streams see them together, as they were made together (a step with no pause
+        between its events), and a crash leaves all of them or none."""
+        await self._append(run, events.items, step=step, forwarded_seq=None)
+
+    async def _append(
+        self,
+        run: LiveRun,
+        events: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        step: int | None,
+        forwarded_seq: int | None,
+    ) -> None:
         async with run.lock:
             if forwarded_seq is not None:
                 if forwarded_seq <= run.bridge_cursor:
@@ -195,22 +222,24 @@ class Runtime:
                 run.bridge_cursor = forwarded_seq
             if step is not None:
                 run.step = step
-            seq = run.next_seq
-            event = {"type": type_, "sequence_number": seq, **payload}
+            first = run.next_seq
+            rows = [
+                (type_, json.dumps({"type": type_, "sequence_number": seq, **payload}))
+                for seq, (type_, payload) in enumerate(events, start=first)
+            ]
             # Advance first: a cancellation delivered while the (uncancellable) write runs
-            # must not make the next event reuse this number.
-            run.next_seq = seq + 1
-            # A delta stores only itself (the stored body catches up at the next item
+            # must not make the next event reuse these numbers.
+            run.next_seq = first + len(rows)
+            # Deltas store only themselves (the stored body catches up at the next item
             # boundary, and a read in between folds the pending deltas in: see the store), so
             # a streamed word costs the same however long the response already is.
-            body_json = None if type_ in DELTA_EVENTS else json.dumps(run.body)
+            body_json = None if rows[-1][0] in DELTA_EVENTS else json.dumps(run.body)
             try:
                 await self.write(
-                    self.store.append,
+                    self.store.append_all,
                     run.id,
-                    seq,
-                    type_,
-                    json.dumps(event),
+                    first,
+                    rows,
                     body_json,
                     run.body["status"],
                     step=step,
@@ -219,7 +248,7 @@ class Runtime:
             except asyncio.CancelledError:
                 raise
             except BaseException:
-                run.next_seq = seq  # nothing was written
+                run.next_seq = first  # nothing was written
                 raise
             finally:
                 run.signal.notify()
@@ -269,8 +298,10 @@ class Runtime:
         assert self.bridge is not None
         _stop_if_cancel_requested(run)
         if run.next_seq == 0:
-            await self.emit(run, "response.created", response=self.snapshot(run))
-            await self.emit(run, "response.in_progress", response=self.snapshot(run))
+            opening = Events()
+            opening.add("response.created", response=self.snapshot(run))
+            opening.add("response.in_progress", response=self.snapshot(run))
+            await self.emit_all(run, opening)
         if run.run_ref is None:
             view = await self.bridge.register_served_run(
                 run.principal,
@@ -324,38 +355,32 @@ class Runtime:
                 )
 
     async def _message(self, run: LiveRun, index: int, deltas: list[str], pause: float) -> None:
+        """One message item; with a ``pause`` each word is stored (and streamed) on its own,
+        without one the whole item is one step's events."""
         item = new_message_item()
         out = run.body["output"]
         out.append(item)
         where = {"item_id": item["id"], "output_index": len(out) - 1}
-        await self.emit(run, "response.output_item.added", output_index=len(out) - 1, item=item)
+        events = Events()
+        events.add("response.output_item.added", output_index=len(out) - 1, item=json_copy(item))
         part = new_text_part()
         item["content"].append(part)
-        await self.emit(
-            run, "response.content_part.added", **where, content_index=0, part=json_copy(part)
-        )
+        events.add("response.content_part.added", **where, content_index=0, part=json_copy(part))
         for delta in deltas:
             if pause:
+                await self.emit_all(run, events)
+                events = Events()
                 await asyncio.sleep(pause)
-            _stop_if_cancel_requested(run)
+                _stop_if_cancel_requested(run)
             part["text"] += delta
-            await self.emit(
-                run, "response.output_text.delta", **where, content_index=0, delta=delta
-            )
-        await self.emit(
-            run, "response.output_text.done", **where, content_index=0, text=part["text"]
-        )
-        await self.emit(
-            run, "response.content_part.done", **where, content_index=0, part=json_copy(part)
-        )
+            events.add("response.output_text.delta", **where, content_index=0, delta=delta)
+        events.add("response.output_text.done", **where, content_index=0, text=part["text"])
+        events.add("response.content_part.done", **where, content_index=0, part=json_copy(part))
         item["status"] = "completed"
-        await self.emit(
-            run,
-            "response.output_item.done",
-            output_index=where["output_index"],
-            item=json_copy(item),
-            step=index + 1,
+        events.add(
+            "response.output_item.done", output_index=where["output_index"], item=json_copy(item)
         )
+        await self.emit_all(run, events, step=index + 1)
 
     async def _tool_step(self, run: LiveRun, index: int, step: agent.ToolStep) -> None:
         assert self.bridge is not None and run.run_ref is not None
@@ -372,24 +397,24 @@ class Runtime:
         out = run.body["output"]
         out.append(call)
         pos = len(out) - 1
-        await self.emit(run, "response.output_item.added", output_index=pos, item=json_copy(call))
+        events = Events()
+        events.add("response.output_item.added", output_index=pos, item=json_copy(call))
         call["arguments"] = arguments
-        await self.emit(
-            run,
+        events.add(
             "response.function_call_arguments.delta",
             item_id=call["id"],
             output_index=pos,
             delta=arguments,
         )
-        await self.emit(
-            run,
+        events.add(
             "response.function_call_arguments.done",
             item_id=call["id"],
             output_index=pos,
             arguments=arguments,
         )
         call["status"] = "completed"
-        await self.emit(run, "response.output_item.done", output_index=pos, item=json_copy(call))
+        events.add("response.output_item.done", output_index=pos, item=json_copy(call))
+        await self.emit_all(run, events)
 
         result = await self._call(run, index, step)
         result_item = {
@@ -401,16 +426,10 @@ class Runtime:
         }
         out.append(result_item)
         pos = len(out) - 1
-        await self.emit(
-            run, "response.output_item.added", output_index=pos, item=json_copy(result_item)
-        )
-        await self.emit(
-            run,
-            "response.output_item.done",
-            output_index=pos,
-            item=json_copy(result_item),
-            step=index + 1,
-        )
+        events = Events()
+        events.add("response.output_item.added", output_index=pos, item=json_copy(result_item))
+        events.add("response.output_item.done", output_index=pos, item=json_copy(result_item))
+        await self.emit_all(run, events, step=index + 1)
 
     async def _call(self, run: LiveRun, index: int, step: agent.ToolStep) -> dict[str, Any]:
         """One bridged MCP call; the result as the agent sees it (never raises)."""

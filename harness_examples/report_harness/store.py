@@ -219,9 +219,41 @@ class HarnessStore:
     ) -> None:
         """Append one event and store the response snapshot it produced, atomically (a delta
         comes without one: ``body_json`` None keeps the last snapshot)."""
-        self.writes.append(
-            response_id, seq, event_type, event_json, body_json, status, step, bridge_cursor
+        self.append_all(
+            response_id,
+            seq,
+            [(event_type, event_json)],
+            body_json,
+            status,
+            step=step,
+            bridge_cursor=bridge_cursor,
         )
+
+    def append_all(
+        self,
+        response_id: str,
+        first_seq: int,
+        events: Sequence[tuple[str, str]],
+        body_json: str | None,
+        status: str,
+        *,
+        step: int | None = None,
+        bridge_cursor: int | None = None,
+    ) -> None:
+        """Append ``(type, json)`` events numbered from ``first_seq`` on and the snapshot the
+        last one produced, atomically. ``body_json`` must be the body as of the last event:
+        None only when every event is a delta (a read folds deltas after the last snapshot,
+        so a snapshot taken after a trailing delta would have it applied twice)."""
+        if not events:
+            raise ValueError("no events to append")
+        ends_in_delta = events[-1][0] in DELTA_EVENTS
+        if (body_json is None) != ends_in_delta or (
+            ends_in_delta and any(t not in DELTA_EVENTS for t, _ in events)
+        ):
+            raise ValueError(
+                "a snapshot goes with events that end in a non-delta; deltas alone go without"
+            )
+        self.writes.append(response_id, first_seq, events, body_json, status, step, bridge_cursor)
 
     def events_after(self, response_id: str, after_seq: int) -> list[tuple[int, str, str]]:
         """``(seq, type, json)`` of the events with ``seq > after_seq``, in order."""
