@@ -9,12 +9,14 @@ injected time it was sent at (``stats.lateness``: due time and lateness).
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
 from bridge import events as ev
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import TaskStatus
+from bridge.mcp import scheduler as scheduler_module
 from bridge.mcp.outcomes import TaskHandle
 from bridge.mcp.requester import TaskRequester
 from bridge.mcp.scheduler import PollScheduler, SchedulerConfig
@@ -134,3 +136,52 @@ async def test_a_real_servers_interval_is_recorded_and_used(
     assert task.status is TaskStatus.COMPLETED and task.result["content"][0]["text"] == "report Q3"
     gaps = [b - a for a, b in zip([created_at, *polls], polls, strict=False)]
     assert polls and all(60_000 <= gap <= 66_000 + STEP_MS for gap in gaps), gaps
+
+
+async def test_a_poll_in_flight_when_its_stream_ends_does_not_count_as_covered(
+    sqlite_ledger: Ledger,
+    clock: FakeClock,
+    tasks_server: ServerProcess,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream acknowledged, then lost while a poll is out: that poll left under the
+    acknowledgement, but a change after the stream ended is pushed to nobody, so its reply must
+    not put the handle on the backstop. The real server answers; the stream's end is injected
+    between the request leaving and the reply landing (too narrow a window to hit otherwise)."""
+    tenant = sqlite_ledger.for_principal(P)
+    run = new_run(tenant)
+    config = McpServerConfig(name="s", url=tasks_server.url, request_timeout_s=5.0)
+    settings = SchedulerConfig(jitter=0.0, push_backstop_ms=600_000)
+    requester = TaskRequester(
+        sqlite_ledger, [config], scheduler=settings, clock=clock, rng=random.Random(7)
+    )
+    stream_ends_during_the_poll: list[str] = []
+    fetch = scheduler_module.fetch_task
+
+    async def fetch_while_the_stream_ends(connection: Any, task: Any) -> Any:
+        reply = await fetch(connection, task)
+        requester.scheduler.push_ended(stream_ends_during_the_poll)
+        stream_ends_during_the_poll.clear()
+        return reply
+
+    monkeypatch.setattr(scheduler_module, "fetch_task", fetch_while_the_stream_ends)
+
+    async def next_poll() -> None:
+        polls = requester.scheduler.stats.polls
+        while requester.scheduler.stats.polls == polls:
+            await _step(requester, clock)
+
+    async with requester:
+        handle = await requester.call_tool(P, run.ref, "s", "wait_forever", {"seconds": 30})
+        assert isinstance(handle, TaskHandle)
+        scheduler, ref = requester.scheduler, handle.task_ref
+        servers_interval = scheduler.interval_for(handle.task.poll_interval_ms)
+        assert servers_interval < 600_000
+        scheduler.push_acknowledged([ref])
+        stream_ends_during_the_poll.append(ref)
+        await next_poll()
+        assert not stream_ends_during_the_poll  # the stream ended while that poll was out
+        assert scheduler.due_ms(ref) == clock() + servers_interval
+        scheduler.push_acknowledged([ref])  # named again; nothing in the way this time
+        await next_poll()
+        assert scheduler.due_ms(ref) == clock() + 600_000
