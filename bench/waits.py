@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
 import anyio
-import httpx
 
 from bench.common import Report, cpu_seconds, stat_fields
 from bench.raw_task_calls import RawRound, raw_task_calls
@@ -99,13 +99,25 @@ def harness_with_task_tool(
             yield f"http://127.0.0.1:{harness.port}", harness.pid, effects, tool_server.url
 
 
-def _client(base: str, timeout: float) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        base_url=base,
+def _client(base: str, timeout: float) -> aiohttp.ClientSession:
+    """The benchmark's own HTTP client. aiohttp, not httpx: with 200 requests in flight,
+    httpx's connection pool took a whole core for over a second while the responses came
+    back (the harness idle meanwhile), and that was measured as the harness's wall time."""
+    return aiohttp.ClientSession(
+        base,
         headers={"Authorization": f"Bearer {TOKEN}"},
-        timeout=timeout,
-        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=1000),
+        timeout=aiohttp.ClientTimeout(total=timeout),
+        connector=aiohttp.TCPConnector(limit=0),  # one connection per request in flight
     )
+
+
+async def _post(client: aiohttp.ClientSession, body: dict[str, object]) -> dict[str, object]:
+    """POST a response; its JSON body (an error envelope too: the caller checks the status)."""
+    async with client.post("/v1/responses", json=body) as answer:
+        decoded: dict[str, object] = await answer.json(content_type=None)
+        if "status" not in decoded:
+            decoded["status"] = f"HTTP {answer.status}"
+        return decoded
 
 
 def _call(key: str, seconds: float) -> str:
@@ -126,8 +138,7 @@ async def _idle_share(runs: int, window_s: float, poll_interval_ms: int) -> tupl
             async with _client(base, 60) as client:
                 for n in range(runs):
                     body = {"input": _call(f"idle-{n}", 3600), "background": True}
-                    answer = await client.post("/v1/responses", json=body)
-                    answer.raise_for_status()
+                    assert not str((await _post(client, body))["status"]).startswith("HTTP")
             await _wait_for_starts(effects, runs, timeout=120)
             await anyio.sleep(2.0)  # every run is now parked in its tool step
             before, started = sample(pid), time.perf_counter()
@@ -211,8 +222,7 @@ async def _harness_round(
     async with _client(base, 600) as client:
 
         async def one(text: str) -> None:
-            answer = await client.post("/v1/responses", json={"input": text})
-            statuses.append(answer.json().get("status", f"HTTP {answer.status_code}"))
+            statuses.append(str((await _post(client, {"input": text}))["status"]))
             milestones.setdefault("first response", time.perf_counter() - started)
 
         async def follow(tail: EffectsTail) -> None:
@@ -286,7 +296,7 @@ async def _call_rounds(runs: int, rounds: int) -> CallRounds:
         with polled as (base, pid, effects, url), pushing as (p_base, p_pid, p_effects, _):
             for warm_base in (base, p_base):  # each bridge's MCP session, connected
                 async with _client(warm_base, 60) as client:
-                    (await client.post("/v1/responses", json={"input": _call("warm", 0)})).json()
+                    await _post(client, {"input": _call("warm", 0)})
             harness, pushed, raw = [], [], []
             for r in range(rounds):
                 raw.append(
@@ -350,7 +360,10 @@ async def bench_concurrent_calls(runs: int, report: Report, rounds: int = 2) -> 
         "stream names it and then only at the 60-s backstop. Executions, and the `tasks/get` "
         "the harness sent, are counted by the MCP server. CPU and peak RSS of the harness "
         "processes from `/proc`; wall times are medians of the rounds. The machine is shared "
-        "(2 cores)."
+        "(2 cores). The benchmark posts with aiohttp: httpx's connection pool, with 200 "
+        "requests in flight, kept this process at a whole core for over a second while the "
+        "responses came back and the harness sat idle, and that was counted in the harness's "
+        "wall (sections 9 and 10 up to 2026-12-02 were measured that way)."
     )
     report.add()
     report.add("| figure | server polled | server pushes | target |")
