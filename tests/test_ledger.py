@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -281,6 +282,26 @@ def test_outer_lifecycle_is_recorded_without_touching_inner_tasks(ledger: Ledger
     stored = tenant.get_run(run.ref)
     assert stored.status is OuterStatus.CANCELLED and stored.last_sequence == 7
     assert _types(ledger, run.ref)[-3:] == ["outer.status_changed", "outer.terminal", "anomaly"]
+
+
+def test_a_response_is_registered_once_per_tenant_however_many_ask(ledger: Ledger) -> None:
+    """Registration looks for the response inside its own write transaction: eight threads
+    registering the same served response get one run, and another tenant's same response id
+    is another run."""
+    tenant = ledger.for_principal("acme")
+
+    def register(_: int) -> str:
+        return tenant.open_run("local:h", response_id="resp_same", session_id="hsess1").ref
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        refs = set(pool.map(register, range(8)))
+    assert len(refs) == 1
+    (ref,) = refs
+    assert _types(ledger, ref) == ["run.registered"]
+    assert tenant.open_run("local:h", response_id="resp_same").ref == ref
+    other = ledger.for_principal("globex").open_run("local:h", response_id="resp_same")
+    assert other.ref != ref and other.principal == "globex"
+    assert tenant.open_run("local:other", response_id="resp_same").ref != ref  # another server
 
 
 def test_remote_run_registered_before_post_then_ids_recorded(ledger: Ledger) -> None:

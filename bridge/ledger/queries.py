@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select
+from sqlalchemy import Connection, Select, bindparam, func, select
 
 from bridge import events as ev
 from bridge.errors import NotFound
@@ -85,6 +85,9 @@ _RUN_BY_RESPONSE = select(RUNS).where(
     RUNS.c.uhp_server == bindparam("w_server"),
     RUNS.c.response_id == bindparam("w_response_id"),
 )
+_RUN_BY_KEY = select(RUNS).where(
+    RUNS.c.principal == bindparam("w_principal"), RUNS.c.idempotency_key == bindparam("w_key")
+)
 
 
 class TenantQueries(TenantScope):
@@ -96,13 +99,27 @@ class TenantQueries(TenantScope):
 
     def find_run(self, uhp_server: str, response_id: str) -> RunView | None:
         with self._read() as conn:
-            params = {
-                "w_principal": self.principal,
-                "w_server": uhp_server,
-                "w_response_id": response_id,
-            }
-            row = conn.execute(_RUN_BY_RESPONSE, params).first()
+            row = self._existing_run_row(conn, uhp_server, response_id, None)
         return RunView.from_row(row) if row is not None else None
+
+    def _existing_run_row(
+        self,
+        conn: Connection,
+        uhp_server: str,
+        response_id: str | None,
+        idempotency_key: str | None,
+    ) -> Any:
+        """The run registered under ``response_id`` on ``uhp_server``, else under
+        ``idempotency_key`` (None: neither)."""
+        params = {"w_principal": self.principal}
+        if response_id is not None:
+            by_response = {**params, "w_server": uhp_server, "w_response_id": response_id}
+            row = conn.execute(_RUN_BY_RESPONSE, by_response).first()
+            if row is not None:
+                return row
+        if idempotency_key is not None:
+            return conn.execute(_RUN_BY_KEY, {**params, "w_key": idempotency_key}).first()
+        return None
 
     def find_runs_by_response_id(self, response_id: str) -> list[RunView]:
         """This principal's runs recorded under ``response_id``, on any UHP server (oldest
@@ -117,9 +134,7 @@ class TenantQueries(TenantScope):
 
     def find_run_by_idempotency_key(self, idempotency_key: str) -> RunView | None:
         with self._read() as conn:
-            row = conn.execute(
-                select(RUNS).where(self._owned(RUNS), RUNS.c.idempotency_key == idempotency_key)
-            ).first()
+            row = self._existing_run_row(conn, "", None, idempotency_key)
         return RunView.from_row(row) if row is not None else None
 
     def list_runs(self, *, limit: int = 50, open_only: bool = False) -> list[RunView]:

@@ -43,13 +43,16 @@ class RunWrites(TenantQueries):
         ``idempotency_key`` (and the scrubbed ``request_json`` it is sent with) *before* the
         POST, then :meth:`record_outer_ids` once it answers.
         """
-        existing = self._find_existing_run(uhp_server, response_id, idempotency_key)
-        if existing is not None:
-            return existing
         now = self.now
         ref = new_ref(RUN_PREFIX)
         try:
             with self._write() as tx:
+                # Looked up in the write transaction itself (one transaction, not a read and
+                # then a write; on SQLite it holds the write lock, so nothing registers the
+                # same response in between; elsewhere the unique constraints catch a race).
+                found = self._existing_run_row(tx.conn, uhp_server, response_id, idempotency_key)
+                if found is not None:
+                    return RunView.from_row(found)
                 row = {
                     "ref": ref,
                     "principal": self.principal,
@@ -89,13 +92,9 @@ class RunWrites(TenantQueries):
     def _find_existing_run(
         self, uhp_server: str, response_id: str | None, idempotency_key: str | None
     ) -> RunView | None:
-        if response_id is not None:
-            found = self.find_run(uhp_server, response_id)
-            if found is not None:
-                return found
-        if idempotency_key is not None:
-            return self.find_run_by_idempotency_key(idempotency_key)
-        return None
+        with self._read() as conn:
+            row = self._existing_run_row(conn, uhp_server, response_id, idempotency_key)
+        return RunView.from_row(row) if row is not None else None
 
     def record_outer_ids(
         self,
