@@ -142,6 +142,11 @@ def written_columns(table: Table) -> list[str]:
     return [c.name for c in table.columns if c is not generated]
 
 
+def bind_columns(table: Table, names: list[str]) -> dict[str, Any]:
+    """A bound parameter per column name, typed as the column (for precompiled inserts)."""
+    return {name: bindparam(name, type_=table.c[name].type) for name in names}
+
+
 def null_row(table: Table) -> dict[str, Any]:
     """Every written column of ``table`` set to NULL: the base a full row is written over."""
     return dict.fromkeys(written_columns(table))

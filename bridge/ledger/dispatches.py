@@ -27,7 +27,6 @@ from sqlalchemy import (
     Connection,
     Select,
     String,
-    Table,
     Update,
     bindparam,
     cast,
@@ -43,7 +42,15 @@ from sqlalchemy import (
 from bridge import events as ev
 from bridge.errors import DuplicateTaskHandle, InvalidTransition, NotFound, OperationReused
 from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref, sha256_hex
-from bridge.ledger._base import DISPATCHES, EVENTS, RUNS, TASKS, LedgerCore, written_columns
+from bridge.ledger._base import (
+    DISPATCHES,
+    EVENTS,
+    RUNS,
+    TASKS,
+    LedgerCore,
+    bind_columns,
+    written_columns,
+)
 from bridge.ledger.fencing import Membership
 from bridge.ledger.group_commit import StagedCommit
 from bridge.ledger.hotpath import CompiledStatement, Cursor, DriverSession, StatementResult
@@ -100,10 +107,6 @@ def _intent_view(values: dict[str, Any]) -> DispatchView:
     )
 
 
-def _bind(table: Table, names: list[str]) -> dict[str, Any]:
-    return {name: bindparam(name, type_=table.c[name].type) for name in names}
-
-
 class CallPathStatements:
     """The statements of the two write-ahead commits, compiled once per dialect."""
 
@@ -119,7 +122,9 @@ class CallPathStatements:
             RUNS.c.principal == bindparam("owner")
         )
         dispatch_columns = written_columns(DISPATCHES)
-        source = select(*[b.label(c) for c, b in _bind(DISPATCHES, dispatch_columns).items()])
+        source = select(
+            *[b.label(c) for c, b in bind_columns(DISPATCHES, dispatch_columns).items()]
+        )
         self.insert_dispatch = compile_(
             insert(DISPATCHES).from_select(dispatch_columns, source.where(owned_run))
         )
@@ -149,9 +154,11 @@ class CallPathStatements:
             .values(event_seq=RUNS.c.event_seq + literal_column("1"))
             .returning(RUNS.c.event_seq, RUNS.c.response_id, RUNS.c.session_id)
         )
-        self.insert_task = compile_(insert(TASKS).values(_bind(TASKS, written_columns(TASKS))))
+        self.insert_task = compile_(
+            insert(TASKS).values(bind_columns(TASKS, written_columns(TASKS)))
+        )
         event_columns = written_columns(EVENTS)
-        self.insert_event = compile_(insert(EVENTS).values(_bind(EVENTS, event_columns)))
+        self.insert_event = compile_(insert(EVENTS).values(bind_columns(EVENTS, event_columns)))
         # The same append without reading the number back (RETURNING costs SQLite more than
         # the statement it is on): the counter moves, then the event is written at the new
         # value, its payload completed in SQL: '{"seq":' || seq || <_event_tail>.
@@ -166,7 +173,7 @@ class CallPathStatements:
             + cast(RUNS.c.event_seq, String)
             + bindparam("payload_tail", type_=String),
         }
-        bound = _bind(EVENTS, [c for c in event_columns if c not in from_run])
+        bound = bind_columns(EVENTS, [c for c in event_columns if c not in from_run])
         at_seq = select(
             *[(from_run[c] if c in from_run else bound[c]).label(c) for c in event_columns]
         )

@@ -80,12 +80,12 @@ _TASK_BY_HANDLE = select(TASKS).where(
     TASKS.c.server_endpoint == bindparam("w_endpoint"),
     TASKS.c.task_id == bindparam("w_task_id"),
 )
-_RUN_BY_RESPONSE = select(RUNS).where(
+RUN_BY_RESPONSE = select(RUNS).where(
     RUNS.c.principal == bindparam("w_principal"),
     RUNS.c.uhp_server == bindparam("w_server"),
     RUNS.c.response_id == bindparam("w_response_id"),
 )
-_RUN_BY_KEY = select(RUNS).where(
+RUN_BY_KEY = select(RUNS).where(
     RUNS.c.principal == bindparam("w_principal"), RUNS.c.idempotency_key == bindparam("w_key")
 )
 
@@ -114,11 +114,11 @@ class TenantQueries(TenantScope):
         params = {"w_principal": self.principal}
         if response_id is not None:
             by_response = {**params, "w_server": uhp_server, "w_response_id": response_id}
-            row = conn.execute(_RUN_BY_RESPONSE, by_response).first()
+            row = conn.execute(RUN_BY_RESPONSE, by_response).first()
             if row is not None:
                 return row
         if idempotency_key is not None:
-            return conn.execute(_RUN_BY_KEY, {**params, "w_key": idempotency_key}).first()
+            return conn.execute(RUN_BY_KEY, {**params, "w_key": idempotency_key}).first()
         return None
 
     def find_runs_by_response_id(self, response_id: str) -> list[RunView]:

@@ -5,22 +5,75 @@ An outer observation never touches an inner task: the two lifecycles are reconci
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Literal, cast
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import insert, or_, update
-from sqlalchemy.exc import IntegrityError
 
 from bridge import events as ev
 from bridge.errors import ConflictingIds
 from bridge.ids import RUN_PREFIX, new_ref
-from bridge.ledger._base import RUNS, UPDATE_RUN
+from bridge.ledger._base import (
+    EVENTS,
+    RUNS,
+    UPDATE_RUN,
+    LedgerCore,
+    bind_columns,
+    null_row,
+    written_columns,
+)
 from bridge.ledger.fencing import Membership, check_lease
+from bridge.ledger.hotpath import Cursor, DriverSession
 from bridge.ledger.outcome import bound_json
-from bridge.ledger.queries import TenantQueries
+from bridge.ledger.queries import RUN_BY_KEY, RUN_BY_RESPONSE, TenantQueries
 from bridge.ledger.views import RunView
 from bridge.lifecycle import Decision, OuterStatus, decide_outer
 
-_INSERT_RUN = insert(RUNS)  # built once (see ``_base``)
+
+class _Registration:
+    """A run's registration as precompiled statements on the ledger's driver session (like
+    the call path's, :mod:`bridge.ledger.hotpath`): a served response registers once per
+    response, and through Core its transaction cost several times the statements in it."""
+
+    def __init__(self, session: DriverSession) -> None:
+        self._by_response = session.compile(RUN_BY_RESPONSE)
+        self._by_key = session.compile(RUN_BY_KEY)
+        self.insert_run = session.compile(
+            insert(RUNS).values(bind_columns(RUNS, written_columns(RUNS)))
+        )
+        self.insert_event = session.compile(
+            insert(EVENTS).values(bind_columns(EVENTS, written_columns(EVENTS)))
+        )
+        self.empty_run = null_row(RUNS)
+
+    def existing(self, cursor: Cursor, principal: str, row: dict[str, Any]) -> Any:
+        """The columns of the run already registered under the row's response id (on its
+        server), else under its idempotency key; None: neither."""
+        if row["response_id"] is not None:
+            params = {
+                "w_principal": principal,
+                "w_server": row["uhp_server"],
+                "w_response_id": row["response_id"],
+            }
+            found = cursor.one(self._by_response, params)
+            if found is not None:
+                return found
+        if row["idempotency_key"] is not None:
+            params = {"w_principal": principal, "w_key": row["idempotency_key"]}
+            return cursor.one(self._by_key, params)
+        return None
+
+
+_REGISTRATIONS: WeakKeyDictionary[LedgerCore, _Registration] = WeakKeyDictionary()
+
+
+def _registration(ledger: LedgerCore) -> _Registration:
+    """The ledger's registration statements, compiled on first use."""
+    statements = _REGISTRATIONS.get(ledger)
+    if statements is None:
+        statements = _REGISTRATIONS[ledger] = _Registration(ledger._driver)
+    return statements
 
 
 class RunWrites(TenantQueries):
@@ -45,49 +98,57 @@ class RunWrites(TenantQueries):
         """
         now = self.now
         ref = new_ref(RUN_PREFIX)
+        registered = ev.RunRegistered(
+            uhp_server=uhp_server,
+            response_id=response_id,
+            session_id=session_id,
+            harness_id=harness_id,
+        )
+        row = {
+            **_registration(self._ledger).empty_run,
+            "ref": ref,
+            "principal": self.principal,
+            "uhp_server": uhp_server,
+            "response_id": response_id,
+            "session_id": session_id,
+            "harness_id": harness_id,
+            "status": status.value if status else None,
+            "idempotency_key": idempotency_key,
+            "request_json": request_json,
+            "event_seq": 1,  # its registration is the run's first event
+            "created_at_ms": now,
+            "updated_at_ms": now,
+        }
+        stamped = registered.model_copy(update={"seq": 1, "run_ref": ref, "at_ms": now})
+        event = {
+            "principal": self.principal,
+            "run_ref": ref,
+            "seq": 1,
+            "type": stamped.type,
+            "task_ref": None,
+            "payload_json": stamped.model_dump_json(),
+            "at_ms": now,
+        }
+        driver = self._ledger._driver
+        statements = _registration(self._ledger)
         try:
-            with self._write() as tx:
-                # Looked up in the write transaction itself (one transaction, not a read and
-                # then a write; on SQLite it holds the write lock, so nothing registers the
-                # same response in between; elsewhere the unique constraints catch a race).
-                found = self._existing_run_row(tx.conn, uhp_server, response_id, idempotency_key)
+            # One transaction on the driver's connection, the lookup inside it: on SQLite it
+            # holds the write lock, so nothing registers the same response in between;
+            # elsewhere the unique constraints catch a race (below).
+            with driver.transaction() as cursor:
+                found = statements.existing(cursor, self.principal, row)
                 if found is not None:
-                    return RunView.from_row(found)
-                row = {
-                    "ref": ref,
-                    "principal": self.principal,
-                    "uhp_server": uhp_server,
-                    "response_id": response_id,
-                    "session_id": session_id,
-                    "harness_id": harness_id,
-                    "status": status.value if status else None,
-                    "idempotency_key": idempotency_key,
-                    "request_json": request_json,
-                    "event_seq": 0,
-                    "created_at_ms": now,
-                    "updated_at_ms": now,
-                }
-                tx.conn.execute(_INSERT_RUN, row)
-                self._append(
-                    tx,
-                    ref,
-                    ev.RunRegistered(
-                        uhp_server=uhp_server,
-                        response_id=response_id,
-                        session_id=session_id,
-                        harness_id=harness_id,
-                    ),
-                )
-                # Read back in the same transaction: what a read after the commit would see,
-                # without a second connection and transaction.
-                opened = RunView.from_row(self._run_row(tx.conn, ref))
-        except IntegrityError:
+                    return RunView.from_row(SimpleNamespace(**found))
+                cursor.run(statements.insert_run, row)
+                cursor.run(statements.insert_event, event)
+        except driver.integrity_error:
             # A concurrent registration of the same response or key won the race.
             existing = self._find_existing_run(uhp_server, response_id, idempotency_key)
             if existing is None:
                 raise
             return existing
-        return opened
+        self._ledger._notify(self.principal, ref, 1)
+        return RunView.from_row(SimpleNamespace(**row))
 
     def _find_existing_run(
         self, uhp_server: str, response_id: str | None, idempotency_key: str | None
