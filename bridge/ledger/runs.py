@@ -9,12 +9,14 @@ from types import SimpleNamespace
 from typing import Any, Literal, cast
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import insert, or_, update
+from sqlalchemy import bindparam, func, insert, or_, update
 
 from bridge import events as ev
-from bridge.errors import ConflictingIds
+from bridge.errors import ConflictingIds, NotFound
 from bridge.ids import RUN_PREFIX, new_ref
 from bridge.ledger._base import (
+    _ROW_BY_REF,
+    _ROW_BY_REF_FOR_UPDATE,
     EVENTS,
     RUNS,
     UPDATE_RUN,
@@ -31,12 +33,13 @@ from bridge.ledger.views import RunView
 from bridge.lifecycle import Decision, OuterStatus, decide_outer
 
 
-class _Registration:
-    """A run's registration as precompiled statements on the ledger's driver session (like
-    the call path's, :mod:`bridge.ledger.hotpath`): a served response registers once per
-    response, and through Core its transaction cost several times the statements in it."""
+class _RunStatements:
+    """A run's registration and its outer observations as precompiled statements on the
+    ledger's driver session (like the call path's, :mod:`bridge.ledger.hotpath`): a served
+    response does each at least once, and through Core a transaction cost several times the
+    statements in it."""
 
-    def __init__(self, session: DriverSession) -> None:
+    def __init__(self, session: DriverSession, *, locks_rows: bool) -> None:
         self._by_response = session.compile(RUN_BY_RESPONSE)
         self._by_key = session.compile(RUN_BY_KEY)
         self.insert_run = session.compile(
@@ -46,6 +49,19 @@ class _Registration:
             insert(EVENTS).values(bind_columns(EVENTS, written_columns(EVENTS)))
         )
         self.empty_run = null_row(RUNS)
+        by_ref = _ROW_BY_REF_FOR_UPDATE if locks_rows else _ROW_BY_REF
+        self.run_row = session.compile(by_ref[RUNS.name])
+        # An outer observation: each column changes only when given, the event counter always.
+        kept: dict[str, Any] = {
+            name: func.coalesce(bindparam(f"new_{name}"), RUNS.c[name]) for name in _OUTER_CHANGES
+        }
+        self.update_outer = session.compile(
+            UPDATE_RUN.values(
+                **kept,
+                updated_at_ms=func.coalesce(bindparam("new_updated_at_ms"), RUNS.c.updated_at_ms),
+                event_seq=bindparam("w_event_seq"),
+            )
+        )
 
     def existing(self, cursor: Cursor, principal: str, row: dict[str, Any]) -> Any:
         """The columns of the run already registered under the row's response id (on its
@@ -65,14 +81,36 @@ class _Registration:
         return None
 
 
-_REGISTRATIONS: WeakKeyDictionary[LedgerCore, _Registration] = WeakKeyDictionary()
+#: The run's own columns an outer observation may change.
+_OUTER_CHANGES = ("status", "error_json", "last_sequence")
 
 
-def _registration(ledger: LedgerCore) -> _Registration:
-    """The ledger's registration statements, compiled on first use."""
-    statements = _REGISTRATIONS.get(ledger)
+def _event_row(
+    principal: str, run_ref: str, seq: int, now: int, event: ev.BridgeEvent
+) -> dict[str, Any]:
+    """The row of ``event`` appended to the run's log as number ``seq``."""
+    stamped = event.model_copy(update={"seq": seq, "run_ref": run_ref, "at_ms": now})
+    return {
+        "principal": principal,
+        "run_ref": run_ref,
+        "seq": seq,
+        "type": stamped.type,
+        "task_ref": None,
+        "payload_json": stamped.model_dump_json(),
+        "at_ms": now,
+    }
+
+
+_STATEMENTS: WeakKeyDictionary[LedgerCore, _RunStatements] = WeakKeyDictionary()
+
+
+def _run_statements(ledger: LedgerCore) -> _RunStatements:
+    """The ledger's run statements, compiled on first use."""
+    statements = _STATEMENTS.get(ledger)
     if statements is None:
-        statements = _REGISTRATIONS[ledger] = _Registration(ledger._driver)
+        statements = _STATEMENTS[ledger] = _RunStatements(
+            ledger._driver, locks_rows=ledger.dialect.locks_rows_for_update
+        )
     return statements
 
 
@@ -96,6 +134,7 @@ class RunWrites(TenantQueries):
         ``idempotency_key`` (and the scrubbed ``request_json`` it is sent with) *before* the
         POST, then :meth:`record_outer_ids` once it answers.
         """
+        statements = _run_statements(self._ledger)
         now = self.now
         ref = new_ref(RUN_PREFIX)
         registered = ev.RunRegistered(
@@ -105,7 +144,7 @@ class RunWrites(TenantQueries):
             harness_id=harness_id,
         )
         row = {
-            **_registration(self._ledger).empty_run,
+            **statements.empty_run,
             "ref": ref,
             "principal": self.principal,
             "uhp_server": uhp_server,
@@ -119,18 +158,8 @@ class RunWrites(TenantQueries):
             "created_at_ms": now,
             "updated_at_ms": now,
         }
-        stamped = registered.model_copy(update={"seq": 1, "run_ref": ref, "at_ms": now})
-        event = {
-            "principal": self.principal,
-            "run_ref": ref,
-            "seq": 1,
-            "type": stamped.type,
-            "task_ref": None,
-            "payload_json": stamped.model_dump_json(),
-            "at_ms": now,
-        }
+        event = _event_row(self.principal, ref, 1, now, registered)
         driver = self._ledger._driver
-        statements = _registration(self._ledger)
         try:
             # One transaction on the driver's connection, the lookup inside it: on SQLite it
             # holds the write lock, so nothing registers the same response in between;
@@ -211,29 +240,47 @@ class RunWrites(TenantQueries):
         With ``lease`` (a remotely followed run leased to this replica), refused with
         ``LeaseLost`` unless this replica incarnation still holds the run.
         """
-        with self._write() as tx:
-            row = self._run_row(tx.conn, run_ref, lock=True)
+        statements = _run_statements(self._ledger)
+        owned = {"w_principal": self.principal, "w_ref": run_ref}
+        # Precompiled on the driver's connection, as a registration: each served response
+        # reports its end once, and through Core the transaction cost several times its work.
+        with self._ledger._driver.transaction() as cursor:
+            columns = cursor.one(statements.run_row, owned)
+            if columns is None:
+                raise NotFound("run", run_ref)
+            row = SimpleNamespace(**columns)
             check_lease(row, lease, "run")
             current = OuterStatus(row.status) if row.status is not None else None
             decision = decide_outer(current, status)
-            values: dict[str, Any] = {}
+            values: dict[str, Any] = dict.fromkeys(_OUTER_CHANGES)  # None: left as it is
             if sequence is not None and (row.last_sequence is None or sequence > row.last_sequence):
                 values["last_sequence"] = sequence
+            events: list[ev.BridgeEvent] = []
             if decision.is_anomaly:
-                self._append(
-                    tx, run_ref, ev.Anomaly(kind="outer_status_regression", detail=decision.reason)
-                )
+                kind, detail = "outer_status_regression", decision.reason
+                events.append(ev.Anomaly(kind=kind, detail=detail))
             elif decision.records_status:
                 values["status"] = status.value
                 if status.is_terminal and error is not None:
                     values["error_json"] = bound_json(error, self._ledger.max_outcome_bytes).text
-                self._append(tx, run_ref, ev.OuterStatusChanged(previous=current, status=status))
+                events.append(ev.OuterStatusChanged(previous=current, status=status))
                 if status.is_terminal:
-                    self._append(tx, run_ref, ev.OuterTerminal(status=status, error=error))
-            if values:
-                values["updated_at_ms"] = self.now
-                run = {"w_principal": self.principal, "w_ref": run_ref}
-                tx.conn.execute(UPDATE_RUN, {**run, **values})
+                    events.append(ev.OuterTerminal(status=status, error=error))
+            if not events and all(v is None for v in values.values()):
+                return decision
+            now = self.now
+            touched = any(v is not None for v in values.values())
+            values["updated_at_ms"] = now if touched else None  # only the run's own columns
+            seq = int(row.event_seq)
+            for event in events:
+                seq += 1
+                cursor.run(
+                    statements.insert_event, _event_row(self.principal, run_ref, seq, now, event)
+                )
+            changes = {f"new_{name}": value for name, value in values.items()}
+            cursor.run(statements.update_outer, {**owned, **changes, "w_event_seq": seq})
+        if events:
+            self._ledger._notify(self.principal, run_ref, seq)
         return decision
 
     def record_trace_context(self, run_ref: str, trace_id: str, span_id: str) -> None:
