@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 
 from bridge import events as ev
 from bridge.errors import NotFound
@@ -99,3 +100,60 @@ def test_open_run_returns_the_committed_run(sqlite_ledger: Ledger) -> None:
     tenant = ledger.for_principal("local:alice")
     opened = new_run(tenant)
     assert opened == tenant.get_run(opened.ref) and opened.event_count == 1
+
+
+def test_lean_run_reads_equal_core(tmp_path: Path, clock: FakeClock) -> None:
+    """A run's tasks and dispatches, a dispatch by operation id and the summary's reads give on
+    the lean path what a thread without a cursor reads through Core: booleans, truncated
+    outcomes, open and settled tasks alike."""
+    ledger = Ledger.open(tmp_path / "ledger.db", clock=clock, max_outcome_bytes=64)
+    try:
+        tenant = ledger.for_principal("local:alice")
+        run = new_run(tenant)
+        settled, waiting = new_task(tenant, run.ref), new_task(tenant, run.ref)
+        big = {"content": [{"type": "text", "text": "x" * 500}], "isError": False}
+        tenant.observe_task(settled.ref, TaskObservation(TaskStatus.COMPLETED, result=big))
+        asking = {"k": {"method": "elicitation/create", "params": {}}}
+        tenant.observe_task(
+            waiting.ref, TaskObservation(TaskStatus.INPUT_REQUIRED, input_requests=asking)
+        )
+        op = tenant.begin_dispatch(
+            run.ref, server_endpoint="e", tool_name="t", arguments={}, operation_id="op-1"
+        )
+        tenant.mark_dispatch_sent(op.ref)
+        tenant.record_immediate_result(op.ref, big)
+        assert _holds_cursor(ledger)
+
+        def reads() -> list[object]:
+            return [
+                tenant.run_work(run.ref),
+                tenant.list_tasks(run_ref=run.ref, open_only=True),
+                tenant.list_tasks(),
+                tenant.list_dispatches(run_ref=run.ref),
+                tenant.list_dispatches(),
+                tenant.find_dispatch("op-1"),
+                tenant.find_dispatch("op-none"),
+            ]
+
+        through_sqlalchemy: list[str] = []
+        listener = lambda *args: through_sqlalchemy.append(args[2])  # noqa: E731 (the SQL)
+        event.listen(ledger.engine, "before_cursor_execute", listener)
+        lean = reads()
+        assert through_sqlalchemy == []  # all on this thread's driver cursor
+        through_core: list[object] = []
+        reader = threading.Thread(
+            target=lambda: through_core.extend([reads(), _holds_cursor(ledger)])
+        )
+        reader.start()
+        reader.join(timeout=60)
+        event.remove(ledger.engine, "before_cursor_execute", listener)
+        assert through_sqlalchemy  # the thread without a cursor read through Core...
+        assert through_core == [lean, False]  # ...the same, and kept no connection for it
+        tasks, dispatches, pending = lean[0]  # type: ignore[misc]
+        assert len(tasks) == 2 and len(dispatches) == 3 and pending == 1
+        assert [t.ref for t in lean[1]] == [waiting.ref]  # type: ignore[attr-defined]
+        found = lean[5]
+        assert found is not None and found.result_truncated is True  # type: ignore[attr-defined]
+        assert ledger.for_principal("local:bob").run_work(run.ref) == ([], [], 0)
+    finally:
+        ledger.close()

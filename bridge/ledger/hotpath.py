@@ -120,6 +120,12 @@ class Cursor:
         self._cursor.execute(statement.sql, statement.bind(params))
         return [row[0] for row in self._cursor.fetchall()]
 
+    def rows(self, statement: CompiledStatement, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Every row, in order, as column name -> value."""
+        self._cursor.execute(statement.sql, statement.bind(params))
+        names = [column[0] for column in self._cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in self._cursor.fetchall()]
+
 
 @dataclass(frozen=True, slots=True)
 class OneStatement(Generic[R]):

@@ -23,6 +23,7 @@ from bridge.ledger._base import (
     TenantScope,
     events_after_query,
 )
+from bridge.ledger.lean_reads import DISPATCH_BOOLEANS, TASK_BOOLEANS
 from bridge.ledger.views import DispatchView, InputRequestView, RunView, TaskView
 from bridge.lifecycle import DispatchState
 
@@ -62,7 +63,7 @@ def _inputs_query(pending_only: bool) -> Select[Any]:
 
 # Unanswered input requests of every task of one run (what ``input_requests(pending_only=True)``
 # finds, counted over the run's tasks at once).
-_PENDING_INPUTS_OF_RUN = select(func.count()).where(
+_PENDING_INPUTS_OF_RUN = select(func.count().label("pending")).where(
     INPUTS.c.principal == bindparam("w_principal"),
     INPUTS.c.answered_at_ms.is_(None),
     INPUTS.c.task_ref.in_(
@@ -178,11 +179,13 @@ class TenantQueries(TenantScope):
         self, *, run_ref: str | None = None, states: Sequence[DispatchState] | None = None
     ) -> list[DispatchView]:
         params: dict[str, Any] = {"w_principal": self.principal, "w_ref": run_ref}
-        if states is not None:
+        if states is not None:  # an expanding IN list: Core renders it per call
             params["w_states"] = [s.value for s in states]
-        query = _dispatches_query(run_ref is not None, states is not None)
-        with self._read() as conn:
-            return [DispatchView.from_row(r) for r in conn.execute(query, params)]
+            query = _dispatches_query(run_ref is not None, True)
+            with self._read() as conn:
+                return [DispatchView.from_row(r) for r in conn.execute(query, params)]
+        rows = self._rows(_dispatches_query(run_ref is not None, False), params, DISPATCH_BOOLEANS)
+        return [DispatchView.from_columns(columns) for columns in rows]
 
     def get_task(self, task_ref: str) -> TaskView:
         lean = self._ledger.lean_reads
@@ -205,8 +208,23 @@ class TenantQueries(TenantScope):
 
     def run_work(self, run_ref: str) -> tuple[list[TaskView], list[DispatchView], int]:
         """The run's tasks and dispatches (oldest first) and how many input requests of its
-        tasks are unanswered, in one read transaction (one snapshot, one connection)."""
+        tasks are unanswered, in one read transaction (one snapshot)."""
         params = {"w_principal": self.principal, "w_ref": run_ref}
+
+        def reads() -> tuple[list[TaskView], list[DispatchView], int]:
+            tasks = self.list_tasks(run_ref=run_ref)
+            dispatches = self.list_dispatches(run_ref=run_ref)
+            (pending,) = self._rows(_PENDING_INPUTS_OF_RUN, params)
+            return tasks, dispatches, int(pending["pending"])
+
+        lean = self._ledger.lean_reads
+        if lean is not None:
+            return lean.snapshot(reads, lambda: self._core_run_work(params))
+        return self._core_run_work(params)
+
+    def _core_run_work(
+        self, params: dict[str, Any]
+    ) -> tuple[list[TaskView], list[DispatchView], int]:
         with self._read() as conn:
             tasks = TaskView.from_rows(conn.execute(_tasks_query(True, False), params).all())
             rows = conn.execute(_dispatches_query(True, False), params)
@@ -216,9 +234,23 @@ class TenantQueries(TenantScope):
 
     def list_tasks(self, *, run_ref: str | None = None, open_only: bool = False) -> list[TaskView]:
         params = {"w_principal": self.principal, "w_ref": run_ref}
-        with self._read() as conn:
-            rows = conn.execute(_tasks_query(run_ref is not None, open_only), params).all()
-            return TaskView.from_rows(rows)
+        rows = self._rows(_tasks_query(run_ref is not None, open_only), params, TASK_BOOLEANS)
+        return [TaskView.from_columns(columns) for columns in rows]
+
+    def _rows(
+        self, query: Select[Any], params: dict[str, Any], booleans: tuple[str, ...] = ()
+    ) -> list[dict[str, Any]]:
+        """The rows of one of this module's prebuilt queries, on the lean path where this
+        thread has one (:mod:`bridge.ledger.lean_reads`), through Core otherwise."""
+
+        def core() -> list[dict[str, Any]]:
+            with self._read() as conn:
+                result = conn.execute(query, params)
+                names = list(result.keys())
+                return [dict(zip(names, row, strict=True)) for row in result]
+
+        lean = self._ledger.lean_reads
+        return core() if lean is None else lean.rows(query, params, core, booleans)
 
     def due_tasks(self, now_ms: int, *, limit: int = 500) -> list[TaskView]:
         """Open tasks whose next poll is due, oldest due first."""
@@ -309,10 +341,9 @@ class TenantQueries(TenantScope):
             return {ref: seq for ref, seq in conn.execute(query)}
 
     def _dispatch_by_operation(self, operation_id: str) -> DispatchView | None:
-        with self._read() as conn:
-            params = {"w_principal": self.principal, "w_operation_id": operation_id}
-            row = conn.execute(_DISPATCH_BY_OPERATION, params).first()
-        return DispatchView.from_row(row) if row is not None else None
+        params = {"w_principal": self.principal, "w_operation_id": operation_id}
+        rows = self._rows(_DISPATCH_BY_OPERATION, params, DISPATCH_BOOLEANS)
+        return DispatchView.from_columns(rows[0]) if rows else None
 
     def _task_by_handle(self, server_endpoint: str, task_id: str) -> TaskView | None:
         with self._read() as conn:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 from typing import Any
 
 from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
@@ -109,6 +110,11 @@ class DispatchView:
             created_at_ms=row.created_at_ms,
             updated_at_ms=row.updated_at_ms,
         )
+
+    @classmethod
+    def from_columns(cls, columns: dict[str, Any]) -> DispatchView:
+        """A view from the row's columns by name (as Core converts them)."""
+        return cls.from_row(SimpleNamespace(**columns))
 
     def with_result(self, result: Any, truncated: bool, updated_at_ms: int) -> DispatchView:
         """This dispatch as it reads once settled with ``result`` (state ``result``)."""
