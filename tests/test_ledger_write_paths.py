@@ -5,7 +5,7 @@ The write-ahead commits of a bridged call (``begin_dispatch``, ``mark_dispatch_s
 on the driver's own connection, precompiled (``Ledger(...)``, the default), or through
 SQLAlchemy Core (``precompiled_call_path=False``). For any generated sequence of operations,
 interleaved with writes that only have a Core path (``mark_dispatch_unknown``,
-``record_anomaly``), both must:
+``record_anomaly``) and outer observations (``observe_outer``, precompiled too), both must:
 
 * return the same views and raise the same errors;
 * leave identical rows in every table, and identical events (same payload text);
@@ -35,7 +35,7 @@ from bridge import events as ev
 from bridge.errors import BridgeError
 from bridge.ledger.fencing import Membership
 from bridge.ledger.store import DISPATCHES, EVENTS, RUNS, TASKS, Ledger, TenantLedger
-from bridge.lifecycle import TaskStatus
+from bridge.lifecycle import OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT
 from tests.support.postgres import fresh_database
@@ -89,11 +89,19 @@ class Anomaly:
 
 
 @dataclass(frozen=True)
+class Outer:
+    run: int
+    status: OuterStatus  # a regression is an anomaly, an end may carry an error
+    sequence: int | None
+    with_error: bool
+
+
+@dataclass(frozen=True)
 class Tick:
     ms: int
 
 
-Op = Begin | MarkSent | Result | CallError | TaskCreated | Unknown | Anomaly | Tick
+Op = Begin | MarkSent | Result | CallError | TaskCreated | Unknown | Anomaly | Outer | Tick
 
 # A script is a series of calls: each begins a dispatch, then takes a few steps on it or on the
 # one before (negative indexes count from the newest), interleaved with Core-only writes.
@@ -120,6 +128,13 @@ steps = st.one_of(
     ),
     st.builds(Unknown, recent),
     st.builds(Anomaly, st.integers(0, 1)),
+    st.builds(
+        Outer,
+        st.integers(0, 1),
+        st.sampled_from(list(OuterStatus)),
+        st.one_of(st.none(), st.integers(0, 9)),
+        st.booleans(),
+    ),
     st.builds(Tick, st.integers(0, 5_000)),
 )
 
@@ -160,10 +175,13 @@ def _apply(side: Side, op: Op, clock: FakeClock) -> Any:
     if isinstance(op, Tick):
         clock.advance(op.ms)
         return None
-    if isinstance(op, Begin | Anomaly):
+    if isinstance(op, Begin | Anomaly | Outer):
         run_ref = side.runs[op.run]
         if isinstance(op, Anomaly):
             return tenant.record_anomaly(run_ref, "test", "interleaved Core append")
+        if isinstance(op, Outer):
+            error = {"code": "boom", "detail": ["é", 1.5]} if op.with_error else None
+            return tenant.observe_outer(run_ref, op.status, sequence=op.sequence, error=error)
         view = tenant.begin_dispatch(
             run_ref,
             server_endpoint=ENDPOINT,
