@@ -15,6 +15,7 @@ from bridge import events as ev
 from bridge.errors import ConflictingIds, NotFound
 from bridge.ids import RUN_PREFIX, new_ref
 from bridge.ledger._base import (
+    _NEXT_EVENT_SEQ,
     _ROW_BY_REF,
     _ROW_BY_REF_FOR_UPDATE,
     EVENTS,
@@ -51,7 +52,7 @@ class _RunStatements:
         self.empty_run = null_row(RUNS)
         by_ref = _ROW_BY_REF_FOR_UPDATE if locks_rows else _ROW_BY_REF
         self.run_row = session.compile(by_ref[RUNS.name])
-        # An outer observation: each column changes only when given, the event counter always.
+        # An outer observation: each column changes only when given.
         kept: dict[str, Any] = {
             name: func.coalesce(bindparam(f"new_{name}"), RUNS.c[name]) for name in _OUTER_CHANGES
         }
@@ -59,9 +60,9 @@ class _RunStatements:
             UPDATE_RUN.values(
                 **kept,
                 updated_at_ms=func.coalesce(bindparam("new_updated_at_ms"), RUNS.c.updated_at_ms),
-                event_seq=bindparam("w_event_seq"),
             )
         )
+        self.next_seq = session.compile(_NEXT_EVENT_SEQ)
 
     def existing(self, cursor: Cursor, principal: str, row: dict[str, Any]) -> Any:
         """The columns of the run already registered under the row's response id (on its
@@ -271,14 +272,14 @@ class RunWrites(TenantQueries):
             now = self.now
             touched = any(v is not None for v in values.values())
             values["updated_at_ms"] = now if touched else None  # only the run's own columns
-            seq = int(row.event_seq)
-            for event in events:
-                seq += 1
+            seq = 0
+            for event in events:  # each at the run's next number, as every append takes it
+                seq = int(cursor.scalar(statements.next_seq, owned))
                 cursor.run(
                     statements.insert_event, _event_row(self.principal, run_ref, seq, now, event)
                 )
             changes = {f"new_{name}": value for name, value in values.items()}
-            cursor.run(statements.update_outer, {**owned, **changes, "w_event_seq": seq})
+            cursor.run(statements.update_outer, {**owned, **changes})
         if events:
             self._ledger._notify(self.principal, run_ref, seq)
         return decision
