@@ -44,11 +44,13 @@ def quick_bench(tmp_path: Path, *sections: str) -> str:
     subprocess. The benchmark smoke tests split the sections over three test files, so the
     test workers run them side by side."""
     out = tmp_path / "benchmarks.md"
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "bench.run", "--quick", "--only", *sections, "--out", str(out)],
         cwd=REPO_ROOT,
-        check=True,
         capture_output=True,
+        text=True,
         timeout=480,
     )
+    # A failure shows what the benchmark said, not only its exit status.
+    assert done.returncode == 0, f"bench.run exited {done.returncode}:\n{done.stderr[-4000:]}"
     return out.read_text()
