@@ -286,12 +286,12 @@ async def test_a_run_the_bridge_saw_end_is_settled_as_recorded_after_a_restart(
     assert not any(t.endswith(".resumed") for t in types), "settled, not executed again"
 
 
-def test_a_steps_events_go_with_the_snapshot_their_last_one_produced(tmp_path: Path) -> None:
-    """A snapshot taken after a trailing delta would have that delta folded in twice on read;
-    a step ending in a non-delta without one would leave reads a snapshot behind."""
-    store = HarnessStore.open(f"sqlite:///{tmp_path / 'steps.db'}")
+def _stored_message(tmp_path: Path, response_id: str) -> tuple[HarnessStore, dict[str, Any]]:
+    """A store holding one new response, and its body with one (empty) message item that the
+    store has not seen yet."""
+    store = HarnessStore.open(f"sqlite:///{tmp_path / (response_id + '.db')}")
     body = new_response(
-        "resp_steps", model="m", metadata={"session_id": "hsess_s", "harness_id": "h"},
+        response_id, model="m", metadata={"session_id": "hsess_f", "harness_id": "h"},
         previous_response_id=None,
     )  # fmt: skip
     store.create(
@@ -301,6 +301,13 @@ def test_a_steps_events_go_with_the_snapshot_their_last_one_produced(tmp_path: P
     item = new_message_item()
     item["content"].append(new_text_part())
     body["output"].append(item)
+    return store, body
+
+
+def test_a_steps_events_go_with_the_snapshot_their_last_one_produced(tmp_path: Path) -> None:
+    """A snapshot taken after a trailing delta would have that delta folded in twice on read;
+    a step ending in a non-delta without one would leave reads a snapshot behind."""
+    store, body = _stored_message(tmp_path, "resp_steps")
     where = {"output_index": 0, "content_index": 0}
     done = ("response.output_item.done", "{}")
     delta_type = "response.output_text.delta"
@@ -326,18 +333,8 @@ def test_a_steps_events_go_with_the_snapshot_their_last_one_produced(tmp_path: P
 
 
 def test_a_read_between_snapshots_folds_in_the_streamed_deltas(tmp_path: Path) -> None:
-    store = HarnessStore.open(f"sqlite:///{tmp_path / 'fold.db'}")
-    body = new_response(
-        "resp_fold", model="m", metadata={"session_id": "hsess_f", "harness_id": "h"},
-        previous_response_id=None,
-    )  # fmt: skip
-    store.create(
-        principal="p", body=body, input_items=[], request={}, idempotency_key=None,
-        fingerprint="f",
-    )  # fmt: skip
-    item = new_message_item()
-    item["content"].append(new_text_part())
-    body["output"].append(item)
+    store, body = _stored_message(tmp_path, "resp_fold")
+    item = body["output"][0]
     where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
     added = {"type": "response.content_part.added", "sequence_number": 0, **where}
     store.append("resp_fold", 0, added["type"], json.dumps(added), json.dumps(body), "in_progress")
