@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, func, select
+from sqlalchemy import Select, bindparam, func, select
 
 from bridge import events as ev
 from bridge.errors import NotFound
@@ -99,28 +99,9 @@ class TenantQueries(TenantScope):
             return RunView.from_row(self._run_row(conn, run_ref))
 
     def find_run(self, uhp_server: str, response_id: str) -> RunView | None:
-        with self._read() as conn:
-            row = self._existing_run_row(conn, uhp_server, response_id, None)
-        return RunView.from_row(row) if row is not None else None
-
-    def _existing_run_row(
-        self,
-        conn: Connection,
-        uhp_server: str,
-        response_id: str | None,
-        idempotency_key: str | None,
-    ) -> Any:
-        """The run registered under ``response_id`` on ``uhp_server``, else under
-        ``idempotency_key`` (None: neither)."""
-        params = {"w_principal": self.principal}
-        if response_id is not None:
-            by_response = {**params, "w_server": uhp_server, "w_response_id": response_id}
-            row = conn.execute(RUN_BY_RESPONSE, by_response).first()
-            if row is not None:
-                return row
-        if idempotency_key is not None:
-            return conn.execute(RUN_BY_KEY, {**params, "w_key": idempotency_key}).first()
-        return None
+        params = {"w_principal": self.principal, "w_server": uhp_server}
+        rows = self._rows(RUN_BY_RESPONSE, {**params, "w_response_id": response_id})
+        return RunView.from_columns(rows[0]) if rows else None
 
     def find_runs_by_response_id(self, response_id: str) -> list[RunView]:
         """This principal's runs recorded under ``response_id``, on any UHP server (oldest
@@ -134,9 +115,8 @@ class TenantQueries(TenantScope):
         return [RunView.from_row(r) for r in rows]
 
     def find_run_by_idempotency_key(self, idempotency_key: str) -> RunView | None:
-        with self._read() as conn:
-            row = self._existing_run_row(conn, "", None, idempotency_key)
-        return RunView.from_row(row) if row is not None else None
+        rows = self._rows(RUN_BY_KEY, {"w_principal": self.principal, "w_key": idempotency_key})
+        return RunView.from_columns(rows[0]) if rows else None
 
     def list_runs(self, *, limit: int = 50, open_only: bool = False) -> list[RunView]:
         query = select(RUNS).where(self._owned(RUNS))

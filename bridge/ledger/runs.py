@@ -168,7 +168,7 @@ class RunWrites(TenantQueries):
             with driver.transaction() as cursor:
                 found = statements.existing(cursor, self.principal, row)
                 if found is not None:
-                    return RunView.from_row(SimpleNamespace(**found))
+                    return RunView.from_columns(found)
                 cursor.run(statements.insert_run, row)
                 cursor.run(statements.insert_event, event)
         except driver.integrity_error:
@@ -178,14 +178,18 @@ class RunWrites(TenantQueries):
                 raise
             return existing
         self._ledger._notify(self.principal, ref, 1)
-        return RunView.from_row(SimpleNamespace(**row))
+        return RunView.from_columns(row)
 
     def _find_existing_run(
         self, uhp_server: str, response_id: str | None, idempotency_key: str | None
     ) -> RunView | None:
-        with self._read() as conn:
-            row = self._existing_run_row(conn, uhp_server, response_id, idempotency_key)
-        return RunView.from_row(row) if row is not None else None
+        if response_id is not None:
+            found = self.find_run(uhp_server, response_id)
+            if found is not None:
+                return found
+        if idempotency_key is not None:
+            return self.find_run_by_idempotency_key(idempotency_key)
+        return None
 
     def record_outer_ids(
         self,

@@ -63,6 +63,11 @@ class RunView:
             updated_at_ms=row.updated_at_ms,
         )
 
+    @classmethod
+    def from_columns(cls, columns: dict[str, Any]) -> RunView:
+        """A view from the row's columns by name."""
+        return cls.from_row(SimpleNamespace(**columns))
+
     @property
     def is_terminal(self) -> bool:
         return self.status is not None and self.status.is_terminal
