@@ -126,14 +126,44 @@ UPDATE_TASK = update(TASKS).where(
 
 
 class EventAppend:
-    """The two statements of an event append, compiled for the driver: every run's log grows
-    through them (a served run's registration, statuses, task events), so they run on the
-    transaction's own DBAPI connection like the call path's (:mod:`bridge.ledger.hotpath`)."""
+    """The two statements of an event append, compiled once for the ledger's driver session:
+    every run's log grows through them (a served run's registration and outer observations,
+    statuses, task events). Written through :func:`stored_event`'s row."""
 
-    def __init__(self, dialect: LedgerDialect) -> None:
-        statements = dialect.statement_dialect()
-        self.next_seq = CompiledStatement(_NEXT_EVENT_SEQ, statements)
-        self.insert_event = CompiledStatement(_INSERT_EVENT, statements)
+    def __init__(self, session: DriverSession) -> None:
+        self.next_seq = session.compile(_NEXT_EVENT_SEQ)
+        self.insert_event = session.compile(_INSERT_EVENT)
+
+
+def stored_event(
+    principal: str,
+    run_ref: str,
+    seq: int,
+    now: int,
+    event: ev.BridgeEvent,
+    *,
+    raw_task_id: str | None = None,
+) -> tuple[ev.BridgeEvent, dict[str, Any]]:
+    """``event`` as the run's log stores it under number ``seq``, and its row (the parameters
+    of :data:`_INSERT_EVENT`). Server-supplied text (messages, results, input requests) may
+    quote the raw task id: every occurrence is replaced by the task's reference."""
+    stamped = event.model_copy(update={"seq": seq, "run_ref": run_ref, "at_ms": now})
+    payload = stamped.model_dump_json()
+    task_ref = getattr(stamped, "task_ref", None)
+    if raw_task_id and task_ref:
+        scrubbed = scrub_raw_id(payload, raw_task_id, task_ref)
+        if scrubbed != payload:
+            payload, stamped = scrubbed, ev.parse_event(scrubbed)
+    row = {
+        "w_principal": principal,
+        "w_run_ref": run_ref,
+        "w_seq": seq,
+        "w_type": stamped.type,
+        "w_task_ref": task_ref,
+        "w_payload_json": payload,
+        "w_at_ms": stamped.at_ms,
+    }
+    return stamped, row
 
 
 def written_columns(table: Table) -> list[str]:
@@ -244,8 +274,10 @@ class LedgerCore:
         # Call-path commits of concurrent callers in worker threads share transactions.
         pipelined = self._driver.commit_pipelined if self._driver.pipelines else None
         self.group_commit: GroupCommit[Cursor] = GroupCommit(self._driver.transaction, pipelined)
-        # Without the precompiled call path, event appends go through Core too (visible).
-        self._event_append = EventAppend(self.dialect) if precompiled_call_path else None
+        # Event appends on the driver's connection (through Core without the precompiled
+        # call path: visible); a transaction opened through Core appends through Core.
+        self._event_append = EventAppend(self._driver)
+        self._appends_on_driver = precompiled_call_path
         # SQLite: the reads a waiting step and a forwarder make on every wake, on the driver.
         self.lean_reads: LeanReads | None = None
         if isinstance(self._driver, SqliteDriverSession):
@@ -405,31 +437,19 @@ class TenantScope:
         """
         statements = self._ledger._event_append
         run = {"w_principal": self.principal, "w_ref": run_ref}
-        if statements is None:
-            seq = tx.conn.execute(_NEXT_EVENT_SEQ, run).scalar_one()
-        else:
+        on_driver = self._ledger._appends_on_driver
+        if on_driver:
             seq = tx.on_driver(statements.next_seq, run, scalar=True)
             if seq is None:
                 raise NoResultFound("No row was found when one was required")
-        stamped = event.model_copy(update={"seq": seq, "run_ref": run_ref, "at_ms": self.now})
-        payload = stamped.model_dump_json()
-        task_ref = getattr(stamped, "task_ref", None)
-        if raw_task_id and task_ref:
-            scrubbed = scrub_raw_id(payload, raw_task_id, task_ref)
-            if scrubbed != payload:
-                payload, stamped = scrubbed, ev.parse_event(scrubbed)
-        row = {
-            "w_principal": self.principal,
-            "w_run_ref": run_ref,
-            "w_seq": seq,
-            "w_type": stamped.type,
-            "w_task_ref": task_ref,
-            "w_payload_json": payload,
-            "w_at_ms": stamped.at_ms,
-        }
-        if statements is None:
-            tx.conn.execute(_INSERT_EVENT, row)
         else:
+            seq = tx.conn.execute(_NEXT_EVENT_SEQ, run).scalar_one()
+        stamped, row = stored_event(
+            self.principal, run_ref, seq, self.now, event, raw_task_id=raw_task_id
+        )
+        if on_driver:
             tx.on_driver(statements.insert_event, row)
+        else:
+            tx.conn.execute(_INSERT_EVENT, row)
         tx.appended.note(self.principal, run_ref, seq)
         return stamped

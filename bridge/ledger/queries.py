@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select
+from sqlalchemy import Connection, Select, bindparam, func, select
 
 from bridge import events as ev
 from bridge.errors import NotFound
@@ -191,26 +191,22 @@ class TenantQueries(TenantScope):
         tasks are unanswered, in one read transaction (one snapshot)."""
         params = {"w_principal": self.principal, "w_ref": run_ref}
 
-        def reads() -> tuple[list[TaskView], list[DispatchView], int]:
-            tasks = self.list_tasks(run_ref=run_ref)
-            dispatches = self.list_dispatches(run_ref=run_ref)
-            (pending,) = self._rows(_PENDING_INPUTS_OF_RUN, params)
-            return tasks, dispatches, int(pending["pending"])
+        def reads(conn: Connection | None = None) -> tuple[list[TaskView], list[DispatchView], int]:
+            tasks = self._rows(_tasks_query(True, False), params, TASK_BOOLEANS, conn)
+            dispatches = self._rows(_dispatches_query(True, False), params, DISPATCH_BOOLEANS, conn)
+            (pending,) = self._rows(_PENDING_INPUTS_OF_RUN, params, (), conn)
+            return (
+                [TaskView.from_columns(columns) for columns in tasks],
+                [DispatchView.from_columns(columns) for columns in dispatches],
+                int(pending["pending"]),
+            )
+
+        def core() -> tuple[list[TaskView], list[DispatchView], int]:
+            with self._read() as conn:
+                return reads(conn)
 
         lean = self._ledger.lean_reads
-        if lean is not None:
-            return lean.snapshot(reads, lambda: self._core_run_work(params))
-        return self._core_run_work(params)
-
-    def _core_run_work(
-        self, params: dict[str, Any]
-    ) -> tuple[list[TaskView], list[DispatchView], int]:
-        with self._read() as conn:
-            tasks = TaskView.from_rows(conn.execute(_tasks_query(True, False), params).all())
-            rows = conn.execute(_dispatches_query(True, False), params)
-            dispatches = [DispatchView.from_row(r) for r in rows]
-            pending = int(conn.execute(_PENDING_INPUTS_OF_RUN, params).scalar_one())
-        return tasks, dispatches, pending
+        return core() if lean is None else lean.snapshot(reads, core)
 
     def list_tasks(self, *, run_ref: str | None = None, open_only: bool = False) -> list[TaskView]:
         params = {"w_principal": self.principal, "w_ref": run_ref}
@@ -218,19 +214,29 @@ class TenantQueries(TenantScope):
         return [TaskView.from_columns(columns) for columns in rows]
 
     def _rows(
-        self, query: Select[Any], params: dict[str, Any], booleans: tuple[str, ...] = ()
+        self,
+        query: Select[Any],
+        params: dict[str, Any],
+        booleans: tuple[str, ...] = (),
+        conn: Connection | None = None,
     ) -> list[dict[str, Any]]:
-        """The rows of one of this module's prebuilt queries, on the lean path where this
-        thread has one (:mod:`bridge.ledger.lean_reads`), through Core otherwise."""
+        """The rows of one of this module's prebuilt queries: through Core on ``conn`` (a read
+        transaction already open) if given, else on the lean path where this thread has one
+        (:mod:`bridge.ledger.lean_reads`), else through Core."""
 
-        def core() -> list[dict[str, Any]]:
+        def core(conn: Connection) -> list[dict[str, Any]]:
+            result = conn.execute(query, params)
+            names = list(result.keys())
+            return [dict(zip(names, row, strict=True)) for row in result]
+
+        def core_alone() -> list[dict[str, Any]]:
             with self._read() as conn:
-                result = conn.execute(query, params)
-                names = list(result.keys())
-                return [dict(zip(names, row, strict=True)) for row in result]
+                return core(conn)
 
+        if conn is not None:
+            return core(conn)
         lean = self._ledger.lean_reads
-        return core() if lean is None else lean.rows(query, params, core, booleans)
+        return core_alone() if lean is None else lean.rows(query, params, core_alone, booleans)
 
     def due_tasks(self, now_ms: int, *, limit: int = 500) -> list[TaskView]:
         """Open tasks whose next poll is due, oldest due first."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any, Literal, cast
-from weakref import WeakKeyDictionary
 
 from sqlalchemy import bindparam, func, insert, or_, update
 
@@ -15,15 +14,14 @@ from bridge import events as ev
 from bridge.errors import ConflictingIds, NotFound
 from bridge.ids import RUN_PREFIX, new_ref
 from bridge.ledger._base import (
-    _NEXT_EVENT_SEQ,
     _ROW_BY_REF,
     _ROW_BY_REF_FOR_UPDATE,
-    EVENTS,
     RUNS,
     UPDATE_RUN,
     LedgerCore,
     bind_columns,
     null_row,
+    stored_event,
     written_columns,
 )
 from bridge.ledger.fencing import Membership, check_lease
@@ -34,20 +32,18 @@ from bridge.ledger.views import RunView
 from bridge.lifecycle import Decision, OuterStatus, decide_outer
 
 
-class _RunStatements:
+class RunStatements:
     """A run's registration and its outer observations as precompiled statements on the
     ledger's driver session (like the call path's, :mod:`bridge.ledger.hotpath`): a served
     response does each at least once, and through Core a transaction cost several times the
-    statements in it."""
+    statements in it. Their events are appended with the ledger's
+    :class:`~bridge.ledger._base.EventAppend`. Compiled once per ledger (``Ledger._runs``)."""
 
     def __init__(self, session: DriverSession, *, locks_rows: bool) -> None:
         self._by_response = session.compile(RUN_BY_RESPONSE)
         self._by_key = session.compile(RUN_BY_KEY)
         self.insert_run = session.compile(
             insert(RUNS).values(bind_columns(RUNS, written_columns(RUNS)))
-        )
-        self.insert_event = session.compile(
-            insert(EVENTS).values(bind_columns(EVENTS, written_columns(EVENTS)))
         )
         self.empty_run = null_row(RUNS)
         by_ref = _ROW_BY_REF_FOR_UPDATE if locks_rows else _ROW_BY_REF
@@ -62,7 +58,6 @@ class _RunStatements:
                 updated_at_ms=func.coalesce(bindparam("new_updated_at_ms"), RUNS.c.updated_at_ms),
             )
         )
-        self.next_seq = session.compile(_NEXT_EVENT_SEQ)
 
     def existing(self, cursor: Cursor, principal: str, row: dict[str, Any]) -> Any:
         """The columns of the run already registered under the row's response id (on its
@@ -86,37 +81,12 @@ class _RunStatements:
 _OUTER_CHANGES = ("status", "error_json", "last_sequence")
 
 
-def _event_row(
-    principal: str, run_ref: str, seq: int, now: int, event: ev.BridgeEvent
-) -> dict[str, Any]:
-    """The row of ``event`` appended to the run's log as number ``seq``."""
-    stamped = event.model_copy(update={"seq": seq, "run_ref": run_ref, "at_ms": now})
-    return {
-        "principal": principal,
-        "run_ref": run_ref,
-        "seq": seq,
-        "type": stamped.type,
-        "task_ref": None,
-        "payload_json": stamped.model_dump_json(),
-        "at_ms": now,
-    }
-
-
-_STATEMENTS: WeakKeyDictionary[LedgerCore, _RunStatements] = WeakKeyDictionary()
-
-
-def _run_statements(ledger: LedgerCore) -> _RunStatements:
-    """The ledger's run statements, compiled on first use."""
-    statements = _STATEMENTS.get(ledger)
-    if statements is None:
-        statements = _STATEMENTS[ledger] = _RunStatements(
-            ledger._driver, locks_rows=ledger.dialect.locks_rows_for_update
-        )
-    return statements
-
-
 class RunWrites(TenantQueries):
     """Writes of outer responses (runs)."""
+
+    def __init__(self, ledger: LedgerCore, principal: str, runs: RunStatements) -> None:
+        super().__init__(ledger, principal)
+        self._runs = runs
 
     def open_run(
         self,
@@ -135,7 +105,7 @@ class RunWrites(TenantQueries):
         ``idempotency_key`` (and the scrubbed ``request_json`` it is sent with) *before* the
         POST, then :meth:`record_outer_ids` once it answers.
         """
-        statements = _run_statements(self._ledger)
+        statements = self._runs
         now = self.now
         ref = new_ref(RUN_PREFIX)
         registered = ev.RunRegistered(
@@ -159,7 +129,7 @@ class RunWrites(TenantQueries):
             "created_at_ms": now,
             "updated_at_ms": now,
         }
-        event = _event_row(self.principal, ref, 1, now, registered)
+        _, event = stored_event(self.principal, ref, 1, now, registered)
         driver = self._ledger._driver
         try:
             # One transaction on the driver's connection, the lookup inside it: on SQLite it
@@ -170,7 +140,7 @@ class RunWrites(TenantQueries):
                 if found is not None:
                     return RunView.from_columns(found)
                 cursor.run(statements.insert_run, row)
-                cursor.run(statements.insert_event, event)
+                cursor.run(self._ledger._event_append.insert_event, event)
         except driver.integrity_error:
             # A concurrent registration of the same response or key won the race.
             existing = self._find_existing_run(uhp_server, response_id, idempotency_key)
@@ -245,7 +215,8 @@ class RunWrites(TenantQueries):
         With ``lease`` (a remotely followed run leased to this replica), refused with
         ``LeaseLost`` unless this replica incarnation still holds the run.
         """
-        statements = _run_statements(self._ledger)
+        statements = self._runs
+        appends = self._ledger._event_append
         owned = {"w_principal": self.principal, "w_ref": run_ref}
         # Precompiled on the driver's connection, as a registration: each served response
         # reports its end once, and through Core the transaction cost several times its work.
@@ -278,10 +249,9 @@ class RunWrites(TenantQueries):
             values["updated_at_ms"] = now if touched else None  # only the run's own columns
             seq = 0
             for event in events:  # each at the run's next number, as every append takes it
-                seq = int(cursor.scalar(statements.next_seq, owned))
-                cursor.run(
-                    statements.insert_event, _event_row(self.principal, run_ref, seq, now, event)
-                )
+                seq = int(cursor.scalar(appends.next_seq, owned))
+                _, stored = stored_event(self.principal, run_ref, seq, now, event)
+                cursor.run(appends.insert_event, stored)
             changes = {f"new_{name}": value for name, value in values.items()}
             cursor.run(statements.update_outer, {**owned, **changes})
         if events:
