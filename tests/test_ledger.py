@@ -148,6 +148,45 @@ def test_input_requests_recorded_and_surfaced_once(ledger: Ledger) -> None:
     assert tenant.input_requests(task.ref, pending_only=True) == []
 
 
+def test_an_observation_stores_everything_it_carries(ledger: Ledger, clock: FakeClock) -> None:
+    """What a poll said is what a later read (another process, after a restart) finds."""
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    clock.advance(250)
+    working = tenant.observe_task(
+        task.ref,
+        TaskObservation(
+            status=TaskStatus.WORKING,
+            status_message=f"{task.task_id} is at 40 %",
+            server_updated_at="2026-12-02T08:00:00Z",
+            poll_interval_ms=1_500,
+            ttl_ms=90_000,
+            next_poll_due_ms=clock.now_ms + 1_500,
+        ),
+    )
+    read = tenant.get_task(task.ref)
+    assert working.task == read
+    assert read.status is TaskStatus.WORKING
+    assert read.status_message == f"[{task.ref}] is at 40 %"  # the raw id scrubbed
+    assert read.server_updated_at == "2026-12-02T08:00:00Z"
+    assert (read.poll_interval_ms, read.ttl_ms) == (1_500, 90_000)
+    assert read.next_poll_due_ms == clock.now_ms + 1_500
+    assert read.updated_at_ms == clock.now_ms
+    clock.advance(250)
+    result = {"content": [{"type": "text", "text": "done"}], "isError": False}
+    done = tenant.observe_task(
+        task.ref, TaskObservation(TaskStatus.COMPLETED, status_message="done", result=result)
+    )
+    read = tenant.get_task(task.ref)
+    assert done.task == read
+    assert (read.status, read.status_message, read.result) == (TaskStatus.COMPLETED, "done", result)
+    assert read.terminal_at_ms == clock.now_ms and read.next_poll_due_ms is None
+    assert (read.poll_interval_ms, read.ttl_ms) == (1_500, 90_000)  # not said again: kept
+    assert [type(e).__name__ for e in done.events] == ["TaskStatusChanged", "TaskTerminal"]
+    assert _types(ledger, run.ref)[-2:] == ["task.status_changed", "task.terminal"]
+
+
 def test_input_key_reused_for_a_different_request_is_an_anomaly_once(ledger: Ledger) -> None:
     tenant = ledger.for_principal("acme")
     run = new_run(tenant)

@@ -5,7 +5,9 @@ The write-ahead commits of a bridged call (``begin_dispatch``, ``mark_dispatch_s
 on the driver's own connection, precompiled (``Ledger(...)``, the default), or through
 SQLAlchemy Core (``precompiled_call_path=False``). For any generated sequence of operations,
 interleaved with writes that only have a Core path (``mark_dispatch_unknown``,
-``record_anomaly``) and outer observations (``observe_outer``, precompiled too), both must:
+``record_anomaly``), outer observations (``observe_outer``, precompiled too) and task
+observations (``observe_task``: precompiled, or through Core when it records input requests),
+both must:
 
 * return the same views and raise the same errors;
 * leave identical rows in every table, and identical events (same payload text);
@@ -34,7 +36,8 @@ from sqlalchemy import select
 from bridge import events as ev
 from bridge.errors import BridgeError
 from bridge.ledger.fencing import Membership
-from bridge.ledger.store import DISPATCHES, EVENTS, RUNS, TASKS, Ledger, TenantLedger
+from bridge.ledger.store import DISPATCHES, EVENTS, INPUTS, RUNS, TASKS, Ledger, TenantLedger
+from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT
@@ -97,11 +100,23 @@ class Outer:
 
 
 @dataclass(frozen=True)
+class Observe:
+    task: int
+    status: TaskStatus  # a regression is an anomaly; an end stores its outcome (or flags it)
+    quotes_id: bool  # the server's message quotes the raw task id (stored scrubbed)
+    with_outcome: bool
+    inputs: int  # input requests on an input_required observation (reused keys included)
+    interval_ms: int | None
+
+
+@dataclass(frozen=True)
 class Tick:
     ms: int
 
 
-Op = Begin | MarkSent | Result | CallError | TaskCreated | Unknown | Anomaly | Outer | Tick
+Op = (
+    Begin | MarkSent | Result | CallError | TaskCreated | Unknown | Anomaly | Outer | Observe | Tick
+)
 
 # A script is a series of calls: each begins a dispatch, then takes a few steps on it or on the
 # one before (negative indexes count from the newest), interleaved with Core-only writes.
@@ -135,6 +150,15 @@ steps = st.one_of(
         st.one_of(st.none(), st.integers(0, 9)),
         st.booleans(),
     ),
+    st.builds(
+        Observe,
+        st.integers(0, 3),
+        st.sampled_from(list(TaskStatus)),
+        st.booleans(),
+        st.booleans(),
+        st.integers(0, 2),
+        st.sampled_from([None, 500, 2_000]),
+    ),
     st.builds(Tick, st.integers(0, 5_000)),
 )
 
@@ -155,6 +179,7 @@ class Side:
         self.refs: list[str] = []  # every reference, in creation order
         self.runs: list[str] = []
         self.dispatches: list[Any] = []  # views, as begin_dispatch returned them
+        self.tasks: list[Any] = []  # views, as record_task_created returned them
         self.outcomes: list[Any] = []
 
     def created(self, ref: str) -> None:
@@ -197,6 +222,8 @@ def _apply(side: Side, op: Op, clock: FakeClock) -> Any:
         side.created(view.ref)
         side.dispatches.append(view)
         return view
+    if isinstance(op, Observe):
+        return _observe(side, op)
     if not side.dispatches:
         return None
     intent = side.dispatches[op.dispatch % len(side.dispatches)]
@@ -221,7 +248,42 @@ def _apply(side: Side, op: Op, clock: FakeClock) -> Any:
         lease=MEMBER if op.leased else None,
     )
     side.created(task.ref)
+    side.tasks.append(task)
     return task
+
+
+def _observe(side: Side, op: Observe) -> Any:
+    if not side.tasks:
+        return None
+    task = side.tasks[op.task % len(side.tasks)]
+    requests = None
+    if op.status is TaskStatus.INPUT_REQUIRED and op.inputs:
+        # key "k0" always asks the same; "k1" asks something else each time it recurs
+        requests = {
+            f"k{n}": {"method": "elicitation/create", "params": {"message": f"q{n}", "n": n}}
+            for n in range(op.inputs)
+        }
+        if op.inputs > 1:
+            requests["k1"]["params"]["tick"] = len(side.outcomes)
+    outcome = {"content": [{"type": "text", "text": f"done {task.task_id}"}], "isError": False}
+    observed = side.tenant.observe_task(
+        task.ref,
+        TaskObservation(
+            status=op.status,
+            status_message=f"{task.task_id} moved" if op.quotes_id else "moved",
+            server_updated_at="2026-12-02T08:00:00Z",
+            poll_interval_ms=op.interval_ms,
+            ttl_ms=60_000 if op.interval_ms else None,
+            result=outcome if op.with_outcome else None,
+            error={"code": -1, "message": f"{task.task_id} failed"} if op.with_outcome else None,
+            input_requests=requests,
+            next_poll_due_ms=None if op.interval_ms is None else 1_000 + op.interval_ms,
+        ),
+    )
+    for event in observed.events:
+        if isinstance(event, ev.TaskInputRequired):
+            side.created(event.input_ref)
+    return observed
 
 
 def _play(ledger: Ledger, principal: str, script: list[Op], clock: FakeClock) -> Side:
@@ -244,7 +306,13 @@ def _is_view(value: Any) -> bool:
 
 
 def _rows(ledger: Ledger, principal: str) -> dict[str, list[dict[str, Any]]]:
-    tables = {"runs": RUNS, "dispatches": DISPATCHES, "tasks": TASKS, "events": EVENTS}
+    tables = {
+        "runs": RUNS,
+        "dispatches": DISPATCHES,
+        "tasks": TASKS,
+        "events": EVENTS,
+        "inputs": INPUTS,
+    }
     rows: dict[str, list[dict[str, Any]]] = {}
     with ledger.engine.connect() as conn:
         for name, table in tables.items():

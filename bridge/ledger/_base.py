@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import cache
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     Connection,
@@ -42,7 +42,13 @@ from bridge.errors import NotFound
 from bridge.ledger.availability import refuse_if_unavailable
 from bridge.ledger.dialects import LedgerDialect, dialect_of
 from bridge.ledger.group_commit import GroupCommit
-from bridge.ledger.hotpath import CompiledStatement, Cursor, DriverSession, SqliteDriverSession
+from bridge.ledger.hotpath import (
+    CompiledStatement,
+    CoreCursor,
+    Cursor,
+    DriverSession,
+    SqliteDriverSession,
+)
 from bridge.ledger.lean_reads import LeanReads
 from bridge.ledger.models import (
     DispatchIntent,
@@ -196,6 +202,9 @@ def scrub_raw_id(payload_json: str, raw_id: str, ref: str) -> str:
     return payload_json.replace(needle, f"[{ref}]") if needle else payload_json
 
 
+T = TypeVar("T")
+
+
 class _Appended:
     def __init__(self) -> None:
         self._last: dict[tuple[str, str], int] = {}
@@ -208,32 +217,51 @@ class _Appended:
 
 
 class Tx:
-    """One write transaction: its connection, and the events appended in it."""
+    """One write transaction: the events appended in it, and where its precompiled statements
+    (:meth:`run`, :meth:`one`) execute.
+
+    A transaction opened through Core (:meth:`LedgerCore._write`) has its ``conn`` for Core
+    statements, and runs precompiled ones on that connection's own DBAPI cursor (or through
+    Core, for a ledger without the precompiled path). One of the driver session
+    (:meth:`LedgerCore._driver_write`) has no ``conn``: precompiled statements only.
+    """
 
     conn: Connection
 
-    def __init__(self) -> None:
+    def __init__(self, statements: Cursor | None = None, *, on_driver: bool = True) -> None:
         self.appended = _Appended()
-        self._cursor: Cursor | None = None
+        self._statements = statements  # given: the driver session's (not closed here)
+        self._owned: Cursor | None = None
+        self._on_driver = on_driver
 
-    def driver_cursor(self) -> Cursor:
-        """A DBAPI cursor on the transaction's own connection (closed with the transaction)."""
-        if self._cursor is None:
+    def run(self, statement: CompiledStatement, params: dict[str, Any]) -> int:
+        """Execute a precompiled statement: the rows it affected."""
+        return self._execute(lambda cursor: cursor.run(statement, params), statement, params)
+
+    def scalar(self, statement: CompiledStatement, params: dict[str, Any]) -> Any:
+        """The first column of its first row (None without a row)."""
+        return self._execute(lambda cursor: cursor.scalar(statement, params), statement, params)
+
+    def one(self, statement: CompiledStatement, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Its first row, by column name (None without a row)."""
+        return self._execute(lambda cursor: cursor.one(statement, params), statement, params)
+
+    def _execute(
+        self, call: Callable[[Cursor], T], statement: CompiledStatement, params: dict[str, Any]
+    ) -> T:
+        if self._statements is not None:
+            return call(self._statements)
+        if not self._on_driver:
+            return call(CoreCursor(self.conn))
+        if self._owned is None:
             driver = self.conn.connection.driver_connection
             assert driver is not None  # a transaction holds a live connection
-            self._cursor = Cursor(driver.cursor())
-        return self._cursor
-
-    def on_driver(
-        self, statement: CompiledStatement, params: dict[str, Any], *, scalar: bool = False
-    ) -> Any:
-        """Run ``statement`` on :meth:`driver_cursor`; a driver error is raised as SQLAlchemy
-        would have raised it (``LedgerUnavailable`` for a database that cannot take writes,
-        a ``DBAPIError`` otherwise), so callers see one contract whichever way it ran."""
-        cursor = self.driver_cursor()
+            self._owned = Cursor(driver.cursor())
         try:
-            return cursor.scalar(statement, params) if scalar else cursor.run(statement, params)
+            return call(self._owned)
         except Exception as exc:
+            # Raised as SQLAlchemy would have raised it (LedgerUnavailable for a database that
+            # cannot take writes, a DBAPIError otherwise): one contract whichever way it ran.
             driver_error = self.conn.dialect.loaded_dbapi.Error
             if not isinstance(exc, driver_error):
                 raise
@@ -241,9 +269,9 @@ class Tx:
             raise DBAPIError.instance(statement.sql, params, exc, driver_error) from exc
 
     def close_cursor(self) -> None:
-        if self._cursor is not None:
-            self._cursor.close()
-            self._cursor = None
+        if self._owned is not None:
+            self._owned.close()
+            self._owned = None
 
 
 class LedgerCore:
@@ -311,13 +339,25 @@ class LedgerCore:
 
     @contextmanager
     def _write(self) -> Iterator[Tx]:
-        tx = Tx()
+        tx = Tx(on_driver=self._appends_on_driver)
         with self.engine.begin() as conn:
             tx.conn = conn
             try:
                 yield tx
             finally:
                 tx.close_cursor()
+        self._notify_appended(tx)
+
+    @contextmanager
+    def _driver_write(self) -> Iterator[Tx]:
+        """A write transaction of the driver session (precompiled statements only): a short
+        transaction there costs a fraction of one opened through Core."""
+        with self._driver.transaction() as cursor:
+            tx = Tx(cursor)
+            yield tx
+        self._notify_appended(tx)
+
+    def _notify_appended(self, tx: Tx) -> None:
         for principal, run_ref, seq in tx.appended.items_last():
             self._notify(principal, run_ref, seq)
 
@@ -437,19 +477,12 @@ class TenantScope:
         """
         statements = self._ledger._event_append
         run = {"w_principal": self.principal, "w_ref": run_ref}
-        on_driver = self._ledger._appends_on_driver
-        if on_driver:
-            seq = tx.on_driver(statements.next_seq, run, scalar=True)
-            if seq is None:
-                raise NoResultFound("No row was found when one was required")
-        else:
-            seq = tx.conn.execute(_NEXT_EVENT_SEQ, run).scalar_one()
+        seq = tx.scalar(statements.next_seq, run)
+        if seq is None:
+            raise NoResultFound("No row was found when one was required")
         stamped, row = stored_event(
             self.principal, run_ref, seq, self.now, event, raw_task_id=raw_task_id
         )
-        if on_driver:
-            tx.on_driver(statements.insert_event, row)
-        else:
-            tx.conn.execute(_INSERT_EVENT, row)
+        tx.run(statements.insert_event, row)
         tx.appended.note(self.principal, run_ref, seq)
         return stamped

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -149,9 +149,18 @@ class DriverSession:
         self.dialect = dialect
         self.integrity_error: type[Exception] = engine.dialect.loaded_dbapi.IntegrityError
         self._local = threading.local()
+        self._compiled: dict[Hashable, CompiledStatement] = {}
 
     def compile(self, statement: ClauseElement) -> CompiledStatement:
         return CompiledStatement(statement, self.dialect)
+
+    def compiled(self, key: Hashable, build: Callable[[], ClauseElement]) -> CompiledStatement:
+        """``build()`` compiled for this session once and kept under ``key``: statements whose
+        shape depends on the call (the columns an UPDATE sets), or shared prebuilt queries."""
+        found = self._compiled.get(key)
+        if found is None:
+            found = self._compiled[key] = self.compile(build())
+        return found
 
     def _connection(self) -> Any:
         held = getattr(self._local, "connection", None)
