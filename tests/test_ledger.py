@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from sqlalchemy import insert, text
 
 from bridge import events as ev
 from bridge.errors import (
@@ -19,7 +21,7 @@ from bridge.errors import (
 )
 from bridge.ids import digest_arguments
 from bridge.ledger.outcome import is_truncation_marker
-from bridge.ledger.store import Ledger
+from bridge.ledger.store import RUNS, Ledger
 from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
 from tests.conftest import FakeClock
@@ -341,6 +343,39 @@ def test_a_response_is_registered_once_per_tenant_however_many_ask(ledger: Ledge
     other = ledger.for_principal("globex").open_run("local:h", response_id="resp_same")
     assert other.ref != ref and other.principal == "globex"
     assert tenant.open_run("local:other", response_id="resp_same").ref != ref  # another server
+
+
+@pytest.mark.postgres
+def test_a_registration_that_loses_the_race_returns_the_winners_run(pg_ledger: Ledger) -> None:
+    """PostgreSQL does not serialise registrations: one can miss another's uncommitted run in
+    its lookup, then meet it at the unique constraint. It answers with the winner's run."""
+    tenant = pg_ledger.for_principal("acme")
+    winner_ref = "run_winner"
+    winner = pg_ledger.engine.connect()
+    winner.begin()
+    winner.execute(
+        insert(RUNS).values(
+            ref=winner_ref, principal="acme", uhp_server="local:h", response_id="resp_race",
+            event_seq=0, created_at_ms=1, updated_at_ms=1,
+        )
+    )  # fmt: skip
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        loser = pool.submit(tenant.open_run, "local:h", response_id="resp_race")
+        # The loser's insert waits on the winner's uncommitted key: wait until it does.
+        deadline = time.monotonic() + 30
+        with pg_ledger.engine.connect() as watch:
+            while not watch.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND datname = current_database()"
+                )
+            ).scalar_one():
+                assert time.monotonic() < deadline, "the registration never met the lock"
+                time.sleep(0.01)
+        winner.commit()
+        winner.close()
+        assert loser.result(timeout=30).ref == winner_ref
+    assert tenant.open_run("local:h", response_id="resp_race").ref == winner_ref
 
 
 def test_remote_run_registered_before_post_then_ids_recorded(ledger: Ledger) -> None:

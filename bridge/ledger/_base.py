@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import cache
+from types import SimpleNamespace
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
@@ -27,6 +28,7 @@ from sqlalchemy import (
     Engine,
     Select,
     Table,
+    Update,
     bindparam,
     insert,
     literal_column,
@@ -123,53 +125,15 @@ _EVENT_COLUMNS = ("principal", "run_ref", "seq", "type", "task_ref", "payload_js
 _INSERT_EVENT = insert(EVENTS).values(
     {c: bindparam(f"w_{c}", type_=EVENTS.c[c].type) for c in _EVENT_COLUMNS}
 )
-UPDATE_RUN = update(RUNS).where(
-    RUNS.c.principal == bindparam("w_principal"), RUNS.c.ref == bindparam("w_ref")
-)  # SET: the columns the parameters name besides these
-UPDATE_TASK = update(TASKS).where(
-    TASKS.c.principal == bindparam("w_principal"), TASKS.c.ref == bindparam("w_ref")
-)  # likewise
 
 
 class EventAppend:
     """The two statements of an event append, compiled once for the ledger's driver session:
-    every run's log grows through them (a served run's registration and outer observations,
-    statuses, task events). Written through :func:`stored_event`'s row."""
+    every run's log grows through them (:meth:`TenantScope._append`)."""
 
     def __init__(self, session: DriverSession) -> None:
         self.next_seq = session.compile(_NEXT_EVENT_SEQ)
         self.insert_event = session.compile(_INSERT_EVENT)
-
-
-def stored_event(
-    principal: str,
-    run_ref: str,
-    seq: int,
-    now: int,
-    event: ev.BridgeEvent,
-    *,
-    raw_task_id: str | None = None,
-) -> tuple[ev.BridgeEvent, dict[str, Any]]:
-    """``event`` as the run's log stores it under number ``seq``, and its row (the parameters
-    of :data:`_INSERT_EVENT`). Server-supplied text (messages, results, input requests) may
-    quote the raw task id: every occurrence is replaced by the task's reference."""
-    stamped = event.model_copy(update={"seq": seq, "run_ref": run_ref, "at_ms": now})
-    payload = stamped.model_dump_json()
-    task_ref = getattr(stamped, "task_ref", None)
-    if raw_task_id and task_ref:
-        scrubbed = scrub_raw_id(payload, raw_task_id, task_ref)
-        if scrubbed != payload:
-            payload, stamped = scrubbed, ev.parse_event(scrubbed)
-    row = {
-        "w_principal": principal,
-        "w_run_ref": run_ref,
-        "w_seq": seq,
-        "w_type": stamped.type,
-        "w_task_ref": task_ref,
-        "w_payload_json": payload,
-        "w_at_ms": stamped.at_ms,
-    }
-    return stamped, row
 
 
 def written_columns(table: Table) -> list[str]:
@@ -438,6 +402,34 @@ class TenantScope:
             raise NotFound(kind, ref)
         return row
 
+    def _locked_row(self, tx: Tx, table: Table, ref: str, kind: str) -> Any:
+        """This principal's row ``ref`` of ``table``, locked for the transaction where the
+        database locks rows, read by a precompiled statement (``NotFound`` if there is none)."""
+        locks = self._ledger.dialect.locks_rows_for_update
+        query = (_ROW_BY_REF_FOR_UPDATE if locks else _ROW_BY_REF)[table.name]
+        statement = self._ledger._driver.compiled(query)
+        columns = tx.one(statement, {"w_principal": self.principal, "w_ref": ref})
+        if columns is None:
+            raise NotFound(kind, ref)
+        return SimpleNamespace(**columns)
+
+    def _update_row(self, tx: Tx, table: Table, ref: str, values: dict[str, Any]) -> None:
+        """Set ``values`` on this principal's row ``ref`` of ``table``: an UPDATE of exactly
+        those columns (each bound as ``v_<column>``), compiled once per set of columns."""
+        names = tuple(sorted(values))
+
+        def build() -> Update:
+            owned = (
+                table.c.principal == bindparam("w_principal"),
+                table.c.ref == bindparam("w_ref"),
+            )
+            bound = {name: bindparam(f"v_{name}", type_=table.c[name].type) for name in names}
+            return update(table).where(*owned).values(bound)
+
+        statement = self._ledger._driver.compiled_as((table.name, names), build)
+        changes = {f"v_{name}": value for name, value in values.items()}
+        tx.run(statement, {"w_principal": self.principal, "w_ref": ref, **changes})
+
     def _run_row(self, conn: Connection, ref: str, lock: bool = False) -> Any:
         return self._one(conn, RUNS, ref, "run", lock)
 
@@ -480,9 +472,22 @@ class TenantScope:
         seq = tx.scalar(statements.next_seq, run)
         if seq is None:
             raise NoResultFound("No row was found when one was required")
-        stamped, row = stored_event(
-            self.principal, run_ref, seq, self.now, event, raw_task_id=raw_task_id
-        )
+        stamped = event.model_copy(update={"seq": seq, "run_ref": run_ref, "at_ms": self.now})
+        payload = stamped.model_dump_json()
+        task_ref = getattr(stamped, "task_ref", None)
+        if raw_task_id and task_ref:
+            scrubbed = scrub_raw_id(payload, raw_task_id, task_ref)
+            if scrubbed != payload:
+                payload, stamped = scrubbed, ev.parse_event(scrubbed)
+        row = {
+            "w_principal": self.principal,
+            "w_run_ref": run_ref,
+            "w_seq": seq,
+            "w_type": stamped.type,
+            "w_task_ref": task_ref,
+            "w_payload_json": payload,
+            "w_at_ms": stamped.at_ms,
+        }
         tx.run(statements.insert_event, row)
         tx.appended.note(self.principal, run_ref, seq)
         return stamped

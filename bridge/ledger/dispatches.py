@@ -56,7 +56,7 @@ from bridge.ledger.group_commit import StagedCommit
 from bridge.ledger.hotpath import CompiledStatement, Cursor, DriverSession, StatementResult
 from bridge.ledger.notify import CHANNEL
 from bridge.ledger.outcome import bound_json
-from bridge.ledger.runs import RunStatements, RunWrites
+from bridge.ledger.runs import RunWrites
 from bridge.ledger.views import DispatchView, TaskView
 from bridge.lifecycle import DispatchState, TaskStatus, may_advance_dispatch
 from bridge.redaction import scrub_task_id
@@ -259,14 +259,8 @@ def _result_in_one(move: Update, event_columns: list[str], channel: str | None) 
 class DispatchWrites(RunWrites):
     """Writes of dispatch intents, the call path among them."""
 
-    def __init__(
-        self,
-        ledger: LedgerCore,
-        principal: str,
-        call_path: CallPathStatements,
-        runs: RunStatements,
-    ) -> None:
-        super().__init__(ledger, principal, runs)
+    def __init__(self, ledger: LedgerCore, principal: str, call_path: CallPathStatements) -> None:
+        super().__init__(ledger, principal)
         self._call_path = call_path
 
     # -- dispatch intents ------------------------------------------------------------------

@@ -154,9 +154,13 @@ class DriverSession:
     def compile(self, statement: ClauseElement) -> CompiledStatement:
         return CompiledStatement(statement, self.dialect)
 
-    def compiled(self, key: Hashable, build: Callable[[], ClauseElement]) -> CompiledStatement:
-        """``build()`` compiled for this session once and kept under ``key``: statements whose
-        shape depends on the call (the columns an UPDATE sets), or shared prebuilt queries."""
+    def compiled(self, statement: ClauseElement) -> CompiledStatement:
+        """A prebuilt statement (a module constant), compiled for this session once."""
+        return self.compiled_as(statement, lambda: statement)
+
+    def compiled_as(self, key: Hashable, build: Callable[[], ClauseElement]) -> CompiledStatement:
+        """``build()`` compiled for this session once and kept under ``key``: for statements
+        whose shape depends on the call (the columns an UPDATE sets)."""
         found = self._compiled.get(key)
         if found is None:
             found = self._compiled[key] = self.compile(build())

@@ -51,7 +51,6 @@ class LeanReads:
         self._task_by_ref: CompiledStatement = session.compile(task_by_ref)
         self._events: CompiledStatement = session.compile(events)
         self._events_limited: CompiledStatement = session.compile(events_limited)
-        self._compiled: dict[Select[Any], CompiledStatement] = {}
 
     def task_row(
         self, params: dict[str, Any], core: Callable[[], dict[str, Any] | None]
@@ -90,7 +89,7 @@ class LeanReads:
         if cursor is None:
             return core()
         try:
-            found = cursor.rows(self._statement(query), params)
+            found = cursor.rows(self._session.compiled(query), params)
         except sqlite3.Error:
             return core()
         return [_as_booleans(columns, booleans) for columns in found]
@@ -109,9 +108,3 @@ class LeanReads:
             return reads()
         finally:
             cursor.statement("COMMIT")
-
-    def _statement(self, query: Select[Any]) -> CompiledStatement:
-        statement = self._compiled.get(query)
-        if statement is None:
-            statement = self._compiled[query] = self._session.compile(query)
-        return statement

@@ -5,88 +5,29 @@ An outer observation never touches an inner task: the two lifecycles are reconci
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any, Literal, cast
 
-from sqlalchemy import bindparam, func, insert, or_, update
+from sqlalchemy import insert, or_, update
 
 from bridge import events as ev
-from bridge.errors import ConflictingIds, NotFound
+from bridge.errors import ConflictingIds
 from bridge.ids import RUN_PREFIX, new_ref
-from bridge.ledger._base import (
-    _ROW_BY_REF,
-    _ROW_BY_REF_FOR_UPDATE,
-    RUNS,
-    UPDATE_RUN,
-    LedgerCore,
-    bind_columns,
-    null_row,
-    stored_event,
-    written_columns,
-)
+from bridge.ledger._base import RUNS, Tx, bind_columns, null_row, written_columns
 from bridge.ledger.fencing import Membership, check_lease
-from bridge.ledger.hotpath import Cursor, DriverSession
 from bridge.ledger.outcome import bound_json
 from bridge.ledger.queries import RUN_BY_KEY, RUN_BY_RESPONSE, TenantQueries
 from bridge.ledger.views import RunView
 from bridge.lifecycle import Decision, OuterStatus, decide_outer
 
-
-class RunStatements:
-    """A run's registration and its outer observations as precompiled statements on the
-    ledger's driver session (like the call path's, :mod:`bridge.ledger.hotpath`): a served
-    response does each at least once, and through Core a transaction cost several times the
-    statements in it. Their events are appended with the ledger's
-    :class:`~bridge.ledger._base.EventAppend`. Compiled once per ledger (``Ledger._runs``)."""
-
-    def __init__(self, session: DriverSession, *, locks_rows: bool) -> None:
-        self._by_response = session.compile(RUN_BY_RESPONSE)
-        self._by_key = session.compile(RUN_BY_KEY)
-        self.insert_run = session.compile(
-            insert(RUNS).values(bind_columns(RUNS, written_columns(RUNS)))
-        )
-        self.empty_run = null_row(RUNS)
-        by_ref = _ROW_BY_REF_FOR_UPDATE if locks_rows else _ROW_BY_REF
-        self.run_row = session.compile(by_ref[RUNS.name])
-        # An outer observation: each column changes only when given.
-        kept: dict[str, Any] = {
-            name: func.coalesce(bindparam(f"new_{name}"), RUNS.c[name]) for name in _OUTER_CHANGES
-        }
-        self.update_outer = session.compile(
-            UPDATE_RUN.values(
-                **kept,
-                updated_at_ms=func.coalesce(bindparam("new_updated_at_ms"), RUNS.c.updated_at_ms),
-            )
-        )
-
-    def existing(self, cursor: Cursor, principal: str, row: dict[str, Any]) -> Any:
-        """The columns of the run already registered under the row's response id (on its
-        server), else under its idempotency key; None: neither."""
-        if row["response_id"] is not None:
-            params = {
-                "w_principal": principal,
-                "w_server": row["uhp_server"],
-                "w_response_id": row["response_id"],
-            }
-            found = cursor.one(self._by_response, params)
-            if found is not None:
-                return found
-        if row["idempotency_key"] is not None:
-            params = {"w_principal": principal, "w_key": row["idempotency_key"]}
-            return cursor.one(self._by_key, params)
-        return None
-
-
-#: The run's own columns an outer observation may change.
-_OUTER_CHANGES = ("status", "error_json", "last_sequence")
+# A run's registration and its outer observations run precompiled in transactions of the
+# driver session (like the call path's, :mod:`bridge.ledger.hotpath`): a served response does
+# each at least once, and through Core a transaction cost several times the statements in it.
+_INSERT_RUN = insert(RUNS).values(bind_columns(RUNS, written_columns(RUNS)))
+_EMPTY_RUN = null_row(RUNS)
 
 
 class RunWrites(TenantQueries):
     """Writes of outer responses (runs)."""
-
-    def __init__(self, ledger: LedgerCore, principal: str, runs: RunStatements) -> None:
-        super().__init__(ledger, principal)
-        self._runs = runs
 
     def open_run(
         self,
@@ -105,17 +46,10 @@ class RunWrites(TenantQueries):
         ``idempotency_key`` (and the scrubbed ``request_json`` it is sent with) *before* the
         POST, then :meth:`record_outer_ids` once it answers.
         """
-        statements = self._runs
         now = self.now
         ref = new_ref(RUN_PREFIX)
-        registered = ev.RunRegistered(
-            uhp_server=uhp_server,
-            response_id=response_id,
-            session_id=session_id,
-            harness_id=harness_id,
-        )
         row = {
-            **statements.empty_run,
+            **_EMPTY_RUN,
             "ref": ref,
             "principal": self.principal,
             "uhp_server": uhp_server,
@@ -125,40 +59,49 @@ class RunWrites(TenantQueries):
             "status": status.value if status else None,
             "idempotency_key": idempotency_key,
             "request_json": request_json,
-            "event_seq": 1,  # its registration is the run's first event
+            "event_seq": 0,
             "created_at_ms": now,
             "updated_at_ms": now,
         }
-        _, event = stored_event(self.principal, ref, 1, now, registered)
         driver = self._ledger._driver
         try:
-            # One transaction on the driver's connection, the lookup inside it: on SQLite it
-            # holds the write lock, so nothing registers the same response in between;
-            # elsewhere the unique constraints catch a race (below).
-            with driver.transaction() as cursor:
-                found = statements.existing(cursor, self.principal, row)
+            # The lookup inside the registration's own transaction: on SQLite it holds the
+            # write lock, so nothing registers the same response in between; elsewhere the
+            # unique constraints catch a race (below).
+            with self._ledger._driver_write() as tx:
+                found = self._registered(tx, row)
                 if found is not None:
                     return RunView.from_columns(found)
-                cursor.run(statements.insert_run, row)
-                cursor.run(self._ledger._event_append.insert_event, event)
+                tx.run(driver.compiled(_INSERT_RUN), row)
+                registered = ev.RunRegistered(
+                    uhp_server=uhp_server,
+                    response_id=response_id,
+                    session_id=session_id,
+                    harness_id=harness_id,
+                )
+                row["event_seq"] = self._append(tx, ref, registered).seq
         except driver.integrity_error:
-            # A concurrent registration of the same response or key won the race.
-            existing = self._find_existing_run(uhp_server, response_id, idempotency_key)
-            if existing is None:
+            # A concurrent registration of the same response or key won the race: its run.
+            with self._ledger._driver_write() as tx:
+                found = self._registered(tx, row)
+            if found is None:
                 raise
-            return existing
-        self._ledger._notify(self.principal, ref, 1)
+            return RunView.from_columns(found)
         return RunView.from_columns(row)
 
-    def _find_existing_run(
-        self, uhp_server: str, response_id: str | None, idempotency_key: str | None
-    ) -> RunView | None:
-        if response_id is not None:
-            found = self.find_run(uhp_server, response_id)
+    def _registered(self, tx: Tx, row: dict[str, Any]) -> dict[str, Any] | None:
+        """The columns of the run already registered under the row's response id (on its
+        server), else under its idempotency key; None: neither."""
+        compiled = self._ledger._driver.compiled
+        if row["response_id"] is not None:
+            params = {"w_principal": self.principal, "w_server": row["uhp_server"]}
+            by_response = compiled(RUN_BY_RESPONSE)
+            found = tx.one(by_response, {**params, "w_response_id": row["response_id"]})
             if found is not None:
                 return found
-        if idempotency_key is not None:
-            return self.find_run_by_idempotency_key(idempotency_key)
+        if row["idempotency_key"] is not None:
+            params = {"w_principal": self.principal, "w_key": row["idempotency_key"]}
+            return tx.one(compiled(RUN_BY_KEY), params)
         return None
 
     def record_outer_ids(
@@ -215,47 +158,27 @@ class RunWrites(TenantQueries):
         With ``lease`` (a remotely followed run leased to this replica), refused with
         ``LeaseLost`` unless this replica incarnation still holds the run.
         """
-        statements = self._runs
-        appends = self._ledger._event_append
-        owned = {"w_principal": self.principal, "w_ref": run_ref}
-        # Precompiled on the driver's connection, as a registration: each served response
-        # reports its end once, and through Core the transaction cost several times its work.
-        with self._ledger._driver.transaction() as cursor:
-            columns = cursor.one(statements.run_row, owned)
-            if columns is None:
-                raise NotFound("run", run_ref)
-            row = SimpleNamespace(**columns)
+        # Each served response reports its end once: precompiled, as its registration.
+        with self._ledger._driver_write() as tx:
+            row = self._locked_row(tx, RUNS, run_ref, "run")
             check_lease(row, lease, "run")
             current = OuterStatus(row.status) if row.status is not None else None
             decision = decide_outer(current, status)
-            values: dict[str, Any] = dict.fromkeys(_OUTER_CHANGES)  # None: left as it is
+            values: dict[str, Any] = {}
             if sequence is not None and (row.last_sequence is None or sequence > row.last_sequence):
                 values["last_sequence"] = sequence
-            events: list[ev.BridgeEvent] = []
             if decision.is_anomaly:
-                kind, detail = "outer_status_regression", decision.reason
-                events.append(ev.Anomaly(kind=kind, detail=detail))
+                anomaly = ev.Anomaly(kind="outer_status_regression", detail=decision.reason)
+                self._append(tx, run_ref, anomaly)
             elif decision.records_status:
                 values["status"] = status.value
                 if status.is_terminal and error is not None:
                     values["error_json"] = bound_json(error, self._ledger.max_outcome_bytes).text
-                events.append(ev.OuterStatusChanged(previous=current, status=status))
+                self._append(tx, run_ref, ev.OuterStatusChanged(previous=current, status=status))
                 if status.is_terminal:
-                    events.append(ev.OuterTerminal(status=status, error=error))
-            if not events and all(v is None for v in values.values()):
-                return decision
-            now = self.now
-            touched = any(v is not None for v in values.values())
-            values["updated_at_ms"] = now if touched else None  # only the run's own columns
-            seq = 0
-            for event in events:  # each at the run's next number, as every append takes it
-                seq = int(cursor.scalar(appends.next_seq, owned))
-                _, stored = stored_event(self.principal, run_ref, seq, now, event)
-                cursor.run(appends.insert_event, stored)
-            changes = {f"new_{name}": value for name, value in values.items()}
-            cursor.run(statements.update_outer, {**owned, **changes})
-        if events:
-            self._ledger._notify(self.principal, run_ref, seq)
+                    self._append(tx, run_ref, ev.OuterTerminal(status=status, error=error))
+            if values:
+                self._update_row(tx, RUNS, run_ref, {**values, "updated_at_ms": self.now})
         return decision
 
     def record_trace_context(self, run_ref: str, trace_id: str, span_id: str) -> None:

@@ -46,7 +46,6 @@ from bridge.ledger.gateway_handles import GatewayHandleWrites
 from bridge.ledger.inputs import input_request_digest
 from bridge.ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
 from bridge.ledger.rounds import CallRoundWrites
-from bridge.ledger.runs import RunStatements
 from bridge.ledger.tasks import ObservationOutcome, TaskWrites
 
 __all__ = [
@@ -79,11 +78,6 @@ class Ledger(LedgerCore):
     def _hot(self) -> CallPathStatements:
         """The call path's statements, compiled once for this ledger's driver session."""
         return CallPathStatements(self._driver)
-
-    @cached_property
-    def _runs(self) -> RunStatements:
-        """A run's registration and outer observations, compiled once likewise."""
-        return RunStatements(self._driver, locks_rows=self.dialect.locks_rows_for_update)
 
     @classmethod
     def open(
@@ -136,4 +130,4 @@ class TenantLedger(
     tasks, input requests, MRTR call rounds and the reads, each in its aggregate's module."""
 
     def __init__(self, ledger: Ledger, principal: str) -> None:
-        super().__init__(ledger, principal, ledger._hot, ledger._runs)
+        super().__init__(ledger, principal, ledger._hot)

@@ -5,23 +5,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import update
 
 from bridge import events as ev
-from bridge.errors import NotFound
-from bridge.ledger._base import (
-    _ROW_BY_REF,
-    _ROW_BY_REF_FOR_UPDATE,
-    OPEN_TASK,
-    TASKS,
-    UPDATE_TASK,
-    Tx,
-)
+from bridge.ledger._base import OPEN_TASK, TASKS, Tx
 from bridge.ledger.fencing import Membership, check_lease
-from bridge.ledger.hotpath import CompiledStatement
 from bridge.ledger.inputs import InputWrites
 from bridge.ledger.outcome import bound_json
 from bridge.ledger.views import TaskObservation, TaskView
@@ -68,7 +58,7 @@ class TaskWrites(InputWrites):
             observation.input_requests
         )
         with self._write() if records_inputs else self._ledger._driver_write() as tx:
-            row = self._locked_task_row(tx, task_ref)
+            row = self._locked_row(tx, TASKS, task_ref, "task")
             check_lease(row, lease, "task")
             current = TaskStatus(row.status)
             observed = observation.status
@@ -104,31 +94,8 @@ class TaskWrites(InputWrites):
                     appended.extend(
                         self._record_input_requests(tx, row, observation.input_requests)
                     )
-                task = {"w_principal": self.principal, "w_ref": task_ref}
-                changes = {f"v_{name}": value for name, value in values.items()}
-                tx.run(self._task_update(tuple(sorted(values))), {**task, **changes})
+                self._update_row(tx, TASKS, task_ref, values)
         return ObservationOutcome(decision, self.get_task(task_ref), tuple(appended))
-
-    def _locked_task_row(self, tx: Tx, task_ref: str) -> Any:
-        """The task's row, locked for this transaction where the database locks rows."""
-        locks = self._ledger.dialect.locks_rows_for_update
-        query = (_ROW_BY_REF_FOR_UPDATE if locks else _ROW_BY_REF)[TASKS.name]
-        columns = tx.one(
-            self._ledger._driver.compiled(query, lambda: query),
-            {"w_principal": self.principal, "w_ref": task_ref},
-        )
-        if columns is None:
-            raise NotFound("task", task_ref)
-        return SimpleNamespace(**columns)
-
-    def _task_update(self, names: tuple[str, ...]) -> CompiledStatement:
-        """The task's UPDATE of these columns (each bound as ``v_<name>``), compiled once."""
-        return self._ledger._driver.compiled(
-            ("task update", names),
-            lambda: UPDATE_TASK.values(
-                {name: bindparam(f"v_{name}", type_=TASKS.c[name].type) for name in names}
-            ),
-        )
 
     def _observation_values(self, row: Any, observation: TaskObservation) -> dict[str, Any]:
         values: dict[str, Any] = {"updated_at_ms": self.now}
