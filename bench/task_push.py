@@ -62,6 +62,7 @@ class TaskPushListeners:
         self.listens = 0
         self.pushes = 0
         self.refuse_until = 0.0  # time.monotonic(): listens are refused until then
+        self.ack_delay_s = 0.0  # a busy server: each acknowledgement leaves this much later
 
     def push(self, task_id: str, frame: dict[str, Any]) -> None:
         """Send a task's full state (what ``tasks/get`` answers now) to every stream naming it."""
@@ -89,6 +90,8 @@ class TaskPushListeners:
             missing_capability()
         if time.monotonic() < self.refuse_until:
             raise MCPError(code=mcp_types.INTERNAL_ERROR, message="listening paused")
+        if self.ack_delay_s:
+            await anyio.sleep(self.ack_delay_s)
         honored = sorted(i for i in wanted if isinstance(i, str) and self._known(i))
         meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](self._buffer)

@@ -31,11 +31,19 @@ from tests.support.gateway import (
     upstream_task_ids,
 )
 from tests.support.mcp_client import connect, get_task, start_task, update_task
+from tests.support.processes import native_libraries
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def test_the_gateway_runs_on_uvloop(gateway: Gateway) -> None:
+    """``bridge gateway`` starts its loop with ``backend_options()``: uvloop, seen in the
+    running process."""
+    assert gateway.proc.pid is not None
+    assert any("/uvloop/" in path for path in native_libraries(gateway.proc.pid))
 
 
 @pytest.mark.anyio

@@ -140,6 +140,63 @@ async def test_a_change_before_the_acknowledgement_is_seen_by_the_next_poll(
     assert requester.push.stats.applied == 0
 
 
+async def _slow_acknowledgements(url: str, seconds: float) -> None:
+    async with Client(url) as client:
+        await client.call_tool("slow_acknowledgements", {"seconds": seconds})
+
+
+async def test_no_poll_is_spent_while_the_listen_awaits_its_acknowledgement(
+    wall_ledger: Ledger, push_server: ServerProcess
+) -> None:
+    """The server asks for a poll every 200 ms but acknowledges the listen naming the task
+    only after 2 s (a busy server). The polls that come due meanwhile wait for the
+    acknowledgement: the poll after it has to be sent anyway (it sees any change made
+    before), so the task is polled once (twice if a loaded machine sent its first poll before
+    the listen left), not once per 200 ms, and its completion arrives pushed."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    before = (await server_stats(push_server.url))["gets"].get("push_job", 0)
+    await _slow_acknowledgements(push_server.url, 2.0)
+    try:
+        servers = _push_servers(push_server)
+        async with TaskRequester(wall_ledger, servers, scheduler=HONOURING) as req:
+            handle = await _start(req, run.ref, "push_job", seconds=3.0, poll_ms=200)
+            await wait_closed(tenant, handle.task_ref, timeout=30)
+            held, applied = req.scheduler.stats.held_for_listen, req.push.stats.applied
+    finally:
+        await _slow_acknowledgements(push_server.url, 0)
+    gets = (await server_stats(push_server.url))["gets"].get("push_job", 0) - before
+    assert held >= 1  # a poll came due before the acknowledgement, and waited
+    assert gets <= 2, gets  # without waiting: one per 200 ms until the acknowledgement
+    assert applied >= 1 and tenant.get_task(handle.task_ref).status is TaskStatus.COMPLETED
+
+
+async def test_a_listen_never_acknowledged_leaves_the_handle_to_polling(
+    wall_ledger: Ledger, push_server: ServerProcess
+) -> None:
+    """The acknowledgement does not come within ``ack_timeout_s``: the polls held for it are
+    sent then, and the task settles by polling long before the late acknowledgement."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    await _slow_acknowledgements(push_server.url, 10)
+    try:
+        push = PushConfig(ack_timeout_s=0.5, backoff_base_ms=30_000)
+        async with TaskRequester(
+            wall_ledger, _push_servers(push_server), scheduler=FAST, push=push
+        ) as req:
+            handle = await _start(req, run.ref, "push_job", seconds=0.2, poll_ms=100)
+            await wait_closed(tenant, handle.task_ref, timeout=8)  # the late one comes at 10 s
+            assert req.push.stats.listens == 0 and req.push.stats.lost >= 1
+            assert req.scheduler.stats.held_for_listen >= 1
+    finally:
+        await _slow_acknowledgements(push_server.url, 0)
+    assert tenant.get_task(handle.task_ref).status is TaskStatus.COMPLETED
+
+
+def _push_servers(push_server: ServerProcess) -> list[McpServerConfig]:
+    return [McpServerConfig(name="push", url=push_server.url)]
+
+
 async def test_new_handles_get_streams_of_their_own_and_a_merge_polls_what_it_carried(
     wall_ledger: Ledger, push_server: ServerProcess
 ) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 
+from bridge._event_loop import backend_options
 from bridge.cli.mcp_commands import load_mcp_config, resolve_credential
 from bridge.gateway.config import GatewayConfig, GatewayConfigError, parse_gateway_config
 from bridge.gateway.serve import serve_gateway, serve_gateway_stdio
@@ -62,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         anyio.run(
             lambda: serve_gateway_stdio(
                 config, args.db, principal=principal, credentials=resolve_credential
-            )
+            ),
+            backend_options=backend_options(),
         )
         return
     anyio.run(
@@ -73,7 +75,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             port=args.port,
             port_file=args.port_file,
             credentials=resolve_credential,
-        )
+        ),
+        backend_options=backend_options(),
     )
 
 

@@ -25,7 +25,9 @@ write-ahead, the same events; a push only ever makes an observation *earlier*.
   to a backstop (``SchedulerConfig.push_backstop_ms``, 60 s by default, never more often than
   the server asks): the handle's first poll sent after the acknowledgement sees any change
   made before it, and every later change is pushed. The spec lets a subscribed client stop
-  polling altogether; the backstop covers a server that stops pushing without closing.
+  polling altogether; the backstop covers a server that stops pushing without closing. A poll
+  that comes due while the listen naming the handle awaits its acknowledgement waits for it
+  (at most :attr:`PushConfig.ack_timeout_s`): the poll after it has to be sent anyway.
 - **Failure.** A dropped stream returns its handles to the server's interval at once (due no
   later than one interval from then) and is re-opened with exponential backoff; there is no
   replay: a state pushed while no stream was up is seen at the next poll, as without push.
@@ -261,6 +263,26 @@ class PushUpdates:
             self._close_all(state)
             return
         stream = _Stream(ids)
+        # Polls of these handles that come due before the acknowledgement wait for it: the
+        # first poll after it has to be sent anyway, and sees every change made before.
+        refs = [ref for task_id in ids for ref in state.routes.get(task_id, ())]
+        self._scheduler.listen_pending(refs)
+        try:
+            await self._listen(state, stream, connection, id(session), fold=fold)
+        finally:
+            self._scheduler.listen_settled(refs)
+
+    async def _listen(
+        self,
+        state: _ServerPush,
+        stream: _Stream,
+        connection: ServerConnection,
+        session_id: int,
+        *,
+        fold: list[_Stream],
+    ) -> None:
+        """Open ``stream`` on the session ``session_id`` names, wait for its acknowledgement,
+        and put it in service."""
         state.pending = stream
         self._tg.start_soon(self._drive, state, stream, connection)
         with anyio.move_on_after(self.config.ack_timeout_s):
@@ -271,7 +293,7 @@ class PushUpdates:
             raise _ListenFailed("no acknowledgement")
         if not stream.honored:
             # The server listens but pushes no task states: poll only, on this connection.
-            state.refused_by = id(session)
+            state.refused_by = session_id
             self.stats.unsupported.add(state.name)
             stream.close()
             self._close_all(state)

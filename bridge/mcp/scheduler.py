@@ -116,11 +116,20 @@ class _Watch:
     # stream carries them, and polls are only the backstop.
     pushed: bool = False
     push_epoch: int = 0  # bumped when a stream stops naming it: a poll sent before is stale
+    # A listen naming this handle awaits its acknowledgement: a poll that comes due meanwhile
+    # waits for it (``held``), as the first poll after the acknowledgement has to be sent
+    # anyway and sees every change before it. Explicit wake-ups (``asked``) are not held.
+    listen_pending: bool = False
+    held: bool = False
+    asked: bool = False
 
 
 @dataclass(slots=True)
 class SchedulerStats:
     polls: int = 0
+    # Polls that came due while a listen naming the handle awaited its acknowledgement, and
+    # waited for it instead of being sent (the poll after the acknowledgement replaced them).
+    held_for_listen: int = 0
     loops: int = 0  # passes of the scheduler loop (a test with an injected clock waits on it)
     writes: int = 0
     failures: int = 0
@@ -203,7 +212,9 @@ class PollScheduler:
             watch.input_digests.update(digests)
 
     def poll_soon(self, task_ref: str) -> None:
-        if task_ref in self._watched:
+        watch = self._watched.get(task_ref)
+        if watch is not None:
+            watch.asked = True  # not held for a pending listen
             self._queue.schedule(task_ref, self._clock())
             self._wake.set()
 
@@ -249,6 +260,29 @@ class PollScheduler:
         """The handles watched on one server, oldest first (what a push listener asks for)."""
         views = [w.view for w in self._watched.values() if w.view.server_endpoint == endpoint]
         return sorted(views, key=lambda view: view.created_at_ms)
+
+    def listen_pending(self, task_refs: Iterable[str]) -> None:
+        """A listen naming these handles was sent: until :meth:`listen_settled`, a poll of
+        theirs that comes due waits (the poll sent after the acknowledgement replaces it)."""
+        for ref in task_refs:
+            watch = self._watched.get(ref)
+            if watch is not None:
+                watch.listen_pending = True
+
+    def listen_settled(self, task_refs: Iterable[str]) -> None:
+        """The listen naming these handles was acknowledged, refused, or given up on (at most
+        ``PushConfig.ack_timeout_s``): a poll held meanwhile is sent now. Called after
+        :meth:`push_acknowledged`, so that poll counts as the one after the acknowledgement."""
+        now = self._clock()
+        for ref in task_refs:
+            watch = self._watched.get(ref)
+            if watch is None:
+                continue
+            watch.listen_pending = False
+            if watch.held:
+                watch.held = False
+                self._queue.schedule(ref, now)
+                self._wake.set()
 
     def push_acknowledged(self, task_refs: Iterable[str]) -> None:
         """An acknowledged listen stream names these handles: after their next poll (which
@@ -359,9 +393,20 @@ class PollScheduler:
                         watch = self._watched.get(task_ref)
                         if watch is None:
                             continue
+                        if watch.listen_pending and not self._urgent(watch):
+                            watch.held = True  # sent once the listen is settled
+                            self.stats.held_for_listen += 1
+                            continue
+                        watch.asked = False
                         self._in_flight += 1
                         polls.start_soon(self._poll_guarded, watch, due)
                 await self._sleep_until_next(free > 0)
+
+    @staticmethod
+    def _urgent(watch: _Watch) -> bool:
+        """A poll that must not wait for a pending listen: asked for, or carrying a cancel or
+        answers to deliver."""
+        return watch.asked or watch.cancel_pending or watch.undelivered_answers
 
     async def _sleep_until_next(self, has_capacity: bool) -> None:
         next_due = self._queue.next_due() if has_capacity else None

@@ -18,7 +18,8 @@ starts only at ``release_held``, so a test can first wait for a listen stream to
 ``garbled_push_job``
 (ADVERSARIAL: on completion it pushes two malformed frames, while ``tasks/get`` answers the
 real result), ``drop_listeners`` (kills every listen connection at the HTTP level and refuses
-new listens for ``refuse_s`` seconds), ``stats`` (``tasks/get`` per tool, listens, pushes,
+new listens for ``refuse_s`` seconds), ``slow_acknowledgements`` (each new listen is
+acknowledged ``seconds`` after it arrives), ``stats`` (``tasks/get`` per tool, listens, pushes,
 and how many task ids the open listen streams name).
 Run: ``python -m tests.servers.push_tasks_server --port 0 --port-file F`` (127.0.0.1, ``/mcp``).
 """
@@ -229,6 +230,13 @@ async def drop_listeners(refuse_s: float = 0.0) -> str:
     if killer is not None:
         killer.drop_all()
     return "dropped"
+
+
+@mcp.tool()
+async def slow_acknowledgements(seconds: float = 0.0) -> str:
+    """Acknowledge each new listen ``seconds`` after it arrives (a busy server); 0 resets."""
+    extension.listeners.ack_delay_s = seconds
+    return "set"
 
 
 @mcp.tool()

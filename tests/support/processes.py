@@ -20,10 +20,26 @@ __all__ = [
     "REPO_ROOT",
     "ServerProcess",
     "ServerStartError",
+    "native_libraries",
     "quick_bench",
     "refused_port",
     "running_together",
+    "serves_on_uvloop_and_httptools",
 ]
+
+
+def native_libraries(pid: int) -> set[str]:
+    """The paths of the shared objects a running process has mapped (``/proc/<pid>/maps``):
+    which compiled event loop and HTTP parser it actually serves on."""
+    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    return {fields[5] for line in maps if len(fields := line.split()) >= 6}
+
+
+def serves_on_uvloop_and_httptools(pid: int) -> bool:
+    """Whether the process has uvloop's loop and httptools' parser loaded (which its
+    ``loop``/``http`` "auto" picked when both are installed)."""
+    paths = native_libraries(pid)
+    return all(any(f"/{package}/" in path for path in paths) for package in ("uvloop", "httptools"))
 
 
 @contextmanager
