@@ -67,6 +67,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     check_port_arguments(parser, args)
     logging.basicConfig(level=args.log_level.upper())
+    if logging.getLogger().level >= logging.INFO:
+        # The MCP SDK's HTTP client logs every request at INFO (each tools/call, poll and
+        # listen): below the debug level those lines are noise, and cost a line each.
+        logging.getLogger("httpx2").setLevel(logging.WARNING)
     try:
         config = load_config(args.config)
     except ConfigError as exc:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import pydantic_core
 
 from bridge import (
     Bridge,
@@ -224,7 +225,7 @@ class Runtime:
                 run.step = step
             first = run.next_seq
             rows = [
-                (type_, json.dumps({"type": type_, "sequence_number": seq, **payload}))
+                (type_, to_json({"type": type_, "sequence_number": seq, **payload}))
                 for seq, (type_, payload) in enumerate(events, start=first)
             ]
             # Advance first: a cancellation delivered while the (uncancellable) write runs
@@ -233,7 +234,7 @@ class Runtime:
             # Deltas store only themselves (the stored body catches up at the next item
             # boundary, and a read in between folds the pending deltas in: see the store), so
             # a streamed word costs the same however long the response already is.
-            body_json = None if rows[-1][0] in DELTA_EVENTS else json.dumps(run.body)
+            body_json = None if rows[-1][0] in DELTA_EVENTS else to_json(run.body)
             try:
                 await self.write(
                     self.store.append_all,
@@ -582,10 +583,16 @@ class _Incomplete(Exception):
         self.reason = reason
 
 
+def to_json(value: Any) -> str:
+    """A JSON value as compact text, by pydantic-core's encoder: 2-3 times faster than the
+    standard library's on a response body, and every event and snapshot is encoded once."""
+    return pydantic_core.to_json(value).decode()
+
+
 def json_copy(value: Any) -> Any:
-    """A deep copy of a JSON value (what a response, its items and parts are): through the
-    C encoder and decoder, several times cheaper than ``copy.deepcopy``."""
-    return json.loads(json.dumps(value))
+    """A deep copy of a JSON value (what a response, its items and parts are): through
+    pydantic-core's encoder and decoder, several times cheaper than ``copy.deepcopy``."""
+    return pydantic_core.from_json(pydantic_core.to_json(value))
 
 
 class StoredLog:
