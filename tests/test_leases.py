@@ -6,8 +6,11 @@ already lapsed on the database's clock.
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import CompileError
 
@@ -20,6 +23,7 @@ from tests.conftest import FakeClock
 from tests.support.builders import new_run, new_task
 
 LEASE_MS = 60_000
+GATE_KEY = 4242  # the advisory lock a claim is made to wait on (PostgreSQL test below)
 
 
 def _open_tasks(ledger: Ledger, count: int, principal: str = "acme") -> list[str]:
@@ -63,6 +67,60 @@ def test_claims_split_open_tasks_oldest_due_first_and_never_twice(ledger: Ledger
     assert [t.ref for t in second] == refs[20:]
     assert leases.claim_tasks(a, 20) == [] and leases.claim_tasks(b, 20) == []
     assert leases.holder("task", refs[0]) == a and leases.holder("task", refs[-1]) == b
+
+
+def _wait_for_lock_waiters(ledger: Ledger, count: int) -> None:
+    """Until ``count`` sessions of this database wait on a lock (a deadline, not a sleep)."""
+    deadline = time.monotonic() + 30
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    )
+    with ledger.engine.connect() as watch:
+        while watch.execute(query).scalar_one() < count:
+            assert time.monotonic() < deadline, "nobody came to wait on the lock"
+            time.sleep(0.01)
+
+
+@pytest.mark.postgres
+def test_a_claim_leaves_alone_a_task_its_holder_took_after_the_claim_began(
+    pg_ledger: Ledger,
+) -> None:
+    """PostgreSQL re-checks a row another transaction changed after a claim began against the
+    claim's own snapshot, where a replica that restarted (or registered) since is missing or
+    an older incarnation. Here B's claim of two tasks is held (a trigger waits on a lock the
+    test holds) after its first row, while A restarts and claims the second; then B goes on.
+    B must skip the row A now holds: read as "holder gone", it took it too."""
+    refs = _open_tasks(pg_ledger, 2)
+    leases = TenantLeases(pg_ledger.for_principal("acme"))
+    registry = ReplicaRegistry(pg_ledger)
+    b = registry.register("replica-b", LEASE_MS)
+    registry.register("replica-a", LEASE_MS)  # A's earlier incarnation, in B's snapshot
+    with pg_ledger.engine.begin() as conn:
+        conn.execute(
+            text(
+                "CREATE FUNCTION hold_replica_b() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN IF NEW.lease_owner = 'replica-b' THEN"
+                f" PERFORM pg_advisory_xact_lock({GATE_KEY}); END IF; RETURN NEW; END $$"
+            )
+        )
+        conn.execute(
+            text(
+                "CREATE TRIGGER hold_replica_b BEFORE UPDATE ON bridge_inner_tasks"
+                " FOR EACH ROW EXECUTE FUNCTION hold_replica_b()"
+            )
+        )
+    with pg_ledger.engine.connect() as gate, ThreadPoolExecutor(max_workers=1) as pool:
+        gate.execute(text(f"SELECT pg_advisory_lock({GATE_KEY})"))
+        b_claim = pool.submit(leases.claim_tasks, b, 2)
+        _wait_for_lock_waiters(pg_ledger, 1)  # B has its snapshot and holds refs[0]
+        a = registry.register("replica-a", LEASE_MS)  # a restart: incarnation 2
+        a_took = leases.claim_tasks(a, 2)  # refs[0] is B's (locked, skipped)
+        gate.execute(text(f"SELECT pg_advisory_unlock({GATE_KEY})"))
+        b_took = b_claim.result(timeout=30)
+    assert [t.ref for t in a_took] == [refs[1]]
+    assert [t.ref for t in b_took] == [refs[0]], "B took the task A had just claimed"
+    assert leases.holder("task", refs[1]) == a and leases.holder("task", refs[0]) == b
 
 
 def test_a_lapsed_or_restarted_replica_releases_its_tasks_to_the_others(ledger: Ledger) -> None:

@@ -50,10 +50,23 @@ def _alive(member_id: Any, incarnation: Any) -> Any:
 
 
 def _claimable(table: Table) -> Any:
-    """SQL: the row is unowned, or its holder's membership is gone."""
-    return or_(
-        table.c.lease_owner.is_(None), ~_alive(table.c.lease_owner, table.c.lease_incarnation)
+    """SQL: the row is unowned, or its holder's membership is *seen* gone: expired, or
+    superseded by a later incarnation of the same replica.
+
+    Gone takes evidence, not absence. PostgreSQL re-checks a row that another transaction
+    changed after a claim began (``FOR UPDATE``) against the claim's own snapshot, where a
+    membership registered or bumped after that snapshot is missing or older: read as absence,
+    a holder that had just restarted and claimed the row looked gone, and the row was taken
+    twice. Membership rows are never deleted (retiring one expires it), so a holder with no
+    visible row is one that registered after the snapshot: alive.
+    """
+    holder = REPLICAS.c.replica_id == table.c.lease_owner
+    superseded = REPLICAS.c.incarnation > table.c.lease_incarnation
+    lapsed = and_(
+        REPLICAS.c.incarnation == table.c.lease_incarnation,
+        REPLICAS.c.expires_at_ms <= db_now_ms(),
     )
+    return or_(table.c.lease_owner.is_(None), exists().where(holder, or_(superseded, lapsed)))
 
 
 class ReplicaRegistry:
