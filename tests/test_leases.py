@@ -6,7 +6,6 @@ already lapsed on the database's clock.
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -21,6 +20,7 @@ from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import LostReason, OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import new_run, new_task
+from tests.support.postgres import wait_for_lock_waiters
 
 LEASE_MS = 60_000
 GATE_KEY = 4242  # the advisory lock a claim is made to wait on (PostgreSQL test below)
@@ -69,19 +69,6 @@ def test_claims_split_open_tasks_oldest_due_first_and_never_twice(ledger: Ledger
     assert leases.holder("task", refs[0]) == a and leases.holder("task", refs[-1]) == b
 
 
-def _wait_for_lock_waiters(ledger: Ledger, count: int) -> None:
-    """Until ``count`` sessions of this database wait on a lock (a deadline, not a sleep)."""
-    deadline = time.monotonic() + 30
-    query = text(
-        "SELECT count(*) FROM pg_stat_activity"
-        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
-    )
-    with ledger.engine.connect() as watch:
-        while watch.execute(query).scalar_one() < count:
-            assert time.monotonic() < deadline, "nobody came to wait on the lock"
-            time.sleep(0.01)
-
-
 @pytest.mark.postgres
 def test_a_claim_leaves_alone_a_task_its_holder_took_after_the_claim_began(
     pg_ledger: Ledger,
@@ -110,13 +97,15 @@ def test_a_claim_leaves_alone_a_task_its_holder_took_after_the_claim_began(
                 " FOR EACH ROW EXECUTE FUNCTION hold_replica_b()"
             )
         )
-    with pg_ledger.engine.connect() as gate, ThreadPoolExecutor(max_workers=1) as pool:
-        gate.execute(text(f"SELECT pg_advisory_lock({GATE_KEY})"))
+    # The gate is a transaction's lock: however the block ends, closing the connection
+    # releases it before the pool waits for B.
+    with ThreadPoolExecutor(max_workers=1) as pool, pg_ledger.engine.connect() as gate:
+        gate.execute(text(f"SELECT pg_advisory_xact_lock({GATE_KEY})"))
         b_claim = pool.submit(leases.claim_tasks, b, 2)
-        _wait_for_lock_waiters(pg_ledger, 1)  # B has its snapshot and holds refs[0]
+        wait_for_lock_waiters(pg_ledger.engine, 1)  # B has its snapshot and holds refs[0]
         a = registry.register("replica-a", LEASE_MS)  # a restart: incarnation 2
         a_took = leases.claim_tasks(a, 2)  # refs[0] is B's (locked, skipped)
-        gate.execute(text(f"SELECT pg_advisory_unlock({GATE_KEY})"))
+        gate.commit()  # B goes on
         b_took = b_claim.result(timeout=30)
     assert [t.ref for t in a_took] == [refs[1]]
     assert [t.ref for t in b_took] == [refs[0]], "B took the task A had just claimed"

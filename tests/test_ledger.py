@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import insert, text
+from sqlalchemy import insert
 
 from bridge import events as ev
 from bridge.errors import (
@@ -26,6 +25,7 @@ from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT, new_run, new_task
+from tests.support.postgres import wait_for_lock_waiters
 
 APPROVAL = {"method": "elicitation/create", "params": {"message": "Approve 120 EUR?"}}
 
@@ -351,29 +351,19 @@ def test_a_registration_that_loses_the_race_returns_the_winners_run(pg_ledger: L
     its lookup, then meet it at the unique constraint. It answers with the winner's run."""
     tenant = pg_ledger.for_principal("acme")
     winner_ref = "run_winner"
-    winner = pg_ledger.engine.connect()
-    winner.begin()
-    winner.execute(
-        insert(RUNS).values(
-            ref=winner_ref, principal="acme", uhp_server="local:h", response_id="resp_race",
-            event_seq=0, created_at_ms=1, updated_at_ms=1,
-        )
-    )  # fmt: skip
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    # However the block ends, the winner's connection closes (its insert rolled back if not
+    # committed) before the pool waits for the loser, which may be waiting on it.
+    with ThreadPoolExecutor(max_workers=1) as pool, pg_ledger.engine.connect() as winner:
+        winner.execute(
+            insert(RUNS).values(
+                ref=winner_ref, principal="acme", uhp_server="local:h", response_id="resp_race",
+                event_seq=0, created_at_ms=1, updated_at_ms=1,
+            )
+        )  # fmt: skip
         loser = pool.submit(tenant.open_run, "local:h", response_id="resp_race")
         # The loser's insert waits on the winner's uncommitted key: wait until it does.
-        deadline = time.monotonic() + 30
-        with pg_ledger.engine.connect() as watch:
-            while not watch.execute(
-                text(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND datname = current_database()"
-                )
-            ).scalar_one():
-                assert time.monotonic() < deadline, "the registration never met the lock"
-                time.sleep(0.01)
+        wait_for_lock_waiters(pg_ledger.engine, 1)
         winner.commit()
-        winner.close()
         assert loser.result(timeout=30).ref == winner_ref
     assert tenant.open_run("local:h", response_id="resp_race").ref == winner_ref
 

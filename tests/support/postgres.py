@@ -13,10 +13,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from sqlalchemy import Engine, text
 
 UNPRIVILEGED_USER = "nobody"
 SUPERUSER = "bridge"
@@ -163,3 +166,22 @@ def fresh_database(admin_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(**conninfo, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def wait_for_lock_waiters(engine: Engine, count: int, *, timeout_s: float = 30.0) -> None:
+    """Until ``count`` sessions of ``engine``'s database wait on a lock (a deadline, not a
+    sleep). Each look is a transaction of its own: within one transaction PostgreSQL keeps
+    answering ``pg_stat_activity`` from the snapshot it took first, and would never see a
+    session that started waiting after it."""
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with engine.connect() as watch:
+            if watch.execute(query).scalar_one() >= count:
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"fewer than {count} sessions came to wait on a lock")
+        time.sleep(0.01)
