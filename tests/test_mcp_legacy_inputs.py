@@ -93,8 +93,13 @@ async def test_the_host_answers_a_legacy_question_and_the_task_completes(
         assert recorded.key.startswith("elicitation/create#")  # derived: no inputRequests key
         await request.accept({"approve": True, "note": "ok"})
         assert await _settled_text(bridge, task_ref) == "payment of 40 EUR approved ok"
-        [delivered] = tenant.input_requests(task_ref)
-        assert delivered.delivered_at_ms is not None and delivered.answer is None
+        # The answer counts as delivered once the task's end is seen: at once when the held
+        # tasks/result brings it, just after the terminal state when a poll sees the end first.
+        [delivered] = await wait_until(
+            lambda: [r for r in tenant.input_requests(task_ref) if r.delivered_at_ms is not None],
+            what="the answer marked delivered",
+        )
+        assert delivered.answer is None
         types = event_types(tenant, run_ref)
         assert types.count("task.input_required") == 1 and types[-1] == "task.terminal"
         assert types.index("task.input_answered") < types.index("task.terminal")
