@@ -31,7 +31,7 @@ from tests.support.gateway import (
     upstream_task_ids,
 )
 from tests.support.mcp_client import connect, get_task, start_task, update_task
-from tests.support.processes import native_libraries
+from tests.support.processes import loads_native_code_of
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_the_gateway_runs_on_uvloop(gateway: Gateway) -> None:
     """``bridge gateway`` starts its loop with ``backend_options()``: uvloop, seen in the
     running process."""
     assert gateway.proc.pid is not None
-    assert any("/uvloop/" in path for path in native_libraries(gateway.proc.pid))
+    assert loads_native_code_of(gateway.proc.pid, "uvloop")
 
 
 @pytest.mark.anyio

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.processes import ServerProcess, refused_port, serves_on_uvloop_and_httptools
+from tests.support.processes import ServerProcess, loads_native_code_of, refused_port
 
 TOKEN = "report-harness-test-token"
 OTHER_TOKEN = "report-harness-other-token"
@@ -144,7 +144,7 @@ def test_the_harness_serves_on_uvloop_and_httptools(server: ServerProcess) -> No
     """uvicorn's "auto" choices, seen in the running process: both are dependencies, and
     without them the harness spends about a tenth more CPU per response (bench section 10)."""
     assert server.pid is not None
-    assert serves_on_uvloop_and_httptools(server.pid)
+    assert loads_native_code_of(server.pid, "uvloop", "httptools")
 
 
 def test_discovery_without_credential_and_versions(server: ServerProcess) -> None:

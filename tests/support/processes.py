@@ -20,26 +20,19 @@ __all__ = [
     "REPO_ROOT",
     "ServerProcess",
     "ServerStartError",
-    "native_libraries",
+    "loads_native_code_of",
     "quick_bench",
     "refused_port",
     "running_together",
-    "serves_on_uvloop_and_httptools",
 ]
 
 
-def native_libraries(pid: int) -> set[str]:
-    """The paths of the shared objects a running process has mapped (``/proc/<pid>/maps``):
-    which compiled event loop and HTTP parser it actually serves on."""
+def loads_native_code_of(pid: int, *packages: str) -> bool:
+    """Whether a running process has mapped a compiled module of every one of ``packages``
+    (``/proc/<pid>/maps``): which event loop and HTTP parser it actually serves on."""
     maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
-    return {fields[5] for line in maps if len(fields := line.split()) >= 6}
-
-
-def serves_on_uvloop_and_httptools(pid: int) -> bool:
-    """Whether the process has uvloop's loop and httptools' parser loaded (which its
-    ``loop``/``http`` "auto" picked when both are installed)."""
-    paths = native_libraries(pid)
-    return all(any(f"/{package}/" in path for path in paths) for package in ("uvloop", "httptools"))
+    paths = {fields[5] for line in maps if len(fields := line.split()) >= 6}
+    return all(any(f"/{package}/" in path for path in paths) for package in packages)
 
 
 @contextmanager
