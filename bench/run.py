@@ -31,6 +31,7 @@ import gc
 import json
 import random
 import resource
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -53,7 +54,7 @@ from bridge.mcp.requester import TaskRequester
 from bridge.mcp.scheduler import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
 from bridge.uhp.client import UhpClient
-from tests.support.processes import ServerProcess
+from tests.support.processes import ServerProcess, server_logs_under
 
 PRINCIPAL = "bench"
 REPO = Path(__file__).resolve().parents[1]
@@ -453,7 +454,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    report = anyio.run(main_async, args)
+    # The servers' log folders go in one folder of the run's own, removed after a clean run
+    # (a failed run names it, for its logs).
+    logs = Path(tempfile.mkdtemp(prefix="bench-server-logs-"))
+    try:
+        with server_logs_under(logs):
+            report = anyio.run(main_async, args)
+    except BaseException:
+        print(f"the servers' logs: {logs}", file=sys.stderr)
+        raise
+    shutil.rmtree(logs, ignore_errors=True)
     out = args.out or (None if args.only else REPO / "docs" / "benchmarks.md")
     if out is not None:
         out.write_text("\n".join(report.lines) + "\n")

@@ -28,6 +28,26 @@ from types import TracebackType
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 
+# Where each server's log folder is made (None: the system's temporary folder).
+_log_root: Path | None = None
+
+
+@contextmanager
+def server_logs_under(folder: Path) -> Iterator[Path]:
+    """Servers created inside the block keep their log folders under ``folder``.
+
+    The tests point this into pytest's temporary folder, which keeps the last few sessions
+    (a failed run's logs stay readable) and prunes older ones; ``bench.run`` into a folder it
+    removes after a clean run. Without it, a server's log folder outlives it unless the
+    server ran in a ``with`` block that ended cleanly (:meth:`ServerProcess.remove_logs`)."""
+    global _log_root
+    folder.mkdir(parents=True, exist_ok=True)
+    before, _log_root = _log_root, folder
+    try:
+        yield folder
+    finally:
+        _log_root = before
+
 
 @contextmanager
 def refused_port() -> Iterator[int]:
@@ -62,7 +82,7 @@ class ServerProcess:
         self.args = list(args)
         self.env = dict(env or {})
         self._port = port
-        self.log_dir = Path(tempfile.mkdtemp(prefix="mcp-test-server-"))
+        self.log_dir = Path(tempfile.mkdtemp(prefix="mcp-test-server-", dir=_log_root))
         self.log_path = self.log_dir / f"{module.rsplit('.', 1)[-1]}.log"
         self.port_file = self.log_dir / "port"
         self._proc: subprocess.Popen[bytes] | None = None

@@ -13,7 +13,7 @@ from bridge.ledger.store import Ledger
 from tests.support.example_servers import example_servers
 from tests.support.gateway import UPSTREAM_TOKEN, Gateway, running_gateway
 from tests.support.postgres import ThrowawayPostgres, fresh_database
-from tests.support.processes import ServerProcess
+from tests.support.processes import ServerProcess, server_logs_under
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -43,6 +43,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest files first (a stable sort: the rest keep their order)."""
     rank = {name: place for place, name in enumerate(LONGEST_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def server_logs_in_pytest_temp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test server's log folder under pytest's temporary folder: kept for the last few
+    sessions (a failure's logs stay readable), pruned after, never left in /tmp."""
+    with server_logs_under(tmp_path_factory.getbasetemp() / "server-logs") as folder:
+        yield folder
 
 
 @pytest.fixture(scope="session")

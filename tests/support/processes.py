@@ -13,6 +13,7 @@ from harness_examples.launch import (
     ServerProcess,
     ServerStartError,
     refused_port,
+    server_logs_under,
 )
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "quick_bench",
     "refused_port",
     "running_together",
+    "server_logs_under",
 ]
 
 
