@@ -99,6 +99,35 @@ async def _commit_behind_gate(
 async def test_concurrent_dispatches_are_committed_before_each_caller_is_released(
     ledger: Ledger, second: TenantLedger
 ) -> None:
+    await _concurrent_dispatches(ledger, second)
+    # On PostgreSQL a batch of one-statement writes (intents, results) is sent in one round
+    # trip, from the event loop itself.
+    pipelines = ledger.dialect.name == "postgresql"
+    group = ledger.group_commit
+    assert (group.pipelined_transactions >= 1) is pipelines
+    assert group.loop_transactions == group.pipelined_transactions
+    assert group.loop_fallbacks == 0
+
+
+@pytest.mark.postgres
+async def test_without_the_loop_a_batch_is_pipelined_from_a_worker_thread(
+    pg_ledger: Ledger,
+) -> None:
+    url = pg_ledger.engine.url.render_as_string(hide_password=False)
+    ledger = Ledger.open(url, upgrade=False, commit_on_loop=False)
+    second = Ledger.open(url, upgrade=False)
+    try:
+        await _concurrent_dispatches(ledger, second.for_principal("acme"))
+        group = ledger.group_commit
+        assert group.pipelined_transactions >= 1
+        assert (group.loop_transactions, group.loop_fallbacks) == (0, 0)
+    finally:
+        second.close()
+        ledger.close()
+
+
+async def _concurrent_dispatches(ledger: Ledger, second: TenantLedger) -> None:
+    """32 callers, each an intent then its result, queued behind a held commit."""
     tenant = ledger.for_principal("acme")
     runs = [new_run(tenant).ref for _ in range(4)]
     runner = LedgerRunner(inline=False)
@@ -127,9 +156,6 @@ async def test_concurrent_dispatches_are_committed_before_each_caller_is_release
     assert group.writes == 1 + 2 * callers  # the gate, the intents, the results
     # The intents queued behind the gate shared one commit.
     assert group.transactions <= 1 + 1 + callers
-    # On PostgreSQL a batch of one-statement writes (intents, results) is sent in one round trip.
-    pipelines = ledger.dialect.name == "postgresql"
-    assert (group.pipelined_transactions >= 1) is pipelines
     assert group.pipelined_transactions <= group.transactions
     for run_ref in runs:  # every result's event, gapless per run
         events = second.events(run_ref)
@@ -169,8 +195,10 @@ async def test_a_failing_write_in_a_batch_fails_alone(ledger: Ledger, second: Te
         assert second.get_dispatch(view.ref).state is DispatchState.SENT
     assert second.get_dispatch(first.ref).result == RESULT
     assert len(second.list_dispatches(run_ref=run_ref)) == 1 + len(good)
-    # The pipelined attempt (PostgreSQL) was rolled back whole: every write went alone.
+    # The pipelined attempt (PostgreSQL: from the event loop) was rolled back whole: every
+    # write went alone.
     assert group.pipelined_transactions == 0
+    assert group.loop_fallbacks == (1 if ledger.dialect.name == "postgresql" else 0)
 
 
 async def test_a_refused_check_rolls_a_pipelined_batch_back_and_only_it_fails(
@@ -199,6 +227,7 @@ async def test_a_refused_check_rolls_a_pipelined_batch_back_and_only_it_fails(
         assert second.get_dispatch(outcomes[n].ref).state is DispatchState.SENT
     assert len(second.events(run_ref)) == events_before  # the refused result logged nothing
     assert group.pipelined_transactions == 0
+    assert group.loop_fallbacks == (1 if ledger.dialect.name == "postgresql" else 0)
     # gate, then the two intents alone after the roll-back
     assert (group.transactions, group.writes) == (3, 3)
 

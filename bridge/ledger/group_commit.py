@@ -18,6 +18,12 @@ statements in one round trip, their results checked, then ``COMMIT``. Otherwise 
 round trip per statement, and on a busy machine each of those waits for the database process
 to be scheduled. The rules above are unchanged: a failing statement or check rolls the whole
 batch back, and its writes are then committed one per transaction.
+
+On the event loop (PostgreSQL with psycopg, asyncio): such a batch is sent from the loop itself,
+on an asynchronous connection of its own (:mod:`.loop_pipeline`), instead of in a worker thread,
+which spends most of a batch's wall time waiting for the interpreter lock. If it fails there,
+for whatever reason, the batch is committed in a worker thread one write per transaction, as
+after any failed batch.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 
@@ -79,6 +85,14 @@ class StagedCommit(Generic[C, R, T]):
 Pipelined = Callable[[Sequence[OneStatement[Any]]], list[Any]]
 
 
+class LoopPipelined(Protocol):
+    """The same, sent from the event loop (:class:`~bridge.ledger.loop_pipeline.LoopPipeline`)."""
+
+    def usable(self) -> bool: ...
+
+    async def commit(self, writes: Sequence[OneStatement[Any]]) -> list[Any]: ...
+
+
 class _Queued:
     __slots__ = ("committed", "done", "error", "finished", "leads", "settled", "staged", "written")
 
@@ -99,23 +113,29 @@ class GroupCommit(Generic[C]):
     ``transaction``: a context manager opening one transaction (committed on a clean exit,
     rolled back on an exception) and yielding what writes execute on. ``pipelined`` (where the
     driver can): a batch made only of :meth:`StagedCommit.one_statement` writes is sent as one
-    pipelined transaction, its statements in one round trip instead of one each. Statistics
-    for tests and benchmarks: ``transactions`` committed, the ``writes`` they held, how many
-    of those transactions were ``pipelined_transactions``, the ``batches`` led and
-    ``batch_seconds``, the wall time they took from the hand-over to a worker thread until the
-    event loop had them back.
+    pipelined transaction, its statements in one round trip instead of one each; with
+    ``on_loop``, such a batch is sent from the event loop first. Statistics for tests and
+    benchmarks: ``transactions`` committed, the ``writes`` they held, how many of those
+    transactions were ``pipelined_transactions`` and how many of these were committed from the
+    loop (``loop_transactions``), the batches the loop gave back (``loop_fallbacks``), the
+    ``batches`` led and ``batch_seconds``, the wall time they took until the event loop had
+    them back (sent from the loop, or handed to a worker thread and back).
     """
 
     def __init__(
         self,
         transaction: Callable[[], AbstractContextManager[C]],
         pipelined: Pipelined | None = None,
+        on_loop: LoopPipelined | None = None,
     ) -> None:
         self._transaction = transaction
         self._pipelined = pipelined
+        self._on_loop = on_loop
+        self.loop_transactions = 0
+        self.loop_fallbacks = 0
         self.pipelined_transactions = 0
         self.batches = 0  # batches led (a batch committed write by write counts once)
-        self.batch_seconds = 0.0  # their wall time: hop to the worker, transactions, back
+        self.batch_seconds = 0.0  # their wall time, until back on the event loop
         self._queue: list[_Queued] = []
         self._leading = False  # a batch is being committed, or its successor handed the lead
         self._loop_thread: int | None = None  # the event loop's thread that batches
@@ -159,7 +179,10 @@ class GroupCommit(Generic[C]):
         self.batches += 1
         started = time.perf_counter()
         try:
-            await offload(partial(self._commit_batch, batch))
+            committed = await self._commit_on_loop(batch)
+            if committed is not True:
+                # After a batch failed on the loop, straight to one write per transaction.
+                await offload(partial(self._commit_batch, batch, pipelined=committed is None))
         except BaseException as exc:  # the worker itself failed: nobody's write is known
             for queued in batch:
                 if not queued.finished:
@@ -178,11 +201,37 @@ class GroupCommit(Generic[C]):
             else:
                 self._leading = False
 
-    def _commit_batch(self, batch: list[_Queued]) -> None:
-        """In a worker thread: one transaction for the whole batch (pipelined when it can be);
-        one per write after a failure, so that a failing write fails alone."""
+    async def _commit_on_loop(self, batch: list[_Queued]) -> bool | None:
+        """The batch sent from the event loop: whether it committed (False: it was tried and
+        rolled back); None when it is not for the loop (no loop pipeline, not usable now, or a
+        write in it is not a single statement)."""
+        on_loop = self._on_loop
+        if on_loop is None or not on_loop.usable():
+            return None
+        ones: list[OneStatement[Any]] = []
+        for queued in batch:
+            if queued.staged.statement is None:
+                return None
+            ones.append(queued.staged.statement)
+        try:
+            values = await on_loop.commit(ones)
+        except Exception:
+            self.loop_fallbacks += 1
+            return False
+        self.transactions += 1
+        self.pipelined_transactions += 1
+        self.loop_transactions += 1
+        self.writes += len(batch)
+        for queued, value in zip(batch, values, strict=True):
+            self._committed(queued, value)
+        return True
+
+    def _commit_batch(self, batch: list[_Queued], *, pipelined: bool = True) -> None:
+        """In a worker thread: one transaction for the whole batch (pipelined when it can be,
+        and ``pipelined``); one per write after a failure, so that a failing write fails
+        alone."""
         if len(batch) > 1:
-            committed = self._commit_pipelined(batch)
+            committed = self._commit_pipelined(batch) if pipelined else False
             if committed is None:
                 committed = self._commit_together(batch)
             if committed:

@@ -1,0 +1,121 @@
+"""Group-commit batches sent from the event loop (PostgreSQL; ``bridge/ledger/loop_pipeline.py``).
+
+A batch the loop's connection cannot commit is committed in a worker thread instead, and the
+loop connects afresh for the next one; after a failed connect the loop is left alone for a
+pause, during which batches go to worker threads as they did before the loop path existed. Real
+PostgreSQL: the loop connection's backend is terminated, and a server of its own is stopped
+outright and started again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import psycopg
+import pytest
+from sqlalchemy import text
+
+from bridge.aio import LedgerRunner
+from bridge.ledger.group_commit import StagedCommit
+from bridge.ledger.hotpath import OneStatement
+from bridge.ledger.loop_pipeline import RECONNECT_PAUSE_S, LoopPipeline
+from bridge.ledger.store import Ledger, TenantLedger
+from bridge.lifecycle import DispatchState
+from tests.support.builders import ENDPOINT, new_run
+from tests.support.postgres import ThrowawayPostgres, fresh_database
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+
+def _intent(tenant: TenantLedger, run_ref: str, n: int) -> StagedCommit[Any, Any, Any]:
+    return tenant.stage_dispatch(
+        run_ref, server_endpoint=ENDPOINT, tool_name="echo", arguments={"n": n}, sent=True
+    )
+
+
+def _statement(staged: StagedCommit[Any, Any, Any]) -> OneStatement[Any]:
+    assert staged.statement is not None  # an intent is one statement
+    return staged.statement
+
+
+async def test_a_batch_whose_loop_connection_broke_commits_in_a_worker_thread(
+    pg_ledger: Ledger,
+) -> None:
+    tenant = pg_ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    group, runner = pg_ledger.group_commit, LedgerRunner(inline=False)
+    pipeline = pg_ledger._loop_pipeline
+    assert pipeline is not None
+
+    before = await runner.commit(group, _intent(tenant, run_ref, 1))
+    assert (group.loop_transactions, pipeline.connects) == (1, 1)
+    assert pipeline._connection is not None
+    backend = pipeline._connection.info.backend_pid
+    with pg_ledger.engine.connect() as admin:  # waits until the backend is gone
+        ended = admin.execute(text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": backend})
+        assert ended.scalar() is True
+
+    lost = await runner.commit(group, _intent(tenant, run_ref, 2))
+    assert (group.loop_transactions, group.loop_fallbacks) == (1, 1)
+    after = await runner.commit(group, _intent(tenant, run_ref, 3))
+    assert (group.loop_transactions, pipeline.connects) == (2, 2)  # connected afresh
+
+    for view in (before, lost, after):
+        assert tenant.get_dispatch(view.ref).state is DispatchState.SENT
+    assert len(tenant.list_dispatches(run_ref=run_ref)) == 3
+
+
+@pytest.fixture
+def own_server() -> Iterator[ThrowawayPostgres]:
+    """A PostgreSQL server of this test's own, to stop outright."""
+    server = ThrowawayPostgres(durable_commits=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_after_a_failed_connect_the_loop_is_left_alone_for_a_pause(
+    own_server: ThrowawayPostgres,
+) -> None:
+    now = [0.0]
+    with fresh_database(own_server.url()) as url:
+        ledger = Ledger.open(url)
+        pipeline = LoopPipeline(ledger.engine, clock=lambda: now[0])
+        try:
+            tenant = ledger.for_principal("acme")
+            run_ref = new_run(tenant).ref
+            await pipeline.commit([_statement(_intent(tenant, run_ref, 1))])
+            assert pipeline.connects == 1
+
+            own_server.kill_server()
+            with pytest.raises(psycopg.OperationalError):  # the connection broke
+                await pipeline.commit([_statement(_intent(tenant, run_ref, 2))])
+            assert pipeline.usable()  # a broken connection is no failed connect
+            with pytest.raises(psycopg.OperationalError):  # no server to connect to
+                await pipeline.commit([_statement(_intent(tenant, run_ref, 3))])
+            assert not pipeline.usable()
+
+            own_server.start_server()
+            now[0] += RECONNECT_PAUSE_S - 0.1
+            assert not pipeline.usable()
+            now[0] += 0.1
+            assert pipeline.usable()
+            await pipeline.commit([_statement(_intent(tenant, run_ref, 4))])
+            assert pipeline.connects == 2
+            # The first intent and the last: nothing of the two that failed.
+            assert len(tenant.list_dispatches(run_ref=run_ref)) == 2
+        finally:
+            pipeline.close()
+            ledger.close()
+
+
+async def test_the_loop_path_is_not_taken_outside_a_running_asyncio_loop(
+    pg_ledger: Ledger,
+) -> None:
+    pipeline = pg_ledger._loop_pipeline
+    assert pipeline is not None and pipeline.usable()  # here: the test's asyncio loop
+    assert not await anyio.to_thread.run_sync(pipeline.usable)  # a thread runs no loop
