@@ -9,6 +9,7 @@ outright and started again.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
+from bridge._event_loop import backend_options
 from bridge.aio import LedgerRunner
 from bridge.ledger.group_commit import StagedCommit
 from bridge.ledger.hotpath import OneStatement
@@ -79,7 +81,7 @@ def own_server() -> Iterator[ThrowawayPostgres]:
 
 
 async def test_after_a_failed_connect_the_loop_is_left_alone_for_a_pause(
-    own_server: ThrowawayPostgres,
+    own_server: ThrowawayPostgres, caplog: pytest.LogCaptureFixture
 ) -> None:
     now = [0.0]
     with fresh_database(own_server.url()) as url:
@@ -98,6 +100,11 @@ async def test_after_a_failed_connect_the_loop_is_left_alone_for_a_pause(
             with pytest.raises(psycopg.OperationalError):  # no server to connect to
                 await pipeline.commit([_statement(_intent(tenant, run_ref, 3))])
             assert not pipeline.usable()
+            said = [r.getMessage() for r in caplog.records if r.name.endswith("loop_pipeline")]
+            assert said == [
+                "group commit: no connection from the event loop (OperationalError); batches "
+                f"go to worker threads for {RECONNECT_PAUSE_S:g} s"
+            ]
 
             own_server.start_server()
             now[0] += RECONNECT_PAUSE_S - 0.1
@@ -119,3 +126,30 @@ async def test_the_loop_path_is_not_taken_outside_a_running_asyncio_loop(
     pipeline = pg_ledger._loop_pipeline
     assert pipeline is not None and pipeline.usable()  # here: the test's asyncio loop
     assert not await anyio.to_thread.run_sync(pipeline.usable)  # a thread runs no loop
+
+
+async def test_the_loop_path_runs_on_uvloop(pg_ledger: Ledger) -> None:
+    """The gateway and the example harness serve on uvloop (bridge/_event_loop.py)."""
+    url = pg_ledger.engine.url.render_as_string(hide_password=False)
+
+    async def commits() -> tuple[int, int]:
+        assert type(asyncio.get_running_loop()).__module__.startswith("uvloop")
+        ledger = Ledger.open(url, upgrade=False)
+        try:
+            tenant = ledger.for_principal("acme")
+            run_ref = new_run(tenant).ref
+            runner = LedgerRunner(inline=False)
+            async with anyio.create_task_group() as tg:
+                for n in range(8):
+                    tg.start_soon(runner.commit, ledger.group_commit, _intent(tenant, run_ref, n))
+            assert len(tenant.list_dispatches(run_ref=run_ref)) == 8
+            return ledger.group_commit.loop_transactions, ledger.group_commit.loop_fallbacks
+        finally:
+            ledger.close()
+
+    def on_uvloop() -> tuple[int, int]:
+        return anyio.run(commits, backend_options=backend_options())
+
+    assert backend_options() == {"use_uvloop": True}
+    on_loop, fallbacks = await anyio.to_thread.run_sync(on_uvloop)
+    assert on_loop >= 1 and fallbacks == 0

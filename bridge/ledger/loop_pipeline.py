@@ -24,6 +24,7 @@ parameters read from the pool afresh.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,8 @@ from bridge.ledger.hotpath import OneStatement, StatementResult
 
 if TYPE_CHECKING:  # psycopg is the postgres extra: imported where a connection is opened
     import psycopg
+
+log = logging.getLogger(__name__)
 
 #: After a failed connect, how long batches go to worker threads before the loop tries again.
 RECONNECT_PAUSE_S = 5.0
@@ -96,9 +99,16 @@ class LoopPipeline:
             if self._conninfo is None:  # the pool may have to connect: blocking
                 self._conninfo = await anyio.to_thread.run_sync(self._pooled_conninfo)
             connection = await psycopg.AsyncConnection.connect(self._conninfo)
-        except Exception:
+        except Exception as exc:
             self._paused_until = self._clock() + RECONNECT_PAUSE_S
             self._conninfo = None  # read afresh next time (the engine's may have changed)
+            # The class only: a driver's message may quote connection parameters.
+            log.warning(
+                "group commit: no connection from the event loop (%s); batches go to worker "
+                "threads for %g s",
+                type(exc).__name__,
+                RECONNECT_PAUSE_S,
+            )
             raise
         self.connects += 1
         self._connection = connection
