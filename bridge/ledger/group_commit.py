@@ -208,22 +208,16 @@ class GroupCommit(Generic[C]):
         on_loop = self._on_loop
         if on_loop is None or not on_loop.usable():
             return None
-        ones: list[OneStatement[Any]] = []
-        for queued in batch:
-            if queued.staged.statement is None:
-                return None
-            ones.append(queued.staged.statement)
+        ones = _statements(batch)
+        if ones is None:
+            return None
         try:
             values = await on_loop.commit(ones)
         except Exception:
             self.loop_fallbacks += 1
             return False
-        self.transactions += 1
-        self.pipelined_transactions += 1
         self.loop_transactions += 1
-        self.writes += len(batch)
-        for queued, value in zip(batch, values, strict=True):
-            self._committed(queued, value)
+        self._committed_pipelined(batch, values)
         return True
 
     def _commit_batch(self, batch: list[_Queued], *, pipelined: bool = True) -> None:
@@ -264,23 +258,22 @@ class GroupCommit(Generic[C]):
         """The batch as one pipelined transaction: whether it committed (False: rolled back as
         a whole); None when it cannot be pipelined (no driver support, or a write in it is not
         a single statement)."""
-        if self._pipelined is None:
+        ones = _statements(batch)
+        if self._pipelined is None or ones is None:
             return None
-        ones: list[OneStatement[Any]] = []
-        for queued in batch:
-            if queued.staged.statement is None:
-                return None
-            ones.append(queued.staged.statement)
         try:
             values = self._pipelined(ones)
         except Exception:
             return False
+        self._committed_pipelined(batch, values)
+        return True
+
+    def _committed_pipelined(self, batch: list[_Queued], values: list[Any]) -> None:
         self.transactions += 1
         self.pipelined_transactions += 1
         self.writes += len(batch)
         for queued, value in zip(batch, values, strict=True):
             self._committed(queued, value)
-        return True
 
     @staticmethod
     def _committed(queued: _Queued, value: Any) -> None:
@@ -307,3 +300,13 @@ class GroupCommit(Generic[C]):
             queued.settled = failed(error)
         except Exception as exc:
             queued.error = exc
+
+
+def _statements(batch: list[_Queued]) -> list[OneStatement[Any]] | None:
+    """The batch's writes as single statements; None if any of them is not one."""
+    ones: list[OneStatement[Any]] = []
+    for queued in batch:
+        if queued.staged.statement is None:
+            return None
+        ones.append(queued.staged.statement)
+    return ones

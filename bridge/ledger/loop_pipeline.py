@@ -131,6 +131,9 @@ class LoopPipeline:
             await connection.rollback()
         except Exception:  # broken: the next batch connects afresh
             self._drop()
+        except BaseException:  # interrupted (the loop shutting down): the same, then on
+            self._drop()
+            raise
 
     def _drop(self) -> None:
         connection, self._connection = self._connection, None
