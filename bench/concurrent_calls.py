@@ -26,14 +26,13 @@ from bench.common import Report, cpu_of_processes, median
 from bench.raw_sdk import NO_INPUT_KINDS, Window, raw_call_client
 from bridge import Bridge, InlineResult, McpServerConfig
 from bridge.ledger.group_commit import GroupCommit
-from bridge.ledger.store import Ledger
 from tests.support.processes import ServerProcess
 
 PRINCIPAL = "bench"
 CONCURRENCY = 16
 WARM_UP_CALLS = 50
 ARGUMENTS = {"text": "x"}
-THREADS_ONLY = "every batch in a worker thread"  # Ledger.open(..., commit_on_loop=False)
+THREADS_ONLY = "every batch in a worker thread"  # Bridge.open(..., commit_on_loop=False)
 
 
 async def measure(call: Callable[[int], Awaitable[object]], seconds: float, callers: int) -> Window:
@@ -140,12 +139,12 @@ async def compare(
     raw_others: list[float] = []
     bridged_others: list[float] = []
     async with (
-        Bridge(
-            Ledger.open(ledger_url, commit_on_loop=commit_on_loop),
-            owns_ledger=True,
+        Bridge.open(
+            ledger_url,
             principals=[PRINCIPAL],
             mcp_servers=[config],
             input_handlers=NO_INPUT_KINDS,
+            commit_on_loop=commit_on_loop,
         ) as bridge,
         raw_call_client(server_url) as raw,
     ):
@@ -271,7 +270,7 @@ async def bench_concurrent_calls(quick: bool, report: Report) -> None:
         "writes in pipeline mode (its statements in one round trip, then `COMMIT`), sent from "
         "the event loop itself on a connection of its own (`bridge/ledger/loop_pipeline.py`). "
         f"The last row is the same ledger with {THREADS_ONLY} "
-        "(`Ledger.open(..., commit_on_loop=False)`), as before the loop path existed. SQLite "
+        "(`Bridge.open(..., commit_on_loop=False)`), as before the loop path existed. SQLite "
         "runs its calls inline on the event loop, where no two commits overlap: one write each."
     )
     report.add()

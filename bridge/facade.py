@@ -142,16 +142,20 @@ class Bridge(BridgeReads, AgentStates):
         recover_on_start: bool = True,
         replica: ReplicaConfig | None = None,
         sqlite_synchronous: SqliteSynchronous = "NORMAL",
+        commit_on_loop: bool = True,
         input_handlers: InputHandlers | None = None,
         admission_checks: AdmissionChecks | None = None,
     ) -> Bridge:
         """A bridge on a ledger URL (SQLite file path by default; ``postgresql://…``), migrated
         on open. ``sqlite_synchronous="FULL"``: SQLite commits also survive power loss.
+        ``commit_on_loop=False``: PostgreSQL's group-commit batches stay in worker threads
+        (by default those of one-statement writes are sent from the event loop:
+        :mod:`bridge.ledger.loop_pipeline`).
         ``input_handlers``: who answers which input kinds, and so what is declared to each
         server (default: the host answers form elicitations; see
         :mod:`bridge.input_handlers`)."""
         return cls(
-            Ledger.open(url, sqlite_synchronous=sqlite_synchronous),
+            Ledger.open(url, sqlite_synchronous=sqlite_synchronous, commit_on_loop=commit_on_loop),
             owns_ledger=True,
             principals=principals,
             mcp_servers=mcp_servers,

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
+from bridge import Bridge
 from bridge._event_loop import backend_options
 from bridge.aio import LedgerRunner
 from bridge.ledger.group_commit import StagedCommit
@@ -153,3 +154,18 @@ async def test_the_loop_path_runs_on_uvloop(pg_ledger: Ledger) -> None:
     assert backend_options() == {"use_uvloop": True}
     on_loop, fallbacks = await anyio.to_thread.run_sync(on_uvloop)
     assert on_loop >= 1 and fallbacks == 0
+
+
+@pytest.mark.parametrize("commit_on_loop", [True, False])
+async def test_bridge_open_says_whether_batches_go_from_the_loop(
+    pg_ledger: Ledger, commit_on_loop: bool
+) -> None:
+    url = pg_ledger.engine.url.render_as_string(hide_password=False)
+    async with Bridge.open(url, principals=["acme"], commit_on_loop=commit_on_loop) as bridge:
+        tenant = bridge.ledger.for_principal("acme")
+        group = bridge.ledger.group_commit
+        view = await LedgerRunner(inline=False).commit(
+            group, _intent(tenant, new_run(tenant).ref, 1)
+        )
+        assert tenant.get_dispatch(view.ref).state is DispatchState.SENT
+        assert (group.transactions, group.loop_transactions) == (1, int(commit_on_loop))

@@ -71,14 +71,17 @@ class StatementResult:
     row: dict[str, Any] | None
 
 
+def row_dict(description: Sequence[Any], row: Sequence[Any] | None) -> dict[str, Any] | None:
+    """A DBAPI row by column name (``description``: the cursor's); None for no row."""
+    if row is None:
+        return None
+    return dict(zip([column[0] for column in description], row, strict=True))
+
+
 def _first_row(cursor: Any) -> dict[str, Any] | None:
     if cursor.description is None:
         return None
-    row = cursor.fetchone()
-    if row is None:
-        return None
-    names = [column[0] for column in cursor.description]
-    return dict(zip(names, row, strict=True))
+    return row_dict(cursor.description, cursor.fetchone())
 
 
 class Cursor:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from sqlalchemy import Engine
 
-from bridge.ledger.hotpath import OneStatement, StatementResult
+from bridge.ledger.hotpath import OneStatement, StatementResult, row_dict
 
 if TYPE_CHECKING:  # psycopg is the postgres extra: imported where a connection is opened
     import psycopg
@@ -148,8 +148,4 @@ class LoopPipeline:
 async def _first_row(cursor: psycopg.AsyncCursor[Any]) -> dict[str, Any] | None:
     if cursor.description is None:
         return None
-    row = await cursor.fetchone()
-    if row is None:
-        return None
-    names = [column.name for column in cursor.description]
-    return dict(zip(names, row, strict=True))
+    return row_dict(cursor.description, await cursor.fetchone())
