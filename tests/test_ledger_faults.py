@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import select
 import shutil
 import subprocess
 import sys
@@ -36,49 +35,10 @@ from bridge.ledger.store import DISPATCHES, Ledger, TenantLedger
 from bridge.ledger.views import RunView
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import REPO_ROOT, ServerProcess, refused_port
+from tests.support.sqlite_lock import HeldLock, held_lock
 
 DEADLINE_S = 15.0
 TOKEN = "ledger-faults-token"
-# A second process takes SQLite's write lock on the file and holds it until told to let go.
-_HOLDER = """
-import sqlite3, sys
-connection = sqlite3.connect(sys.argv[1], isolation_level=None)
-connection.execute("BEGIN IMMEDIATE")
-print("held", flush=True)
-sys.stdin.readline()
-connection.execute("ROLLBACK")
-"""
-
-
-class HeldLock:
-    """A real second process holding ``BEGIN IMMEDIATE`` on ``path`` until :meth:`release`."""
-
-    def __init__(self, path: Path) -> None:
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", _HOLDER, str(path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self._proc.stdout is not None
-        ready, _, _ = select.select([self._proc.stdout], [], [], DEADLINE_S)
-        assert ready and self._proc.stdout.readline().strip() == "held", "lock holder stuck"
-
-    def release(self) -> None:
-        if self._proc.poll() is None:
-            assert self._proc.stdin is not None
-            self._proc.stdin.write("\n")
-            self._proc.stdin.flush()
-            self._proc.wait(timeout=DEADLINE_S)
-
-
-@contextmanager
-def held_lock(path: Path) -> Iterator[HeldLock]:
-    holder = HeldLock(path)
-    try:
-        yield holder
-    finally:
-        holder.release()
 
 
 class Background:

@@ -23,6 +23,7 @@ import anyio
 import httpx
 import pytest
 
+from bridge.ledger.hotpath import Cursor
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import OuterStatus
 from bridge.uhp.serving import new_message_item, new_response, new_text_part
@@ -30,6 +31,7 @@ from harness_examples.port_report import listening_socket, uvicorn_server
 from harness_examples.report_harness.config import parse_config
 from harness_examples.report_harness.server import create_app
 from harness_examples.report_harness.store import TERMINAL, HarnessStore
+from harness_examples.report_harness.writes import StoreWrite
 from tests.support.processes import ServerProcess
 
 TOKEN = "hardening-token"
@@ -175,22 +177,27 @@ def test_a_token_in_a_query_string_never_reaches_the_access_log(server: ServerPr
 # --------------------------------------------------------------------------- streaming cost
 class MeasuredStore(HarnessStore):
     """The real store, recording how many bytes each event's append writes (the snapshot of a
-    step's events counted with the last of them, the one it was taken after)."""
+    step's events counted with the last of them, the one it was taken after) and how many
+    transactions commit them."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.written: list[tuple[str, int]] = []
-        self.transactions = 0
+        self.appends = self.transactions = 0
 
-    def append_all(
+    def appending(
         self, response_id: str, first_seq: int, events: Sequence[tuple[str, str]],
         body_json: str | None, status: str, **kw: Any,
-    ) -> None:  # fmt: skip
-        self.transactions += 1
+    ) -> StoreWrite:  # fmt: skip
+        self.appends += 1
         for n, (event_type, event_json) in enumerate(events, start=1):
             snapshot = len(body_json or "") if n == len(events) else 0
             self.written.append((event_type, len(event_json) + snapshot))
-        super().append_all(response_id, first_seq, events, body_json, status, **kw)
+        return super().appending(response_id, first_seq, events, body_json, status, **kw)
+
+    def commit_all(self, writes: Sequence[StoreWrite]) -> None:
+        self.transactions += 1
+        super().commit_all(writes)
 
 
 @pytest.mark.anyio
@@ -214,20 +221,28 @@ async def test_a_streamed_word_costs_the_same_however_long_the_answer(
     # The answer is ~15 KB by the end; a delta that rewrote the response would grow with it.
     assert max(deltas) < 400 and max(deltas) - min(deltas) < 50
     # Paced, every word is stored (and streamed) when it is said; unpaced, the message is one
-    # step's events: opening, the message and the terminal event, one transaction each.
-    assert store.transactions == (len(words) + 3 if pace else 3)
+    # step's events: opening, the message and the terminal event.
+    assert store.appends == (len(words) + 3 if pace else 3)
+    # One transaction each, and one linking the response to its bridge run: a lone response
+    # has no other run's writes to share a transaction with.
+    assert store.transactions == store.appends + 1
 
 
 class TerminalWritesFail(HarnessStore):
     """The real store, refusing every terminal write (as a disk that fills at that moment)."""
 
-    def append(
-        self, response_id: str, seq: int, event_type: str, event_json: str, body_json: str | None,
-        status: str, **kw: Any,
-    ) -> None:  # fmt: skip
-        if status in TERMINAL:
+    def appending(
+        self, response_id: str, first_seq: int, events: Sequence[tuple[str, str]],
+        body_json: str | None, status: str, **kw: Any,
+    ) -> StoreWrite:  # fmt: skip
+        write = super().appending(response_id, first_seq, events, body_json, status, **kw)
+        if status not in TERMINAL:
+            return write
+
+        def refused(cursor: Cursor) -> None:
             raise OSError("no space left on device")
-        super().append(response_id, seq, event_type, event_json, body_json, status, **kw)
+
+        return refused
 
 
 async def _serve_once(store: HarnessStore, url: str, action: Any, **config: Any) -> Any:

@@ -33,6 +33,7 @@ from bridge.uhp.serving import (
     sse_frames,
 )
 from harness_examples.report_harness import agent
+from harness_examples.report_harness.batching import TurnBatcher
 from harness_examples.report_harness.config import HarnessConfig, HarnessEntry
 from harness_examples.report_harness.outcomes import describe, tool_trouble
 from harness_examples.report_harness.settling import terminal_record, write_with_retry
@@ -42,6 +43,7 @@ from harness_examples.report_harness.store import (
     HarnessStore,
     StoredResponse,
 )
+from harness_examples.report_harness.writes import StoreWrite
 
 log = logging.getLogger("report_harness")
 
@@ -104,18 +106,26 @@ class Runtime:
         self.unsettled: set[str] = set()
         #: Store writes and the bridge's ledger reads: inline on SQLite, threads otherwise.
         self._inline = LedgerRunner(inline=store.writes_inline)
+        #: The event-log writes of all runs, committed a loop turn's worth at a time.
+        self.batcher = TurnBatcher(self._inline, store.commit_all)
 
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """A read of the store, in a worker thread."""
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
     async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """A write of the store: on the event loop where it takes tens of microseconds
-        (SQLite; a held write lock is waited for off the loop's back), in a worker thread
-        otherwise. Never interrupted once asked for, as a write in a thread is not: a
-        cancelled emit has still written its event."""
+        """A write of the store in a transaction of its own (a new response): on the event
+        loop where it takes tens of microseconds (SQLite; a held write lock is waited for off
+        the loop's back), in a worker thread otherwise. Never interrupted once asked for, as a
+        write in a thread is not."""
         with anyio.CancelScope(shield=True):
             return await self._inline(fn, *args, **kwargs)
+
+    async def commit(self, write: StoreWrite) -> None:
+        """A write of the store (:meth:`HarnessStore.appending`...), committed with the others
+        asked for in this turn of the event loop (:mod:`.batching`); never interrupted once
+        asked for."""
+        await self.batcher.commit(write)
 
     async def ledger(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """A read of the bridge's ledger, run as the bridge runs its own: inline on SQLite
@@ -236,15 +246,17 @@ class Runtime:
             # a streamed word costs the same however long the response already is.
             body_json = None if rows[-1][0] in DELTA_EVENTS else to_json(run.body)
             try:
-                await self.write(
-                    self.store.append_all,
-                    run.id,
-                    first,
-                    rows,
-                    body_json,
-                    run.body["status"],
-                    step=step,
-                    bridge_cursor=run.bridge_cursor if forwarded_seq is not None else None,
+                cursor = run.bridge_cursor if forwarded_seq is not None else None
+                await self.commit(
+                    self.store.appending(
+                        run.id,
+                        first,
+                        rows,
+                        body_json,
+                        run.body["status"],
+                        step=step,
+                        bridge_cursor=cursor,
+                    )
                 )
             except asyncio.CancelledError:
                 raise
@@ -312,7 +324,7 @@ class Runtime:
                 harness="report_harness",
             )
             run.run_ref = view.ref
-            await self.write(self.store.set_bridge_run, run.id, view.ref)
+            await self.commit(self.store.setting_bridge_run(run.id, view.ref))
         if resumed:
             ended = await self.bridge.get_run(run.principal, run.run_ref)
             if ended.status is not None and ended.status.is_terminal:
@@ -494,11 +506,15 @@ class Runtime:
         if run.run_ref is None or self.bridge is None:
             return
         tenant = self.bridge.ledger.for_principal(run.principal)
+        events: list[tuple[str, dict[str, Any]]] = []
+        last_seq = 0
         for event in await self.ledger(tenant.events, run.run_ref, after_seq=run.bridge_cursor):
             body = to_uhp_event(event)
             if body is not None:
-                kind = body.pop("type")
-                await self.emit(run, kind, forwarded_seq=event.seq, **body)
+                events.append((body.pop("type"), body))
+                last_seq = event.seq
+        if events:  # one append: they were recorded before the run ended, and end it together
+            await self._append(run, events, step=None, forwarded_seq=last_seq)
 
     async def finish(self, run: LiveRun, status: str, error: dict[str, Any] | None = None) -> None:
         """End the run: its terminal state is stored (retried up to a deadline) before memory
@@ -536,14 +552,11 @@ class Runtime:
             record = terminal_record(run.body, status, error, run.next_seq)
 
             async def write() -> None:
-                await self.write(
-                    self.store.append,
-                    run.id,
-                    run.next_seq,
-                    record.event_type,
-                    record.event_json,
-                    record.body_json,
-                    record.status,
+                event = (record.event_type, record.event_json)
+                await self.commit(
+                    self.store.appending(
+                        run.id, run.next_seq, [event], record.body_json, record.status
+                    )
                 )
 
             written = await write_with_retry(

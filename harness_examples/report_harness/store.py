@@ -34,7 +34,7 @@ from harness_examples.report_harness.tables import (
     HarnessResponse,
     HarnessTable,
 )
-from harness_examples.report_harness.writes import StoreWrites
+from harness_examples.report_harness.writes import StoreWrite, StoreWrites
 
 TERMINAL = frozenset({"completed", "failed", "incomplete", "cancelled"})
 #: Events stored without a response snapshot (what they add is derived on read).
@@ -193,7 +193,7 @@ class HarnessStore:
             return [_read(s, r) for r in rows]
 
     def set_bridge_run(self, response_id: str, run_ref: str) -> None:
-        self.writes.set_bridge_run(response_id, run_ref)
+        self.writes.commit_all([self.writes.setting_bridge_run(response_id, run_ref)])
 
     def mark_deleted(self, response_ids: list[str]) -> None:
         with Session(self.engine) as s:
@@ -241,9 +241,34 @@ class HarnessStore:
         bridge_cursor: int | None = None,
     ) -> None:
         """Append ``(type, json)`` events numbered from ``first_seq`` on and the snapshot the
-        last one produced, atomically. ``body_json`` must be the body as of the last event:
-        None only when every event is a delta (a read folds deltas after the last snapshot,
-        so a snapshot taken after a trailing delta would have it applied twice)."""
+        last one produced, atomically (see :meth:`appending`)."""
+        write = self.appending(
+            response_id,
+            first_seq,
+            events,
+            body_json,
+            status,
+            step=step,
+            bridge_cursor=bridge_cursor,
+        )
+        self.writes.commit_all([write])
+
+    def appending(
+        self,
+        response_id: str,
+        first_seq: int,
+        events: Sequence[tuple[str, str]],
+        body_json: str | None,
+        status: str,
+        *,
+        step: int | None = None,
+        bridge_cursor: int | None = None,
+    ) -> StoreWrite:
+        """The write appending ``(type, json)`` events numbered from ``first_seq`` on and the
+        snapshot the last one produced, for :meth:`commit_all`. ``body_json`` must be the body
+        as of the last event: None only when every event is a delta (a read folds deltas after
+        the last snapshot, so a snapshot taken after a trailing delta would have it applied
+        twice)."""
         if not events:
             raise ValueError("no events to append")
         ends_in_delta = events[-1][0] in DELTA_EVENTS
@@ -253,7 +278,17 @@ class HarnessStore:
             raise ValueError(
                 "a snapshot goes with events that end in a non-delta; deltas alone go without"
             )
-        self.writes.append(response_id, first_seq, events, body_json, status, step, bridge_cursor)
+        return self.writes.appending(
+            response_id, first_seq, events, body_json, status, step, bridge_cursor
+        )
+
+    def setting_bridge_run(self, response_id: str, run_ref: str) -> StoreWrite:
+        return self.writes.setting_bridge_run(response_id, run_ref)
+
+    def commit_all(self, writes: Sequence[StoreWrite]) -> None:
+        """``writes`` (from :meth:`appending`, :meth:`setting_bridge_run`) in one transaction:
+        all committed, or none."""
+        self.writes.commit_all(writes)
 
     def events_after(self, response_id: str, after_seq: int) -> list[tuple[int, str, str]]:
         """``(seq, type, json)`` of the events with ``seq > after_seq``, in order."""

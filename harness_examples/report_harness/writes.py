@@ -1,8 +1,9 @@
 """The report harness's writes, on the database driver's own connection.
 
 Every streamed event is stored with the response snapshot it produced (see :mod:`.store`); the
-events of one step go in one transaction, so a response of a tool call and a short answer
-commits eight times instead of nineteen.
+events of one step go in one write, so a response of a tool call and a short answer writes
+eight times instead of nineteen, and the writes of concurrent runs share transactions
+(:meth:`StoreWrites.commit_all`, batched by :mod:`.batching`).
 Through the ORM each of those transactions costs about a millisecond of CPU, and 200 concurrent
 responses made it most of the harness's time. The statements here are SQLAlchemy Core
 constructs over the harness's tables, compiled once for the engine's dialect and run by the
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,7 +29,12 @@ from sqlalchemy.exc import DBAPIError
 
 from bridge.ledger.availability import refuse_if_unavailable
 from bridge.ledger.dialects import dialect_of
+from bridge.ledger.hotpath import Cursor
 from harness_examples.report_harness.tables import EVENTS, IDEMPOTENCY, RESPONSES
+
+#: One of the harness's writes, run on the cursor of the transaction that holds it (it may run
+#: twice: alone again after a transaction shared with other writes failed).
+StoreWrite = Callable[[Cursor], None]
 
 
 class IdempotencyConflict(Exception):
@@ -93,7 +99,7 @@ class StoreWrites:
             refuse_if_unavailable(exc)
             raise DBAPIError.instance(None, None, exc, self._driver_error) from exc
 
-    def append(
+    def appending(
         self,
         response_id: str,
         first_seq: int,
@@ -102,10 +108,10 @@ class StoreWrites:
         status: str,
         step: int | None,
         bridge_cursor: int | None,
-    ) -> None:
+    ) -> StoreWrite:
         """Events ``(type, json)`` numbered from ``first_seq`` on, and the response snapshot
-        the last one produced (``body_json`` None: deltas only, the last snapshot stays), in
-        one transaction."""
+        the last one produced (``body_json`` None: deltas only, the last snapshot stays): a
+        write for :meth:`commit_all`."""
         snapshot = {
             "response_id": response_id,
             "new_body": body_json,
@@ -115,17 +121,36 @@ class StoreWrites:
             "new_step": step,
             "new_cursor": bridge_cursor,
         }
-        with self._as_sqlalchemy_raises(), self._session.transaction() as cursor:
+        rows = [
+            {"response_id": response_id, "seq": seq, "type": event_type, "data": event_json}
+            for seq, (event_type, event_json) in enumerate(events, start=first_seq)
+        ]
+
+        def write(cursor: Cursor) -> None:
             if cursor.run(self._snapshot, snapshot) != 1:
                 raise LookupError(f"no stored response {response_id!r}")
-            for seq, (event_type, event_json) in enumerate(events, start=first_seq):
-                event = {"response_id": response_id, "seq": seq, "type": event_type}
-                cursor.run(self._event, {**event, "data": event_json})
+            for row in rows:
+                cursor.run(self._event, row)
 
-    def set_bridge_run(self, response_id: str, run_ref: str) -> None:
-        with self._as_sqlalchemy_raises(), self._session.transaction() as cursor:
-            if cursor.run(self._run_ref, {"response_id": response_id, "run_ref": run_ref}) != 1:
+        return write
+
+    def setting_bridge_run(self, response_id: str, run_ref: str) -> StoreWrite:
+        """The bridge run that records the response's nested work: a write for
+        :meth:`commit_all`."""
+        params = {"response_id": response_id, "run_ref": run_ref}
+
+        def write(cursor: Cursor) -> None:
+            if cursor.run(self._run_ref, params) != 1:
                 raise LookupError(f"no stored response {response_id!r}")
+
+        return write
+
+    def commit_all(self, writes: Sequence[StoreWrite]) -> None:
+        """``writes`` in one transaction, in order: all of them committed, or (one raised)
+        none."""
+        with self._as_sqlalchemy_raises(), self._session.transaction() as cursor:
+            for write in writes:
+                write(cursor)
 
     def create(
         self,
