@@ -7,8 +7,9 @@ cancelled."""
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -19,6 +20,7 @@ from bridge.aio import LedgerRunner
 from bridge.errors import LedgerUnavailable
 from harness_examples.report_harness.batching import TurnBatcher
 from harness_examples.report_harness.store import HarnessStore
+from harness_examples.report_harness.writes import StoreWrite
 from tests.support.sqlite_lock import held_lock
 
 RUNS = 20
@@ -172,3 +174,48 @@ async def test_a_write_asked_for_is_committed_though_its_caller_is_cancelled(
             runs.cancel_scope.cancel()
     assert _stored(store, "resp_0") == _stored(store, "resp_1") == ["response.in_progress"]
     assert (batcher.stats.writes, batcher.stats.transactions) == (2, 1)
+
+
+@pytest.mark.anyio
+async def test_writes_asked_for_while_a_batch_commits_in_a_thread_make_the_next_one(
+    store: HarnessStore,
+) -> None:
+    """In worker threads (as on PostgreSQL), a batch commits while the loop runs on: what is
+    asked for meanwhile is the next batch, led by one of its own callers, so the first caller
+    is released as soon as its own batch committed."""
+    entered = [threading.Event(), threading.Event()]
+    go_on = [threading.Event(), threading.Event()]
+
+    batches: list[int] = []  # each batch's size, in order
+
+    def commit_all(writes: Sequence[StoreWrite]) -> None:
+        batch = len(batches)
+        batches.append(len(writes))
+        entered[batch].set()
+        assert go_on[batch].wait(30)
+        store.commit_all(writes)
+
+    batcher = TurnBatcher(LedgerRunner(inline=False), commit_all)
+    first_done = anyio.Event()
+
+    async def first() -> None:
+        await _append(batcher, store, "resp_0")
+        first_done.set()
+
+    async def wait_for(done: Callable[[], bool]) -> None:
+        while not done():
+            await anyio.sleep(0.005)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as runs:
+            runs.start_soon(first)
+            await wait_for(entered[0].is_set)  # the first batch is committing in a thread
+            runs.start_soon(_append, batcher, store, "resp_1")
+            runs.start_soon(_append, batcher, store, "resp_2")
+            await wait_for(lambda: batcher.queued == 2)  # both asked for theirs meanwhile
+            go_on[0].set()
+            await wait_for(entered[1].is_set)  # the next batch, led by one of them
+            await first_done.wait()  # released without waiting for it
+            go_on[1].set()
+    assert batches == [1, 2] and (batcher.stats.writes, batcher.stats.transactions) == (3, 2)
+    assert all(_stored(store, f"resp_{n}") == ["response.in_progress"] for n in range(3))

@@ -22,7 +22,7 @@ cancelled meanwhile is cancelled after its write committed or failed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import anyio
 import anyio.lowlevel
@@ -35,7 +35,7 @@ from harness_examples.report_harness.writes import StoreWrite
 @dataclass(slots=True)
 class _Asked:
     write: StoreWrite
-    done: anyio.Event = field(default_factory=anyio.Event)
+    done: bool = False
     error: BaseException | None = None
 
 
@@ -58,28 +58,46 @@ class TurnBatcher:
         self._commit_all = commit_all
         self._asked: list[_Asked] = []
         self._leading = False
+        self._batch_ended: anyio.Event | None = None  # made inside the event loop
         self.stats = BatchStats()
+
+    @property
+    def queued(self) -> int:
+        """Writes asked for and not yet in a batch being committed."""
+        return len(self._asked)
 
     async def commit(self, write: StoreWrite) -> None:
         """Commit ``write`` (with the others asked for in this turn); raises what it raised."""
         asked = _Asked(write)
         self._asked.append(asked)
         with anyio.CancelScope(shield=True):
-            if not self._leading:
-                await self._lead()
-            await asked.done.wait()
+            while not asked.done:
+                if not self._leading:
+                    await self._lead()
+                else:  # in the batch being committed, or in the next (led by one of its own)
+                    await self._ended().wait()
         if asked.error is not None:
             raise asked.error
 
+    def _ended(self) -> anyio.Event:
+        if self._batch_ended is None:
+            self._batch_ended = anyio.Event()
+        return self._batch_ended
+
     async def _lead(self) -> None:
+        """Commit one batch: what was asked for up to the next turn. Writes asked for while it
+        commits (in a worker thread) are led by one of their own callers, so no caller waits
+        for more than the batch after its own."""
         self._leading = True
         try:
             await anyio.lowlevel.cancel_shielded_checkpoint()  # the others ask for theirs
-            while self._asked:
-                batch, self._asked = self._asked, []
-                await self._commit(batch)
+            batch, self._asked = self._asked, []
+            await self._commit(batch)
         finally:
             self._leading = False
+            ended, self._batch_ended = self._batch_ended, None
+            if ended is not None:
+                ended.set()
 
     async def _commit(self, batch: list[_Asked]) -> None:
         try:
@@ -91,7 +109,7 @@ class TurnBatcher:
                 self.stats.retried_alone += 1
                 self._release([asked], await self._try([asked]))
         except BaseException as interrupted:  # never leave a caller waiting
-            self._release([asked for asked in batch if not asked.done.is_set()], interrupted)
+            self._release([asked for asked in batch if not asked.done], interrupted)
             raise
 
     async def _try(self, batch: list[_Asked]) -> Exception | None:
@@ -107,5 +125,4 @@ class TurnBatcher:
     @staticmethod
     def _release(batch: list[_Asked], error: BaseException | None) -> None:
         for asked in batch:
-            asked.error = error
-            asked.done.set()
+            asked.error, asked.done = error, True
