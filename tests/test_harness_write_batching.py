@@ -29,9 +29,15 @@ LOCK_WAIT_S = 0.3
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[HarnessStore]:
-    opened = HarnessStore.open(db_url)
+    opened = _with_runs(HarnessStore.open(db_url))
+    yield opened
+    opened.close()
+
+
+def _with_runs(store: HarnessStore) -> HarnessStore:
+    """``store`` with RUNS responses in progress, ``resp_0``..."""
     for n in range(RUNS):
-        opened.create(
+        store.create(
             principal="alice",
             body=_body(f"resp_{n}"),
             input_items=[],
@@ -39,8 +45,7 @@ def store(db_url: str) -> Iterator[HarnessStore]:
             idempotency_key=None,
             fingerprint="",
         )
-    yield opened
-    opened.close()
+    return store
 
 
 def _body(response_id: str) -> dict[str, object]:
@@ -125,16 +130,7 @@ async def test_a_failing_write_fails_alone_and_the_others_commit(store: HarnessS
 async def test_a_write_lock_held_past_the_deadline_fails_the_batch_at_once(
     tmp_path: Path,
 ) -> None:
-    store = HarnessStore.open(f"sqlite:///{tmp_path / 'held.db'}")
-    for n in range(RUNS):
-        store.create(
-            principal="alice",
-            body=_body(f"resp_{n}"),
-            input_items=[],
-            request={},
-            idempotency_key=None,
-            fingerprint="",
-        )
+    store = _with_runs(HarnessStore.open(f"sqlite:///{tmp_path / 'held.db'}"))
     batcher = _batcher(store, lock_wait_s=LOCK_WAIT_S)
     errors: list[BaseException] = []
 

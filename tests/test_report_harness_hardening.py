@@ -336,10 +336,12 @@ def test_a_steps_events_go_with_the_snapshot_their_last_one_produced(tmp_path: P
         ([], snapshot),
     ]:
         with pytest.raises(ValueError):
-            store.append_all("resp_steps", 0, events, body_json, "in_progress")
+            store.appending("resp_steps", 0, events, body_json, "in_progress")
     assert store.events_after("resp_steps", -1) == []
-    store.append_all("resp_steps", 0, [delta, delta, done], snapshot, "in_progress")
-    store.append_all("resp_steps", 3, [delta, delta], None, "in_progress")
+    store.commit_all(
+        [store.appending("resp_steps", 0, [delta, delta, done], snapshot, "in_progress")]
+    )
+    store.commit_all([store.appending("resp_steps", 3, [delta, delta], None, "in_progress")])
     assert [seq for seq, _, _ in store.events_after("resp_steps", -1)] == [0, 1, 2, 3, 4]
     stored = store.get("resp_steps")  # the snapshot (no text) and the two deltas after it
     assert stored is not None and stored.next_seq == 5

@@ -213,45 +213,11 @@ class HarnessStore:
         event_json: str,
         body_json: str | None,
         status: str,
-        *,
-        step: int | None = None,
-        bridge_cursor: int | None = None,
     ) -> None:
         """Append one event and store the response snapshot it produced, atomically (a delta
         comes without one: ``body_json`` None keeps the last snapshot)."""
-        self.append_all(
-            response_id,
-            seq,
-            [(event_type, event_json)],
-            body_json,
-            status,
-            step=step,
-            bridge_cursor=bridge_cursor,
-        )
-
-    def append_all(
-        self,
-        response_id: str,
-        first_seq: int,
-        events: Sequence[tuple[str, str]],
-        body_json: str | None,
-        status: str,
-        *,
-        step: int | None = None,
-        bridge_cursor: int | None = None,
-    ) -> None:
-        """Append ``(type, json)`` events numbered from ``first_seq`` on and the snapshot the
-        last one produced, atomically (see :meth:`appending`)."""
-        write = self.appending(
-            response_id,
-            first_seq,
-            events,
-            body_json,
-            status,
-            step=step,
-            bridge_cursor=bridge_cursor,
-        )
-        self.writes.commit_all([write])
+        event = (event_type, event_json)
+        self.commit_all([self.appending(response_id, seq, [event], body_json, status)])
 
     def appending(
         self,
