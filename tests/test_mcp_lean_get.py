@@ -4,6 +4,7 @@ path whenever anything is unusual or the lean path is switched off."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -11,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import aiohttp
 import anyio
 import httpx
 import pytest
@@ -19,11 +21,19 @@ from mcp_types import CONNECTION_CLOSED
 
 from bridge.ledger.store import Ledger
 from bridge.ledger.views import TaskView
+from bridge.mcp.aiohttp_transport import as_httpx2
 from bridge.mcp.failures import FailureKind, classify
+from bridge.mcp.lean_get import _plain_json, _read, _read_whole
 from bridge.mcp.servers import McpServerConfig, ServerConnection, ServerPool
 from bridge.mcp.task_methods import fetch_task
 from bridge.mcp.transport import SYNTHETIC_KEY
-from bridge.mcp.wire import INVALID_PARAMS, DetailedTask, GetTaskRequest, TaskIdParams
+from bridge.mcp.wire import (
+    INVALID_PARAMS,
+    PARSE_ERROR,
+    DetailedTask,
+    GetTaskRequest,
+    TaskIdParams,
+)
 from tests.support.builders import new_run, new_task
 from tests.support.processes import ServerProcess
 
@@ -241,3 +251,45 @@ async def test_the_lean_request_carries_the_sdk_span_and_trace_context(
     assert lean_meta["traceparent"].split("-")[1] == trace_id
     assert lean_meta["traceparent"].split("-")[2] == f"{lean_span.context.span_id:016x}"
     assert set(lean_meta) == set(sdk_meta)
+
+
+# A small in-repo fake for wire behaviour no real server produces on purpose: a reply whose
+# body breaks off (fewer bytes than its Content-Length, then the connection closes).
+_BROKEN_REPLY = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 200\r\n\r\n"
+    b'{"jsonrpc":"2.0","id":1,"result":{"taskId"'
+)
+
+
+@asynccontextmanager
+async def body_breaking_server() -> AsyncIterator[str]:
+    """A loopback server answering every request with :data:`_BROKEN_REPLY`; its URL."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(_BROKEN_REPLY)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.close()
+
+
+async def test_a_reply_body_that_breaks_off_fails_alike_read_whole_or_through_httpx2() -> None:
+    """The direct route reads a plain JSON reply whole (``_read_whole``), other replies through
+    ``httpx2``'s stream (``_read``): a body that breaks off is the same parse error on both."""
+    failures: list[MCPError] = []
+    async with body_breaking_server() as url, aiohttp.ClientSession(auto_decompress=False) as http:
+        for read in (_read_whole, lambda reply: _read(as_httpx2(reply))):
+            reply = await http.post(url, data=b"{}")
+            assert _plain_json(reply)
+            with anyio.fail_after(10), pytest.raises(MCPError) as raised:
+                await read(reply)
+            failures.append(raised.value)
+    assert [f.error.code for f in failures] == [PARSE_ERROR, PARSE_ERROR]
+    assert failures[0].error.message == failures[1].error.message
+    assert failures[0].error.message.startswith("Failed to parse JSON response")

@@ -63,7 +63,7 @@ class _Body(httpx2.AsyncByteStream):
             async for chunk in self._response.content.iter_any():
                 yield chunk
         except Exception as exc:
-            raise _translate(exc, reading=True) from exc
+            raise as_httpx2_error(exc, reading=True) from exc
 
     async def aclose(self) -> None:
         if self._response.content.at_eof():
@@ -72,7 +72,7 @@ class _Body(httpx2.AsyncByteStream):
             self._response.close()  # unread body: the connection cannot be reused
 
 
-def _translate(exc: BaseException, *, reading: bool) -> BaseException:
+def as_httpx2_error(exc: BaseException, *, reading: bool) -> BaseException:
     """aiohttp's (and asyncio's) failure as the httpx2 exception the layers above expect."""
     message = type(exc).__name__
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
@@ -176,7 +176,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
                 ssl=tls,
             )
         except Exception as exc:
-            raise _translate(exc, reading=False) from exc
+            raise as_httpx2_error(exc, reading=False) from exc
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if not available():

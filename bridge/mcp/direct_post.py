@@ -9,7 +9,9 @@ per set of stamped headers, and each request fills the two values in. The body i
 ``httpx2`` encodes JSON. The request goes to the same aiohttp engine, on the same pool, as the
 client's own transport, and a response that is no answer (none at all, 429/503) becomes the
 isolating transport's own JSON-RPC error, so nothing above can tell the two routes apart;
-``tests/test_mcp_lean_get.py`` checks the bytes against the SDK path's.
+``tests/test_mcp_lean_get.py`` checks the bytes against the SDK path's. The usual reply (200
+JSON, no content coding) is read whole by the lean path (:mod:`.lean_get`); any other goes
+through an ``httpx2`` response.
 
 Taken only while nothing ``httpx2`` would add per request is in play: no ``httpx2`` auth, no
 event hooks, no cookies (once a server sets one, requests go through the client, which sends

@@ -16,7 +16,9 @@ This module sends the *same* request on the *same* connection and parses the rep
 - it goes out on the connection's shared ``httpx2`` client (same auth, default headers and
   :class:`~bridge.mcp.transport.IsolatingTransport`, so a transport failure, 429/503 or 404 is
   turned into the same JSON-RPC error as on the SDK path);
-- the reply is validated in one pass into an envelope whose result is :class:`DetailedTask`.
+- the reply is validated in one pass into an envelope whose result is :class:`DetailedTask`
+  (on the direct route, a plain JSON reply is read whole from ``aiohttp``, without ``httpx2``'s
+  stream wrappers; a body that breaks off fails as it does through them).
 
 Only 2026-07-28 sessions over Streamable HTTP take it: they carry no ``Mcp-Session-Id`` (a
 handshake-era session's id lives inside the SDK transport), so the request is fully known here.
@@ -33,6 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import aiohttp
 import anyio
 import httpx2
 import mcp_types
@@ -48,7 +51,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel, ValidationError
 
-from bridge.mcp.aiohttp_transport import as_httpx2
+from bridge.mcp.aiohttp_transport import as_httpx2, as_httpx2_error
 from bridge.mcp.direct_post import DirectPost
 from bridge.mcp.wire import PARSE_ERROR, DetailedTask, GetTaskRequest
 
@@ -201,7 +204,34 @@ async def _exchange(
     reply = await direct.post(target, headers, body)
     if isinstance(reply, dict):  # no answer: the isolating transport's error
         return mcp_types.ErrorData.model_validate(reply["error"])
+    if _plain_json(reply):  # the usual reply: read whole, without httpx2's stream wrappers
+        return _parse(await _read_whole(reply), request_id)
     return await _answer(as_httpx2(reply), request_id, stats, target)
+
+
+def _plain_json(reply: aiohttp.ClientResponse) -> bool:
+    """A 200 JSON reply without a content coding: what :func:`_answer` would read whole and
+    parse, with nothing for ``httpx2`` to decode."""
+    headers = reply.headers
+    return (
+        reply.status == 200
+        and headers.get("content-type", "").lower().startswith("application/json")
+        and headers.get("content-encoding", "identity").lower() == "identity"
+    )
+
+
+async def _read_whole(reply: aiohttp.ClientResponse) -> bytes:
+    """The body of a direct-route reply (released afterwards); a body that broke off fails as
+    :func:`_read` reports it."""
+    try:
+        body = await reply.read()
+    except Exception as exc:
+        reply.close()  # unread body: the connection cannot be reused
+        if isinstance(as_httpx2_error(exc, reading=True), httpx2.TransportError):
+            raise _broke_off(httpx2.StreamClosed()) from None
+        raise
+    reply.release()
+    return body
 
 
 async def _answer(
@@ -239,7 +269,11 @@ async def _read(response: httpx2.Response) -> bytes:
         exc: httpx2.StreamError = httpx2.StreamClosed()
     except httpx2.StreamError as broken:  # the body broke off: as the SDK reports it
         exc = broken
-    raise MCPError(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}") from None
+    raise _broke_off(exc) from None
+
+
+def _broke_off(exc: httpx2.StreamError) -> MCPError:
+    return MCPError(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}")
 
 
 def _parse(body: bytes | str, request_id: int) -> DetailedTask | mcp_types.ErrorData:
