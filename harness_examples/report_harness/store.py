@@ -122,8 +122,8 @@ class HarnessStore:
 
     @property
     def writes_inline(self) -> bool:
-        """Whether :meth:`create`, :meth:`append` and :meth:`set_bridge_run` may run on the
-        event loop (SQLite: tens of microseconds each) rather than in a worker thread."""
+        """Whether :meth:`create` and :meth:`commit_all` may run on the event loop (SQLite:
+        tens of microseconds each) rather than in a worker thread."""
         return self.writes.inline
 
     @classmethod
@@ -191,9 +191,6 @@ class HarnessStore:
                 select(HarnessResponse).where(HarnessResponse.status == "in_progress")
             ).all()
             return [_read(s, r) for r in rows]
-
-    def set_bridge_run(self, response_id: str, run_ref: str) -> None:
-        self.writes.commit_all([self.writes.setting_bridge_run(response_id, run_ref)])
 
     def mark_deleted(self, response_ids: list[str]) -> None:
         with Session(self.engine) as s:
