@@ -52,17 +52,29 @@ class LedgerRunner:
 
     async def commit(self, group: GroupCommit[C], staged: StagedCommit[C, R, T]) -> T:
         """One short write, in a transaction shared with concurrent callers' writes that queue
-        up meanwhile (:mod:`bridge.ledger.group_commit`), in a worker thread.
+        up meanwhile (:mod:`bridge.ledger.group_commit`), in a worker thread; inline, for a
+        group that gathers a turn of the event loop (a held SQLite write lock is waited for as
+        for any inline call, and only the writes not yet committed are committed then).
 
-        Only for a runner in worker threads: inline calls never overlap, so there is nothing
-        to group (the caller runs the ledger's ungrouped write inline instead).
+        Inline calls never overlap, so a group that commits at once has nothing to group
+        there (the caller runs the ledger's ungrouped write inline instead).
         """
-        if self.inline:
-            raise RuntimeError("group commit needs a runner in worker threads")
-        return await group.commit(staged, self._offload)
+        if not self.inline:
+            return await group.commit(staged, self._offload)
+        if not group.gathers_turn:
+            raise RuntimeError(
+                "group commit needs a runner in worker threads, or a group that gathers a turn"
+            )
+        return await group.commit(staged, self._run_inline)
 
     async def _offload(self, fn: Callable[[], None]) -> None:
         await anyio.to_thread.run_sync(fn, limiter=self._limiter)
+
+    async def _run_inline(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except WriteLockBusy:
+            await self.when_lock_free(fn)
 
     async def when_lock_free(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run the inline call ``fn`` again once the write lock is free (it just failed busy:

@@ -17,7 +17,13 @@ import anyio
 import pytest
 
 from bridge.aio import LedgerRunner
-from bridge.errors import DuplicateTaskHandle, InvalidTransition, NotFound, OperationReused
+from bridge.errors import (
+    DuplicateTaskHandle,
+    InvalidTransition,
+    LedgerUnavailable,
+    NotFound,
+    OperationReused,
+)
 from bridge.ledger.group_commit import StagedCommit
 from bridge.ledger.hotpath import Cursor
 from bridge.ledger.notify import CommitListener
@@ -230,6 +236,33 @@ async def test_a_refused_check_rolls_a_pipelined_batch_back_and_only_it_fails(
     assert group.loop_fallbacks == (1 if ledger.dialect.name == "postgresql" else 0)
     # gate, then the two intents alone after the roll-back
     assert (group.transactions, group.writes) == (3, 3)
+
+
+async def test_a_refused_database_fails_the_pending_writes_at_once(
+    ledger: Ledger, second: TenantLedger
+) -> None:
+    """A batch meets a database that takes no writes (``LedgerUnavailable``, as a full disk or
+    a lost server raise it; here one write raises it, standing in for such a database): every
+    write of the batch fails with it at once, none is tried again alone (each would meet the
+    same refusal), and nothing of the batch is stored."""
+    tenant = ledger.for_principal("acme")
+    run_ref = new_run(tenant).ref
+    group = ledger.group_commit
+
+    def refused(_cursor: Cursor) -> None:
+        raise LedgerUnavailable("no space left on device")
+
+    batch = [
+        _intent(tenant, run_ref, 1),
+        StagedCommit(refused, lambda _: None),
+        _intent(tenant, run_ref, 2),
+    ]
+    outcomes = await _commit_behind_gate(group, batch)
+
+    assert [type(outcomes[n]) for n in range(3)] == [LedgerUnavailable] * 3
+    assert (group.retried_alone, group.rolled_back) == (0, 0)
+    assert second.list_dispatches(run_ref=run_ref) == []
+    assert (group.transactions, group.writes) == (1, 1)  # the gate's, alone
 
 
 async def test_a_lone_caller_commits_at_once_in_a_transaction_of_its_own(

@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -195,9 +196,9 @@ class MeasuredStore(HarnessStore):
             self.written.append((event_type, len(event_json) + snapshot))
         return super().appending(response_id, first_seq, events, body_json, status, **kw)
 
-    def commit_all(self, writes: Sequence[StoreWrite]) -> None:
+    def transaction(self) -> AbstractContextManager[Cursor]:
         self.transactions += 1
-        super().commit_all(writes)
+        return super().transaction()
 
 
 @pytest.mark.anyio

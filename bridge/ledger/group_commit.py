@@ -24,6 +24,18 @@ on an asynchronous connection of its own (:mod:`.loop_pipeline`), instead of in 
 which spends most of a batch's wall time waiting for the interpreter lock. If it fails there,
 for whatever reason, the batch is committed in a worker thread one write per transaction, as
 after any failed batch.
+
+A database that cannot take writes at all (:class:`~bridge.errors.LedgerUnavailable`: a lost
+connection, a full disk, SQLite's write lock held elsewhere) fails every write of the batch not
+yet committed, at once: committing them one by one would meet the same refusal once per write.
+For a runner that waits for SQLite's write lock (an inline :class:`~bridge.aio.LedgerRunner`),
+the lock found busy (:class:`~bridge.ledger.availability.WriteLockBusy`) leaves the batch's
+commit to be run again once the lock is free; a write already committed is never run again.
+
+Gathering a turn (``gather_turn``): the first writer lets the event loop run once more before
+it commits, so that every caller ready in this turn of the loop joins its batch. For many
+writers whose writes are not on a latency-critical path, and for an inline runner (SQLite on
+the event loop), whose commits never overlap, so that nothing would ever queue otherwise.
 """
 
 from __future__ import annotations
@@ -37,7 +49,9 @@ from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
+import anyio.lowlevel
 
+from bridge.errors import LedgerUnavailable
 from bridge.ledger.hotpath import CompiledStatement, Cursor, OneStatement, StatementResult
 
 C = TypeVar("C")  # what a transaction hands its writes (a cursor)
@@ -119,7 +133,9 @@ class GroupCommit(Generic[C]):
     transactions were ``pipelined_transactions`` and how many of these were committed from the
     loop (``loop_transactions``), the batches the loop gave back (``loop_fallbacks``), the
     ``batches`` led and ``batch_seconds``, the wall time they took until the event loop had
-    them back (sent from the loop, or handed to a worker thread and back).
+    them back (sent from the loop, or handed to a worker thread and back); transactions
+    ``rolled_back`` (a batch or a lone write that failed), and the writes ``retried_alone``
+    after their batch failed. ``gather_turn``: see the module docstring.
     """
 
     def __init__(
@@ -127,10 +143,15 @@ class GroupCommit(Generic[C]):
         transaction: Callable[[], AbstractContextManager[C]],
         pipelined: Pipelined | None = None,
         on_loop: LoopPipelined | None = None,
+        *,
+        gather_turn: bool = False,
     ) -> None:
         self._transaction = transaction
         self._pipelined = pipelined
         self._on_loop = on_loop
+        self.gathers_turn = gather_turn
+        self.rolled_back = 0
+        self.retried_alone = 0
         self.loop_transactions = 0
         self.loop_fallbacks = 0
         self.pipelined_transactions = 0
@@ -175,6 +196,8 @@ class GroupCommit(Generic[C]):
 
     async def _lead(self, offload: Offload) -> None:
         self._leading = True
+        if self.gathers_turn:
+            await anyio.lowlevel.cancel_shielded_checkpoint()  # the others ask for theirs
         batch, self._queue = self._queue, []
         self.batches += 1
         started = time.perf_counter()
@@ -183,10 +206,10 @@ class GroupCommit(Generic[C]):
             if committed is not True:
                 # After a batch failed on the loop, straight to one write per transaction.
                 await offload(partial(self._commit_batch, batch, pipelined=committed is None))
-        except BaseException as exc:  # the worker itself failed: nobody's write is known
-            for queued in batch:
-                if not queued.finished:
-                    queued.error = exc
+        except Exception as exc:  # the database refused (or the worker failed): whatever
+            self._fail_unfinished(batch, exc)  # was not committed yet fails with it
+        except BaseException as exc:
+            self._fail_unfinished(batch, exc)
             raise
         finally:
             self.batch_seconds += time.perf_counter() - started
@@ -221,20 +244,27 @@ class GroupCommit(Generic[C]):
         return True
 
     def _commit_batch(self, batch: list[_Queued], *, pipelined: bool = True) -> None:
-        """In a worker thread: one transaction for the whole batch (pipelined when it can be,
-        and ``pipelined``); one per write after a failure, so that a failing write fails
-        alone."""
-        if len(batch) > 1:
-            committed = self._commit_pipelined(batch) if pipelined else False
+        """In a worker thread (or inline): one transaction for the whole batch (pipelined when
+        it can be, and ``pipelined``); one per write after a failure, so that a failing write
+        fails alone. ``LedgerUnavailable`` is raised, not given to a write: it stops the
+        batch, and run again (the lock free) this commits only the writes still pending."""
+        pending = [queued for queued in batch if not queued.finished]
+        if len(pending) > 1:
+            committed = self._commit_pipelined(pending) if pipelined else False
             if committed is None:
-                committed = self._commit_together(batch)
+                committed = self._commit_together(pending)
             if committed:
                 return
-        for queued in batch:
+            self.rolled_back += 1
+            self.retried_alone += len(pending)
+        for queued in pending:
             try:
                 with self._transaction() as cursor:
                     value = queued.staged.write(cursor)
+            except LedgerUnavailable:
+                raise
             except Exception as exc:
+                self.rolled_back += 1
                 self._failed(queued, exc)
             else:
                 self.transactions += 1
@@ -246,6 +276,8 @@ class GroupCommit(Generic[C]):
         try:
             with self._transaction() as cursor:
                 written = [queued.staged.write(cursor) for queued in batch]
+        except LedgerUnavailable:
+            raise
         except Exception:
             return False
         self.transactions += 1
@@ -263,6 +295,8 @@ class GroupCommit(Generic[C]):
             return None
         try:
             values = self._pipelined(ones)
+        except LedgerUnavailable:
+            raise
         except Exception:
             return False
         self._committed_pipelined(batch, values)
@@ -274,6 +308,13 @@ class GroupCommit(Generic[C]):
         self.writes += len(batch)
         for queued, value in zip(batch, values, strict=True):
             self._committed(queued, value)
+
+    @staticmethod
+    def _fail_unfinished(batch: list[_Queued], error: BaseException) -> None:
+        for queued in batch:
+            if not queued.finished:
+                queued.finished = True
+                queued.error = error
 
     @staticmethod
     def _committed(queued: _Queued, value: Any) -> None:

@@ -22,6 +22,8 @@ from bridge import (
 )
 from bridge.aio import LedgerRunner
 from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, ServerConnectFailed
+from bridge.ledger.group_commit import GroupCommit, StagedCommit
+from bridge.ledger.hotpath import Cursor
 from bridge.uhp.adapter import nested_tasks_summary, to_uhp_event
 from bridge.uhp.serving import (
     BearerAuth,
@@ -33,7 +35,6 @@ from bridge.uhp.serving import (
     sse_frames,
 )
 from harness_examples.report_harness import agent
-from harness_examples.report_harness.batching import TurnBatcher
 from harness_examples.report_harness.config import HarnessConfig, HarnessEntry
 from harness_examples.report_harness.outcomes import describe, tool_trouble
 from harness_examples.report_harness.settling import terminal_record, write_with_retry
@@ -107,7 +108,7 @@ class Runtime:
         #: Store writes and the bridge's ledger reads: inline on SQLite, threads otherwise.
         self._inline = LedgerRunner(inline=store.writes_inline)
         #: The event-log writes of all runs, committed a loop turn's worth at a time.
-        self.batcher = TurnBatcher(self._inline, store.commit_all)
+        self.turn_writes: GroupCommit[Cursor] = GroupCommit(store.transaction, gather_turn=True)
 
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """A read of the store, in a worker thread."""
@@ -123,9 +124,11 @@ class Runtime:
 
     async def commit(self, write: StoreWrite) -> None:
         """A write of the store (:meth:`HarnessStore.appending`...), committed with the others
-        asked for in this turn of the event loop (:mod:`.batching`); never interrupted once
-        asked for."""
-        await self.batcher.commit(write)
+        asked for in this turn of the event loop (:mod:`bridge.ledger.group_commit`): durable
+        when this returns; never interrupted once asked for. If the shared transaction fails,
+        each write is committed again alone, so only a failing write fails; a database that
+        cannot take writes (``LedgerUnavailable``) fails them all at once."""
+        await self._inline.commit(self.turn_writes, StagedCommit(write, _nothing))
 
     async def ledger(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """A read of the bridge's ledger, run as the bridge runs its own: inline on SQLite
@@ -588,6 +591,10 @@ def _stop_if_cancel_requested(run: LiveRun) -> None:
     delta checks the request too, and ``execute`` finishes the response as cancelled."""
     if run.cancel_requested:
         raise asyncio.CancelledError
+
+
+def _nothing(_: None) -> None:
+    """What a committed store write settles to (its caller only needs it durable)."""
 
 
 class _Incomplete(Exception):

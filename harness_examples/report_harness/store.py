@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from sqlalchemy import Engine, delete, func
 from sqlmodel import Session, col, select
 
 from bridge.ledger.engine import create_ledger_engine
+from bridge.ledger.hotpath import Cursor
 from bridge.uhp.serving import KeyRecord
 from harness_examples.report_harness.tables import (
     TABLES,
@@ -248,10 +250,17 @@ class HarnessStore:
     def setting_bridge_run(self, response_id: str, run_ref: str) -> StoreWrite:
         return self.writes.setting_bridge_run(response_id, run_ref)
 
+    def transaction(self) -> AbstractContextManager[Cursor]:
+        """One transaction for the writes of :meth:`appending` and :meth:`setting_bridge_run`
+        (what a group commit shares between concurrent runs)."""
+        return self.writes.transaction()
+
     def commit_all(self, writes: Sequence[StoreWrite]) -> None:
         """``writes`` (from :meth:`appending`, :meth:`setting_bridge_run`) in one transaction:
         all committed, or none."""
-        self.writes.commit_all(writes)
+        with self.transaction() as cursor:
+            for write in writes:
+                write(cursor)
 
     def events_after(self, response_id: str, after_seq: int) -> list[tuple[int, str, str]]:
         """``(seq, type, json)`` of the events with ``seq > after_seq``, in order."""

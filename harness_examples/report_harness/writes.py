@@ -2,8 +2,9 @@
 
 Every streamed event is stored with the response snapshot it produced (see :mod:`.store`); the
 events of one step go in one write, so a response of a tool call and a short answer writes
-eight times instead of nineteen, and the writes of concurrent runs share transactions
-(:meth:`StoreWrites.commit_all`, batched by :mod:`.batching`).
+eight times instead of nineteen, and the writes of concurrent runs share transactions (the
+runtime commits them through the bridge's group commit, a turn of the event loop at a time:
+:mod:`bridge.ledger.group_commit`).
 Through the ORM each of those transactions costs about a millisecond of CPU, and 200 concurrent
 responses made it most of the harness's time. The statements here are SQLAlchemy Core
 constructs over the harness's tables, compiled once for the engine's dialect and run by the
@@ -145,10 +146,17 @@ class StoreWrites:
 
         return write
 
+    @contextmanager
+    def transaction(self) -> Iterator[Cursor]:
+        """One transaction for writes (:data:`StoreWrite`): committed on a clean exit, rolled
+        back otherwise; a driver error leaves as :meth:`_as_sqlalchemy_raises` says."""
+        with self._as_sqlalchemy_raises(), self._session.transaction() as cursor:
+            yield cursor
+
     def commit_all(self, writes: Sequence[StoreWrite]) -> None:
         """``writes`` in one transaction, in order: all of them committed, or (one raised)
         none."""
-        with self._as_sqlalchemy_raises(), self._session.transaction() as cursor:
+        with self.transaction() as cursor:
             for write in writes:
                 write(cursor)
 
