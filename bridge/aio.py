@@ -59,22 +59,11 @@ class LedgerRunner:
         Inline calls never overlap, so a group that commits at once has nothing to group
         there (the caller runs the ledger's ungrouped write inline instead).
         """
-        if not self.inline:
-            return await group.commit(staged, self._offload)
-        if not group.gathers_turn:
+        if self.inline and not group.gathers_turn:
             raise RuntimeError(
                 "group commit needs a runner in worker threads, or a group that gathers a turn"
             )
-        return await group.commit(staged, self._run_inline)
-
-    async def _offload(self, fn: Callable[[], None]) -> None:
-        await anyio.to_thread.run_sync(fn, limiter=self._limiter)
-
-    async def _run_inline(self, fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except WriteLockBusy:
-            await self.when_lock_free(fn)
+        return await group.commit(staged, self)  # a batch's commit runs as any call of ours
 
     async def when_lock_free(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run the inline call ``fn`` again once the write lock is free (it just failed busy:

@@ -124,8 +124,8 @@ class HarnessStore:
 
     @property
     def writes_inline(self) -> bool:
-        """Whether :meth:`create` and :meth:`commit_all` may run on the event loop (SQLite:
-        tens of microseconds each) rather than in a worker thread."""
+        """Whether :meth:`create` and the writes of a :meth:`transaction` may run on the event
+        loop (SQLite: tens of microseconds each) rather than in a worker thread."""
         return self.writes.inline
 
     @classmethod
@@ -258,9 +258,7 @@ class HarnessStore:
     def commit_all(self, writes: Sequence[StoreWrite]) -> None:
         """``writes`` (from :meth:`appending`, :meth:`setting_bridge_run`) in one transaction:
         all committed, or none."""
-        with self.transaction() as cursor:
-            for write in writes:
-                write(cursor)
+        self.writes.commit_all(writes)
 
     def events_after(self, response_id: str, after_seq: int) -> list[tuple[int, str, str]]:
         """``(seq, type, json)`` of the events with ``seq > after_seq``, in order."""
