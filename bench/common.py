@@ -8,6 +8,7 @@ import statistics
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bridge.ledger.store import TenantLedger
@@ -60,6 +61,33 @@ def machine() -> str:
         f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
         f"{platform.system()} {platform.release()}, SQLite {sqlite}"
     )
+
+
+def provenance(repo: Path) -> str:
+    """When the run started, at which commit (and whether the tree had uncommitted changes),
+    and the machine's load when it started: the facts a reader needs to compare two runs."""
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    commit = _git(repo, "rev-parse", "--short", "HEAD") or "unknown commit"
+    # The report itself does not count: a run before this one may have rewritten it.
+    changed = _git(
+        repo, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs/benchmarks.md"
+    )
+    at = f"`{commit}`" + (" with uncommitted changes" if changed else "")
+    try:
+        load = f"load average {os.getloadavg()[0]:.2f} at the start"
+    except OSError:
+        load = "load average unknown"
+    return f"Run started {started} at {at}; {load}."
+
+
+def _git(repo: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
+        )
+    except OSError:
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def register_open_tasks(

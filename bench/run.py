@@ -2,6 +2,9 @@
 
     python -m bench.run [--quick] [--only SECTION ...] [--out FILE]   (SECTIONS below)
 
+The report opens with the machine, the commit measured, when the run started and the load
+average then (``bench.common.provenance``): figures from two runs compare only with those.
+
 1. A bridged ``tools/call`` answered inline (two write-ahead commits on SQLite WAL) against the
    raw official SDK call on the same server, alternating call by call.
 2. The raw SDK's ``tasks/get`` capacity on this machine (the physical bound on polling).
@@ -46,7 +49,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from bench import concurrent_calls, hundred_k, polls, scale_out, waits
-from bench.common import Report, machine, median, percentile, register_open_tasks
+from bench.common import Report, machine, median, percentile, provenance, register_open_tasks
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import OuterStatus
@@ -401,6 +404,7 @@ async def main_async(args: argparse.Namespace) -> Report:
     report.add("# Benchmarks")
     report.add()
     report.add(f"Command: `{command}` (writes this file). Machine: {machine()}.")
+    report.add(provenance(REPO))
     report.add(
         "Figures are ratios against the raw official `mcp` SDK measured in the same run; "
         "absolute times on these shared machines carry ±20 % noise."

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.e2e  # the benchmark driver in a subprocess
 
 def test_bench_quick_run_writes_the_report(tmp_path: Path) -> None:
     text = quick_bench(tmp_path, "call", "scheduler", "polls", "stream", "concurrent-calls")
+    assert "Run started " in text and " at `" in text  # the run names what it measured
     assert "**ratio bridged / raw**" in text
     assert "Scheduler: 1,000 open handles" in text
     assert "lateness p50 / p99 / max" in text and "No handle was polled twice" in text
