@@ -25,7 +25,7 @@ from bench import scale_out
 from bench.common import Report, cpu_of_processes, median
 from bench.raw_sdk import NO_INPUT_KINDS, Window, raw_call_client
 from bridge import Bridge, InlineResult, McpServerConfig
-from bridge.ledger.group_commit import GroupCommit
+from bridge.ledger.commit.group_commit import GroupCommit
 from tests.support.processes import ServerProcess
 
 PRINCIPAL = "bench"
@@ -60,7 +60,7 @@ class Commits:
     writes: int  # call-path writes committed
     transactions: int  # in that many transactions
     pipelined: int  # of which sent in pipeline mode
-    on_loop: int  # of which sent from the event loop (bridge/ledger/loop_pipeline.py)
+    on_loop: int  # of which sent from the event loop (bridge/ledger/commit/loop_pipeline.py)
     batches: int  # batches led (a batch that fell back to one write per transaction: one)
     batch_s: float  # their wall time, until the event loop had them back
 
@@ -266,9 +266,10 @@ async def bench_concurrent_calls(quick: bool, report: Report) -> None:
     report.add()
     report.add(
         "Call-path writes per commit: the intents and results of concurrent callers committed "
-        "together (`bridge/ledger/group_commit.py`: PostgreSQL), a batch of one-statement "
+        "together (`bridge/ledger/commit/group_commit.py`: PostgreSQL), a batch of one-statement "
         "writes in pipeline mode (its statements in one round trip, then `COMMIT`), sent from "
-        "the event loop itself on a connection of its own (`bridge/ledger/loop_pipeline.py`). "
+        "the event loop itself on a connection of its own "
+        "(`bridge/ledger/commit/loop_pipeline.py`). "
         f"The last row is the same ledger with {THREADS_ONLY} "
         "(`Bridge.open(..., commit_on_loop=False)`), as before the loop path existed. SQLite "
         "runs its calls inline on the event loop, where no two commits overlap: one write each."

@@ -6,9 +6,9 @@ windows (raw, lean, scheduler, raw, ...), so each sees the same machine conditio
 - **raw SDK**: :class:`bench.raw_sdk.RawPoller`, 16 callers on one shared ``Client``
   (``session.send_request(GetTaskRequest, DetailedTask)``);
 - **lean path**: 16 callers on the bridge's own server connection, each call what
-  :func:`bridge.mcp.task_methods.fetch_task` sends for a Tasks-extension handle
-  (:mod:`bridge.mcp.lean_get`, on the connection's aiohttp engine by the direct route of
-  :mod:`bridge.mcp.direct_post`);
+  :func:`bridge.mcp.wire.task_requests.fetch_task` sends for a Tasks-extension handle
+  (:mod:`bridge.mcp.wire.lean_get`, on the connection's aiohttp engine by the direct route of
+  :mod:`bridge.mcp.wire.direct_post`);
 - **scheduler**: the bridge's poll scheduler with ``handles`` open handles always due
   (demand far above capacity, 16 polls per server at once), started and held per window.
   Its CPU includes everything a poll costs in service: the due queue, limiter, reply
@@ -29,11 +29,12 @@ from bench.common import Report, register_open_tasks
 from bench.raw_sdk import RAW_TASK_ID, RawPoller, Window, callers_window
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import OuterStatus
-from bridge.mcp.lean_get import lean_fetch
-from bridge.mcp.requester import TaskRequester
-from bridge.mcp.scheduler import PollScheduler, SchedulerConfig
+from bridge.mcp.calls.requester import TaskRequester
+from bridge.mcp.polling.scheduler import PollScheduler
+from bridge.mcp.polling.watches import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig, ServerConnection
-from bridge.mcp.wire import GetTaskRequest, TaskIdParams
+from bridge.mcp.wire.lean_get import lean_fetch
+from bridge.mcp.wire.shapes import GetTaskRequest, TaskIdParams
 
 PRINCIPAL = "bench"
 CONCURRENCY = 16

@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from bridge import Bridge, ReplicaConfig
 from bridge.ledger.store import Ledger
-from bridge.mcp.scheduler import SchedulerConfig
+from bridge.mcp.polling.watches import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
 from harness_examples.port_report import (
     add_port_arguments,

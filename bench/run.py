@@ -53,8 +53,8 @@ from bench.common import Report, machine, median, percentile, provenance, regist
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import OuterStatus
-from bridge.mcp.requester import TaskRequester
-from bridge.mcp.scheduler import SchedulerConfig
+from bridge.mcp.calls.requester import TaskRequester
+from bridge.mcp.polling.watches import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
 from bridge.uhp.client import UhpClient
 from tests.support.processes import ServerProcess, server_logs_under

@@ -31,7 +31,7 @@ from sqlalchemy import func, insert, select, update
 from bench.common import Report, median, percentile
 from bench.raw_sdk import RAW_TASK_ID, RawPoller, Window
 from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref
-from bridge.ledger.leases import ReplicaRegistry, TenantLeases
+from bridge.ledger.coordination.leases import ReplicaRegistry, TenantLeases
 from bridge.ledger.store import DISPATCHES, TASKS, Ledger
 from bridge.lifecycle import OuterStatus
 from tests.support.bridging import wait_until

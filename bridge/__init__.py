@@ -16,9 +16,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bridge._telemetry import (
-        setup_tracing as setup_tracing,
-    )
     from bridge.errors import (
         AgentStateTooLarge as AgentStateTooLarge,
     )
@@ -184,49 +181,25 @@ if TYPE_CHECKING:
     from bridge.facade import (
         UhpServerConfig as UhpServerConfig,
     )
-    from bridge.input_handlers import (
-        HOST as HOST,
-    )
-    from bridge.input_handlers import (
-        Accept as Accept,
-    )
-    from bridge.input_handlers import (
-        Cancel as Cancel,
-    )
-    from bridge.input_handlers import (
-        Decline as Decline,
-    )
-    from bridge.input_handlers import (
-        FormElicitation as FormElicitation,
-    )
-    from bridge.input_handlers import (
-        InputHandlers as InputHandlers,
-    )
-    from bridge.input_handlers import (
-        InputHandling as InputHandling,
-    )
-    from bridge.input_handlers import (
-        UrlElicitation as UrlElicitation,
-    )
-    from bridge.inputs import (
-        InputRequest as InputRequest,
-    )
     from bridge.ledger.agent_states import (
         AgentStateView as AgentStateView,
     )
-    from bridge.ledger.views import (
+    from bridge.ledger.coordination.replica import (
+        ReplicaConfig as ReplicaConfig,
+    )
+    from bridge.ledger.reads.views import (
         CallInputView as CallInputView,
     )
-    from bridge.ledger.views import (
+    from bridge.ledger.reads.views import (
         DispatchView as DispatchView,
     )
-    from bridge.ledger.views import (
+    from bridge.ledger.reads.views import (
         InputRequestView as InputRequestView,
     )
-    from bridge.ledger.views import (
+    from bridge.ledger.reads.views import (
         RunView as RunView,
     )
-    from bridge.ledger.views import (
+    from bridge.ledger.reads.views import (
         TaskView as TaskView,
     )
     from bridge.lifecycle import (
@@ -244,40 +217,40 @@ if TYPE_CHECKING:
     from bridge.lifecycle import (
         TaskStatus as TaskStatus,
     )
-    from bridge.mcp.admission import (
+    from bridge.mcp.calls.admission import (
         AdmissionChecks as AdmissionChecks,
     )
-    from bridge.mcp.admission import (
+    from bridge.mcp.calls.admission import (
         OperationView as OperationView,
     )
-    from bridge.mcp.outcomes import (
-        AnswerDelivery as AnswerDelivery,
+    from bridge.mcp.inputs.handlers import (
+        HOST as HOST,
     )
-    from bridge.mcp.outcomes import (
-        AnswerReceipt as AnswerReceipt,
+    from bridge.mcp.inputs.handlers import (
+        Accept as Accept,
     )
-    from bridge.mcp.outcomes import (
-        CallOutcome as CallOutcome,
+    from bridge.mcp.inputs.handlers import (
+        Cancel as Cancel,
     )
-    from bridge.mcp.outcomes import (
-        InlineResult as InlineResult,
+    from bridge.mcp.inputs.handlers import (
+        Decline as Decline,
     )
-    from bridge.mcp.outcomes import (
-        InputPending as InputPending,
+    from bridge.mcp.inputs.handlers import (
+        FormElicitation as FormElicitation,
     )
-    from bridge.mcp.outcomes import (
-        RejectedCall as RejectedCall,
+    from bridge.mcp.inputs.handlers import (
+        InputHandlers as InputHandlers,
     )
-    from bridge.mcp.outcomes import (
-        TaskHandle as TaskHandle,
+    from bridge.mcp.inputs.handlers import (
+        InputHandling as InputHandling,
     )
-    from bridge.mcp.outcomes import (
-        UnknownOutcome as UnknownOutcome,
+    from bridge.mcp.inputs.handlers import (
+        UrlElicitation as UrlElicitation,
     )
-    from bridge.mcp.push import (
+    from bridge.mcp.polling.push import (
         PushConfig as PushConfig,
     )
-    from bridge.mcp.scheduler import (
+    from bridge.mcp.polling.watches import (
         SchedulerConfig as SchedulerConfig,
     )
     from bridge.mcp.servers import (
@@ -285,6 +258,33 @@ if TYPE_CHECKING:
     )
     from bridge.mcp.servers import (
         McpServerConfig as McpServerConfig,
+    )
+    from bridge.outcomes import (
+        AnswerDelivery as AnswerDelivery,
+    )
+    from bridge.outcomes import (
+        AnswerReceipt as AnswerReceipt,
+    )
+    from bridge.outcomes import (
+        CallOutcome as CallOutcome,
+    )
+    from bridge.outcomes import (
+        InlineResult as InlineResult,
+    )
+    from bridge.outcomes import (
+        InputPending as InputPending,
+    )
+    from bridge.outcomes import (
+        InputRequest as InputRequest,
+    )
+    from bridge.outcomes import (
+        RejectedCall as RejectedCall,
+    )
+    from bridge.outcomes import (
+        TaskHandle as TaskHandle,
+    )
+    from bridge.outcomes import (
+        UnknownOutcome as UnknownOutcome,
     )
     from bridge.policies import (
         InputPolicy as InputPolicy,
@@ -313,32 +313,32 @@ if TYPE_CHECKING:
     from bridge.policies import (
         WaitMode as WaitMode,
     )
-    from bridge.recovery import (
+    from bridge.runtime.recovery_report import (
         RecoveryReport as RecoveryReport,
     )
-    from bridge.recovery import (
-        UnansweredPost as UnansweredPost,
-    )
-    from bridge.replica import (
-        ReplicaConfig as ReplicaConfig,
-    )
-    from bridge.results import (
+    from bridge.runtime.step_results import (
         OperationRecord as OperationRecord,
     )
-    from bridge.results import (
+    from bridge.runtime.step_results import (
         RecoverableFailure as RecoverableFailure,
     )
-    from bridge.results import (
+    from bridge.runtime.step_results import (
         StepOutcome as StepOutcome,
     )
-    from bridge.results import (
+    from bridge.runtime.step_results import (
         TaskPending as TaskPending,
     )
-    from bridge.results import (
+    from bridge.runtime.step_results import (
         TaskSettled as TaskSettled,
+    )
+    from bridge.telemetry.spans import (
+        setup_tracing as setup_tracing,
     )
     from bridge.uhp.client import (
         FollowConfig as FollowConfig,
+    )
+    from bridge.uhp.client import (
+        UnansweredPost as UnansweredPost,
     )
     from bridge.uhp.errors import (
         RequestNotRepostable as RequestNotRepostable,
@@ -381,47 +381,47 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "Bridge": "bridge.facade",
     "UhpServerConfig": "bridge.facade",
-    "OperationRecord": "bridge.results",
-    "RecoverableFailure": "bridge.results",
-    "StepOutcome": "bridge.results",
-    "TaskPending": "bridge.results",
-    "TaskSettled": "bridge.results",
-    "AnswerDelivery": "bridge.mcp.outcomes",
-    "AnswerReceipt": "bridge.mcp.outcomes",
-    "CallOutcome": "bridge.mcp.outcomes",
-    "InlineResult": "bridge.mcp.outcomes",
-    "InputPending": "bridge.mcp.outcomes",
-    "RejectedCall": "bridge.mcp.outcomes",
-    "TaskHandle": "bridge.mcp.outcomes",
-    "UnknownOutcome": "bridge.mcp.outcomes",
-    "InputRequest": "bridge.inputs",
-    "Accept": "bridge.input_handlers",
-    "Cancel": "bridge.input_handlers",
-    "Decline": "bridge.input_handlers",
-    "FormElicitation": "bridge.input_handlers",
-    "HOST": "bridge.input_handlers",
-    "InputHandlers": "bridge.input_handlers",
-    "InputHandling": "bridge.input_handlers",
-    "UrlElicitation": "bridge.input_handlers",
+    "OperationRecord": "bridge.runtime.step_results",
+    "RecoverableFailure": "bridge.runtime.step_results",
+    "StepOutcome": "bridge.runtime.step_results",
+    "TaskPending": "bridge.runtime.step_results",
+    "TaskSettled": "bridge.runtime.step_results",
+    "AnswerDelivery": "bridge.outcomes",
+    "AnswerReceipt": "bridge.outcomes",
+    "CallOutcome": "bridge.outcomes",
+    "InlineResult": "bridge.outcomes",
+    "InputPending": "bridge.outcomes",
+    "RejectedCall": "bridge.outcomes",
+    "TaskHandle": "bridge.outcomes",
+    "UnknownOutcome": "bridge.outcomes",
+    "InputRequest": "bridge.outcomes",
+    "Accept": "bridge.mcp.inputs.handlers",
+    "Cancel": "bridge.mcp.inputs.handlers",
+    "Decline": "bridge.mcp.inputs.handlers",
+    "FormElicitation": "bridge.mcp.inputs.handlers",
+    "HOST": "bridge.mcp.inputs.handlers",
+    "InputHandlers": "bridge.mcp.inputs.handlers",
+    "InputHandling": "bridge.mcp.inputs.handlers",
+    "UrlElicitation": "bridge.mcp.inputs.handlers",
     "InputPolicy": "bridge.policies",
     "OnStuckInput": "bridge.policies",
     "UnansweredInput": "bridge.policies",
     "TaskInputDeclined": "bridge.events",
     "TaskInputHandlerFailed": "bridge.events",
     "TaskInputStuck": "bridge.events",
-    "RecoveryReport": "bridge.recovery",
-    "UnansweredPost": "bridge.recovery",
-    "CallInputView": "bridge.ledger.views",
+    "RecoveryReport": "bridge.runtime.recovery_report",
+    "UnansweredPost": "bridge.uhp.client",
+    "CallInputView": "bridge.ledger.reads.views",
     "AgentStateView": "bridge.ledger.agent_states",
-    "DispatchView": "bridge.ledger.views",
-    "InputRequestView": "bridge.ledger.views",
-    "RunView": "bridge.ledger.views",
-    "TaskView": "bridge.ledger.views",
+    "DispatchView": "bridge.ledger.reads.views",
+    "InputRequestView": "bridge.ledger.reads.views",
+    "RunView": "bridge.ledger.reads.views",
+    "TaskView": "bridge.ledger.reads.views",
     "DispatchState": "bridge.lifecycle",
     "LostReason": "bridge.lifecycle",
     "Admission": "bridge.lifecycle",
-    "AdmissionChecks": "bridge.mcp.admission",
-    "OperationView": "bridge.mcp.admission",
+    "AdmissionChecks": "bridge.mcp.calls.admission",
+    "OperationView": "bridge.mcp.calls.admission",
     "OuterStatus": "bridge.lifecycle",
     "TaskStatus": "bridge.lifecycle",
     "OnOuterCancel": "bridge.policies",
@@ -432,10 +432,10 @@ _EXPORTS: dict[str, str] = {
     "WaitMode": "bridge.policies",
     "CredentialResolver": "bridge.mcp.servers",
     "McpServerConfig": "bridge.mcp.servers",
-    "SchedulerConfig": "bridge.mcp.scheduler",
-    "PushConfig": "bridge.mcp.push",
+    "SchedulerConfig": "bridge.mcp.polling.watches",
+    "PushConfig": "bridge.mcp.polling.push",
     "FollowConfig": "bridge.uhp.client",
-    "ReplicaConfig": "bridge.replica",
+    "ReplicaConfig": "bridge.ledger.coordination.replica",
     "FINAL_TASK_EVENTS": "bridge.events",
     "Anomaly": "bridge.events",
     "BridgeEvent": "bridge.events",
@@ -498,7 +498,7 @@ _EXPORTS: dict[str, str] = {
     "UhpServerError": "bridge.uhp.errors",
     "UhpSessionBusy": "bridge.uhp.errors",
     "UhpUnsupportedVersion": "bridge.uhp.errors",
-    "setup_tracing": "bridge._telemetry",
+    "setup_tracing": "bridge.telemetry.spans",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -6,10 +6,10 @@ Two reconcile loops run side by side and never derive one lifecycle from the oth
   harness serves itself, records the statuses the harness reports;
 * the **inner loop** is the poll scheduler watching every open MCP task handle.
 
-With a :class:`~bridge.replica.ReplicaConfig`, several bridges (harness replicas) share one
-PostgreSQL ledger: each open handle and each remotely followed run is leased to exactly one of
-them at a time (see :mod:`bridge.replica`); any replica can call tools, answer, cancel and
-subscribe.
+With a :class:`~bridge.ledger.coordination.replica.ReplicaConfig`, several bridges (harness
+replicas) share one PostgreSQL ledger: each open handle and each remotely followed run is leased to
+exactly one of them at a time (see :mod:`bridge.ledger.coordination.replica`); any replica can call
+tools, answer, cancel and subscribe.
 
 The only link between them is the ids recorded in the ledger. Where they must interact (the
 outer run is cancelled or ends while inner tasks are open), a policy the harness chose decides.
@@ -28,30 +28,29 @@ from anyio.abc import TaskGroup
 from opentelemetry import context as otel_context
 
 from bridge import events as ev
-from bridge._agent_states import AgentStates
-from bridge._compose import BridgeLeaseHolder, build_replica, build_requester, ledger_runner
-from bridge._notifier import CommitNotifier
-from bridge._outer_runs import OuterRuns
-from bridge._outer_spans import OuterSpans
-from bridge._reads import BridgeReads
-from bridge._waits import until_answered, until_closed
-from bridge.input_handlers import InputHandlers
-from bridge.inputs import InputRequest
-from bridge.ledger.dialects import SqliteSynchronous
+from bridge.ledger.coordination.replica import ReplicaConfig, ReplicaLeases
+from bridge.ledger.coordination.waiters import CommitNotifier
+from bridge.ledger.reads.views import RunView
+from bridge.ledger.schema.dialects import SqliteSynchronous
 from bridge.ledger.store import Ledger, TenantLedger
-from bridge.ledger.views import RunView
 from bridge.lifecycle import Admission, OuterStatus
-from bridge.mcp.admission import AdmissionChecks
-from bridge.mcp.outcomes import AnswerReceipt, InputPending, TaskHandle
-from bridge.mcp.push import PushConfig
-from bridge.mcp.resumption import ResumeReport
-from bridge.mcp.scheduler import SchedulerConfig
+from bridge.mcp.calls.admission import AdmissionChecks
+from bridge.mcp.inputs.handlers import InputHandlers
+from bridge.mcp.inputs.task_input_handlers import task_input_request
+from bridge.mcp.polling.handle_resumption import ResumeReport
+from bridge.mcp.polling.push import PushConfig
+from bridge.mcp.polling.watches import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
-from bridge.mcp.task_inputs import task_input_request
+from bridge.outcomes import AnswerReceipt, InputPending, InputRequest, TaskHandle
 from bridge.policies import Policies, WaitMode
-from bridge.recovery import RecoveryReport
-from bridge.replica import ReplicaConfig, ReplicaLeases
-from bridge.results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
+from bridge.runtime.agent_states import AgentStates
+from bridge.runtime.compose import BridgeLeaseHolder, build_replica, build_requester, ledger_runner
+from bridge.runtime.outer_runs import OuterRuns
+from bridge.runtime.reads import BridgeReads
+from bridge.runtime.recovery_report import RecoveryReport
+from bridge.runtime.step_results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
+from bridge.runtime.waits import until_answered, until_closed
+from bridge.telemetry.outer_spans import OuterSpans
 from bridge.uhp.client import FollowConfig, ResponseFollower
 
 LOCAL_SERVER_PREFIX = "local:"
@@ -150,10 +149,10 @@ class Bridge(BridgeReads, AgentStates):
         on open. ``sqlite_synchronous="FULL"``: SQLite commits also survive power loss.
         ``commit_on_loop=False``: PostgreSQL's group-commit batches stay in worker threads
         (by default those of one-statement writes are sent from the event loop:
-        :mod:`bridge.ledger.loop_pipeline`).
+        :mod:`bridge.ledger.commit.loop_pipeline`).
         ``input_handlers``: who answers which input kinds, and so what is declared to each
         server (default: the host answers form elicitations; see
-        :mod:`bridge.input_handlers`)."""
+        :mod:`bridge.mcp.inputs.handlers`)."""
         return cls(
             Ledger.open(url, sqlite_synchronous=sqlite_synchronous, commit_on_loop=commit_on_loop),
             owns_ledger=True,
@@ -420,7 +419,7 @@ class Bridge(BridgeReads, AgentStates):
         self, principal: str, op_ref: str, admission: Admission
     ) -> None:
         """Say whether a call whose outcome is unknown was admitted by its server (recorded
-        once, ``call.admission_checked`` by ``host``); see ``bridge.mcp.admission``."""
+        once, ``call.admission_checked`` by ``host``); see ``bridge.mcp.calls.admission``."""
         self._scope(principal)
         await self.requester.resolve_unknown_outcome(principal, op_ref, admission)
 

@@ -39,7 +39,8 @@ class OnOuterEnd(StrEnum):
 
 class UnansweredInput(StrEnum):
     """What the bridge does with an input request nobody will answer (see
-    :mod:`bridge.input_handlers`): a kind the host did not declare, or a handler that failed."""
+    :mod:`bridge.mcp.inputs.handlers`): a kind the host did not declare, or a handler that
+    failed."""
 
     DECLINE = "decline"  # default: an elicitation is declined; a kind without one is not sent
     LEAVE_PENDING = "leave_pending"  # kept for the host (``pending_inputs``), nothing is sent

@@ -117,7 +117,8 @@ def uvicorn_server(
 ) -> uvicorn.Server:
     """A uvicorn server for ``app`` on the already bound ``sock``; serve it with ``sockets=``.
 
-    Its ``run`` picks uvloop and httptools (``loop``/``http`` "auto"; why: ``bridge._event_loop``).
+    Its ``run`` picks uvloop and httptools (``loop``/``http`` "auto"; why:
+    ``bridge.gateway.event_loop``).
     ``serve`` inside a running loop uses that loop (the gateway starts uvloop itself)."""
     wrapped = ReportPortOnStartup(app, port=bound_port(sock), port_file=port_file)
     return uvicorn.Server(uvicorn.Config(wrapped, lifespan="on", **config))

@@ -1,4 +1,4 @@
-"""The aiohttp engine under the SDK's httpx2 client (bridge.mcp.aiohttp_transport).
+"""The aiohttp engine under the SDK's httpx2 client (bridge.mcp.wire.aiohttp_transport).
 
 Against an in-repo raw-socket HTTP fake (``WireFake``), because the point is what goes over the
 socket and what comes back when a server misbehaves at the byte level, which no real MCP server
@@ -20,9 +20,9 @@ import httpx2
 import pytest
 import sniffio
 
-from bridge.mcp.aiohttp_transport import AiohttpTransport
-from bridge.mcp.http_backend import probing_transport
-from bridge.mcp.transport import SYNTHETIC_KEY, IsolatingTransport
+from bridge.mcp.wire.aiohttp_transport import AiohttpTransport
+from bridge.mcp.wire.http_backend import probing_transport
+from bridge.mcp.wire.transport import SYNTHETIC_KEY, IsolatingTransport
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""Group commit of the call path's write-ahead commits (``bridge/ledger/group_commit.py``).
+"""Group commit of the call path's write-ahead commits (``bridge/ledger/commit/group_commit.py``).
 
 Concurrent callers' writes share transactions, each caller is released only once the
 transaction holding its write committed (read back from a second connection at that moment),
@@ -16,7 +16,6 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.aio import LedgerRunner
 from bridge.errors import (
     DuplicateTaskHandle,
     InvalidTransition,
@@ -24,11 +23,12 @@ from bridge.errors import (
     NotFound,
     OperationReused,
 )
-from bridge.ledger.group_commit import StagedCommit
-from bridge.ledger.hotpath import Cursor
-from bridge.ledger.notify import CommitListener
+from bridge.ledger.commit.driver_sessions import Cursor
+from bridge.ledger.commit.group_commit import StagedCommit
+from bridge.ledger.coordination.commit_signals import CommitListener
+from bridge.ledger.reads.views import DispatchView
+from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import Ledger, TenantLedger
-from bridge.ledger.views import DispatchView
 from bridge.lifecycle import DispatchState, TaskStatus
 from tests.support.bridging import wait_until
 from tests.support.builders import ENDPOINT, new_run

@@ -1,4 +1,4 @@
-"""The bridge's pooled-connection probe (bridge.mcp.http_backend): a closed connection is seen
+"""The bridge's pooled-connection probe (bridge.mcp.wire.http_backend): a closed connection is seen
 as expired, an open idle one is not, and a pool on it survives a server restart."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import httpcore2
 import httpx2
 import pytest
 
-from bridge.mcp.http_backend import ProbingBackend, _ProbedStream, probing_transport
+from bridge.mcp.wire.http_backend import ProbingBackend, _ProbedStream, probing_transport
 from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.anyio

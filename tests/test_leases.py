@@ -14,9 +14,9 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import CompileError
 
 from bridge.errors import LeaseLost
-from bridge.ledger.leases import ReplicaRegistry, TenantLeases, db_now_ms
+from bridge.ledger.coordination.leases import ReplicaRegistry, TenantLeases, db_now_ms
+from bridge.ledger.reads.views import TaskObservation
 from bridge.ledger.store import Ledger
-from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import LostReason, OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import new_run, new_task

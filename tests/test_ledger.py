@@ -20,8 +20,8 @@ from bridge.errors import (
 )
 from bridge.ids import digest_arguments
 from bridge.ledger.outcome import is_truncation_marker
+from bridge.ledger.reads.views import TaskObservation
 from bridge.ledger.store import RUNS, Ledger
-from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT, new_run, new_task

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from bridge.ledger.dialects import PostgresDialect, SqliteDialect
+from bridge.ledger.schema.dialects import PostgresDialect, SqliteDialect
 from bridge.ledger.store import Ledger
 from tests.support.postgres import fresh_database
 

@@ -28,11 +28,11 @@ import pytest
 from sqlalchemy import func
 from sqlalchemy import select as sql_select
 
-from bridge.aio import LedgerRunner
 from bridge.errors import LedgerUnavailable
-from bridge.ledger.availability import CALL_PATH_CHECK_EVERY, WriteLockBusy
+from bridge.ledger.coordination.availability import CALL_PATH_CHECK_EVERY, WriteLockBusy
+from bridge.ledger.reads.views import RunView
+from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import DISPATCHES, Ledger, TenantLedger
-from bridge.ledger.views import RunView
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import REPO_ROOT, ServerProcess, refused_port
 from tests.support.sqlite_lock import HeldLock, held_lock

@@ -1,5 +1,5 @@
 """On SQLite a task read and a run's events read go through the driver cursor the thread holds
-for its call-path writes (``bridge.ledger.lean_reads``): they must give what Core gives."""
+for its call-path writes (``bridge.ledger.reads.lean_reads``): they must give what Core gives."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from sqlalchemy import event
 
 from bridge import events as ev
 from bridge.errors import NotFound
-from bridge.ledger.hotpath import SqliteDriverSession
+from bridge.ledger.commit.driver_sessions import SqliteDriverSession
+from bridge.ledger.reads.views import TaskObservation
 from bridge.ledger.store import Ledger
-from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import new_run, new_task

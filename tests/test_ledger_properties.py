@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge import events as ev
+from bridge.ledger.reads.views import TaskObservation, TaskView
 from bridge.ledger.store import Ledger
-from bridge.ledger.views import TaskObservation, TaskView
 from bridge.lifecycle import LostReason, TaskStatus
 from tests.support.builders import new_run, new_task
 from tests.support.properties import ledger_property_settings

@@ -35,9 +35,9 @@ from sqlalchemy import select
 
 from bridge import events as ev
 from bridge.errors import BridgeError
-from bridge.ledger.fencing import Membership
+from bridge.ledger.coordination.fencing import Membership
+from bridge.ledger.reads.views import TaskObservation
 from bridge.ledger.store import DISPATCHES, EVENTS, INPUTS, RUNS, TASKS, Ledger, TenantLedger
-from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT

@@ -1,4 +1,5 @@
-"""Group-commit batches sent from the event loop (PostgreSQL; ``bridge/ledger/loop_pipeline.py``).
+"""Group-commit batches sent from the event loop (PostgreSQL;
+``bridge/ledger/commit/loop_pipeline.py``).
 
 A batch the loop's connection cannot commit is committed in a worker thread instead, and the
 loop connects afresh for the next one; after a failed connect the loop is left alone for a
@@ -19,11 +20,11 @@ import pytest
 from sqlalchemy import text
 
 from bridge import Bridge
-from bridge._event_loop import backend_options
-from bridge.aio import LedgerRunner
-from bridge.ledger.group_commit import StagedCommit
-from bridge.ledger.hotpath import OneStatement
-from bridge.ledger.loop_pipeline import RECONNECT_PAUSE_S, LoopPipeline
+from bridge.gateway.event_loop import backend_options
+from bridge.ledger.commit.driver_sessions import OneStatement
+from bridge.ledger.commit.group_commit import StagedCommit
+from bridge.ledger.commit.loop_pipeline import RECONNECT_PAUSE_S, LoopPipeline
+from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import DispatchState
 from tests.support.builders import ENDPOINT, new_run
@@ -130,7 +131,7 @@ async def test_the_loop_path_is_not_taken_outside_a_running_asyncio_loop(
 
 
 async def test_the_loop_path_runs_on_uvloop(pg_ledger: Ledger) -> None:
-    """The gateway and the example harness serve on uvloop (bridge/_event_loop.py)."""
+    """The gateway and the example harness serve on uvloop (bridge/gateway/event_loop.py)."""
     url = pg_ledger.engine.url.render_as_string(hide_password=False)
 
     async def commits() -> tuple[int, int]:

@@ -20,9 +20,9 @@ from bridge import events as ev
 from bridge.errors import InvalidTransition
 from bridge.ids import digest_arguments
 from bridge.ledger.store import Ledger
-from bridge.mcp.outcomes import InlineResult, UnknownOutcome
-from bridge.mcp.requester import TaskRequester
+from bridge.mcp.calls.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
+from bridge.outcomes import InlineResult, UnknownOutcome
 from bridge.policies import UnknownOutcomePolicy
 from tests.conftest import server_with_effects
 from tests.servers.orders_server import OPERATION_META_KEY

@@ -14,10 +14,10 @@ from bridge import events as ev
 from bridge.errors import InvalidTaskResponse
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
-from bridge.mcp.outcomes import TaskHandle, UnknownOutcome
-from bridge.mcp.requester import TaskRequester
-from bridge.mcp.scheduler import SchedulerConfig
+from bridge.mcp.calls.requester import TaskRequester
+from bridge.mcp.polling.watches import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
+from bridge.outcomes import TaskHandle, UnknownOutcome
 from bridge.policies import UnknownOutcomePolicy
 from tests.support.bridging import FAST, adversarial_stats, event_types, wait_closed, wait_until
 from tests.support.builders import new_run

@@ -18,9 +18,9 @@ from bridge import Bridge
 from bridge import events as ev
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState, TaskStatus
-from bridge.mcp.outcomes import InlineResult, TaskHandle, UnknownOutcome
-from bridge.mcp.requester import TaskRequester
+from bridge.mcp.calls.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
+from bridge.outcomes import InlineResult, TaskHandle, UnknownOutcome
 from tests.support.bridging import FAST, effects, wait_closed, wait_until
 from tests.support.builders import new_run
 from tests.support.processes import REPO_ROOT, ServerProcess

@@ -27,17 +27,17 @@ from bridge.cli.app import app
 from bridge.errors import AnswerRefused, MalformedTaskHandle
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState, TaskStatus
-from bridge.mcp.handles import MAX_TASK_ID_BYTES, task_id_problem
-from bridge.mcp.negotiation import unanswered
-from bridge.mcp.outcomes import CallOutcome, InlineResult, TaskHandle, UnknownOutcome
-from bridge.mcp.requester import TaskRequester
+from bridge.mcp.calls.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
-from bridge.mcp.transport import (
+from bridge.mcp.wire.negotiation import unanswered
+from bridge.mcp.wire.task_ids import MAX_TASK_ID_BYTES, task_id_problem
+from bridge.mcp.wire.transport import (
     RETRY_AFTER_CAP_MS,
     SYNTHETIC_KEY,
     IsolatingTransport,
     retry_after_ms,
 )
+from bridge.outcomes import CallOutcome, InlineResult, TaskHandle, UnknownOutcome
 from bridge.policies import UnknownOutcomePolicy
 from tests.servers.adversarial_server import DUPLICATE_ID, RETRY_AFTER_S
 from tests.support.bridging import (
@@ -294,7 +294,7 @@ def test_only_a_bare_gateway_error_is_taken_for_no_answer() -> None:
 
 def test_only_an_error_made_on_this_side_is_a_discovery_without_an_answer() -> None:
     """What may send the SDK's negotiation to the legacy handshake (an answer) and what may not
-    (the transport's or the SDK's own errors: bridge.mcp.negotiation)."""
+    (the transport's or the SDK's own errors: bridge.mcp.wire.negotiation)."""
     synthetic = MCPError(CONNECTION_CLOSED, "transport failure", {SYNTHETIC_KEY: {"error": "X"}})
     made_here = [
         synthetic,

@@ -1,4 +1,4 @@
-"""The lean ``tasks/get`` (bridge.mcp.lean_get) against the SDK session path, on real servers:
+"""The lean ``tasks/get`` (bridge.mcp.wire.lean_get) against the SDK session path, on real servers:
 the same bytes and headers on the wire, the same replies and the same failures, and the SDK
 path whenever anything is unusual or the lean path is switched off."""
 
@@ -19,21 +19,21 @@ import pytest
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED
 
+from bridge.ledger.reads.views import TaskView
 from bridge.ledger.store import Ledger
-from bridge.ledger.views import TaskView
-from bridge.mcp.aiohttp_transport import as_httpx2
-from bridge.mcp.failures import FailureKind, classify
-from bridge.mcp.lean_get import _plain_json, _read, _read_whole
+from bridge.mcp.calls.failures import FailureKind, classify
 from bridge.mcp.servers import McpServerConfig, ServerConnection, ServerPool
-from bridge.mcp.task_methods import fetch_task
-from bridge.mcp.transport import SYNTHETIC_KEY
-from bridge.mcp.wire import (
+from bridge.mcp.wire.aiohttp_transport import as_httpx2
+from bridge.mcp.wire.lean_get import _plain_json, _read, _read_whole
+from bridge.mcp.wire.shapes import (
     INVALID_PARAMS,
     PARSE_ERROR,
     DetailedTask,
     GetTaskRequest,
     TaskIdParams,
 )
+from bridge.mcp.wire.task_requests import fetch_task
+from bridge.mcp.wire.transport import SYNTHETIC_KEY
 from tests.support.builders import new_run, new_task
 from tests.support.processes import ServerProcess
 
@@ -111,7 +111,7 @@ async def test_the_lean_request_is_the_sdk_request_byte_for_byte(
         session._dispatcher._next_id -= 1  # type: ignore[attr-defined]
         by_lean = await fetch_task(connection, task)
         assert connection.lean_get_stats.answered == 1
-        # On aiohttp the lean request skips the httpx2 client (bridge.mcp.direct_post).
+        # On aiohttp the lean request skips the httpx2 client (bridge.mcp.wire.direct_post).
         assert connection.lean_get_stats.direct == (1 if engine == "aiohttp" else 0)
         assert not connection.lean_get_stats.fallbacks
         # And the sequence goes on: the SDK's next request takes the next id.

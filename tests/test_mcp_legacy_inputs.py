@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from bridge import Accept, Bridge, FormElicitation, InputHandlers, TaskPending, TaskStatus, WaitMode
-from bridge.inputs import InputRequest
-from bridge.mcp.generations import EXPERIMENTAL_TASKS_VERSION
 from bridge.mcp.servers import McpServerConfig
+from bridge.mcp.wire.generations import EXPERIMENTAL_TASKS_VERSION
+from bridge.outcomes import InputRequest
 from tests.support.bridging import FAST, effects, event_types, wait_until
 from tests.support.legacy_venv import LegacyServerProcess
 from tests.test_mcp_legacy_tasks import _methods, legacy_python, legacy_server

@@ -17,14 +17,14 @@ import pytest
 from mcp import Client
 
 from bridge import Bridge, WaitMode
+from bridge.ledger.reads.views import RunView
 from bridge.ledger.store import Ledger, TenantLedger
-from bridge.ledger.views import RunView
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
-from bridge.mcp.generations import EXPERIMENTAL_TASKS_VERSION
-from bridge.mcp.outcomes import InlineResult, TaskHandle
-from bridge.mcp.requester import TaskRequester
+from bridge.mcp.calls.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
-from bridge.results import TaskPending
+from bridge.mcp.wire.generations import EXPERIMENTAL_TASKS_VERSION
+from bridge.outcomes import InlineResult, TaskHandle
+from bridge.runtime.step_results import TaskPending
 from tests.support.bridging import FAST, effects, event_types, wait_closed, wait_until
 from tests.support.builders import new_run
 from tests.support.legacy_venv import LegacyServerProcess, ensure_legacy_venv

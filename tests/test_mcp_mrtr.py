@@ -27,15 +27,14 @@ from bridge.errors import (
     NotFound,
     NoToolResult,
 )
-from bridge.inputs import ELICITATION
 from bridge.ledger.rounds import ROUNDS
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import DispatchState
-from bridge.mcp.outcomes import AnswerDelivery, InlineResult, InputPending
 from bridge.mcp.servers import McpServerConfig
+from bridge.outcomes import ELICITATION, AnswerDelivery, InlineResult, InputPending
 from bridge.policies import Policies, ToolPolicy, WaitMode
 from bridge.redaction import STATE_REDACTED
-from bridge.results import TaskSettled
+from bridge.runtime.step_results import TaskSettled
 from bridge.uhp.adapter import to_uhp_event
 from tests.support.bridging import FAST, effects, wait_until
 from tests.support.builders import new_run

@@ -16,11 +16,12 @@ import pytest
 from bridge import events as ev
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import TaskStatus
-from bridge.mcp import scheduler as scheduler_module
-from bridge.mcp.outcomes import TaskHandle
-from bridge.mcp.requester import TaskRequester
-from bridge.mcp.scheduler import PollScheduler, SchedulerConfig
+from bridge.mcp.calls.requester import TaskRequester
+from bridge.mcp.polling import scheduler as scheduler_module
+from bridge.mcp.polling.scheduler import PollScheduler
+from bridge.mcp.polling.watches import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
+from bridge.outcomes import TaskHandle
 from tests.conftest import FakeClock
 from tests.servers.adversarial_server import CHANGING_POLL_MS
 from tests.support.bridging import wait_until
@@ -58,7 +59,7 @@ def _requester(ledger: Ledger, server: ServerProcess, clock: FakeClock) -> TaskR
 def test_interval_is_never_shortened_and_the_ceiling_is_opt_in() -> None:
     def interval(config: SchedulerConfig, server_ms: int | None) -> list[int]:
         scheduler = PollScheduler(None, None, None, config, rng=random.Random(1))  # type: ignore[arg-type]
-        return [scheduler.interval_for(server_ms) for _ in range(200)]
+        return [scheduler.timing.interval_for(server_ms) for _ in range(200)]
 
     assert all(60_000 <= i <= 66_000 for i in interval(SchedulerConfig(), 60_000))
     assert min(interval(SchedulerConfig(jitter=0.0), 60_000)) == 60_000
@@ -69,24 +70,24 @@ def test_interval_is_never_shortened_and_the_ceiling_is_opt_in() -> None:
 
 def test_the_ttl_deadline_is_the_one_look_before_a_long_interval() -> None:
     scheduler = PollScheduler(None, None, None, SchedulerConfig(jitter=0.0))  # type: ignore[arg-type]
-    assert scheduler.next_due_ms(0, 60_000, ttl_deadline_ms=10_000) == 10_000
-    assert scheduler.next_due_ms(0, 60_000, ttl_deadline_ms=None) == 60_000
-    assert scheduler.next_due_ms(0, 60_000, ttl_deadline_ms=90_000) == 60_000
+    assert scheduler.timing.next_due_ms(0, 60_000, ttl_deadline_ms=10_000) == 10_000
+    assert scheduler.timing.next_due_ms(0, 60_000, ttl_deadline_ms=None) == 60_000
+    assert scheduler.timing.next_due_ms(0, 60_000, ttl_deadline_ms=90_000) == 60_000
     # Deadline already passed (that poll decided): back to the server's interval.
-    assert scheduler.next_due_ms(20_000, 60_000, ttl_deadline_ms=10_000) == 80_000
+    assert scheduler.timing.next_due_ms(20_000, 60_000, ttl_deadline_ms=10_000) == 80_000
 
 
 def test_a_pushed_handle_is_polled_at_the_backstop_never_sooner_than_asked() -> None:
     scheduler = PollScheduler(None, None, None, SchedulerConfig(jitter=0.0))  # type: ignore[arg-type]
-    assert scheduler.interval_for(500, pushed=True) == 60_000  # the default backstop
-    assert scheduler.interval_for(500, pushed=False) == 500
-    assert scheduler.interval_for(120_000, pushed=True) == 120_000  # the server's, if longer
+    assert scheduler.timing.interval_for(500, pushed=True) == 60_000  # the default backstop
+    assert scheduler.timing.interval_for(500, pushed=False) == 500
+    assert scheduler.timing.interval_for(120_000, pushed=True) == 120_000  # the server's, if longer
     # The TTL deadline's one look still comes first.
-    assert scheduler.next_due_ms(0, 500, ttl_deadline_ms=10_000, pushed=True) == 10_000
+    assert scheduler.timing.next_due_ms(0, 500, ttl_deadline_ms=10_000, pushed=True) == 10_000
     capped = SchedulerConfig(jitter=0.0, ceiling_ms=20_000)  # the host's ceiling still holds
-    assert PollScheduler(None, None, None, capped).interval_for(500, pushed=True) == 20_000  # type: ignore[arg-type]
+    assert PollScheduler(None, None, None, capped).timing.interval_for(500, pushed=True) == 20_000  # type: ignore[arg-type]
     off = SchedulerConfig(jitter=0.0, push_backstop_ms=None)  # keep polling as asked
-    assert PollScheduler(None, None, None, off).interval_for(500, pushed=True) == 500  # type: ignore[arg-type]
+    assert PollScheduler(None, None, None, off).timing.interval_for(500, pushed=True) == 500  # type: ignore[arg-type]
 
 
 async def test_a_slow_interval_is_never_polled_sooner_and_a_change_is_followed(
@@ -175,7 +176,7 @@ async def test_a_poll_in_flight_when_its_stream_ends_does_not_count_as_covered(
         handle = await requester.call_tool(P, run.ref, "s", "wait_forever", {"seconds": 30})
         assert isinstance(handle, TaskHandle)
         scheduler, ref = requester.scheduler, handle.task_ref
-        servers_interval = scheduler.interval_for(handle.task.poll_interval_ms)
+        servers_interval = scheduler.timing.interval_for(handle.task.poll_interval_ms)
         assert servers_interval < 600_000
         scheduler.push_acknowledged([ref])
         stream_ends_during_the_poll.append(ref)

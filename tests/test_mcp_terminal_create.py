@@ -14,10 +14,10 @@ import pytest
 
 from bridge import Bridge, McpServerConfig, TaskSettled, TaskStatus
 from bridge import events as ev
+from bridge.ledger.reads.views import TaskObservation
 from bridge.ledger.store import Ledger
-from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import LostReason
-from bridge.mcp.outcomes import TaskHandle
+from bridge.outcomes import TaskHandle
 from tests.support.bridging import FAST, adversarial_stats, event_types, wait_closed
 from tests.support.builders import new_run
 from tests.support.processes import ServerProcess

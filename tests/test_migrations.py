@@ -9,9 +9,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlmodel import SQLModel
 
-from bridge.ledger import migrate
-from bridge.ledger.engine import create_ledger_engine
-from bridge.ledger.models import ALL_TABLES
+from bridge.ledger.schema import migrate
+from bridge.ledger.schema.engine import create_ledger_engine
+from bridge.ledger.schema.models import ALL_TABLES
 from bridge.ledger.store import Ledger
 from tests.support.imports import packages_loaded_by
 

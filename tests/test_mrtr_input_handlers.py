@@ -27,10 +27,9 @@ from bridge import (
     WaitMode,
 )
 from bridge import events as ev
-from bridge.inputs import SAMPLING
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import DispatchState
-from bridge.mcp.outcomes import InputPending
+from bridge.outcomes import SAMPLING, InputPending
 from tests.support.bridging import FAST, wait_until
 from tests.support.builders import new_run
 from tests.support.processes import ServerProcess

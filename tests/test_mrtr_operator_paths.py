@@ -20,7 +20,7 @@ from bridge import Bridge, McpServerConfig, WaitMode
 from bridge.cli.app import app
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState
-from bridge.mcp.outcomes import InputPending
+from bridge.outcomes import InputPending
 from tests.support.bridging import FAST, effects
 from tests.support.builders import new_run
 from tests.support.processes import ServerProcess

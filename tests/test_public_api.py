@@ -12,8 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 import bridge
-from bridge import errors, events, results
-from bridge.mcp import outcomes
+from bridge import errors, events, outcomes
+from bridge.runtime import step_results as results
 from bridge.uhp import errors as uhp_errors
 from tests.support.imports import packages_loaded_by
 

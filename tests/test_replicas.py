@@ -16,9 +16,9 @@ from bench.scale_out import PRINCIPAL as SEEDED_PRINCIPAL
 from bench.scale_out import seed_open_tasks
 from bridge import Bridge, McpServerConfig, OuterStatus, TaskStatus, UhpServerConfig, WaitMode
 from bridge import events as ev
-from bridge.ledger.leases import ReplicaRegistry, TenantLeases
+from bridge.ledger.coordination.leases import ReplicaRegistry, TenantLeases
+from bridge.ledger.coordination.replica import ReplicaConfig
 from bridge.ledger.store import TASKS, Ledger
-from bridge.replica import ReplicaConfig
 from tests.support.bridging import FAST, wait_until
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import ServerProcess

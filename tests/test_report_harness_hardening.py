@@ -24,7 +24,7 @@ import anyio
 import httpx
 import pytest
 
-from bridge.ledger.hotpath import Cursor
+from bridge.ledger.commit.driver_sessions import Cursor
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import OuterStatus
 from bridge.uhp.serving import new_message_item, new_response, new_text_part

@@ -10,11 +10,11 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.aio import LedgerRunner
 from bridge.errors import NotFound
-from bridge.ledger.group_commit import StagedCommit
+from bridge.ledger.commit.group_commit import StagedCommit
+from bridge.ledger.reads.views import TaskObservation
+from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import Ledger, TenantLedger
-from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import Admission, LostReason, OuterStatus, TaskStatus
 from tests.support.builders import ENDPOINT, new_run, new_task
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from bridge.ledger.reads.views import TaskObservation
 from bridge.ledger.store import Ledger
-from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import LostReason, TaskStatus
 from bridge.uhp.adapter import SUMMARY_KEY, nested_tasks_summary, to_uhp_event
 from bridge.uhp.models import StreamEvent

@@ -16,12 +16,12 @@ import pytest
 from sqlalchemy import event
 
 from bridge import Bridge
-from bridge import _notifier as notifier_module
 from bridge import events as ev
-from bridge._notifier import PROBE_MAX_S, CommitNotifier
-from bridge.ledger.notify import CommitPublisher
+from bridge.ledger.coordination import waiters as notifier_module
+from bridge.ledger.coordination.commit_signals import CommitPublisher
+from bridge.ledger.coordination.waiters import PROBE_MAX_S, CommitNotifier
+from bridge.ledger.reads.views import TaskObservation
 from bridge.ledger.store import Ledger
-from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import TaskStatus
 from tests.support.builders import new_run, new_task
 from tests.support.remote_commits import complete_task

@@ -30,7 +30,6 @@ from bridge.cli.html_timeline import render_html
 from bridge.cli.mcp_commands import (
     answer,
     cancel_task,
-    credential_env_name,
     load_mcp_config,
     recover,
 )
@@ -44,9 +43,10 @@ from bridge.cli.records import (
 )
 from bridge.cli.tables import add_event_row, events_table, run_tree, runs_table
 from bridge.cli.timeline import build_timeline, timeline_renderable
-from bridge.ledger import migrate
-from bridge.ledger.engine import create_ledger_engine
+from bridge.ledger.schema import migrate
+from bridge.ledger.schema.engine import create_ledger_engine
 from bridge.ledger.store import TenantLedger
+from bridge.mcp.config_file import credential_env_name
 
 # The MCP config helpers are part of the CLI's surface (tests and embedders import them here).
 __all__ = ["app", "credential_env_name", "db_app", "load_mcp_config", "main"]

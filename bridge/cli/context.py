@@ -22,8 +22,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from bridge.errors import BridgeError, LedgerUnavailable, NotFound
-from bridge.ledger.availability import first_line, unavailable_reason
-from bridge.ledger.engine import normalize_url
+from bridge.ledger.coordination.availability import first_line, unavailable_reason
+from bridge.ledger.schema.engine import normalize_url
 from bridge.ledger.store import Ledger, TenantLedger
 
 REQUIRED_TABLE = "bridge_outer_responses"

@@ -7,8 +7,6 @@ These are plain functions; :mod:`bridge.cli.app` registers them as commands.
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,62 +27,22 @@ from bridge.cli.context import (
 )
 from bridge.cli.records import input_record, now_ms, task_record
 from bridge.ledger.store import Ledger
-from bridge.mcp.outcomes import AnswerDelivery, AnswerReceipt
+from bridge.mcp.config_file import resolve_credential
+from bridge.outcomes import AnswerDelivery, AnswerReceipt
 
 if TYPE_CHECKING:
     from bridge.mcp.servers import McpServerConfig
 
 
-def credential_env_name(ref: str) -> str:
-    return "BRIDGE_CREDENTIAL_" + re.sub(r"[^A-Za-z0-9]", "_", ref).upper()
-
-
-def resolve_credential(ref: str) -> str | None:
-    return os.environ.get(credential_env_name(ref))
-
-
 def load_mcp_config(path: Path) -> list[McpServerConfig]:
-    """``{"mcpServers": [{"name", "url", "enabled", "auth": {"credential_ref"}}]}`` (a mapping
-    of name -> entry is accepted too). Tokens are never in this file: only credential refs."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CliError(f"cannot read MCP config {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise CliError(
-            f"MCP config {path} is not valid JSON: {exc.msg} (line {exc.lineno})"
-        ) from exc
-    # The MCP stack (SDK, transports) loads only for the commands that talk to a server.
-    from bridge.mcp.servers import McpServerConfig
+    """:func:`bridge.mcp.config_file.load_mcp_config`, its refusals as CLI errors."""
+    from bridge.mcp.config_file import McpConfigError
+    from bridge.mcp.config_file import load_mcp_config as load
 
-    entries = data.get("mcpServers") if isinstance(data, dict) else None
-    if isinstance(entries, dict):
-        entries = [{"name": name, **entry} for name, entry in entries.items()]
-    if not isinstance(entries, list):
-        raise CliError(f'MCP config {path}: expected {{"mcpServers": [...]}}')
-    servers = []
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise CliError(f"MCP config {path}: server #{index} needs a string 'name'")
-        auth = entry.get("auth") or {}
-        if not isinstance(auth, dict):
-            raise CliError(f"MCP config {path}: server {entry['name']!r}: 'auth' must be object")
-        try:
-            servers.append(
-                McpServerConfig(
-                    name=entry["name"],
-                    url=entry.get("url"),
-                    command=entry.get("command"),
-                    args=tuple(entry.get("args") or ()),
-                    env=entry.get("env"),
-                    enabled=bool(entry.get("enabled", True)),
-                    credential_ref=auth.get("credential_ref"),
-                    retry_safe_tools=frozenset(entry.get("retry_safe_tools") or ()),
-                )
-            )
-        except (TypeError, ValueError) as exc:
-            raise CliError(f"MCP config {path}: {exc}") from exc
-    return servers
+    try:
+        return load(path)
+    except McpConfigError as exc:
+        raise CliError(str(exc)) from exc
 
 
 McpConfigOpt = Annotated[
@@ -271,7 +229,7 @@ def answer(
             response = json.loads(payload)
         except json.JSONDecodeError as exc:
             raise CliError(f"the answer is not valid JSON: {exc.msg}") from exc
-        from bridge.mcp.mrtr import is_call_ref
+        from bridge.mcp.inputs.call_rounds import is_call_ref
 
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
             tenant = ledger.for_principal(principal)

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bridge import events as ev
+from bridge.ledger.reads.views import DispatchView, InputRequestView, RunView, TaskView
 from bridge.ledger.store import TenantLedger
-from bridge.ledger.views import DispatchView, InputRequestView, RunView, TaskView
 from bridge.lifecycle import DispatchState
 
 

@@ -27,7 +27,7 @@ from bridge.cli.records import (
 )
 from bridge.cli.style import STATE_COLOURS
 from bridge.cli.tables import event_style
-from bridge.ledger.views import RunView
+from bridge.ledger.reads.views import RunView
 
 
 # -- timeline model -------------------------------------------------------------------------------

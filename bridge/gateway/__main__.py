@@ -14,10 +14,10 @@ from pathlib import Path
 
 import anyio
 
-from bridge._event_loop import backend_options
-from bridge.cli.mcp_commands import load_mcp_config, resolve_credential
 from bridge.gateway.config import GatewayConfig, GatewayConfigError, parse_gateway_config
+from bridge.gateway.event_loop import backend_options
 from bridge.gateway.serve import serve_gateway, serve_gateway_stdio
+from bridge.mcp.config_file import McpConfigError, load_mcp_config, resolve_credential
 from harness_examples.port_report import add_port_arguments, check_port_arguments
 
 
@@ -54,11 +54,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         config = load_gateway_config(args.config)
         principal = stdio_principal(config, args.principal) if args.stdio else None
-    except (ValueError, OSError) as exc:
-        parser.error(f"{args.config}: {exc}")
-    except Exception as exc:  # CliError from the mcpServers part
+    except McpConfigError as exc:  # the mcpServers part: its message names the file
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except (ValueError, OSError) as exc:
+        parser.error(f"{args.config}: {exc}")
     if principal is not None:
         anyio.run(
             lambda: serve_gateway_stdio(

@@ -23,7 +23,6 @@ from typing import Any
 
 import mcp_types
 
-from bridge._compose import ledger_runner
 from bridge.errors import (
     InputAlreadyAnswered,
     NotFound,
@@ -39,9 +38,10 @@ from bridge.gateway.identity import OPERATION_ID_META_KEY, OuterIdentity, invali
 from bridge.gateway.naming import exposed_name, split_exposed
 from bridge.gateway.runs import GATEWAY_HARNESS, GatewayRuns
 from bridge.gateway.task_wire import task_body
-from bridge.mcp.tool_result import error_result
+from bridge.mcp.wire.tool_result import error_result
 from bridge.policies import WaitMode
-from bridge.results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
+from bridge.runtime.compose import ledger_runner
+from bridge.runtime.step_results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
 
 __all__ = ["OPERATION_ID_META_KEY", "GatewayCall", "GatewayCalls", "invalid_params"]
 

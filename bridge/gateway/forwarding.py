@@ -9,7 +9,7 @@ waits on its upstream task: progress, and the task's input requests forwarded as
   connection that can carry server→client requests (a handshake-era session) it is asked
   inline; on the 2026-07-28 stateless core, where it cannot, the call answers with the
   spec's ``InputRequiredResult`` (MRTR) and the client calls again with ``inputResponses``.
-  Either way the answer goes upstream through :class:`~bridge.inputs.InputRequest`
+  Either way the answer goes upstream through :class:`~bridge.outcomes.InputRequest`
   (schema-checked, recorded once): a key already answered is never asked again, and a repeat
   answer for it is ignored. A client without ``elicitation`` is not asked (the operator
   answers with ``bridge answer``).
@@ -30,8 +30,8 @@ from mcp.shared.exceptions import MCPError
 from bridge import events as ev
 from bridge.errors import InputAlreadyAnswered, InvalidInputAnswer, UnknownInputKey
 from bridge.facade import Bridge
-from bridge.inputs import ELICITATION, InputRequest
-from bridge.results import StepOutcome
+from bridge.outcomes import ELICITATION, InputRequest
+from bridge.runtime.step_results import StepOutcome
 
 PROGRESS_INTERVAL_S = 1.0
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import anyio
 
-from bridge._compose import ledger_runner
 from bridge.facade import Bridge
 from bridge.gateway.identity import OuterIdentity, invalid_params
+from bridge.runtime.compose import ledger_runner
 
 GATEWAY_HARNESS = "gateway"
 

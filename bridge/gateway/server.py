@@ -19,7 +19,7 @@ from bridge.gateway.auth import GatewayTokens
 from bridge.gateway.calls import GatewayCall, GatewayCalls
 from bridge.gateway.client_channel import client_channel
 from bridge.gateway.identity import operation_id, outer_identity
-from bridge.mcp.wire import TASKS_EXTENSION, TaskIdParams, UpdateTaskParams
+from bridge.mcp.wire.shapes import TASKS_EXTENSION, TaskIdParams, UpdateTaskParams
 
 DEFAULT_SESSION = "default"
 

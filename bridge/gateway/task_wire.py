@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from bridge.inputs import InputRequest
-from bridge.ledger.views import TaskView
+from bridge.ledger.reads.views import TaskView
 from bridge.lifecycle import TaskStatus
+from bridge.outcomes import InputRequest
 
 # Offered when the upstream gave none: the ledger keeps the record, the scheduler its watch.
 DEFAULT_TTL_MS = 24 * 3600 * 1000

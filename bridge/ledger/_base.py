@@ -41,27 +41,27 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from bridge import events as ev
 from bridge.errors import NotFound
-from bridge.ledger.availability import refuse_if_unavailable
-from bridge.ledger.dialects import LedgerDialect, dialect_of
-from bridge.ledger.group_commit import GroupCommit
-from bridge.ledger.hotpath import (
+from bridge.ledger.commit.driver_sessions import (
     CompiledStatement,
     CoreCursor,
     Cursor,
     DriverSession,
     SqliteDriverSession,
 )
-from bridge.ledger.lean_reads import LeanReads
-from bridge.ledger.loop_pipeline import LoopPipeline
-from bridge.ledger.models import (
+from bridge.ledger.commit.group_commit import GroupCommit
+from bridge.ledger.commit.loop_pipeline import LoopPipeline
+from bridge.ledger.coordination.availability import refuse_if_unavailable
+from bridge.ledger.coordination.commit_signals import CommitPublisher
+from bridge.ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
+from bridge.ledger.reads.lean_reads import LeanReads
+from bridge.ledger.schema.dialects import LedgerDialect, dialect_of
+from bridge.ledger.schema.models import (
     DispatchIntent,
     EventRecord,
     InnerTask,
     InputRequest,
     OuterResponse,
 )
-from bridge.ledger.notify import CommitPublisher
-from bridge.ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
 from bridge.lifecycle import OuterStatus
 
 RUNS = cast(Table, OuterResponse.__table__)  # type: ignore[attr-defined]
@@ -246,7 +246,7 @@ class LedgerCore:
     (slower; every statement visible to SQLAlchemy's logging and instrumentation).
     ``commit_on_loop=False`` keeps every group-commit batch in worker threads (PostgreSQL: by
     default a batch of one-statement writes is sent from the event loop, see
-    :mod:`bridge.ledger.loop_pipeline`).
+    :mod:`bridge.ledger.commit.loop_pipeline`).
     """
 
     def __init__(
@@ -351,7 +351,8 @@ def owned_by(table: Table, principal: str) -> ColumnElement[bool]:
 
 class LedgerScope:
     """The protected scope API of one principal, for the ledger's own modules
-    (:mod:`bridge.ledger.leases`), not for applications: the principal filter and the two
+    (:mod:`bridge.ledger.coordination.leases`), not for applications: the principal filter and the
+    two
     kinds of transaction, without the ledger's internals."""
 
     __slots__ = ("_ledger", "principal")
@@ -393,7 +394,7 @@ class TenantScope:
 
     @property
     def scope(self) -> LedgerScope:
-        """The protected scope API (for :mod:`bridge.ledger.leases`)."""
+        """The protected scope API (for :mod:`bridge.ledger.coordination.leases`)."""
         return LedgerScope(self._ledger, self.principal)
 
     # -- for the aggregates ----------------------------------------------------------------

@@ -13,8 +13,8 @@ from typing import Any, cast
 from sqlalchemy import Table, insert, select, update
 
 from bridge.errors import AgentStateTooLarge, BridgeError, InvalidTransition
-from bridge.ledger.models import AgentState
 from bridge.ledger.runs import RunWrites
+from bridge.ledger.schema.models import AgentState
 from bridge.redaction import is_credential_name
 
 AGENT_STATES = cast(Table, AgentState.__table__)  # type: ignore[attr-defined]

@@ -5,255 +5,54 @@ A bridged call commits twice on its critical path: the intent before the request
 record_task_created`) or the result (:meth:`~DispatchWrites.record_immediate_result`) before
 it is returned. Those writes are defined here, once: as SQLAlchemy Core statements over the
 SQLModel tables (:class:`CallPathStatements`, column lists taken from the tables), compiled once
-for the dialect and run on the ledger's driver session (:mod:`bridge.ledger.hotpath`). The two
-call-path events (``call.result``, ``task.created``) are serialised by one function,
-:func:`_event_tail`, in the shape ``model_dump`` gives them; ``tests/test_ledger_write_paths.py``
-proves the rows and events equal those of the SQLAlchemy Core path and of the event models.
-Each of the three commits also comes staged (``stage_…``: its statements, then what follows the
-commit), so that concurrent callers' commits can share a transaction
-(:mod:`bridge.ledger.group_commit`, used where ledger calls run in worker threads).
+for the dialect and run on the ledger's driver session
+(:mod:`bridge.ledger.commit.driver_sessions`). The two call-path events (``call.result``,
+``task.created``) are serialised by one function, :func:`event_tail`, in the shape ``model_dump``
+gives them; ``tests/test_ledger_write_paths.py`` proves the rows and events equal those of the
+SQLAlchemy Core path and of the event models. Each of the three commits also comes staged
+(``stage_…``: its statements, then what follows the commit), so that concurrent callers' commits can
+share a transaction (:mod:`bridge.ledger.commit.group_commit`, used where ledger calls run in worker
+threads).
 """
 
 from __future__ import annotations
 
 import json
-from binascii import b2a_base64
-from os import urandom
 from types import SimpleNamespace
 from typing import Any, NoReturn
 
 import pydantic_core
 from sqlalchemy import (
     Connection,
-    Select,
-    String,
-    Update,
-    bindparam,
-    cast,
-    exists,
-    func,
-    insert,
-    literal_column,
-    null,
-    select,
     update,
 )
 
 from bridge import events as ev
 from bridge.errors import DuplicateTaskHandle, InvalidTransition, NotFound, OperationReused
-from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref, sha256_hex
+from bridge.ids import TASK_PREFIX, new_ref
 from bridge.ledger._base import (
     DISPATCHES,
-    EVENTS,
-    RUNS,
-    TASKS,
     LedgerCore,
-    bind_columns,
-    written_columns,
 )
-from bridge.ledger.fencing import Membership
-from bridge.ledger.group_commit import StagedCommit
-from bridge.ledger.hotpath import CompiledStatement, Cursor, DriverSession, StatementResult
-from bridge.ledger.notify import CHANNEL
+from bridge.ledger.call_path import (
+    RESULT_EVENT,
+    TASK_CREATED_EVENT,
+    CallPathStatements,
+    event_tail,
+    intent_row,
+    intent_view,
+)
+from bridge.ledger.commit.driver_sessions import (
+    Cursor,
+    StatementResult,
+)
+from bridge.ledger.commit.group_commit import StagedCommit
+from bridge.ledger.coordination.fencing import Membership
 from bridge.ledger.outcome import bound_json
+from bridge.ledger.reads.views import DispatchView, TaskView
 from bridge.ledger.runs import RunWrites
-from bridge.ledger.views import DispatchView, TaskView
 from bridge.lifecycle import DispatchState, TaskStatus, may_advance_dispatch
 from bridge.redaction import scrub_task_id
-
-# The encoding of bridge.ids.canonical_json, with the encoder built once for the call path
-# (json.dumps builds a new one per call): same arguments, same text, same digests.
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-)
-_URLSAFE = bytes.maketrans(b"+/", b"-_")  # base64 -> base64url, as secrets.token_urlsafe
-# The two events a bridged call appends on its own commits.
-_RESULT_EVENT: str = ev.CallResult.model_fields["type"].default
-_TASK_CREATED_EVENT: str = ev.TaskCreated.model_fields["type"].default
-
-
-def _event_tail(event: dict[str, Any]) -> str:
-    """A call-path event's JSON after its leading ``{"seq":<n>`` (the sequence is known only
-    inside the transaction, in SQL or from the run's counter).
-
-    ``event`` is the event as ``model_dump`` gives it, ``run_ref`` and ``at_ms`` first, minus
-    ``seq``. Its fields come from the ledger's own rows and typed arguments, so the event is
-    not built as a model and validated again: pydantic's own encoder serialises it, and it reads
-    back (``parse_event``) as the model would have written it.
-    """
-    return "," + pydantic_core.to_json(event)[1:].decode()
-
-
-def _intent_view(values: dict[str, Any]) -> DispatchView:
-    """The view of an intent just written from ``values`` (its row), without reading it back."""
-    return DispatchView(
-        ref=values["ref"],
-        principal=values["principal"],
-        run_ref=values["run_ref"],
-        operation_id=values["operation_id"],
-        server_endpoint=values["server_endpoint"],
-        server_name=values["server_name"],
-        tool_name=values["tool_name"],
-        args_digest=values["args_digest"],
-        state=DispatchState(values["state"]),
-        unknown_reason=None,
-        result=None,
-        result_truncated=False,
-        task_ref=None,
-        trace_id=values["trace_id"],
-        span_id=values["span_id"],
-        created_at_ms=values["created_at_ms"],
-        updated_at_ms=values["updated_at_ms"],
-    )
-
-
-class CallPathStatements:
-    """The statements of the two write-ahead commits, compiled once per dialect."""
-
-    def __init__(self, session: DriverSession) -> None:
-        compile_ = session.compile
-        # The intent (an event) is written only if the run exists for this principal. An
-        # UPDATE's own guards are bound under names no column of its table has ("owner",
-        # "in_run"): SQLAlchemy Core reserves column names for the SET clause.
-        owned_run = (RUNS.c.ref == bindparam("run_ref")) & (
-            RUNS.c.principal == bindparam("principal")
-        )
-        run_of_owner = (RUNS.c.ref == bindparam("run_ref")) & (
-            RUNS.c.principal == bindparam("owner")
-        )
-        dispatch_columns = written_columns(DISPATCHES)
-        source = select(
-            *[b.label(c) for c, b in bind_columns(DISPATCHES, dispatch_columns).items()]
-        )
-        self.insert_dispatch = compile_(
-            insert(DISPATCHES).from_select(dispatch_columns, source.where(owned_run))
-        )
-        # One guarded state move for every dispatch transition on the call path.
-        move = update(DISPATCHES).values(
-            state=bindparam("to_state"),
-            updated_at_ms=bindparam("now"),
-            result_json=bindparam("result_json"),
-            result_truncated=bindparam("result_truncated"),
-            task_ref=bindparam("task_ref"),
-        )
-        guard = (
-            DISPATCHES.c.ref == bindparam("op_ref"),
-            DISPATCHES.c.principal == bindparam("owner"),
-            DISPATCHES.c.state == bindparam("from_state"),
-        )
-        self.advance_dispatch = compile_(move.where(*guard).returning(*DISPATCHES.c))
-        # The same move when the caller holds the dispatch it began (no row to return): also
-        # guarded on the run, so the event it appends cannot go to another run's log.
-        self.advance_known_dispatch = compile_(
-            move.where(*guard, DISPATCHES.c.run_ref == bindparam("in_run"))
-        )
-        # The run's next event number, and the outer ids a new task is linked to.
-        self.next_seq = compile_(
-            update(RUNS)
-            .where(run_of_owner)
-            .values(event_seq=RUNS.c.event_seq + literal_column("1"))
-            .returning(RUNS.c.event_seq, RUNS.c.response_id, RUNS.c.session_id)
-        )
-        self.insert_task = compile_(
-            insert(TASKS).values(bind_columns(TASKS, written_columns(TASKS)))
-        )
-        event_columns = written_columns(EVENTS)
-        self.insert_event = compile_(insert(EVENTS).values(bind_columns(EVENTS, event_columns)))
-        # The same append without reading the number back (RETURNING costs SQLite more than
-        # the statement it is on): the counter moves, then the event is written at the new
-        # value, its payload completed in SQL: '{"seq":' || seq || <_event_tail>.
-        self.bump_seq = compile_(
-            update(RUNS)
-            .where(run_of_owner)
-            .values(event_seq=RUNS.c.event_seq + literal_column("1"))
-        )
-        from_run = {
-            "seq": RUNS.c.event_seq,
-            "payload_json": literal_column("""'{"seq":'""", String)
-            + cast(RUNS.c.event_seq, String)
-            + bindparam("payload_tail", type_=String),
-        }
-        bound = bind_columns(EVENTS, [c for c in event_columns if c not in from_run])
-        at_seq = select(
-            *[(from_run[c] if c in from_run else bound[c]).label(c) for c in event_columns]
-        )
-        self.insert_event_at_seq = compile_(
-            insert(EVENTS).from_select(event_columns, at_seq.where(owned_run))
-        )
-        self.run_seq = compile_(select(RUNS.c.event_seq).where(run_of_owner))
-        # PostgreSQL: the same read, announcing the commit to other processes from inside the
-        # transaction (NOTIFY is delivered at commit, only if it commits): the publisher's
-        # transaction of its own after each commit (notify.CommitPublisher) is saved.
-        self.announced_seq: CompiledStatement | None = None
-        self.announce: CompiledStatement | None = None  # the same, the number already known
-        # PostgreSQL: the result commit's three statements (and the announcement) as one, so
-        # that a group commit's batch is one round trip per write (see _result_in_one).
-        self.result_in_one: CompiledStatement | None = None
-        self.result_in_one_announced: CompiledStatement | None = None
-        if session.dialect.name == "postgresql":
-            known_move = move.where(*guard, DISPATCHES.c.run_ref == bindparam("in_run"))
-            self.result_in_one = compile_(_result_in_one(known_move, event_columns, None))
-            self.result_in_one_announced = compile_(
-                _result_in_one(known_move, event_columns, CHANNEL)
-            )
-            payload = RUNS.c.ref + literal_column("' '", String) + cast(RUNS.c.event_seq, String)
-            channel = literal_column(f"'{CHANNEL}'", String)  # a constant: no quote inside
-            self.announced_seq = compile_(
-                select(RUNS.c.event_seq, func.pg_notify(channel, payload)).where(run_of_owner)
-            )
-            self.announce = compile_(
-                select(func.pg_notify(channel, bindparam("payload", type_=String)))
-            )
-
-
-def _result_in_one(move: Update, event_columns: list[str], channel: str | None) -> Select[Any]:
-    """One PostgreSQL statement for the result commit: the guarded dispatch move, then (only if
-    it moved) the run's event counter, the event written at the new number, and, with a
-    ``channel``, the commit announced (NOTIFY is delivered at commit). Data-modifying CTEs run
-    once each, on one snapshot; each later one reads the earlier one's RETURNING. The row says
-    what happened: ``moved`` (0 or 1) and ``seq`` (NULL: no such run of this principal)."""
-    # Every value is bound under a name no column of the three tables has, or one the move
-    # already sets: executed through Core, a parameter named like a column of an UPDATE's
-    # table would be added to its SET clause.
-    moved = move.returning(DISPATCHES.c.ref).cte("moved")
-    run_of_owner = (RUNS.c.ref == bindparam("in_run")) & (RUNS.c.principal == bindparam("owner"))
-    bumped = (
-        update(RUNS)
-        .where(run_of_owner, exists(select(moved.c.ref)))
-        .values(event_seq=RUNS.c.event_seq + literal_column("1"))
-        .returning(RUNS.c.ref, RUNS.c.event_seq)
-        .cte("bumped")
-    )
-    sources: dict[str, Any] = {
-        "principal": bindparam("owner", type_=EVENTS.c.principal.type),
-        "run_ref": bindparam("in_run", type_=EVENTS.c.run_ref.type),
-        "seq": bumped.c.event_seq,
-        "type": bindparam("event_type", type_=EVENTS.c.type.type),
-        "task_ref": null(),  # a call's result belongs to no task
-        "payload_json": literal_column("""'{"seq":'""", String)
-        + cast(bumped.c.event_seq, String)
-        + bindparam("payload_tail", type_=String),
-        "at_ms": bindparam("now", type_=EVENTS.c.at_ms.type),
-    }
-    logged = (
-        insert(EVENTS)
-        .from_select(
-            event_columns,
-            select(*[sources[c].label(c) for c in event_columns]).select_from(bumped),
-        )
-        .cte("logged")
-    )
-    columns: list[Any] = [
-        select(func.count()).select_from(moved).scalar_subquery().label("moved"),
-        select(bumped.c.event_seq).scalar_subquery().label("seq"),
-    ]
-    if channel is not None:
-        payload = bumped.c.ref + literal_column("' '", String) + cast(bumped.c.event_seq, String)
-        notified = select(
-            func.pg_notify(literal_column(f"'{channel}'", String), payload).label("sent")
-        ).select_from(bumped)
-        columns.append(select(func.count()).select_from(notified.subquery()).scalar_subquery())
-    return select(*columns).add_cte(logged)
 
 
 class DispatchWrites(RunWrites):
@@ -289,7 +88,9 @@ class DispatchWrites(RunWrites):
         returns the recorded intent (whatever state it reached) instead of creating a second
         one, so a caller that retries after a crash learns what happened instead of resending.
         """
-        values = self._intent_values(
+        values = intent_row(
+            self.principal,
+            self._ledger.clock(),
             run_ref,
             server_endpoint,
             tool_name,
@@ -308,7 +109,7 @@ class DispatchWrites(RunWrites):
             return self._intent_conflict(values, exc)
         if inserted == 0:
             raise NotFound("run", run_ref)
-        return _intent_view(values)
+        return intent_view(values)
 
     def stage_dispatch(
         self,
@@ -325,8 +126,11 @@ class DispatchWrites(RunWrites):
         dispatcher: Membership | None = None,
     ) -> StagedCommit[Cursor, None, DispatchView]:
         """:meth:`begin_dispatch` as a write that may share a transaction with other callers'
-        (:mod:`bridge.ledger.group_commit`): the intent is committed when the commit returns."""
-        values = self._intent_values(
+        (:mod:`bridge.ledger.commit.group_commit`): the intent is committed when the commit
+        returns."""
+        values = intent_row(
+            self.principal,
+            self._ledger.clock(),
             run_ref,
             server_endpoint,
             tool_name,
@@ -350,7 +154,7 @@ class DispatchWrites(RunWrites):
             raise error
 
         return StagedCommit.one_statement(
-            statement, values, check, lambda _: _intent_view(values), failed
+            statement, values, check, lambda _: intent_view(values), failed
         )
 
     def _intent_conflict(self, values: dict[str, Any], error: Exception) -> DispatchView:
@@ -364,53 +168,6 @@ class DispatchWrites(RunWrites):
             existing, values["run_ref"], values["tool_name"], values["args_digest"]
         )
         return existing
-
-    def _intent_values(
-        self,
-        run_ref: str,
-        server_endpoint: str,
-        tool_name: str,
-        arguments: Any,
-        server_name: str | None,
-        operation_id: str | None,
-        sent: bool,
-        trace_id: str | None,
-        span_id: str | None,
-        dispatcher: Membership | None,
-    ) -> dict[str, Any]:
-        """The intent's row."""
-        # = digest_arguments(arguments), without building a JSON encoder per call
-        args_digest = sha256_hex(
-            _CANONICAL.encode(arguments if arguments is not None else {}).encode("utf-8")
-        )
-        # = new_ref(DISPATCH_PREFIX), in C calls only: 128 random bits, base64url, no padding
-        ref = DISPATCH_PREFIX + (
-            b2a_base64(urandom(16), newline=False).translate(_URLSAFE).rstrip(b"=").decode()
-        )
-        now = self._ledger.clock()
-        state = DispatchState.SENT if sent else DispatchState.PENDING
-        principal = self.principal
-        return {
-            "ref": ref,
-            "principal": principal,
-            "run_ref": run_ref,
-            "operation_id": operation_id or ref,
-            "server_endpoint": server_endpoint,
-            "server_name": server_name,
-            "tool_name": tool_name,
-            "args_digest": args_digest,
-            "state": state.value,
-            "unknown_reason": None,
-            "result_json": None,
-            "result_truncated": False,
-            "task_ref": None,
-            "trace_id": trace_id,
-            "span_id": span_id,
-            "dispatcher_replica": dispatcher.replica_id if dispatcher is not None else None,
-            "dispatcher_incarnation": dispatcher.incarnation if dispatcher is not None else None,
-            "created_at_ms": now,
-            "updated_at_ms": now,
-        }
 
     @staticmethod
     def _check_same_operation(
@@ -486,7 +243,7 @@ class DispatchWrites(RunWrites):
         self, result: Any, *, intent: DispatchView
     ) -> StagedCommit[Cursor, int, DispatchView]:
         """:meth:`record_immediate_result` of the dispatch the caller began, as a write that
-        may share a transaction with other callers' (:mod:`bridge.ledger.group_commit`)."""
+        may share a transaction with other callers' (:mod:`bridge.ledger.commit.group_commit`)."""
         if intent.principal != self.principal:
             raise NotFound("dispatch", intent.ref)
         is_error = bool(isinstance(result, dict) and result.get("isError"))
@@ -522,7 +279,7 @@ class DispatchWrites(RunWrites):
         event = {
             "run_ref": run_ref,
             "at_ms": now,
-            "type": _RESULT_EVENT,
+            "type": RESULT_EVENT,
             "op_ref": op_ref,
             "tool": intent.tool_name,
             "server": intent.server_name or intent.server_endpoint,
@@ -533,17 +290,17 @@ class DispatchWrites(RunWrites):
         appended = {
             "principal": principal,
             "run_ref": run_ref,
-            "type": _RESULT_EVENT,
+            "type": RESULT_EVENT,
             "task_ref": None,
             "at_ms": now,
-            "payload_tail": _event_tail(event),
+            "payload_tail": event_tail(event),
         }
 
         announce = hot.announced_seq if ledger._publishes() else None
         listened = bool(ledger._listeners)
 
         in_one = hot.result_in_one_announced if announce is not None else hot.result_in_one
-        result_event = {"event_type": _RESULT_EVENT, "payload_tail": appended["payload_tail"]}
+        result_event = {"event_type": RESULT_EVENT, "payload_tail": appended["payload_tail"]}
 
         def check(row: dict[str, Any] | None) -> int:
             assert row is not None
@@ -639,7 +396,7 @@ class DispatchWrites(RunWrites):
         task_generation: str | None = None,
     ) -> StagedCommit[Cursor, int, TaskView]:
         """:meth:`record_task_created` as a write that may share a transaction with other
-        callers' (:mod:`bridge.ledger.group_commit`): the handle is durable when the commit
+        callers' (:mod:`bridge.ledger.commit.group_commit`): the handle is durable when the commit
         returns."""
         now = self.now
         ref = new_ref(TASK_PREFIX)
@@ -665,7 +422,7 @@ class DispatchWrites(RunWrites):
                 "task_ref": ref,
                 "tool": op.tool_name,
                 "server": op.server_name or op.server_endpoint,
-                "type": _TASK_CREATED_EVENT,
+                "type": TASK_CREATED_EVENT,
                 "op_ref": op_ref,
                 "status": status.value,
                 "ttl_ms": ttl_ms,
@@ -677,9 +434,9 @@ class DispatchWrites(RunWrites):
                     "principal": principal,
                     "run_ref": run_ref,
                     "seq": seq,
-                    "type": _TASK_CREATED_EVENT,
+                    "type": TASK_CREATED_EVENT,
                     "task_ref": ref,
-                    "payload_json": '{"seq":' + str(seq) + _event_tail(event),
+                    "payload_json": '{"seq":' + str(seq) + event_tail(event),
                     "at_ms": now,
                 },
             )

@@ -12,8 +12,8 @@ from typing import cast
 
 from sqlalchemy import Table, insert, select
 
-from bridge.ledger.models import GatewayHandle
 from bridge.ledger.runs import RunWrites
+from bridge.ledger.schema.models import GatewayHandle
 
 GATEWAY_HANDLES = cast(Table, GatewayHandle.__table__)  # type: ignore[attr-defined]
 

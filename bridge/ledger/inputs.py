@@ -12,9 +12,9 @@ from bridge import events as ev
 from bridge.errors import InputAlreadyAnswered, UnknownInputKey
 from bridge.ids import INPUT_PREFIX, canonical_json, new_ref, sha256_hex
 from bridge.ledger._base import INPUTS, TASKS, Tx
-from bridge.ledger.fencing import Membership, check_lease
-from bridge.ledger.queries import TenantQueries
-from bridge.ledger.views import InputRequestView
+from bridge.ledger.coordination.fencing import Membership, check_lease
+from bridge.ledger.reads.queries import TenantQueries
+from bridge.ledger.reads.views import InputRequestView
 
 
 def input_request_digest(method: str, params: Any) -> str:

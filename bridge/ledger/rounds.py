@@ -23,9 +23,9 @@ from bridge.errors import InputAlreadyAnswered, InvalidTransition, UnknownInputK
 from bridge.ids import INPUT_PREFIX, canonical_json, new_ref, sha256_hex
 from bridge.ledger._base import DISPATCHES, INPUTS, Tx
 from bridge.ledger.inputs import input_request_digest
-from bridge.ledger.models import CallRound
-from bridge.ledger.queries import TenantQueries
-from bridge.ledger.views import CallInputView, DispatchView
+from bridge.ledger.reads.queries import TenantQueries
+from bridge.ledger.reads.views import CallInputView, DispatchView
+from bridge.ledger.schema.models import CallRound
 from bridge.lifecycle import DispatchState, may_advance_dispatch
 
 ROUNDS = cast(Table, CallRound.__table__)  # type: ignore[attr-defined]

@@ -13,15 +13,16 @@ from bridge import events as ev
 from bridge.errors import ConflictingIds
 from bridge.ids import RUN_PREFIX, new_ref
 from bridge.ledger._base import RUNS, Tx, bind_columns, null_row, written_columns
-from bridge.ledger.fencing import Membership, check_lease
+from bridge.ledger.coordination.fencing import Membership, check_lease
 from bridge.ledger.outcome import bound_json
-from bridge.ledger.queries import RUN_BY_KEY, RUN_BY_RESPONSE, TenantQueries
-from bridge.ledger.views import RunView
+from bridge.ledger.reads.queries import RUN_BY_KEY, RUN_BY_RESPONSE, TenantQueries
+from bridge.ledger.reads.views import RunView
 from bridge.lifecycle import Decision, OuterStatus, decide_outer
 
 # A run's registration and its outer observations run precompiled in transactions of the
-# driver session (like the call path's, :mod:`bridge.ledger.hotpath`): a served response does
-# each at least once, and through Core a transaction cost several times the statements in it.
+# driver session (like the call path's, :mod:`bridge.ledger.commit.driver_sessions`): a served
+# response does each at least once, and through Core a transaction cost several times the statements
+# in it.
 _INSERT_RUN = insert(RUNS).values(bind_columns(RUNS, written_columns(RUNS)))
 _EMPTY_RUN = null_row(RUNS)
 

@@ -8,7 +8,7 @@ The operations live with their aggregate, over one private base (:mod:`bridge.le
 transactions, principal scoping, the event append with the per-run gapless sequence):
 :mod:`~bridge.ledger.runs`, :mod:`~bridge.ledger.dispatches` (the call path among them),
 :mod:`~bridge.ledger.tasks`, :mod:`~bridge.ledger.inputs`, :mod:`~bridge.ledger.rounds`,
-:mod:`~bridge.ledger.queries`.
+:mod:`~bridge.ledger.reads.queries`.
 This module composes them and keeps the names callers import from it.
 """
 
@@ -21,7 +21,6 @@ from pathlib import Path
 from sqlalchemy.exc import DBAPIError
 
 from bridge.errors import LedgerUnavailable
-from bridge.ledger import migrate
 from bridge.ledger._base import (
     DISPATCHES,
     EVENTS,
@@ -38,14 +37,16 @@ from bridge.ledger._base import (
 )
 from bridge.ledger.admissions import AdmissionWrites
 from bridge.ledger.agent_states import AgentStateWrites
-from bridge.ledger.availability import first_line, waiting_for_the_lock
-from bridge.ledger.dialects import SqliteSynchronous
-from bridge.ledger.dispatches import CallPathStatements, DispatchWrites
-from bridge.ledger.engine import create_ledger_engine
+from bridge.ledger.call_path import CallPathStatements
+from bridge.ledger.coordination.availability import first_line, waiting_for_the_lock
+from bridge.ledger.dispatches import DispatchWrites
 from bridge.ledger.gateway_handles import GatewayHandleWrites
 from bridge.ledger.inputs import input_request_digest
 from bridge.ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
 from bridge.ledger.rounds import CallRoundWrites
+from bridge.ledger.schema import migrate
+from bridge.ledger.schema.dialects import SqliteSynchronous
+from bridge.ledger.schema.engine import create_ledger_engine
 from bridge.ledger.tasks import ObservationOutcome, TaskWrites
 
 __all__ = [
@@ -70,7 +71,7 @@ __all__ = [
 class Ledger(LedgerCore):
     """Owns the engine; hands out principal-scoped views with :meth:`for_principal`.
 
-    ``ledger.dialect`` (:mod:`bridge.ledger.dialects`) says what differs per database, e.g.
+    ``ledger.dialect`` (:mod:`bridge.ledger.schema.dialects`) says what differs per database, e.g.
     ``ledger.dialect.runs_calls_inline``: whether ledger calls from async code run inline.
     """
 
@@ -97,7 +98,7 @@ class Ledger(LedgerCore):
         commits; ``"FULL"`` syncs every commit to disk and survives those too, at a higher
         cost per commit. PostgreSQL ignores it (its commits are durable when they return).
         ``commit_on_loop``: PostgreSQL sends a group commit's batch of one-statement writes
-        from the event loop, on a connection of its own (:mod:`bridge.ledger.loop_pipeline`);
+        from the event loop, on a connection of its own (:mod:`bridge.ledger.commit.loop_pipeline`);
         False keeps every batch in worker threads.
 
         Raises :class:`~bridge.errors.LedgerUnavailable` (its message one line, without the

@@ -11,10 +11,10 @@ from sqlalchemy import update
 
 from bridge import events as ev
 from bridge.ledger._base import OPEN_TASK, TASKS, Tx
-from bridge.ledger.fencing import Membership, check_lease
+from bridge.ledger.coordination.fencing import Membership, check_lease
 from bridge.ledger.inputs import InputWrites
 from bridge.ledger.outcome import bound_json
-from bridge.ledger.views import TaskObservation, TaskView
+from bridge.ledger.reads.views import TaskObservation, TaskView
 from bridge.lifecycle import (
     Change,
     Decision,

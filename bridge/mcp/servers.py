@@ -34,15 +34,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bridge.errors import ServerConnectFailed, UnknownServer
-from bridge.mcp.aiohttp_transport import AiohttpTransport
-from bridge.mcp.direct_post import DirectPost
-from bridge.mcp.extension import TasksClientExtension
-from bridge.mcp.http_backend import probing_transport
-from bridge.mcp.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
-from bridge.mcp.lean_get import LeanGetStats
-from bridge.mcp.negotiation import fail_unanswered_discovery
-from bridge.mcp.transport import IsolatingTransport
-from bridge.mcp.wire import TaskStatusPush
+from bridge.mcp.wire.aiohttp_transport import AiohttpTransport
+from bridge.mcp.wire.direct_post import DirectPost
+from bridge.mcp.wire.extension import TasksClientExtension
+from bridge.mcp.wire.http_backend import probing_transport
+from bridge.mcp.wire.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
+from bridge.mcp.wire.lean_get import LeanGetStats
+from bridge.mcp.wire.negotiation import fail_unanswered_discovery
+from bridge.mcp.wire.shapes import TaskStatusPush
+from bridge.mcp.wire.transport import IsolatingTransport
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +76,13 @@ class McpServerConfig:
     # Listen for pushed task states (subscriptions/listen) when the server supports it.
     push_updates: bool = True
     # Polls (tasks/get) of 2026-07-28 servers over Streamable HTTP take the lean path of
-    # bridge.mcp.lean_get (the SDK's own request, ~half the client CPU); False: always the
+    # bridge.mcp.wire.lean_get (the SDK's own request, ~half the client CPU); False: always the
     # SDK session path.
     lean_task_get: bool = True
-    # The HTTP/1.1 engine under the SDK's httpx2 client: "aiohttp" (bridge.mcp.aiohttp_transport,
-    # C parser: about half of a small request's client CPU) or "httpcore" (httpx2's stock
-    # transport). Both send the same bytes; aiohttp runs only on asyncio (else httpcore).
+    # The HTTP/1.1 engine under the SDK's httpx2 client: "aiohttp"
+    # (bridge.mcp.wire.aiohttp_transport, C parser: about half of a small request's client CPU) or
+    # "httpcore" (httpx2's stock transport). Both send the same bytes; aiohttp runs only on asyncio
+    # (else httpcore).
     http_engine: Literal["aiohttp", "httpcore"] = "aiohttp"
 
     def __post_init__(self) -> None:
@@ -106,7 +107,7 @@ class ServerInfo:
 
 @dataclass(frozen=True, slots=True)
 class PushHooks:
-    """Where a connection hands what a listen stream delivers (see :mod:`bridge.mcp.push`),
+    """Where a connection hands what a listen stream delivers (see :mod:`bridge.mcp.polling.push`),
     each called with the server's name: pushed task states, and other server messages (the
     listen acknowledgement is one)."""
 
@@ -116,14 +117,14 @@ class PushHooks:
 
 class ServerRequests(Protocol):
     """Answers a server's own requests for input (elicitation, sampling) on one connection,
-    told the server's endpoint (see :mod:`bridge.mcp.legacy_inputs`)."""
+    told the server's endpoint (see :mod:`bridge.mcp.inputs.legacy_held_result`)."""
 
     def callbacks(self, endpoint: str) -> tuple[ElicitationFnT, SamplingFnT]: ...
 
 
 class _ConnectionClient(DeclaringClient):
     """The SDK client of one connection: it declares the bridge's input kinds, and a
-    discovery that got no answer fails the connect (see :mod:`bridge.mcp.negotiation`)."""
+    discovery that got no answer fails the connect (see :mod:`bridge.mcp.wire.negotiation`)."""
 
     async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
         session = await super()._build_session(exit_stack)
@@ -153,7 +154,7 @@ class ServerConnection:
         direct_post: DirectPost | None = None,
     ) -> None:
         self.config = config
-        # The lean tasks/get's route straight to the aiohttp engine (bridge.mcp.direct_post).
+        # The lean tasks/get's route straight to the aiohttp engine (bridge.mcp.wire.direct_post).
         self.direct_post = direct_post
         self._server_requests = server_requests
         self.declare_tasks = declare_tasks
@@ -247,7 +248,7 @@ class ServerConnection:
         before, now = self.info.protocol_version, client.protocol_version
         if before in MODERN_PROTOCOL_VERSIONS and now not in MODERN_PROTOCOL_VERSIONS:
             # The server itself answered discovery as a handshake-era server (an outage
-            # cannot choose this: bridge.mcp.negotiation): its 2026-07-28 handles will be
+            # cannot choose this: bridge.mcp.wire.negotiation): its 2026-07-28 handles will be
             # refused until it speaks that version again.
             log.warning("server %s now negotiates %s (was %s)", self.config.name, now, before)
         self.info = ServerInfo(
@@ -380,7 +381,7 @@ class ServerPool:
             timeout = httpx2.Timeout(
                 config.request_timeout_s * 2 + 5, connect=config.connect_timeout_s
             )
-            # One request's transport failure stays that request's (see bridge.mcp.transport).
+            # One request's transport failure stays that request's (see bridge.mcp.wire.transport).
             stock = probing_transport()
             aiohttp = AiohttpTransport(fallback=stock) if config.http_engine == "aiohttp" else None
             transport = IsolatingTransport(

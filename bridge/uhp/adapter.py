@@ -17,8 +17,8 @@ from collections import Counter
 from typing import Any
 
 from bridge import events as ev
+from bridge.ledger.reads.views import TaskView
 from bridge.ledger.store import TenantLedger
-from bridge.ledger.views import TaskView
 
 VENDOR_PREFIX = "bridge."
 SUMMARY_KEY = "bridge_mcp_tasks"

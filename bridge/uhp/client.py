@@ -21,18 +21,19 @@ import logging
 import random
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 import anyio
 import httpx
 
-from bridge.aio import LedgerRunner
-from bridge.ledger.fencing import Membership
+from bridge.errors import BridgeError
+from bridge.ledger.coordination.fencing import Membership
+from bridge.ledger.reads.views import RunView
+from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import OuterStatus
-from bridge.recovery import UnansweredPost
 from bridge.uhp.client_config import FollowConfig, RetryPolicy
 from bridge.uhp.error_mapping import error_for, raise_for_status
 from bridge.uhp.errors import (
@@ -58,6 +59,54 @@ from bridge.uhp.request_record import RecordedRequest, record_request
 
 log = logging.getLogger("bridge.uhp")
 _TRANSPORT_ERRORS = (httpx.TransportError,)  # includes timeouts and dropped connections
+
+
+@dataclass(frozen=True, slots=True)
+class UnansweredPost:
+    """A run whose ``POST /v1/responses`` was sent, or about to be, and never got a response
+    id recorded: the process died (or the request failed) before the server's answer was
+    committed. Whether the server started it is unknown; :meth:`repost` finds out safely, by
+    sending the recorded body again with the recorded ``Idempotency-Key`` (the server answers
+    with the first request's response, or starts the one execution there will be)."""
+
+    run_ref: str
+    uhp_server: str  # base URL
+    idempotency_key: str
+    request: RecordedRequest | None  # None: registered without a recorded body
+    created_at_ms: int
+    client: Callable[[], Awaitable[UhpClient]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    @classmethod
+    def of(
+        cls,
+        run: RunView,
+        request_json: str | None,
+        client: Callable[[], Awaitable[UhpClient]] | None,
+    ) -> UnansweredPost:
+        assert run.idempotency_key is not None
+        return cls(
+            run_ref=run.ref,
+            uhp_server=run.uhp_server,
+            idempotency_key=run.idempotency_key,
+            request=RecordedRequest.from_json(request_json) if request_json else None,
+            created_at_ms=run.created_at_ms,
+            client=client,
+        )
+
+    @property
+    def repostable(self) -> bool:
+        return self.request is not None and self.request.repostable
+
+    async def repost(self, *, background: bool = False, via: UhpClient | None = None) -> UhpRun:
+        """Send the recorded request again with its key (``via``: the UHP client to send it
+        with, by default the one the bridge has for this server). Raises
+        ``RequestNotRepostable`` when there is no usable body."""
+        client = via if via is not None else (await self.client() if self.client else None)
+        if client is None:
+            raise BridgeError(f"no UHP client is configured for {self.uhp_server}: pass via=")
+        return await client.repost(self.run_ref, background=background)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,8 @@ from typing import Literal, Protocol
 import httpx
 import pydantic
 
-from bridge.aio import LedgerRunner
-from bridge.ledger.fencing import Membership
+from bridge.ledger.coordination.fencing import Membership
+from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.uhp._sse_decoding import sse_frames
 from bridge.uhp.client_config import FollowConfig

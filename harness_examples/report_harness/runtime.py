@@ -20,10 +20,10 @@ from bridge import (
     OuterStatus,
     WaitMode,
 )
-from bridge.aio import LedgerRunner
 from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, ServerConnectFailed
-from bridge.ledger.group_commit import GroupCommit, StagedCommit
-from bridge.ledger.hotpath import Cursor
+from bridge.ledger.commit.driver_sessions import Cursor
+from bridge.ledger.commit.group_commit import GroupCommit, StagedCommit
+from bridge.ledger.runner import LedgerRunner
 from bridge.uhp.adapter import nested_tasks_summary, to_uhp_event
 from bridge.uhp.serving import (
     BearerAuth,
@@ -124,7 +124,7 @@ class Runtime:
 
     async def commit(self, write: StoreWrite) -> None:
         """A write of the store (:meth:`HarnessStore.appending`...), committed with the others
-        asked for in this turn of the event loop (:mod:`bridge.ledger.group_commit`): durable
+        asked for in this turn of the event loop (:mod:`bridge.ledger.commit.group_commit`): durable
         when this returns; never interrupted once asked for. If the shared transaction fails,
         each write is committed again alone, so only a failing write fails; a database that
         cannot take writes (``LedgerUnavailable``) fails them all at once."""

@@ -4,14 +4,15 @@ Every streamed event is stored with the response snapshot it produced (see :mod:
 events of one step go in one write, so a response of a tool call and a short answer writes
 eight times instead of nineteen, and the writes of concurrent runs share transactions (the
 runtime commits them through the bridge's group commit, a turn of the event loop at a time:
-:mod:`bridge.ledger.group_commit`).
+:mod:`bridge.ledger.commit.group_commit`).
 Through the ORM each of those transactions costs about a millisecond of CPU, and 200 concurrent
 responses made it most of the harness's time. The statements here are SQLAlchemy Core
 constructs over the harness's tables, compiled once for the engine's dialect and run by the
-ledger's driver session (:mod:`bridge.ledger.hotpath`): tens of microseconds on SQLite, where a
-write lock held elsewhere and a database file deleted under the process are handled as the
-bridge's ledger handles them (:mod:`bridge.ledger.availability`; on an event loop thread a busy
-lock raises ``WriteLockBusy`` for a :class:`~bridge.aio.LedgerRunner` to retry).
+ledger's driver session (:mod:`bridge.ledger.commit.driver_sessions`): tens of microseconds on
+SQLite, where a write lock held elsewhere and a database file deleted under the process are handled
+as the bridge's ledger handles them (:mod:`bridge.ledger.coordination.availability`; on an event
+loop thread a busy lock raises ``WriteLockBusy`` for a :class:`~bridge.ledger.runner.LedgerRunner`
+to retry).
 
 All methods are synchronous; :attr:`StoreWrites.inline` says whether they may run on the event
 loop (SQLite) or belong in a worker thread (PostgreSQL: network round trips).
@@ -28,9 +29,9 @@ from typing import Any
 from sqlalchemy import Engine, Integer, Text, bindparam, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
-from bridge.ledger.availability import refuse_if_unavailable
-from bridge.ledger.dialects import dialect_of
-from bridge.ledger.hotpath import Cursor
+from bridge.ledger.commit.driver_sessions import Cursor
+from bridge.ledger.coordination.availability import refuse_if_unavailable
+from bridge.ledger.schema.dialects import dialect_of
 from harness_examples.report_harness.tables import EVENTS, IDEMPOTENCY, RESPONSES
 
 #: One of the harness's writes, run on the cursor of the transaction that holds it (it may run

@@ -13,7 +13,7 @@ from mcp import Client
 
 from bridge.facade import Bridge
 from bridge.ledger.store import TenantLedger
-from bridge.mcp.scheduler import SchedulerConfig
+from bridge.mcp.polling.watches import SchedulerConfig
 
 # Fast but bounded polling for tests: real servers answer in milliseconds.
 FAST = SchedulerConfig(

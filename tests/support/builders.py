@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import secrets
 
+from bridge.ledger.reads.views import RunView, TaskView
 from bridge.ledger.store import TenantLedger
-from bridge.ledger.views import RunView, TaskView
 from bridge.lifecycle import OuterStatus, TaskStatus
 
 ENDPOINT = "http://127.0.0.1:9/mcp"

@@ -22,9 +22,9 @@ from typing import Any
 import anyio
 
 from bridge.ledger.store import Ledger, TenantLedger
-from bridge.mcp.outcomes import InputPending, TaskHandle
-from bridge.mcp.requester import TaskRequester
+from bridge.mcp.calls.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
+from bridge.outcomes import InputPending, TaskHandle
 from tests.support.bridging import FAST
 
 # step name -> (ledger method, die before it runs?)

@@ -21,9 +21,9 @@ import anyio
 import mcp_types
 from mcp import Client
 
+from bridge.ledger.reads.views import DispatchView
 from bridge.ledger.store import Ledger
-from bridge.ledger.views import DispatchView
-from bridge.mcp.wire import DetailedTask
+from bridge.mcp.wire.shapes import DetailedTask
 from tests.support.mcp_client import connect, get_task
 from tests.support.processes import REPO_ROOT, ServerProcess
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from bridge.ledger.reads.views import TaskObservation
 from bridge.ledger.store import Ledger
-from bridge.ledger.views import TaskObservation
 from bridge.lifecycle import TaskStatus
 
 

@@ -9,8 +9,8 @@ from typing import Any, Literal, TypedDict
 from langchain_core.messages import ToolMessage
 
 from bridge.errors import NoToolResult
-from bridge.inputs import InputRequest
-from bridge.results import StepOutcome
+from bridge.outcomes import InputRequest
+from bridge.runtime.step_results import StepOutcome
 
 PARKED_TASK = "bridge.task"
 ASKED_INPUT = "bridge.input"

@@ -15,16 +15,15 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import interrupt
 
 from bridge.errors import AnswerRefused, InvalidInputAnswer
-from bridge.inputs import InputRequest
 from bridge.integrations.langgraph._payloads import (
     BridgeInterrupt,
     asked_input,
     parked_task,
     tool_message,
 )
-from bridge.mcp.outcomes import InputPending
+from bridge.outcomes import InputPending, InputRequest
 from bridge.policies import WaitMode
-from bridge.results import StepOutcome, TaskPending
+from bridge.runtime.step_results import StepOutcome, TaskPending
 
 if TYPE_CHECKING:
     import mcp_types

@@ -9,7 +9,7 @@ from typing import cast
 
 from bridge import events as ev
 from bridge.facade import Bridge
-from bridge.inputs import InputRequest
+from bridge.outcomes import InputRequest
 
 
 class Turn(StrEnum):

@@ -20,10 +20,10 @@ from agents import Agent, RunConfig, Runner, RunResult, RunState
 from agents.items import ToolApprovalItem
 
 from bridge.facade import Bridge
-from bridge.inputs import InputRequest
 from bridge.integrations.openai_agents._run import BridgedRun, current_run, operation_id
 from bridge.integrations.openai_agents._watch import Turn, settles_or_asks, unanswered
-from bridge.ledger.views import TaskView
+from bridge.ledger.reads.views import TaskView
+from bridge.outcomes import InputRequest
 
 STATE_NAME = "openai-agents"  # the Bridge.save_agent_state name of this integration
 

@@ -27,10 +27,10 @@ from agents.tool_context import ToolContext
 from bridge.facade import Bridge
 from bridge.integrations.openai_agents._run import BridgedRun, current_run, operation_id
 from bridge.integrations.openai_agents._watch import Turn, settles_or_asks
-from bridge.mcp.outcomes import InlineResult, InputPending, RejectedCall, UnknownOutcome
-from bridge.mcp.tool_result import error_result
+from bridge.mcp.wire.tool_result import error_result
+from bridge.outcomes import InlineResult, InputPending, RejectedCall, UnknownOutcome
 from bridge.policies import WaitMode
-from bridge.results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
+from bridge.runtime.step_results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -14,8 +14,8 @@ from pydantic_ai.exceptions import ModelRetry, ToolFailed
 from pydantic_ai.messages import BinaryContent
 
 from bridge.errors import NoToolResult
-from bridge.mcp.outcomes import InlineResult, RejectedCall, UnknownOutcome
-from bridge.results import RecoverableFailure, StepOutcome, TaskSettled
+from bridge.outcomes import InlineResult, RejectedCall, UnknownOutcome
+from bridge.runtime.step_results import RecoverableFailure, StepOutcome, TaskSettled
 
 Failure = ToolFailed | ModelRetry
 

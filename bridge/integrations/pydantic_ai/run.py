@@ -16,10 +16,10 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
 from bridge import events as ev
 from bridge.errors import BridgeError
-from bridge.inputs import InputRequest
 from bridge.integrations.pydantic_ai.journal import RunJournal
 from bridge.integrations.pydantic_ai.results import settled_value
 from bridge.integrations.pydantic_ai.toolset import BridgedToolset
+from bridge.outcomes import InputRequest
 from bridge.policies import WaitMode
 
 # The host's answer to one input request (typically ``await request.accept({...})`` after

@@ -24,9 +24,9 @@ from pydantic_core import SchemaValidator, core_schema
 from bridge.facade import Bridge
 from bridge.integrations.pydantic_ai.journal import CallEntry, RunJournal
 from bridge.integrations.pydantic_ai.results import settled_value
-from bridge.mcp.outcomes import InputPending
+from bridge.outcomes import InputPending
 from bridge.policies import WaitMode
-from bridge.results import TaskPending
+from bridge.runtime.step_results import TaskPending
 
 # The server checks arguments against its own schema; pydantic-ai only needs a JSON object.
 ARGUMENTS = SchemaValidator(

@@ -13,6 +13,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bridge.errors import LedgerUnavailable
+
 log = logging.getLogger("bridge.uhp.serving")
 
 #: Status -> (code, message) for Starlette's own errors (unknown path, wrong method).
@@ -102,17 +104,44 @@ async def _on_crash(request: Request, exc: Exception) -> Response:
     return UhpApiError(500, "server_error", "internal_error", "The server failed.").response()
 
 
+#: Seconds a client is told to wait after a 503: the ledger cannot take work now (its file
+#: deleted under the process, read-only, full, or its write lock held past the wait; or the
+#: database driver's ``OperationalError``: PostgreSQL stopped or unreachable while serving).
+#: The reason stays in the server's log (it names a file path or host).
+RETRY_AFTER_S = 5
+
+
+async def _on_ledger_unavailable(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, LedgerUnavailable)
+    log.error("%s %s: %s", request.method, request.url.path, exc)
+    return _unavailable()
+
+
+async def _on_database_unreachable(request: Request, exc: Exception) -> Response:
+    # Only the first line: a driver message can run to a page of connection attempts.
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    log.error("%s %s: database unavailable: %s", request.method, request.url.path, reason)
+    return _unavailable()
+
+
+def _unavailable() -> Response:
+    return UhpApiError(
+        503,
+        "server_error",
+        "ledger_unavailable",
+        "The server cannot store work right now; try again later.",
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    ).response()
+
+
 def error_handlers() -> dict[Any, Handler]:
     """``exception_handlers`` for ``Starlette(...)``: every error leaves in the envelope."""
     from sqlalchemy.exc import OperationalError
 
-    from bridge.errors import LedgerUnavailable
-    from bridge.uhp.serving.unavailable import on_database_unreachable, on_ledger_unavailable
-
     return {
         UhpApiError: _on_api_error,
         HTTPException: _on_http_error,
-        LedgerUnavailable: on_ledger_unavailable,
-        OperationalError: on_database_unreachable,
+        LedgerUnavailable: _on_ledger_unavailable,
+        OperationalError: _on_database_unreachable,
         Exception: _on_crash,
     }

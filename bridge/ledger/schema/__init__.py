@@ -1,0 +1,1 @@
+"""The ledger's tables, engines, dialect differences and Alembic migrations."""

@@ -1,0 +1,257 @@
+"""What a bridged ``tools/call`` returns, and the input requests a call or task asks.
+
+A call returns exactly one of five explicit outcomes (:data:`CallOutcome`). An
+:class:`InputRequest` is one question a task or a call (MRTR) asks the host; answering it gives
+an :class:`AnswerReceipt`, whose ``outcome`` may again be a call outcome. The three refer to
+one another, so they live in one module.
+
+Typed input requests: what a task asks the host (elicitation, sampling, …) and the helpers
+that answer it.
+
+An :class:`InputRequest` comes from a ``task.input_required`` event, or a
+``call.input_required`` event (a server that asked before creating any task: MRTR), through
+``Bridge.input_request(principal, event)``, or from ``Bridge.pending_inputs(principal)``.
+For an elicitation (``elicitation/create``) ``accept(content)`` / ``decline()`` / ``cancel()``
+send the MCP ``ElicitResult`` shape::
+
+    {"action": "accept", "content": {...}}   {"action": "decline"}   {"action": "cancel"}
+
+``accept`` validates ``content`` against the request's ``requestedSchema`` first: a bad answer
+raises :class:`~bridge.errors.InvalidInputAnswer` and nothing is recorded or sent. Other
+methods (``sampling/createMessage``) take a raw result through ``Bridge.answer_input``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from bridge.errors import InvalidInputAnswer, NoToolResult
+from bridge.ledger.reads.views import TaskView
+from bridge.lifecycle import Admission
+from bridge.mcp.wire.tool_result import ToolResultAccess
+
+ELICITATION = "elicitation/create"
+SAMPLING = "sampling/createMessage"
+
+# Sends one raw answer through the bridge (bound to principal, task and input request).
+AnswerSender = Callable[[Any], Awaitable["AnswerReceipt"]]
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequest:
+    """One input request of one task, or of a call that has no task yet (MRTR: ``task_ref``
+    is None and ``op_ref`` names the call; answering it sends the call again), as the host
+    answers it."""
+
+    principal: str
+    task_ref: str | None
+    input_ref: str  # the bridge reference (the server's key may embed the raw task id)
+    method: str  # "elicitation/create", "sampling/createMessage", …
+    params: dict[str, Any] = field(repr=False)  # server text, shown to the user
+    _send: AnswerSender = field(repr=False, compare=False)
+    op_ref: str | None = None  # set for an MRTR input (a call's, before any task)
+
+    @property
+    def message(self) -> str | None:
+        """The question for the user (elicitation), if any."""
+        message = self.params.get("message")
+        return message if isinstance(message, str) else None
+
+    @property
+    def requested_schema(self) -> dict[str, Any] | None:
+        """The JSON schema an accepted elicitation's ``content`` must match (form mode)."""
+        schema = self.params.get("requestedSchema")
+        return schema if isinstance(schema, dict) else None
+
+    async def accept(self, content: dict[str, Any] | None = None) -> AnswerReceipt:
+        """Accept, with ``content`` matching :attr:`requested_schema` (checked before anything
+        is recorded). A URL-mode elicitation has no schema and takes no content."""
+        self._require_elicitation("accept")
+        schema = self.requested_schema
+        if schema is None:
+            if content is not None:
+                raise InvalidInputAnswer(self.input_ref, "this request takes no content")
+            return await self._send({"action": "accept"})
+        if content is None:
+            raise InvalidInputAnswer(self.input_ref, "accepting needs content for the schema")
+        self._validate(schema, content)
+        return await self._send({"action": "accept", "content": content})
+
+    async def decline(self) -> AnswerReceipt:
+        """The user explicitly said no."""
+        self._require_elicitation("decline")
+        return await self._send({"action": "decline"})
+
+    async def cancel(self) -> AnswerReceipt:
+        """The user dismissed the request without choosing."""
+        self._require_elicitation("cancel")
+        return await self._send({"action": "cancel"})
+
+    async def respond(self, result: Any) -> AnswerReceipt:
+        """Send the method's own result shape as is (``sampling/createMessage``: a
+        ``CreateMessageResult`` dumped to JSON), unchecked, like ``Bridge.answer_input``."""
+        return await self._send(result)
+
+    def _require_elicitation(self, action: str) -> None:
+        if self.method != ELICITATION:
+            raise InvalidInputAnswer(
+                self.input_ref,
+                f"{action}() answers {ELICITATION}; answer {self.method} with "
+                "Bridge.answer_input and the method's own result",
+            )
+
+    def _validate(self, schema: dict[str, Any], content: dict[str, Any]) -> None:
+        import jsonschema  # loaded on first use: ``import bridge`` stays light
+
+        validator_class = jsonschema.validators.validator_for(schema)
+        try:
+            validator_class.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise InvalidInputAnswer(
+                self.input_ref, f"the server's requested schema is invalid: {exc.message}"
+            ) from None
+        error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(content))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "content"
+            raise InvalidInputAnswer(self.input_ref, f"{where}: {error.message}")
+
+
+# JSON-RPC error codes that mean "the server serves this tool only as a task": -32021 in the
+# final text, -32003 in older drafts (kept here, not in bridge.mcp.wire.shapes, so that reading a
+# result never loads the SDK).
+MISSING_CAPABILITY_CODES = frozenset({-32021, -32003})
+
+
+@dataclass(frozen=True, slots=True)
+class TaskHandle(ToolResultAccess):
+    """The server created a task; the handle is committed to the ledger and being watched."""
+
+    op_ref: str
+    task: TaskView
+    replayed: bool = False  # the operation id had already reached this outcome
+
+    @property
+    def task_ref(self) -> str:
+        return self.task.ref
+
+    def _stored_result(self) -> Any:
+        raise NoToolResult("the call became a task: its result arrives with task.terminal")
+
+
+@dataclass(frozen=True, slots=True)
+class InlineResult(ToolResultAccess):
+    """The server answered with an ordinary ``CallToolResult`` (possibly ``isError``)."""
+
+    op_ref: str
+    result: Any
+    truncated: bool = False
+    replayed: bool = False
+
+    @property
+    def is_error(self) -> bool:
+        return bool(isinstance(self.result, dict) and self.result.get("isError"))
+
+    def _stored_result(self) -> Any:
+        return self.result
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedCall(ToolResultAccess):
+    """The server answered with a JSON-RPC error: the request itself was refused."""
+
+    op_ref: str
+    error: Any
+    replayed: bool = False
+
+    @property
+    def code(self) -> int | None:
+        code = self.error.get("code") if isinstance(self.error, dict) else None
+        return code if isinstance(code, int) else None
+
+    @property
+    def missing_tasks_capability(self) -> bool:
+        """The server can serve this call only as a task (-32021; -32003 in older drafts)."""
+        return self.code in MISSING_CAPABILITY_CODES
+
+    def _stored_result(self) -> Any:
+        raise NoToolResult(f"the server refused the call (JSON-RPC error {self.code})")
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownOutcome(ToolResultAccess):
+    """The request may have reached the server, but neither a handle nor a result came back.
+
+    An ``call.unknown_outcome`` event was written. Nothing was retried unless the policy allowed
+    it for a read-only or idempotent tool, or for a consequential one the host's admission check
+    declared ``not_admitted`` (then ``retries`` holds what the retries returned).
+    """
+
+    op_ref: str
+    reason: str
+    retries: tuple[CallOutcome, ...] = ()
+    replayed: bool = False
+    # The server's Retry-After (429/503), capped: a policy-allowed retry waits this long first.
+    retry_after_ms: int | None = None
+    # What the host's admission check (or the host) said, when one was asked: see
+    # bridge.mcp.calls.admission. None: nobody was asked.
+    admission: Admission | None = None
+
+    def _stored_result(self) -> Any:
+        raise NoToolResult(f"the call's outcome is unknown ({self.reason})")
+
+
+@dataclass(frozen=True, slots=True)
+class InputPending(ToolResultAccess):
+    """The server needs input before it does anything (MRTR: an ``InputRequiredResult`` to
+    ``tools/call``, leg ``leg`` of the call). Nothing is in flight; the call is recorded
+    ``input_required`` and one ``call.input_required`` event per input was written. Answer
+    every input (``inputs[i].accept(...)``, ``Bridge.answer_input``): the call is then sent
+    again with the answers and the server's state, and the last answer's receipt carries
+    what that leg returned. Still listed by ``Bridge.pending_inputs`` after a restart."""
+
+    op_ref: str
+    leg: int
+    inputs: tuple[InputRequest, ...]
+    replayed: bool = False
+
+    def _stored_result(self) -> Any:
+        raise NoToolResult(f"the call {self.op_ref} waits for input (leg {self.leg})")
+
+
+CallOutcome = TaskHandle | InlineResult | RejectedCall | UnknownOutcome | InputPending
+
+
+class AnswerDelivery(StrEnum):
+    """What happened to a recorded answer to an input request."""
+
+    DELIVERED = "delivered"  # the server acknowledged the tasks/update carrying it
+    QUEUED = "queued"  # not acknowledged yet (transport trouble): resent before the next poll
+    TASK_LOST = "task_lost"  # the server no longer knows the task (-32602): task.lost written
+    # MRTR (an input of a call, before any task): other inputs of the same leg still need an
+    # answer; the call is sent again once the last one is answered.
+    AWAITING_INPUTS = "awaiting_inputs"
+    RETRIED = "retried"  # MRTR: the call was sent again with the answers; see ``outcome``
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerReceipt:
+    """An answer was recorded (write-ahead, exactly once per input request).
+
+    For an MRTR input (``op_ref`` set, ``task_ref`` None), ``outcome`` is what the retried
+    call returned when this answer completed its leg (``RETRIED``): a result, a task handle,
+    another :class:`InputPending`, or an unknown outcome. ``QUEUED`` there means the server
+    could not be reached: nothing was sent, the retry happens on the next start (or answer).
+    """
+
+    task_ref: str | None
+    input_ref: str
+    delivery: AnswerDelivery
+    op_ref: str | None = None
+    outcome: CallOutcome | None = None
+
+    @property
+    def delivered(self) -> bool:
+        return self.delivery in (AnswerDelivery.DELIVERED, AnswerDelivery.RETRIED)

@@ -1,0 +1,96 @@
+"""The composition root: builds the shared ledger runner once and wires the bridge's parts
+(requester, replica leases) through their constructors, not by overwriting callbacks."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
+
+from bridge.ledger.coordination.fencing import Membership
+from bridge.ledger.coordination.replica import ReplicaConfig, ReplicaLeases
+from bridge.ledger.reads.views import RunView, TaskView
+from bridge.ledger.runner import LedgerRunner
+from bridge.ledger.store import Ledger
+from bridge.mcp.calls.admission import AdmissionChecks
+from bridge.mcp.calls.requester import TaskRequester
+from bridge.mcp.inputs.handlers import InputHandlers
+from bridge.mcp.polling.push import PushConfig
+from bridge.mcp.polling.watches import SchedulerConfig
+from bridge.mcp.servers import CredentialResolver, McpServerConfig
+from bridge.policies import InputPolicy
+
+RunsClaimed = Callable[[str, Membership, list[RunView]], Awaitable[None]]
+
+
+def ledger_runner(ledger: Ledger) -> LedgerRunner:
+    """The one runner every part of a bridge uses (inline for an embedded SQLite ledger)."""
+    return LedgerRunner(inline=ledger.dialect.runs_calls_inline)
+
+
+def build_requester(
+    ledger: Ledger,
+    db: LedgerRunner,
+    servers: Sequence[McpServerConfig],
+    credentials: CredentialResolver,
+    scheduler: SchedulerConfig | None,
+    *,
+    push: PushConfig | None = None,
+    input_handlers: InputHandlers | None = None,
+    input_policy: InputPolicy | None = None,
+    admission_checks: AdmissionChecks | None = None,
+) -> TaskRequester:
+    return TaskRequester(
+        ledger,
+        servers,
+        credentials=credentials,
+        scheduler=scheduler,
+        push=push,
+        db=db,
+        input_handlers=input_handlers,
+        input_policy=input_policy,
+        admission_checks=admission_checks,
+    )
+
+
+class BridgeLeaseHolder:
+    """What a replica hands its claims to: handles to the requester's scheduler, runs to the
+    bridge's followers. Losing the membership drops both (one place, one callback)."""
+
+    def __init__(
+        self,
+        requester: TaskRequester,
+        follows: dict[str, anyio.CancelScope],
+        follow_claimed: RunsClaimed,
+    ) -> None:
+        self._requester = requester
+        self._follows = follows  # the bridge's live followers by run_ref (shared, not copied)
+        self._follow_claimed = follow_claimed
+
+    async def take_tasks(self, principal: str, member: Membership, tasks: list[TaskView]) -> None:
+        await self._requester.take_claimed(principal, member, tasks)
+
+    async def take_runs(self, principal: str, member: Membership, runs: list[RunView]) -> None:
+        await self._follow_claimed(principal, member, runs)
+
+    def drop_held(self) -> None:
+        self._requester.scheduler.forget_leased()
+        for scope in self._follows.values():
+            scope.cancel()
+
+    def watched_tasks(self) -> int:
+        return self._requester.scheduler.watched_count
+
+    def followed_runs(self) -> int:
+        return len(self._follows)
+
+
+def build_replica(
+    ledger: Ledger,
+    db: LedgerRunner,
+    config: ReplicaConfig,
+    principals: Sequence[str],
+    holder: BridgeLeaseHolder,
+    uhp_base_urls: Sequence[str],
+) -> ReplicaLeases:
+    return ReplicaLeases(ledger, config, principals, db, holder, uhp_servers=uhp_base_urls)

@@ -1,0 +1,196 @@
+"""The package layout is the architecture (docs/architecture.md, "Layout"): kept by tests.
+
+Every import between ``bridge`` modules counts, at module level, inside functions and under
+``TYPE_CHECKING`` alike: a type-only import still ties two modules together for a reader.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "bridge"
+MAX_LINES = 600
+
+# Each part of the tree may import only parts of a lower rank or its own. The vocabulary
+# everyone uses sits at the bottom; the ledger owns its runner and coordination; the two
+# protocol sides sit on the ledger; the runtime composes them; the facade is the API; the
+# operator tools and integrations sit on top. ``bridge.outcomes`` (what a call returns, and
+# the input requests it may return with) is read off the MCP wire, so it sits above it.
+RANKS: list[tuple[str, int]] = [
+    ("bridge.errors", 0),
+    ("bridge.events", 0),
+    ("bridge.ids", 0),
+    ("bridge.lifecycle", 0),
+    ("bridge.policies", 0),
+    ("bridge.redaction", 0),
+    ("bridge.ledger", 1),
+    ("bridge.telemetry", 2),
+    ("bridge.mcp.wire", 3),
+    ("bridge.mcp.servers", 3),
+    ("bridge.outcomes", 4),
+    ("bridge.mcp", 5),
+    ("bridge.uhp", 5),
+    ("bridge.runtime", 6),
+    ("bridge.facade", 7),
+    ("bridge.gateway", 8),
+    ("bridge.integrations", 8),
+    ("bridge.cli", 9),  # the CLI starts the gateway too
+    ("bridge", 10),  # the package itself: the public names, exported lazily
+]
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imported(module: str, path: Path) -> Iterator[str]:
+    """The ``bridge`` modules ``module`` imports (a name imported from a package counts as
+    its submodule when there is one)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            targets = [
+                f"{node.module}.{alias.name}"
+                if f"{node.module}.{alias.name}" in MODULES
+                else node.module
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                yield target
+
+
+def _graph() -> dict[str, set[str]]:
+    return {name: set(_imported(name, path)) for name, path in MODULES.items()}
+
+
+def _rank(module: str) -> int:
+    for prefix, rank in RANKS:
+        if module == prefix or module.startswith(prefix + "."):
+            return rank
+    raise AssertionError(f"{module} is in no part of the layout: add it to RANKS")
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_no_import_circles() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    """The check above can fail: a two-module circle and a three-module one are found."""
+    graph = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
+    assert sorted(_cycles(graph)) == [["a", "b"], ["c", "d", "e"]]
+
+
+def test_no_upward_imports() -> None:
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in _graph().items()
+        for target in targets
+        if _rank(target) > _rank(module)
+    )
+    assert upward == []
+
+
+def test_no_module_over_the_size_limit() -> None:
+    sizes = {
+        name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()
+    }
+    assert sorted(name for name, lines in sizes.items() if lines > MAX_LINES) == []
+
+
+def test_every_package_says_what_it_is_for() -> None:
+    silent = [
+        name
+        for name, path in MODULES.items()
+        if path.name == "__init__.py" and ast.get_docstring(ast.parse(path.read_text())) is None
+    ]
+    assert silent == []
+
+
+def _documented_tree() -> set[str]:
+    """The paths drawn in docs/architecture.md's "Layout" block: two spaces per level, a
+    folder ending in ``/``, each name followed by what it is for."""
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = doc.split("## Layout", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    paths: set[str] = set()
+    folders: list[str] = []
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        name = line.split()[0]
+        del folders[depth:]
+        path = "".join(folders) + name
+        paths.add(path)
+        if name.endswith("/"):
+            folders.append(name)
+    return paths
+
+
+def test_the_architecture_doc_draws_the_tree_as_it_is() -> None:
+    """Every package and module of ``bridge/`` is in the doc's tree, and nothing else is."""
+    sources = [path for path in PACKAGE.rglob("*.py") if "migrations" not in path.parts]
+    actual = {f"{path.relative_to(ROOT).parent}/" for path in sources if path.name == "__init__.py"}
+    actual |= {str(path.relative_to(ROOT)) for path in sources if path.name != "__init__.py"}
+    actual |= {"bridge/ledger/schema/migrations/"}  # Alembic's scripts, drawn as one folder
+    drawn = {path for path in _documented_tree() if "migrations/" not in path[:-1]}
+    assert sorted(actual - drawn) == [], "in the tree, missing from docs/architecture.md"
+    assert sorted(drawn - actual) == [], "drawn in docs/architecture.md, not in the tree"
