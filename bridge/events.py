@@ -40,6 +40,8 @@ class _TaskEvent(_Event):
 
 
 class RunRegistered(_Event):
+    """A run was registered: an outer response this bridge serves or follows."""
+
     type: Literal["run.registered"] = "run.registered"
     uhp_server: str
     response_id: str | None
@@ -48,18 +50,24 @@ class RunRegistered(_Event):
 
 
 class OuterIdsRecorded(_Event):
+    """The outer response's UHP ids (``resp_…``, ``hsess…``) were recorded on the run."""
+
     type: Literal["outer.ids_recorded"] = "outer.ids_recorded"
     response_id: str
     session_id: str | None
 
 
 class OuterStatusChanged(_Event):
+    """The outer response's status changed, as its server or the serving harness reported it."""
+
     type: Literal["outer.status_changed"] = "outer.status_changed"
     previous: OuterStatus | None
     status: OuterStatus
 
 
 class OuterTerminal(_Event):
+    """The outer response ended; open tasks inside it are left to the outer-end policy."""
+
     type: Literal["outer.terminal"] = "outer.terminal"
     status: OuterStatus
     error: dict[str, Any] | None = None
@@ -90,6 +98,9 @@ class OuterResumed(_Event):
 
 
 class CallUnknownOutcome(_Event):
+    """A call may have reached the server, but neither a handle nor a result came back: its outcome
+    is unknown (never guessed)."""
+
     type: Literal["call.unknown_outcome"] = "call.unknown_outcome"
     op_ref: str
     tool: str
@@ -113,6 +124,9 @@ class CallAdmissionChecked(_Event):
 
 
 class CallResult(_Event):
+    """A call was answered without a task: a ``CallToolResult`` (``is_error`` for ``isError``) or a
+    JSON-RPC error (``rpc_error``)."""
+
     type: Literal["call.result"] = "call.result"
     op_ref: str
     tool: str
@@ -143,6 +157,8 @@ class CallInputRequired(_CallInputEvent):
 
 
 class CallInputAnswered(_CallInputEvent):
+    """An answer to an input request of a call (MRTR, before any task) was recorded."""
+
     type: Literal["call.input_answered"] = "call.input_answered"
 
 
@@ -171,6 +187,8 @@ class CallInputHandlerFailed(_CallInputEvent):
 
 
 class TaskCreated(_TaskEvent):
+    """A call created a task; its handle is committed and watched."""
+
     type: Literal["task.created"] = "task.created"
     op_ref: str
     status: TaskStatus
@@ -179,6 +197,8 @@ class TaskCreated(_TaskEvent):
 
 
 class TaskStatusChanged(_TaskEvent):
+    """A poll or push observed a new status of a task."""
+
     type: Literal["task.status_changed"] = "task.status_changed"
     previous: TaskStatus
     status: TaskStatus
@@ -198,6 +218,8 @@ class TaskInputRequired(_TaskEvent):
 
 
 class TaskInputAnswered(_TaskEvent):
+    """An answer to one of a task's input requests was recorded (delivered with ``tasks/update``)."""
+
     type: Literal["task.input_answered"] = "task.input_answered"
     input_ref: str
 
@@ -242,11 +264,16 @@ class TaskInputStuck(_TaskEvent):
 
 
 class TaskCancelRequested(_TaskEvent):
+    """A ``tasks/cancel`` was recorded as intent (by the host, a policy or an operator); only the
+    task's status says whether it stopped."""
+
     type: Literal["task.cancel_requested"] = "task.cancel_requested"
     requested_by: str  # "host", "policy:<name>", "operator"
 
 
 class TaskDetached(_TaskEvent):
+    """The bridge stopped watching a task on request; the task itself is left as it is."""
+
     type: Literal["task.detached"] = "task.detached"
     requested_by: str
 
@@ -277,6 +304,9 @@ class ServerUnreachable(_TaskEvent):
 
 
 class TaskLost(_TaskEvent):
+    """The bridge can no longer learn the task's outcome (TTL passed, ``-32602``, server gone): it
+    is unknown."""
+
     type: Literal["task.lost"] = "task.lost"
     reason: LostReason
     detail: str = ""
@@ -296,6 +326,9 @@ class TaskTerminal(_TaskEvent):
 
 
 class Anomaly(_Event):
+    """Something a peer did that the bridge refused and recorded (a status regression, a reused
+    input key, a malformed reply...); nothing already recorded changed."""
+
     type: Literal["anomaly"] = "anomaly"
     kind: str  # "status_regression", "reused_input_key", "malformed_reply", ...
     detail: str

@@ -407,6 +407,10 @@ class Bridge(BridgeReads, AgentStates):
     # -- cancel, detach ----------------------------------------------------------------------
 
     async def cancel_task(self, principal: str, task_ref: str) -> bool:
+        """Ask the server to cancel the task ``task_ref`` (``tasks/cancel``, recorded first as
+        the host's intent). True when the server acknowledged it; False when the task had
+        already ended or the request was refused or could not be sent (then resent before the
+        next poll). An acknowledgement is not a stop: the task's status says that."""
         self._scope(principal)
         return await self.requester.cancel_task(principal, task_ref, "host")
 

@@ -34,6 +34,7 @@ class OuterStatus(StrEnum):
 
     @property
     def is_terminal(self) -> bool:
+        """Whether the outer response has ended (any status but ``in_progress``)."""
         return self is not OuterStatus.IN_PROGRESS
 
 
@@ -48,6 +49,7 @@ class TaskStatus(StrEnum):
 
     @property
     def is_terminal(self) -> bool:
+        """Whether the task has ended: ``completed``, ``failed`` or ``cancelled``."""
         return self in _TERMINAL_TASK
 
 
@@ -70,6 +72,7 @@ class DispatchState(StrEnum):
 
     @property
     def is_settled(self) -> bool:
+        """Whether the call's outcome is on record: a task, a result, or ``unknown``."""
         return self in (DispatchState.TASK, DispatchState.RESULT, DispatchState.UNKNOWN)
 
 
@@ -91,6 +94,7 @@ class Admission(StrEnum):
 
     @property
     def is_final(self) -> bool:
+        """Whether a verdict was reached (anything but ``unknown``)."""
         return self is not Admission.UNKNOWN
 
 

@@ -135,6 +135,7 @@ class TaskHandle(ToolResultAccess):
 
     @property
     def task_ref(self) -> str:
+        """The task's bridge reference."""
         return self.task.ref
 
     def _stored_result(self) -> Any:
@@ -152,6 +153,7 @@ class InlineResult(ToolResultAccess):
 
     @property
     def is_error(self) -> bool:
+        """Whether the tool reported an error (``isError`` in its ``CallToolResult``)."""
         return bool(isinstance(self.result, dict) and self.result.get("isError"))
 
     def _stored_result(self) -> Any:
@@ -168,6 +170,7 @@ class RejectedCall(ToolResultAccess):
 
     @property
     def code(self) -> int | None:
+        """The JSON-RPC error code, when the error carries one."""
         code = self.error.get("code") if isinstance(self.error, dict) else None
         return code if isinstance(code, int) else None
 
@@ -254,4 +257,5 @@ class AnswerReceipt:
 
     @property
     def delivered(self) -> bool:
+        """Whether the server took the answer (acknowledged, or the call was sent again with it)."""
         return self.delivery in (AnswerDelivery.DELIVERED, AnswerDelivery.RETRIED)

@@ -28,11 +28,15 @@ class UnknownOutcomePolicy(StrEnum):
 
 
 class OnOuterCancel(StrEnum):
+    """What cancelling the outer response does to the tasks open inside it."""
+
     LEAVE_RUNNING = "leave_running"  # default: a cancelled response cancels nothing inside it
     CANCEL_INNER = "cancel_inner"  # opt-in: send tasks/cancel (recorded as intent)
 
 
 class OnOuterEnd(StrEnum):
+    """What the end of the outer response does to the tasks still open inside it."""
+
     KEEP_WATCHING = "keep_watching"  # default: open tasks are still polled to their end
     REPORT = "report"  # one outer.open_tasks event, then they are no longer watched
 
@@ -47,6 +51,8 @@ class UnansweredInput(StrEnum):
 
 
 class OnStuckInput(StrEnum):
+    """What the bridge does when a task's input request stays unanswered past the deadline."""
+
     REPORT = "report"  # default: one task.input_stuck event, the task is left as it is
     CANCEL = "cancel"  # opt-in: then tasks/cancel, recorded as "policy:input_stuck"
 
@@ -74,11 +80,15 @@ class InputPolicy:
 
     @property
     def watches_stuck(self) -> bool:
+        """Whether a stuck-input deadline is set (after a number of polls or a time)."""
         return self.stuck_after_polls is not None or self.stuck_after_ms is not None
 
 
 @dataclass(frozen=True, slots=True)
 class ToolPolicy:
+    """The choices for one tool (or server, or the default): how a step waits, its deadline, and
+    what to do with an unknown outcome."""
+
     wait: WaitMode = WaitMode.WAIT
     wait_deadline_s: float = 120.0  # for WAIT and ASK (ASK does not count input time)
     unknown_outcomes: UnknownOutcomePolicy = UnknownOutcomePolicy.REPORT
@@ -96,6 +106,8 @@ class Policies:
     inputs: InputPolicy = InputPolicy()
 
     def for_tool(self, server: str, tool: str) -> ToolPolicy:
+        """The policy for ``server``'s ``tool``: per ``server.tool``, then per tool, then per
+        server, then the default."""
         return (
             self.per_tool.get(f"{server}.{tool}")
             or self.per_tool.get(tool)

@@ -46,6 +46,8 @@ from bridge.mcp.wire.transport import IsolatingTransport
 
 log = logging.getLogger(__name__)
 
+# Resolves a server's ``credential_ref`` to its bearer token (None: no token) when a client
+# connects; the token is never stored in the ledger.
 CredentialResolver = Callable[[str], str | None]
 # The input kinds (elicitation modes, sampling) declared to a server, by server name.
 DeclaredInputs = Callable[[str], InputCapabilities]

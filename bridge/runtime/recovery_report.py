@@ -13,6 +13,10 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class RecoveryReport:
+    """What a bridge found and took back when it opened (or when ``Bridge.recover`` ran): handles
+    watched again, dispatches settled as unknown, answers and cancels to resend, runs to resume, and
+    what still waits on the host."""
+
     tasks_watched: int = 0
     dispatches_marked_unknown: int = 0
     answers_to_redeliver: int = 0

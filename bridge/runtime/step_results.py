@@ -32,10 +32,12 @@ class TaskSettled(ToolResultAccess):
 
     @property
     def status(self) -> TaskStatus:
+        """The task's last observed status."""
         return self.task.status
 
     @property
     def lost(self) -> bool:
+        """Whether the task was lost (its outcome is unknown) rather than ended."""
         return self.task.lost_reason is not None
 
     def _stored_result(self) -> Any:
@@ -47,6 +49,8 @@ class TaskSettled(ToolResultAccess):
         raise NoToolResult(f"task {task.ref} ended {task.status.value} without a tool result")
 
     def to_call_tool_result(self) -> mcp_types.CallToolResult:
+        """The settled task as a ``CallToolResult``: the stored result, or an error result saying
+        how it failed or that it was lost."""
         task = self.task
         if task.result is not None and task.terminal_at_ms is not None:
             return call_tool_result(task.result)
@@ -95,4 +99,5 @@ class OperationRecord:
 
     @property
     def op_ref(self) -> str:
+        """The dispatch's reference."""
         return self.dispatch.ref

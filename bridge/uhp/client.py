@@ -97,6 +97,7 @@ class UnansweredPost:
 
     @property
     def repostable(self) -> bool:
+        """Whether a recorded body allows :meth:`repost`."""
         return self.request is not None and self.request.repostable
 
     async def repost(self, *, background: bool = False, via: UhpClient | None = None) -> UhpRun:

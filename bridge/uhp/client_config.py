@@ -18,6 +18,9 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class FollowConfig:
+    """How a remote UHP response is followed: read timeouts, re-reads, reconnects, and how often its
+    stream position is committed."""
+
     inactivity_timeout_s: float = 75.0  # servers send ': keep-alive' at least every 30 s
     blocking_timeout_s: float = 900.0  # a blocking POST waits for the whole task
     reread_interval_s: float = 1.0  # re-reading a response that cannot be streamed again

@@ -59,6 +59,7 @@ class UhpUnsupportedVersion(UhpInvalidRequest):
 
     @property
     def supported(self) -> list[str]:
+        """The protocol versions the server says it supports."""
         detail = self.envelope.error.detail if self.envelope else None
         found = detail.get("supported") if isinstance(detail, dict) else None
         return [str(v) for v in found] if isinstance(found, list) else []

@@ -60,6 +60,7 @@ class ReplicaConfig:
 
     @property
     def renew_every_ms(self) -> int:
+        """How often the membership is renewed: a third of the lease."""
         return max(1, self.lease_ms // 3)
 
     @property

@@ -27,6 +27,9 @@ def _fields_of(row: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class RunView:
+    """One run (an outer UHP response) as a snapshot: its ids, status, stream position and event
+    count."""
+
     ref: str
     principal: str
     uhp_server: str
@@ -70,11 +73,15 @@ class RunView:
 
     @property
     def is_terminal(self) -> bool:
+        """Whether the outer response has ended."""
         return self.status is not None and self.status.is_terminal
 
 
 @dataclass(frozen=True, slots=True)
 class DispatchView:
+    """One recorded ``tools/call`` (a dispatch), as a snapshot: its operation id, tool, argument
+    digest, state and outcome."""
+
     ref: str
     principal: str
     run_ref: str
@@ -134,6 +141,9 @@ class DispatchView:
 
 @dataclass(frozen=True, slots=True)
 class TaskView:
+    """One task handle as a snapshot: the run and call it belongs to, its server, status, timings
+    and outcome (the raw ``taskId`` is never part of it)."""
+
     ref: str
     principal: str
     run_ref: str
@@ -233,11 +243,15 @@ class TaskView:
 
     @property
     def server_label(self) -> str:
+        """The configured server name, else its endpoint."""
         return self.server_name or self.server_endpoint
 
 
 @dataclass(frozen=True, slots=True)
 class InputRequestView:
+    """One input request of a task as recorded: its method and parameters, when it was seen,
+    surfaced, answered and delivered (the raw key and answer are kept out of ``repr``)."""
+
     ref: str
     task_ref: str
     key: str = field(repr=False)  # server-minted; may embed the raw task id

@@ -69,6 +69,8 @@ class AdmissionChecks:
     per_server: Mapping[str, AdmissionCheck] = field(default_factory=dict)
 
     def for_tool(self, server: str, tool: str) -> AdmissionCheck | None:
+        """The check for ``server``'s ``tool``: per ``server.tool``, then per tool, then per server
+        (None: no check, the outcome stays unknown)."""
         return (
             self.per_tool.get(f"{server}.{tool}")
             or self.per_tool.get(tool)

@@ -89,6 +89,9 @@ ElicitAnswer = Accept | Decline | Cancel
 # -- what a handler receives -------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class FormElicitation:
+    """A form-mode ``elicitation/create`` as an input handler sees it: the question, the JSON schema
+    the answer must match, and where it came from."""
+
     message: str
     requested_schema: dict[str, Any]
     server: str  # the configured server name
@@ -185,6 +188,7 @@ class InputHandlers:
     per_server: Mapping[str, InputHandlers] = field(default_factory=dict)
 
     def for_server(self, server: str) -> InputHandlers:
+        """The handlers for ``server`` (a per-server set, else these)."""
         return self.per_server.get(server, self)
 
     def capabilities_for(self, server: str) -> InputCapabilities:

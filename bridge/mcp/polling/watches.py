@@ -16,6 +16,9 @@ from bridge.ledger.reads.views import TaskView
 
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
+    """How the poll scheduler paces polls: the floor (and opt-in ceiling) around a server's
+    ``pollIntervalMs``, jitter, backoff on failures, concurrency bounds, and the push backstop."""
+
     floor_ms: int = 100  # never poll one task more often than this, whatever the server says
     # Opt-in: never wait longer than this between polls of a live task, even when the server
     # asked for longer (None, the default: the server's pollIntervalMs is honoured as asked).
