@@ -218,7 +218,7 @@ class TaskInputRequired(_TaskEvent):
 
 
 class TaskInputAnswered(_TaskEvent):
-    """An answer to one of a task's input requests was recorded (delivered with ``tasks/update``)."""
+    """An answer to one of a task's input requests was recorded (sent with ``tasks/update``)."""
 
     type: Literal["task.input_answered"] = "task.input_answered"
     input_ref: str
