@@ -161,7 +161,7 @@ async def compare(
             return await raw.session.call_tool("echo", ARGUMENTS, allow_claimed=True)
 
         async def bridged_call(caller: int) -> object:
-            return await bridge.call_tool(PRINCIPAL, runs[caller], "fast", "echo", ARGUMENTS)
+            return await bridge.run(PRINCIPAL, runs[caller]).call_tool("fast", "echo", ARGUMENTS)
 
         for _ in range(WARM_UP_CALLS):
             await raw_call(0)

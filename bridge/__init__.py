@@ -2,8 +2,8 @@
 
     async with Bridge.open("bridge-ledger.db", principals=["acme"], mcp_servers=[...]) as b:
         run = await b.register_served_run("acme", response_id=..., session_id=..., harness_id=...)
-        step = await b.call_tool("acme", run.ref, "reports", "generate_report", {"quarter": "Q3"})
-        async for event in b.subscribe("acme", run.ref, after_seq=0): ...
+        step = await run.call_tool("reports", "generate_report", {"quarter": "Q3"})
+        async for event in run.subscribe(after_seq=0): ...
 
 Every public name is importable from here. They load on first use (PEP 562): ``import bridge``
 itself loads neither SQLAlchemy, the MCP SDK, httpx nor OpenTelemetry.
@@ -313,6 +313,9 @@ if TYPE_CHECKING:
     from bridge.policies import (
         WaitMode as WaitMode,
     )
+    from bridge.run import (
+        Run as Run,
+    )
     from bridge.runtime.recovery_report import (
         RecoveryReport as RecoveryReport,
     )
@@ -381,6 +384,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "Bridge": "bridge.facade",
     "UhpServerConfig": "bridge.facade",
+    "Run": "bridge.run",
     "OperationRecord": "bridge.runtime.step_results",
     "RecoverableFailure": "bridge.runtime.step_results",
     "StepOutcome": "bridge.runtime.step_results",

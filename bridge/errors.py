@@ -178,7 +178,7 @@ class InvalidInputAnswer(BridgeError):
 
 
 class WaitTimedOut(BridgeError, TimeoutError):
-    """``Bridge.wait_for`` gave up: some tasks are still open. The tasks go on (watched)."""
+    """``Run.wait_for`` gave up: some tasks are still open. The tasks go on (watched)."""
 
     def __init__(self, pending: list[str], timeout: float) -> None:
         super().__init__(f"{len(pending)} task(s) still open after {timeout:g} s: {pending}")
@@ -199,5 +199,5 @@ class LedgerUnavailable(LedgerError):
 
 
 class AgentStateTooLarge(LedgerError):
-    """An agent state (``Bridge.save_agent_state``) is over the ledger's bound once serialised;
+    """An agent state (``Run.save_agent_state``) is over the ledger's bound once serialised;
     nothing was written."""

@@ -28,9 +28,9 @@ from anyio.abc import TaskGroup
 from opentelemetry import context as otel_context
 
 from bridge import events as ev
+from bridge.ids import is_call_ref
 from bridge.ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge.ledger.coordination.waiters import CommitNotifier
-from bridge.ledger.reads.views import RunView
 from bridge.ledger.schema.dialects import SqliteSynchronous
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import Admission, OuterStatus
@@ -43,6 +43,7 @@ from bridge.mcp.polling.watches import SchedulerConfig
 from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
 from bridge.outcomes import AnswerReceipt, InputPending, InputRequest, TaskHandle
 from bridge.policies import Policies, WaitMode
+from bridge.run import Run
 from bridge.runtime.agent_states import AgentStates
 from bridge.runtime.compose import BridgeLeaseHolder, build_replica, build_requester, ledger_runner
 from bridge.runtime.outer_runs import OuterRuns
@@ -240,6 +241,21 @@ class Bridge(BridgeReads, AgentStates):
                     self.ledger.close()
 
     # -- outer runs ------------------------------------------------------------------------
+    def run(self, principal: str, run_ref: str) -> Run:
+        """The handle of a run already recorded (``run_ref``: its ``run_…`` reference, as a
+        registration, an event or ``bridge runs`` gave it). Nothing is read until it is used:
+        a run of another principal, or none, is ``NotFound`` then."""
+        self._scope(principal)
+        return Run(self, principal, run_ref)
+
+    async def run_of(self, principal: str, ref: str) -> Run:
+        """The handle of the run a task (``tk_…``) or a call (``op_…``) belongs to: for an
+        operator or a gateway that holds such a reference and not its run (``NotFound`` for
+        another principal's)."""
+        if is_call_ref(ref):
+            return Run(self, principal, (await self._get_dispatch(principal, ref)).run_ref)
+        return Run(self, principal, (await self._get_task(principal, ref)).run_ref)
+
     async def register_served_run(
         self,
         principal: str,
@@ -248,8 +264,9 @@ class Bridge(BridgeReads, AgentStates):
         session_id: str | None,
         harness_id: str | None,
         harness: str = "harness",
-    ) -> RunView:
-        """Record a response this harness serves itself (it already knows its ids)."""
+    ) -> Run:
+        """Record a response this harness serves itself (it already knows its ids); its
+        handle, through which every step of it goes."""
         self._scope(principal)
         tenant = self.ledger.for_principal(principal)
         run = await self._db(
@@ -260,9 +277,10 @@ class Bridge(BridgeReads, AgentStates):
             harness_id=harness_id,
             status=OuterStatus.IN_PROGRESS,
         )
-        return await self._spans.start(principal, run, served=True)
+        await self._spans.start(principal, run, served=True)
+        return Run(self, principal, run.ref)
 
-    async def record_outer_status(
+    async def _record_outer_status(
         self, principal: str, run_ref: str, status: OuterStatus, *, error: Any = None
     ) -> None:
         """The harness reports its own response's status (served runs). Inner tasks are not
@@ -293,7 +311,7 @@ class Bridge(BridgeReads, AgentStates):
         self._outer.follow(principal, follower)
 
     # -- inner steps -------------------------------------------------------------------------
-    async def call_tool(
+    async def _call_tool(
         self,
         principal: str,
         run_ref: str,
@@ -357,7 +375,7 @@ class Bridge(BridgeReads, AgentStates):
         return await until_answered(self._notifier, self._db, tenant, run_ref, op_ref)
 
     # -- input requests ----------------------------------------------------------------------
-    async def answer_input(
+    async def _answer_input(
         self, principal: str, task_ref: str, input_ref: str, response: Any
     ) -> AnswerReceipt:
         """Send a raw answer (the method's own result shape, unchecked) to an input request.
@@ -406,7 +424,7 @@ class Bridge(BridgeReads, AgentStates):
 
     # -- cancel, detach ----------------------------------------------------------------------
 
-    async def cancel_task(self, principal: str, task_ref: str) -> bool:
+    async def _cancel_task(self, principal: str, task_ref: str) -> bool:
         """Ask the server to cancel the task ``task_ref`` (``tasks/cancel``, recorded first as
         the host's intent). True when the server acknowledged it; False when the task had
         already ended or the request was refused or could not be sent (then resent before the
@@ -414,12 +432,12 @@ class Bridge(BridgeReads, AgentStates):
         self._scope(principal)
         return await self.requester.cancel_task(principal, task_ref, "host")
 
-    async def detach_task(self, principal: str, task_ref: str) -> bool:
+    async def _detach_task(self, principal: str, task_ref: str) -> bool:
         """Stop watching a task without cancelling it."""
         self._scope(principal)
         return await self.requester.detach_task(principal, task_ref, "host")
 
-    async def resolve_unknown_outcome(
+    async def _resolve_unknown_outcome(
         self, principal: str, op_ref: str, admission: Admission
     ) -> None:
         """Say whether a call whose outcome is unknown was admitted by its server (recorded
@@ -428,7 +446,7 @@ class Bridge(BridgeReads, AgentStates):
         await self.requester.resolve_unknown_outcome(principal, op_ref, admission)
 
     # -- events ------------------------------------------------------------------------------
-    async def subscribe(
+    async def _subscribe(
         self, principal: str, run_ref: str, *, after_seq: int = 0
     ) -> AsyncIterator[ev.BridgeEvent]:
         """The run's events after ``after_seq``, in order, then live. Reconnect with the last

@@ -42,3 +42,8 @@ def sha256_hex(data: bytes) -> str:
 def digest_arguments(arguments: Any) -> str:
     """SHA-256 of the canonical JSON of a tool call's arguments (hex)."""
     return sha256_hex(canonical_json(arguments if arguments is not None else {}))
+
+
+def is_call_ref(ref: str) -> bool:
+    """Does ``ref`` name a dispatch (a call, ``op_…``) rather than a task?"""
+    return ref.startswith(DISPATCH_PREFIX)

@@ -18,7 +18,7 @@ send the MCP ``ElicitResult`` shape::
 
 ``accept`` validates ``content`` against the request's ``requestedSchema`` first: a bad answer
 raises :class:`~bridge.errors.InvalidInputAnswer` and nothing is recorded or sent. Other
-methods (``sampling/createMessage``) take a raw result through ``Bridge.answer_input``.
+methods (``sampling/createMessage``) take a raw result through ``respond`` (or ``Run.answer``).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class InputRequest:
 
     async def respond(self, result: Any) -> AnswerReceipt:
         """Send the method's own result shape as is (``sampling/createMessage``: a
-        ``CreateMessageResult`` dumped to JSON), unchecked, like ``Bridge.answer_input``."""
+        ``CreateMessageResult`` dumped to JSON), unchecked, like ``Run.answer``."""
         return await self._send(result)
 
     def _require_elicitation(self, action: str) -> None:
@@ -100,7 +100,7 @@ class InputRequest:
             raise InvalidInputAnswer(
                 self.input_ref,
                 f"{action}() answers {ELICITATION}; answer {self.method} with "
-                "Bridge.answer_input and the method's own result",
+                "respond() and the method's own result",
             )
 
     def _validate(self, schema: dict[str, Any], content: dict[str, Any]) -> None:
@@ -211,7 +211,7 @@ class InputPending(ToolResultAccess):
     """The server needs input before it does anything (MRTR: an ``InputRequiredResult`` to
     ``tools/call``, leg ``leg`` of the call). Nothing is in flight; the call is recorded
     ``input_required`` and one ``call.input_required`` event per input was written. Answer
-    every input (``inputs[i].accept(...)``, ``Bridge.answer_input``): the call is then sent
+    every input (``inputs[i].accept(...)``, ``Run.answer``): the call is then sent
     again with the answers and the server's state, and the last answer's receipt carries
     what that leg returned. Still listed by ``Bridge.pending_inputs`` after a restart."""
 

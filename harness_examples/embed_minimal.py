@@ -34,16 +34,14 @@ async def main_async(args: argparse.Namespace) -> None:
             session_id="hsess" + secrets.token_hex(8),
             harness_id="chrn_example",
         )
-        step = await bridge.call_tool(
-            PRINCIPAL, run.ref, "tools", args.tool, json.loads(args.args), wait=WaitMode.DETACH
-        )
+        step = await run.call_tool("tools", args.tool, json.loads(args.args), wait=WaitMode.DETACH)
         print(f"step: {type(step).__name__}")
         if isinstance(step, TaskPending):
-            async for event in bridge.subscribe(PRINCIPAL, run.ref):
+            async for event in run.subscribe():
                 print(f"  event {event.seq:>2} {event.type}")
                 if event.is_final:  # task.terminal or task.lost
                     break
-        await bridge.record_outer_status(PRINCIPAL, run.ref, OuterStatus.COMPLETED)
+        await run.record_status(OuterStatus.COMPLETED)
         final = bridge.ledger.for_principal(PRINCIPAL).get_run(run.ref)
         print(f"run {run.ref}: outer {final.status}")
 

@@ -70,10 +70,10 @@ async def test_the_bridge_keeps_it_across_a_reopen(tmp_path: Path) -> None:
         run = await bridge.register_served_run(
             "acme", response_id="resp_1", session_id=None, harness_id=None
         )
-        version = await bridge.save_agent_state("acme", run.ref, "agent", {"parked": {"c1": "tk"}})
+        version = await run.save_agent_state("agent", {"parked": {"c1": "tk"}})
         with pytest.raises(BridgeError):
-            await bridge.save_agent_state("mallory", run.ref, "agent", {})
+            await bridge.run("mallory", run.ref).save_agent_state("agent", {})
     async with Bridge.open(db, principals=["acme"]) as bridge:
-        saved = await bridge.agent_state("acme", run.ref, "agent")
+        saved = await bridge.run("acme", run.ref).agent_state("agent")
         assert saved is not None and saved.version == version
         assert saved.state == {"parked": {"c1": "tk"}}

@@ -78,8 +78,8 @@ async def _run(bridge: Bridge) -> str:
 
 async def _approval(bridge: Bridge, run_ref: str, key: str) -> tuple[TaskPending, InputRequest]:
     args = {"amount": 120, "currency": "EUR", "payee": "ACME Corp", "payment_key": key}
-    step = await bridge.call_tool(
-        P, run_ref, "payments", "approve_payment", args, wait=WaitMode.DETACH
+    step = await bridge.run(P, run_ref).call_tool(
+        "payments", "approve_payment", args, wait=WaitMode.DETACH
     )
     assert isinstance(step, TaskPending)
     [request] = await wait_until(lambda: bridge.pending_inputs(P, run_ref), what="approval asked")
@@ -120,12 +120,12 @@ async def test_accept_validates_then_answers(bridge: Bridge) -> None:
     assert [e.type for e in await _events(bridge, run_ref)] == types_before
     [still] = await bridge.pending_inputs(P, run_ref)
     assert still.input_ref == request.input_ref
-    task = await bridge.get_task(P, step.task.ref)
+    task = await (await bridge.run_of(P, step.task.ref)).task(step.task.ref)
     assert task.status is TaskStatus.INPUT_REQUIRED
 
     receipt = await request.accept({"approve": True})
     assert receipt.delivery is AnswerDelivery.DELIVERED and receipt.delivered
-    [done] = await bridge.wait_for(P, [step.task.ref], timeout=15)
+    [done] = await bridge.run(P, run_ref).wait_for([step.task.ref], timeout=15)
     settled = TaskSettled(step.op_ref, done)
     assert settled.text() == f"approved {key}"
     result = settled.to_call_tool_result()
@@ -140,10 +140,12 @@ async def test_decline_and_cancel_answer_without_content(bridge: Bridge, action:
     step, request = await _approval(bridge, run_ref, key)
     receipt = await (request.decline() if action == "decline" else request.cancel())
     assert receipt.delivered
-    [done] = await bridge.wait_for(P, [step.task.ref], timeout=15)
+    [done] = await bridge.run(P, run_ref).wait_for([step.task.ref], timeout=15)
     assert done.status is TaskStatus.COMPLETED
     assert TaskSettled(step.op_ref, done).text() == f"declined {key}"
-    count = await bridge.call_tool(P, run_ref, "payments", "payment_count", {"payment_key": key})
+    count = await bridge.run(P, run_ref).call_tool(
+        "payments", "payment_count", {"payment_key": key}
+    )
     assert count.text() == "0"
     with pytest.raises(InvalidInputAnswer):  # answered once: the helpers refuse nothing new,
         await request.accept({"approve": "no"})  # a bad answer is still refused first
@@ -164,10 +166,10 @@ async def test_wait_for_counts_a_lost_task_as_final(
     run_ref = await _run(bridge)
     step, _ = await _approval(bridge, run_ref, f"pay-{uuid.uuid4().hex[:8]}")
     with pytest.raises(WaitTimedOut) as timed_out:
-        await bridge.wait_for(P, [step.task.ref], timeout=0.2)
+        await bridge.run(P, run_ref).wait_for([step.task.ref], timeout=0.2)
     assert timed_out.value.pending == [step.task.ref]
     await anyio.to_thread.run_sync(example_servers["payments"].restart)  # tasks are in memory
-    [lost] = await bridge.wait_for(P, [step.task.ref], timeout=20)
+    [lost] = await bridge.run(P, run_ref).wait_for([step.task.ref], timeout=20)
     assert lost.lost_reason is LostReason.NOT_FOUND
     finals = [e for e in await _events(bridge, run_ref) if e.is_final]
     assert [type(e) for e in finals] == [ev.TaskLost]
@@ -182,23 +184,23 @@ async def test_wait_for_counts_a_lost_task_as_final(
 async def test_text_operation_and_lists(bridge: Bridge) -> None:
     run_ref = await _run(bridge)
     args = {"quarter": "2026-Q3", "sections": 1, "seconds_per_section": 0.1}
-    step = await bridge.call_tool(
-        P, run_ref, "reports", "generate_report", args, operation_id="op-report-1"
+    step = await bridge.run(P, run_ref).call_tool(
+        "reports", "generate_report", args, operation_id="op-report-1"
     )
     assert isinstance(step, TaskSettled) and step.status is TaskStatus.COMPLETED
     assert step.text().startswith("Quarterly report 2026-Q3\n")
     assert step.to_call_tool_result().content[0].type == "text"
 
-    record = await bridge.operation(P, "op-report-1")
+    record = await bridge.run(P, run_ref).operation("op-report-1")
     assert record is not None and record.op_ref == step.op_ref
     assert record.task is not None and record.task.ref == step.task.ref
-    assert await bridge.operation(P, "op-never-used") is None
+    assert await bridge.run(P, run_ref).operation("op-never-used") is None
 
-    assert (await bridge.get_run(P, run_ref)).ref == run_ref
-    assert [t.ref for t in await bridge.list_tasks(P, run_ref=run_ref)] == [step.task.ref]
-    assert await bridge.list_tasks(P, run_ref=run_ref, open_only=True) == []
-    pending = await bridge.call_tool(
-        P, run_ref, "reports", "generate_report", args, wait=WaitMode.DETACH
+    assert (await bridge.run(P, run_ref).view()).ref == run_ref
+    assert [t.ref for t in await bridge.run(P, run_ref).tasks()] == [step.task.ref]
+    assert await bridge.run(P, run_ref).tasks(open_only=True) == []
+    pending = await bridge.run(P, run_ref).call_tool(
+        "reports", "generate_report", args, wait=WaitMode.DETACH
     )
     assert isinstance(pending, TaskPending)
     with pytest.raises(NoToolResult):

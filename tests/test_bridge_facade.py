@@ -66,8 +66,8 @@ def _gapless(ledger: Ledger, run_ref: str) -> None:
 
 async def test_wait_policy_returns_the_settled_task(bridge: Bridge, wall_ledger: Ledger) -> None:
     run_ref = await _served_run(bridge, "wait")
-    step = await bridge.call_tool(
-        P, run_ref, "tasks", "slow_report", {"quarter": "Q1", "seconds": 0.2}
+    step = await bridge.run(P, run_ref).call_tool(
+        "tasks", "slow_report", {"quarter": "Q1", "seconds": 0.2}
     )
     assert isinstance(step, TaskSettled) and step.status is TaskStatus.COMPLETED
     assert step.task.result["content"][0]["text"] == "report Q1"
@@ -79,24 +79,24 @@ async def test_wait_deadline_is_a_recoverable_failure_not_a_result(
     bridge: Bridge, wall_ledger: Ledger
 ) -> None:
     run_ref = await _served_run(bridge, "deadline")
-    step = await bridge.call_tool(P, run_ref, "tasks", "wait_forever", {}, wait_deadline_s=0.3)
+    step = await bridge.run(P, run_ref).call_tool("tasks", "wait_forever", {}, wait_deadline_s=0.3)
     assert isinstance(step, RecoverableFailure) and "deadline" in step.reason
     task = wall_ledger.for_principal(P).get_task(step.task.ref)
     assert task.is_open and task.result is None  # still watched, nothing invented
     assert "step.recoverable_failure" in _types(wall_ledger, run_ref)
-    await bridge.cancel_task(P, step.task.ref)
+    await (await bridge.run_of(P, step.task.ref)).cancel(step.task.ref)
 
 
 async def test_detach_continues_and_delivers_the_result_later(
     bridge: Bridge, wall_ledger: Ledger
 ) -> None:
     run_ref = await _served_run(bridge, "detach")
-    step = await bridge.call_tool(
-        P, run_ref, "tasks", "slow_report", {"quarter": "Q2", "seconds": 0.3}, wait=WaitMode.DETACH
+    step = await bridge.run(P, run_ref).call_tool(
+        "tasks", "slow_report", {"quarter": "Q2", "seconds": 0.3}, wait=WaitMode.DETACH
     )
     assert isinstance(step, TaskPending) and step.task.is_open
     terminal = None
-    async for event in bridge.subscribe(P, run_ref):
+    async for event in bridge.run(P, run_ref).subscribe():
         if isinstance(event, ev.TaskTerminal) and event.task_ref == step.task.ref:
             terminal = event
             break
@@ -108,18 +108,18 @@ async def test_ask_waits_for_the_hosts_answer(bridge: Bridge, wall_ledger: Ledge
     run_ref = await _served_run(bridge, "ask")
 
     async def host() -> None:  # the host answers under its own policy, via the bridge
-        async for event in bridge.subscribe(P, run_ref):
+        async for event in bridge.run(P, run_ref).subscribe():
             if isinstance(event, ev.TaskInputRequired):
                 await anyio.sleep(2.0)  # a human takes a while: not counted against the wait
                 answer = {"action": "accept", "content": {"approve": True}}
-                await bridge.answer_input(P, event.task_ref, event.input_ref, answer)
+                await (await bridge.run_of(P, event.task_ref)).answer(
+                    event.task_ref, event.input_ref, answer
+                )
                 return
 
     async with anyio.create_task_group() as group:
         group.start_soon(host)
-        step = await bridge.call_tool(
-            P,
-            run_ref,
+        step = await bridge.run(P, run_ref).call_tool(
             "tasks",
             "approve_payment",
             {"amount": 3, "payment_key": "ask-1"},
@@ -132,9 +132,7 @@ async def test_ask_waits_for_the_hosts_answer(bridge: Bridge, wall_ledger: Ledge
 
 async def test_fail_recoverable_keeps_the_handle(bridge: Bridge, wall_ledger: Ledger) -> None:
     run_ref = await _served_run(bridge, "failrec")
-    step = await bridge.call_tool(
-        P,
-        run_ref,
+    step = await bridge.run(P, run_ref).call_tool(
         "tasks",
         "slow_report",
         {"quarter": "Q4", "seconds": 0.2},
@@ -149,11 +147,11 @@ async def test_outer_cancel_leaves_inner_running_by_default(
     bridge: Bridge, wall_ledger: Ledger
 ) -> None:
     run_ref = await _served_run(bridge, "cancel-default")
-    step = await bridge.call_tool(
-        P, run_ref, "tasks", "slow_report", {"quarter": "Q1", "seconds": 0.6}, wait=WaitMode.DETACH
+    step = await bridge.run(P, run_ref).call_tool(
+        "tasks", "slow_report", {"quarter": "Q1", "seconds": 0.6}, wait=WaitMode.DETACH
     )
     assert isinstance(step, TaskPending)
-    await bridge.record_outer_status(P, run_ref, OuterStatus.CANCELLED)
+    await bridge.run(P, run_ref).record_status(OuterStatus.CANCELLED)
     tenant = wall_ledger.for_principal(P)
     await wait_closed(tenant, step.task.ref)
     assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED  # its real outcome
@@ -170,9 +168,11 @@ async def test_outer_cancel_with_opt_in_sends_tasks_cancel(
     policies = Policies(on_outer_cancel=OnOuterCancel.CANCEL_INNER)
     async with _bridge(wall_ledger, tasks_server, policies=policies) as bridge:
         run_ref = await _served_run(bridge, "cancel-optin")
-        step = await bridge.call_tool(P, run_ref, "tasks", "wait_forever", {}, wait=WaitMode.DETACH)
+        step = await bridge.run(P, run_ref).call_tool(
+            "tasks", "wait_forever", {}, wait=WaitMode.DETACH
+        )
         assert isinstance(step, TaskPending)
-        await bridge.record_outer_status(P, run_ref, OuterStatus.CANCELLED)
+        await bridge.run(P, run_ref).record_status(OuterStatus.CANCELLED)
         tenant = wall_ledger.for_principal(P)
         await wait_closed(tenant, step.task.ref)
     task = tenant.get_task(step.task.ref)
@@ -186,13 +186,13 @@ async def test_outer_cancel_with_opt_in_sends_tasks_cancel(
 
 async def test_inner_terminal_before_outer_terminal(bridge: Bridge, wall_ledger: Ledger) -> None:
     run_ref = await _served_run(bridge, "inner-first")
-    step = await bridge.call_tool(
-        P, run_ref, "tasks", "slow_report", {"quarter": "Q3", "seconds": 0.1}
+    step = await bridge.run(P, run_ref).call_tool(
+        "tasks", "slow_report", {"quarter": "Q3", "seconds": 0.1}
     )
     assert isinstance(step, TaskSettled)
     tenant = wall_ledger.for_principal(P)
     assert tenant.get_run(run_ref).status is OuterStatus.IN_PROGRESS
-    await bridge.record_outer_status(P, run_ref, OuterStatus.COMPLETED)
+    await bridge.run(P, run_ref).record_status(OuterStatus.COMPLETED)
     assert tenant.get_run(run_ref).status is OuterStatus.COMPLETED
     assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
     types = _types(wall_ledger, run_ref)
@@ -205,9 +205,11 @@ async def test_outer_end_report_policy_lists_and_releases_open_tasks(
     policies = Policies(on_outer_end=OnOuterEnd.REPORT)
     async with _bridge(wall_ledger, tasks_server, policies=policies) as bridge:
         run_ref = await _served_run(bridge, "end-report")
-        step = await bridge.call_tool(P, run_ref, "tasks", "wait_forever", {}, wait=WaitMode.DETACH)
+        step = await bridge.run(P, run_ref).call_tool(
+            "tasks", "wait_forever", {}, wait=WaitMode.DETACH
+        )
         assert isinstance(step, TaskPending)
-        await bridge.record_outer_status(P, run_ref, OuterStatus.COMPLETED)
+        await bridge.run(P, run_ref).record_status(OuterStatus.COMPLETED)
         assert not bridge.requester.scheduler.is_watching(step.task.ref)
     tenant = wall_ledger.for_principal(P)
     (reported,) = [e for e in tenant.events(run_ref) if isinstance(e, ev.OuterOpenTasks)]
@@ -220,21 +222,21 @@ async def test_subscriber_reconnecting_with_its_last_seq_misses_nothing(
 ) -> None:
     run_ref = await _served_run(bridge, "subscribe")
     seen: list[int] = []
-    async for event in bridge.subscribe(P, run_ref):
+    async for event in bridge.run(P, run_ref).subscribe():
         seen.append(event.seq)
         break
     step_done = anyio.Event()
 
     async def work() -> None:
-        await bridge.call_tool(
-            P, run_ref, "tasks", "slow_report", {"quarter": "Q1", "seconds": 0.1}
+        await bridge.run(P, run_ref).call_tool(
+            "tasks", "slow_report", {"quarter": "Q1", "seconds": 0.1}
         )
-        await bridge.record_outer_status(P, run_ref, OuterStatus.COMPLETED)
+        await bridge.run(P, run_ref).record_status(OuterStatus.COMPLETED)
         step_done.set()
 
     async with anyio.create_task_group() as group:
         group.start_soon(work)
-        async for event in bridge.subscribe(P, run_ref, after_seq=seen[-1]):
+        async for event in bridge.run(P, run_ref).subscribe(after_seq=seen[-1]):
             seen.append(event.seq)
             if event.type == "outer.terminal":
                 break
@@ -250,9 +252,7 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
         db, principals=[P], mcp_servers=_servers(tasks_server), scheduler=FAST
     ) as first:
         run_ref = await _served_run(first, "recover")
-        step = await first.call_tool(
-            P,
-            run_ref,
+        step = await first.run(P, run_ref).call_tool(
             "tasks",
             "approve_payment",
             {"amount": 9, "payment_key": "rec-1"},
@@ -270,7 +270,9 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
         assert [r.ref for r in report.pending_inputs] == [asked.ref]  # same input_ref
         assert report.served_runs_open == [run_ref]
         answer = {"action": "accept", "content": {"approve": True}}
-        assert (await second.answer_input(P, step.task.ref, asked.ref, answer)).delivered
+        assert (
+            await (await second.run_of(P, step.task.ref)).answer(step.task.ref, asked.ref, answer)
+        ).delivered
         tenant = second.ledger.for_principal(P)
         await wait_closed(tenant, step.task.ref)
         assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
@@ -323,14 +325,14 @@ async def test_bridge_on_postgresql_detach_subscribe_and_recover(
     async with _bridge(wall_pg_ledger, tasks_server) as bridge:
         run_ref = await _served_run(bridge, "pg")
         arguments = {"quarter": "Q1", "seconds": 0.2}
-        step = await bridge.call_tool(
-            P, run_ref, "tasks", "slow_report", arguments, wait=WaitMode.DETACH
+        step = await bridge.run(P, run_ref).call_tool(
+            "tasks", "slow_report", arguments, wait=WaitMode.DETACH
         )
         assert isinstance(step, TaskPending)
-        async for event in bridge.subscribe(P, run_ref):  # woken from worker-thread commits
+        async for event in bridge.run(P, run_ref).subscribe():  # woken from worker-thread commits
             if isinstance(event, ev.TaskTerminal):
                 break
-        await bridge.record_outer_status(P, run_ref, OuterStatus.COMPLETED)
+        await bridge.run(P, run_ref).record_status(OuterStatus.COMPLETED)
     tenant = wall_pg_ledger.for_principal(P)
     assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
     _gapless(wall_pg_ledger, run_ref)

@@ -75,7 +75,7 @@ async def _run(bridge: Bridge) -> str:
 
 
 async def _declared(bridge: Bridge, run_ref: str, server: str = "inputs") -> dict[str, Any]:
-    step = await bridge.call_tool(P, run_ref, server, "declared_capabilities")
+    step = await bridge.run(P, run_ref).call_tool(server, "declared_capabilities")
     assert isinstance(step, InlineResult)
     declared: dict[str, Any] = json.loads(step.text())
     assert declared["extensions"] == {"io.modelcontextprotocol/tasks": {}}  # untouched
@@ -83,13 +83,13 @@ async def _declared(bridge: Bridge, run_ref: str, server: str = "inputs") -> dic
 
 
 async def _start(bridge: Bridge, run_ref: str, tool: str, args: dict[str, Any]) -> str:
-    step = await bridge.call_tool(P, run_ref, "inputs", tool, args, wait=WaitMode.DETACH)
+    step = await bridge.run(P, run_ref).call_tool("inputs", tool, args, wait=WaitMode.DETACH)
     assert isinstance(step, TaskPending)
     return step.task.ref
 
 
 async def _settled_text(bridge: Bridge, task_ref: str) -> str:
-    [task] = await bridge.wait_for(P, [task_ref], timeout=15)
+    [task] = await (await bridge.run_of(P, task_ref)).wait_for([task_ref], timeout=15)
     assert task.status is TaskStatus.COMPLETED
     return str(task.result["content"][0]["text"])
 
@@ -98,9 +98,19 @@ async def _events(bridge: Bridge, run_ref: str) -> list[ev.BridgeEvent]:
     return list(await bridge._db(bridge.ledger.for_principal(P).events, run_ref))
 
 
-async def _event(bridge: Bridge, run_ref: str, kind: type[Any]) -> Any:
+async def _event(bridge: Bridge, run_ref: str, kind: type[Any], task_ref: str | None = None) -> Any:
+    """The run's first ``kind`` event (of ``task_ref``'s task, when given), once written."""
+
     async def found() -> Any:
-        return next((e for e in await _events(bridge, run_ref) if isinstance(e, kind)), None)
+        events = await _events(bridge, run_ref)
+        return next(
+            (
+                e
+                for e in events
+                if isinstance(e, kind) and task_ref in (None, getattr(e, "task_ref", None))
+            ),
+            None,
+        )
 
     return await wait_until(found, what=kind.__name__)
 
@@ -205,7 +215,8 @@ async def test_an_undeclared_kind_is_declined_once(
             ("undeclared", True, "elicitation/create")
         ]
         # Sampling has none: recorded as declined, nothing sent, no longer the host's.
-        declined_model = await _event(bridge, run_ref, ev.TaskInputDeclined)
+        # (waited for by its task: under load the consent's decline may be the only one yet)
+        declined_model = await _event(bridge, run_ref, ev.TaskInputDeclined, model_ref)
         events = await _events(bridge, run_ref)
         [model_declined] = [
             e for e in events if isinstance(e, ev.TaskInputDeclined) and e.task_ref == model_ref
@@ -217,8 +228,10 @@ async def test_an_undeclared_kind_is_declined_once(
         )
         assert await bridge.pending_inputs(P, run_ref) == []
         with pytest.raises(InputAlreadyAnswered):
-            await bridge.answer_input(P, model_ref, model_declined.input_ref, {"x": 1})
-        task = await bridge.get_task(P, model_ref)
+            await (await bridge.run_of(P, model_ref)).answer(
+                model_ref, model_declined.input_ref, {"x": 1}
+            )
+        task = await (await bridge.run_of(P, model_ref)).task(model_ref)
         assert task.status is TaskStatus.INPUT_REQUIRED
 
 
@@ -277,7 +290,7 @@ async def test_a_stuck_input_is_reported_then_cancelled_by_policy(
         assert stuck.task_ref == task_ref and stuck.polls == 3 and stuck.cancel
         cancel = await _event(bridge, run_ref, ev.TaskCancelRequested)
         assert cancel.requested_by == "policy:input_stuck"
-        [task] = await bridge.wait_for(P, [task_ref], timeout=15)
+        [task] = await bridge.run(P, run_ref).wait_for([task_ref], timeout=15)
         assert task.status is TaskStatus.CANCELLED
         events = await _events(bridge, run_ref)
         order = [e.type for e in events if getattr(e, "task_ref", None) == task_ref]

@@ -89,7 +89,9 @@ async def test_wait_blocks_the_tool_node_until_the_long_task_ends(bridge: Bridge
     [result] = tool_results(state)
     assert result.status == "success" and "Quarterly report Q3" in result.text
     assert state["messages"][-1].text.startswith("final: [success] Quarterly report Q3")
-    done = await bridge.operation(P, f"{run_ref}:call-r1")  # operation id = run ref:call id
+    done = await bridge.run(P, run_ref).operation(
+        f"{run_ref}:call-r1"
+    )  # operation id = run ref:call id
     assert done is not None and done.task is not None
 
 
@@ -101,7 +103,11 @@ async def test_detach_parks_with_an_interrupt_and_resumes_when_settled(bridge: B
     parked = await graph.ainvoke({"messages": [("user", "report")]}, config)
     [interrupt] = parked["__interrupt__"]
     assert interrupt.value["kind"] == PARKED_TASK and interrupt.value["tool_call_id"] == "call-r2"
-    assert (await bridge.get_task(P, interrupt.value["task_ref"])).is_open
+    assert (
+        await (await bridge.run_of(P, interrupt.value["task_ref"])).task(
+            interrupt.value["task_ref"]
+        )
+    ).is_open
     resume = await when_settled(bridge, P, parked["__interrupt__"], timeout=30)
     state = await graph.ainvoke(resume, config)
     [result] = tool_results(state)
@@ -114,7 +120,9 @@ def payment(key: str) -> dict[str, Any]:
 
 
 async def payment_count(bridge: Bridge, run_ref: str, key: str) -> int:
-    counted = await bridge.call_tool(P, run_ref, "payments", "payment_count", {"payment_key": key})
+    counted = await bridge.run(P, run_ref).call_tool(
+        "payments", "payment_count", {"payment_key": key}
+    )
     return int(counted.text())
 
 
@@ -161,7 +169,7 @@ async def test_wait_mode_approval_needs_a_concurrent_human(bridge: Bridge) -> No
     graph = agent_graph(bridge, P, tools, [call("approve_payment", "call-pay", **payment(key))])
 
     async def human() -> None:  # the harness's subscriber: answers while the node is blocked
-        async for event in bridge.subscribe(P, run_ref):
+        async for event in bridge.run(P, run_ref).subscribe():
             if isinstance(event, ev.TaskInputRequired):
                 await bridge.input_request(P, event).accept({"approve": True})
                 return
@@ -187,7 +195,9 @@ async def test_a_lost_task_is_reported_to_the_model_as_lost(
     [interrupt] = parked["__interrupt__"]
     await anyio.to_thread.run_sync(servers["reports"].restart)  # its tasks are in memory
     resume = await when_settled(bridge, P, parked["__interrupt__"], timeout=30)
-    task = await bridge.get_task(P, interrupt.value["task_ref"])
+    task = await (await bridge.run_of(P, interrupt.value["task_ref"])).task(
+        interrupt.value["task_ref"]
+    )
     assert task.lost_reason is LostReason.NOT_FOUND
     state = await graph.ainvoke(resume, config)
     [result] = tool_results(state)
@@ -238,9 +248,9 @@ async def test_a_sigkilled_harness_resumes_the_thread_and_pays_once(
         [result] = tool_results(state)
         assert (result.status, result.text) == ("success", f"approved {key}")
         assert await payment_count(bridge, run_ref, key) == 1
-        [task] = await bridge.list_tasks(P, run_ref=run_ref)  # one task: never called twice
+        [task] = await bridge.run(P, run_ref).tasks()  # one task: never called twice
         assert task.result is not None
-        assert await bridge.agent_state(P, run_ref, f"langgraph:{run_ref}") is not None
+        assert await bridge.run(P, run_ref).agent_state(f"langgraph:{run_ref}") is not None
 
 
 async def test_the_checkpointer_keeps_a_threads_newest_checkpoints_beside_the_run(
@@ -270,7 +280,7 @@ async def keeps_newest_checkpoints(bridge: Bridge) -> None:
     assert [h.config["configurable"]["checkpoint_id"] for h in history] == sorted(
         (h.config["configurable"]["checkpoint_id"] for h in history), reverse=True
     )
-    saved = await bridge.agent_state(P, run_ref, f"langgraph:{run_ref}")
+    saved = await bridge.run(P, run_ref).agent_state(f"langgraph:{run_ref}")
     assert saved is not None and list(saved.state["namespaces"]) == [""]
     other = await graph.aget_state(graph_config(run_ref, thread_id="another-thread"))
     assert other.values == {}  # threads of one run are separate states
@@ -306,4 +316,4 @@ async def test_parallel_detached_calls_park_one_at_a_time_and_each_runs_once(
         state = await graph.ainvoke(await when_settled(bridge, P, interrupts, timeout=30), config)
     firsts = sorted(m.text.splitlines()[0] for m in tool_results(state))
     assert firsts == ["Quarterly report Q1", "Quarterly report Q2"]
-    assert len(await bridge.list_tasks(P, run_ref=run_ref)) == 2  # each call sent once
+    assert len(await bridge.run(P, run_ref).tasks()) == 2  # each call sent once

@@ -87,7 +87,7 @@ def _payment_call(key: str) -> PlannedCall:
 
 
 async def _payment_count(bridge: Bridge, run_ref: str, key: str) -> int:
-    step = await bridge.call_tool(P, run_ref, "payments", "payment_count", {"payment_key": key})
+    step = await bridge.run(P, run_ref).call_tool("payments", "payment_count", {"payment_key": key})
     assert isinstance(step, InlineResult)
     return int(step.text())
 
@@ -101,7 +101,9 @@ async def test_a_long_task_blocks_the_turn_in_wait_mode(bridge: Bridge) -> None:
         result = await Runner.run(agent, "write the Q3 report", run_config=NO_TRACES)
     assert not result.interruptions and model.turns == 2
     assert result.final_output.startswith("generate_report: Quarterly report Q3")
-    record = await bridge.operation(P, f"{run_ref}:call_report")  # the tool call's operation
+    record = await bridge.run(P, run_ref).operation(
+        f"{run_ref}:call_report"
+    )  # the tool call's operation
     assert record is not None and record.task is not None
     assert record.task.status is TaskStatus.COMPLETED
     assert {t.name for t in server.cached_tools or []} >= {"generate_report"}
@@ -124,7 +126,7 @@ async def test_detach_parks_the_call_and_resumes_when_the_task_settles(bridge: B
         resumed = await Runner.run(agent, state, run_config=NO_TRACES)
     assert not resumed.interruptions and model.turns == 2
     assert resumed.final_output.startswith("generate_report: Quarterly report Q3")
-    record = await bridge.operation(P, f"{run_ref}:call_report")
+    record = await bridge.run(P, run_ref).operation(f"{run_ref}:call_report")
     assert record is not None and record.dispatch.operation_id == f"{run_ref}:call_report"
 
 
@@ -155,7 +157,7 @@ async def test_an_approval_is_an_interruption_the_human_answers_typed(bridge: Br
         resumed = await Runner.run(agent, state, run_config=NO_TRACES)
     assert resumed.final_output == f"approve_payment: approved {key}"
     assert await _payment_count(bridge, run_ref, key) == 1
-    saved = await bridge.agent_state(P, run_ref, STATE_NAME)
+    saved = await bridge.run(P, run_ref).agent_state(STATE_NAME)
     assert saved is not None and saved.version == version + 1
 
 
@@ -187,7 +189,7 @@ async def test_wait_mode_without_interruptions_needs_a_concurrent_subscriber(
     agent = Agent(name="clerk", model=model, mcp_servers=[server])
 
     async def subscriber() -> None:  # the turn blocks: something else must answer
-        async for event in bridge.subscribe(P, run_ref):
+        async for event in bridge.run(P, run_ref).subscribe():
             if isinstance(event, ev.TaskInputRequired):
                 await bridge.input_request(P, event).accept({"approve": True})
                 return
@@ -241,7 +243,7 @@ async def test_a_sigkilled_harness_resumes_its_run_and_pays_once(
     assert crashed.returncode == -9, crashed.stderr  # killed with the answer recorded
     assert "asked: Approve payment" in crashed.stdout and "FINAL" not in crashed.stdout
     async with _open(db, servers, recover_on_start=False) as bridge:
-        saved = await bridge.agent_state(P, run_ref, STATE_NAME)
+        saved = await bridge.run(P, run_ref).agent_state(STATE_NAME)
         assert saved is not None  # the parked run state, saved before the human answered
     restarted = await anyio.to_thread.run_sync(lambda: _driver(db, payments, run_ref, key))
     assert restarted.returncode == 0, restarted.stderr

@@ -95,7 +95,7 @@ def _payment(key: str) -> dict[str, Any]:
 
 async def _payment_count(bridge: Bridge, key: str) -> int:
     run_ref = await _run_ref(bridge)
-    step = await bridge.call_tool(P, run_ref, "payments", "payment_count", {"payment_key": key})
+    step = await bridge.run(P, run_ref).call_tool("payments", "payment_count", {"payment_key": key})
     return int(step.text())
 
 
@@ -108,10 +108,10 @@ async def test_wait_blocks_the_tool_call_until_the_long_task_settles(bridge: Bri
     assert result.output.startswith("saw: Quarterly report 2026-Q3")
     [returned] = script.returns
     assert returned.outcome == "success"
-    done = await bridge.operation(P, f"{run_ref}:{returned.tool_call_id}")
+    done = await bridge.run(P, run_ref).operation(f"{run_ref}:{returned.tool_call_id}")
     assert done is not None and done.task is not None
     assert done.task.status is TaskStatus.COMPLETED
-    saved = await bridge.agent_state(P, run_ref, STATE_NAME)
+    saved = await bridge.run(P, run_ref).agent_state(STATE_NAME)
     assert saved is not None
     assert saved.state["calls"][returned.tool_call_id]["task_ref"] == done.task.ref
 
@@ -126,7 +126,7 @@ async def test_detach_defers_the_call_and_resumes_with_its_result(bridge: Bridge
     [call] = first.output.calls
     parked = first.output.metadata[call.tool_call_id]["bridge"]
     assert parked["operation_id"] == f"{run_ref}:{call.tool_call_id}"
-    task = await bridge.get_task(P, parked["task_ref"])
+    task = await (await bridge.run_of(P, parked["task_ref"])).task(parked["task_ref"])
     assert task.is_open  # the turn ended while the task kept running
     results = await BridgedRun(agent, toolset).settle(first.output)
     final = await agent.run(message_history=first.all_messages(), deferred_tool_results=results)
@@ -138,7 +138,7 @@ async def test_detach_defers_the_call_and_resumes_with_its_result(bridge: Bridge
 async def _events(bridge: Bridge, run_ref: str) -> list[ev.BridgeEvent]:
     seen: list[ev.BridgeEvent] = []
     with anyio.move_on_after(0.5):
-        async for event in bridge.subscribe(P, run_ref):
+        async for event in bridge.run(P, run_ref).subscribe():
             seen.append(event)
     return seen
 
@@ -158,7 +158,7 @@ async def test_an_approval_is_answered_by_a_human_through_the_input_request(
         await request.accept({"approve": True})
 
     async def concurrent_human() -> None:  # wait mode: the turn is blocked, someone else answers
-        async for event in bridge.subscribe(P, run_ref):
+        async for event in bridge.run(P, run_ref).subscribe():
             if isinstance(event, ev.TaskInputRequired):
                 await human(bridge.input_request(P, event))
                 return
@@ -192,7 +192,7 @@ async def test_a_lost_task_is_reported_to_the_model_as_lost(
     assert "task lost (not_found)" in returned.model_response_str()
     assert "outcome is unknown" in final.output
     parked = first.output.metadata[returned.tool_call_id]["bridge"]
-    lost = await bridge.get_task(P, parked["task_ref"])
+    lost = await (await bridge.run_of(P, parked["task_ref"])).task(parked["task_ref"])
     assert lost.lost_reason is LostReason.NOT_FOUND
 
 

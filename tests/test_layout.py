@@ -34,11 +34,12 @@ RANKS: list[tuple[str, int]] = [
     ("bridge.mcp", 5),
     ("bridge.uhp", 5),
     ("bridge.runtime", 6),
-    ("bridge.facade", 7),
-    ("bridge.gateway", 8),
-    ("bridge.integrations", 8),
-    ("bridge.cli", 9),  # the CLI starts the gateway too
-    ("bridge", 10),  # the package itself: the public names, exported lazily
+    ("bridge.run", 7),
+    ("bridge.facade", 8),
+    ("bridge.gateway", 9),
+    ("bridge.integrations", 9),
+    ("bridge.cli", 10),  # the CLI starts the gateway too
+    ("bridge", 11),  # the package itself: the public names, exported lazily
 ]
 
 

@@ -181,20 +181,20 @@ async def test_unknown_waits_for_the_host_and_then_retries_once(
     ) as bridge:
         run = new_run(wall_ledger.for_principal(P))
         await _drop_next_reply(orders_server)
-        first = await bridge.call_tool(P, run.ref, "orders", "place_order", {"item": item},
+        first = await bridge.run(P, run.ref).call_tool("orders", "place_order", {"item": item},
                                        operation_id=f"op-{item}")  # fmt: skip
         assert isinstance(first, UnknownOutcome) and first.retries == ()
         assert first.admission is Admission.UNKNOWN
         # Asked again before the host decided: still unknown, nothing sent.
-        second = await bridge.call_tool(P, run.ref, "orders", "place_order", {"item": item},
+        second = await bridge.run(P, run.ref).call_tool("orders", "place_order", {"item": item},
                                         operation_id=f"op-{item}")  # fmt: skip
         assert isinstance(second, UnknownOutcome) and second.retries == ()
-        await bridge.resolve_unknown_outcome(P, first.op_ref, Admission.NOT_ADMITTED)
+        await bridge.run(P, run.ref).resolve_unknown_outcome(first.op_ref, Admission.NOT_ADMITTED)
         with pytest.raises(InvalidTransition):  # resolved once
-            await bridge.resolve_unknown_outcome(P, first.op_ref, Admission.ADMITTED)
-        third = await bridge.call_tool(P, run.ref, "orders", "place_order", {"item": item},
+            await bridge.run(P, run.ref).resolve_unknown_outcome(first.op_ref, Admission.ADMITTED)
+        third = await bridge.run(P, run.ref).call_tool("orders", "place_order", {"item": item},
                                        operation_id=f"op-{item}")  # fmt: skip
-        fourth = await bridge.call_tool(P, run.ref, "orders", "place_order", {"item": item},
+        fourth = await bridge.run(P, run.ref).call_tool("orders", "place_order", {"item": item},
                                         operation_id=f"op-{item}")  # fmt: skip
     assert isinstance(third, UnknownOutcome) and third.admission is Admission.NOT_ADMITTED
     (retried,) = third.retries

@@ -44,8 +44,8 @@ async def _start_payment(bridge: Bridge, amount: str) -> tuple[str, str]:
     run = await bridge.register_served_run(
         P, response_id=f"resp_{amount[:2]}", session_id="hsess_pay", harness_id="chrn_t"
     )
-    step = await bridge.call_tool(
-        P, run.ref, "legacy", "approve_payment", {"amount": amount}, wait=WaitMode.DETACH
+    step = await run.call_tool(
+        "legacy", "approve_payment", {"amount": amount}, wait=WaitMode.DETACH
     )
     assert isinstance(step, TaskPending)
     assert step.task.task_generation == EXPERIMENTAL_TASKS_VERSION
@@ -61,7 +61,7 @@ async def _pending_one(bridge: Bridge, run_ref: str) -> InputRequest:
 
 
 async def _settled_text(bridge: Bridge, task_ref: str) -> str:
-    [task] = await bridge.wait_for(P, [task_ref], timeout=15)
+    [task] = await (await bridge.run_of(P, task_ref)).wait_for([task_ref], timeout=15)
     assert task.status is TaskStatus.COMPLETED
     return str(task.result["content"][0]["text"])
 

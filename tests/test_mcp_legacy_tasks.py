@@ -189,9 +189,7 @@ async def test_a_restarted_bridge_resumes_a_legacy_handle(
         run = await first.register_served_run(
             PRINCIPAL, response_id="resp_resume", session_id="hsess_resume", harness_id="chrn_t"
         )
-        step = await first.call_tool(
-            PRINCIPAL,
-            run.ref,
+        step = await run.call_tool(
             "legacy",
             "slow_report",
             {"quarter": "Q4", "seconds": 1.5},
@@ -211,7 +209,7 @@ async def test_a_restarted_bridge_resumes_a_legacy_handle(
             lambda: not second.ledger.for_principal(PRINCIPAL).get_task(task_ref).is_open,
             what="resumed handle settled",
         )
-        done = await second.get_task(PRINCIPAL, task_ref)
+        done = await second.run(PRINCIPAL, run.ref).task(task_ref)
     assert done.status is TaskStatus.COMPLETED and _text(done.result) == "report Q4"
     assert done.task_generation == EXPERIMENTAL_TASKS_VERSION
     methods = await _methods(legacy_server)

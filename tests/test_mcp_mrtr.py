@@ -93,7 +93,7 @@ async def test_input_required_is_a_typed_input_of_the_call_not_unknown(
 ) -> None:
     tenant = ledger_of_either_kind.for_principal(P)
     run = new_run(tenant)
-    pending = await bridge.call_tool(P, run.ref, SERVER, "approve_payment", {"amount": 11})
+    pending = await bridge.run(P, run.ref).call_tool(SERVER, "approve_payment", {"amount": 11})
     assert isinstance(pending, InputPending) and pending.leg == 1
     with pytest.raises(NoToolResult):
         pending.text()
@@ -124,8 +124,8 @@ async def test_accept_retries_with_answers_and_state_once(
     run = new_run(tenant)
     arguments = {"amount": 12}
     paid_before = _paid(mrtr_server, 12)  # the server outlives one test (both backends)
-    pending = await bridge.call_tool(
-        P, run.ref, SERVER, "approve_payment", arguments, operation_id="pay-12"
+    pending = await bridge.run(P, run.ref).call_tool(
+        SERVER, "approve_payment", arguments, operation_id="pay-12"
     )
     assert isinstance(pending, InputPending)
     intruder = ledger_of_either_kind.for_principal("intruder")
@@ -147,9 +147,11 @@ async def test_accept_retries_with_answers_and_state_once(
     with pytest.raises(InputAlreadyAnswered):
         await pending.inputs[0].accept(YES)
     with pytest.raises(InputAlreadyAnswered):  # by the server's key too
-        await bridge.answer_input(P, pending.op_ref, "approval", {"action": "accept"})
-    again = await bridge.call_tool(
-        P, run.ref, SERVER, "approve_payment", arguments, operation_id="pay-12"
+        await (await bridge.run_of(P, pending.op_ref)).answer(
+            pending.op_ref, "approval", {"action": "accept"}
+        )
+    again = await bridge.run(P, run.ref).call_tool(
+        SERVER, "approve_payment", arguments, operation_id="pay-12"
     )
     assert isinstance(again, InlineResult) and again.replayed and again.text() == "paid 12"
     assert _paid(mrtr_server, 12) == paid_before + 1  # one operation, one payment
@@ -165,7 +167,7 @@ async def test_decline_is_sent_and_the_server_decides(
     bridge: Bridge, ledger_of_either_kind: Ledger, mrtr_server: ServerProcess
 ) -> None:
     run = new_run(ledger_of_either_kind.for_principal(P))
-    pending = await bridge.call_tool(P, run.ref, SERVER, "approve_payment", {"amount": 13})
+    pending = await bridge.run(P, run.ref).call_tool(SERVER, "approve_payment", {"amount": 13})
     assert isinstance(pending, InputPending)
     receipt = await pending.inputs[0].decline()
     assert _text(receipt.outcome) == "not paid (decline)"
@@ -177,7 +179,7 @@ async def test_a_second_round_is_a_new_leg_with_its_own_inputs(
 ) -> None:
     tenant = ledger_of_either_kind.for_principal(P)
     run = new_run(tenant)
-    first = await bridge.call_tool(P, run.ref, SERVER, "sign_report", {"title": "Q3"})
+    first = await bridge.run(P, run.ref).call_tool(SERVER, "sign_report", {"title": "Q3"})
     assert isinstance(first, InputPending)
     named = await first.inputs[0].accept({"name": "Ann"})
     second = named.outcome
@@ -204,7 +206,9 @@ async def test_ask_mode_pauses_the_step_until_the_host_answers(
         async with anyio.create_task_group() as tg:  # answers from the events, as a UI would
             tg.start_soon(_answer_first_call_input, bridge, run.ref, YES)
             with anyio.fail_after(20):
-                step = await bridge.call_tool(P, run.ref, SERVER, "approve_payment", {"amount": 14})
+                step = await bridge.run(P, run.ref).call_tool(
+                    SERVER, "approve_payment", {"amount": 14}
+                )
         assert _text(step) == "paid 14"
     assert _paid(mrtr_server, 14) == paid_before + 1
 
@@ -226,7 +230,9 @@ async def test_the_answered_leg_may_create_a_task_that_is_then_waited_for(
         async with anyio.create_task_group() as tg:
             tg.start_soon(_answer_first_call_input, bridge, run.ref, {})
             with anyio.fail_after(20):
-                step = await bridge.call_tool(P, run.ref, SERVER, "approved_export", {"rows": 3})
+                step = await bridge.run(P, run.ref).call_tool(
+                    SERVER, "approved_export", {"rows": 3}
+                )
     assert isinstance(step, TaskSettled) and step.text() == "exported 3 rows"
     assert tenant.get_dispatch(step.op_ref).state is DispatchState.TASK
     types = [e.type for e in tenant.events(run.ref)]
@@ -236,7 +242,7 @@ async def test_the_answered_leg_may_create_a_task_that_is_then_waited_for(
 
 async def _answer_first_call_input(bridge: Bridge, run_ref: str, content: Any) -> None:
     """The host side of an ``ask`` step: answer the call's input from the event stream."""
-    async for event in bridge.subscribe(P, run_ref):
+    async for event in bridge.run(P, run_ref).subscribe():
         if isinstance(event, ev.CallInputRequired):
             await bridge.input_request(P, event).accept(content)
             return
@@ -248,7 +254,7 @@ async def test_oversized_request_state_is_refused_not_stored(
     tenant = ledger_of_either_kind.for_principal(P)
     run = new_run(tenant)
     with pytest.raises(InvalidTaskResponse):
-        await bridge.call_tool(P, run.ref, SERVER, "oversized_state", {})
+        await bridge.run(P, run.ref).call_tool(SERVER, "oversized_state", {})
     (dispatch,) = tenant.list_dispatches(run_ref=run.ref)
     assert dispatch.state is DispatchState.UNKNOWN
     (anomaly,) = _events(tenant, run.ref, ev.Anomaly)
@@ -261,7 +267,7 @@ async def test_a_fresh_bridge_lists_and_answers_the_pending_input(
     db = tmp_path / "ledger.db"
     async with _bridge(Ledger.open(db), mrtr_server, owns_ledger=True) as first:
         run = new_run(first.ledger.for_principal(P))
-        pending = await first.call_tool(P, run.ref, SERVER, "approve_payment", {"amount": 15})
+        pending = await first.run(P, run.ref).call_tool(SERVER, "approve_payment", {"amount": 15})
         assert isinstance(pending, InputPending)
     async with _bridge(Ledger.open(db), mrtr_server, owns_ledger=True) as second:
         report = second.last_recovery
@@ -328,8 +334,8 @@ async def test_sigkill_between_answer_and_retry_resumes_the_retry_once(
         assert report is not None and report.answers_to_redeliver == 1
         await wait_until(lambda: tenant.get_dispatch(dispatch.ref).state is DispatchState.RESULT)
         assert await bridge.pending_inputs(P) == []
-        again = await bridge.call_tool(
-            P, run_ref, SERVER, "approve_payment", {"amount": 17}, operation_id="killed-17"
+        again = await bridge.run(P, run_ref).call_tool(
+            SERVER, "approve_payment", {"amount": 17}, operation_id="killed-17"
         )
         assert isinstance(again, InlineResult) and again.replayed
     assert _paid(mrtr_server, 17) == 1  # the answered leg went out once, after the restart

@@ -43,13 +43,13 @@ async def test_inline_completed_result_is_stored_returned_and_announced(
     tenant = wall_ledger.for_principal(P)
     run = new_run(tenant)
     gets_before = await _gets(adversarial_server, "created_completed")
-    step = await bridge.call_tool(P, run.ref, "fake", "created_completed", {})
+    step = await bridge.run(P, run.ref).call_tool("fake", "created_completed", {})
     assert isinstance(step, TaskSettled) and step.status is TaskStatus.COMPLETED
     task = step.task
     # Stored scrubbed: the server's text quoted its raw task id, the ledger shows the ref.
     assert step.text() == f"report [{task.ref}] ready at once"
     assert task.task_id not in step.text() and task.terminal_at_ms is not None
-    (settled,) = await bridge.wait_for(P, [task.ref], timeout=5)
+    (settled,) = await bridge.run(P, run.ref).wait_for([task.ref], timeout=5)
     assert settled.result == task.result and settled.lost_reason is None
     terminal = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskTerminal)]
     assert len(terminal) == 1 and terminal[0].result == task.result
@@ -94,7 +94,9 @@ async def test_completed_without_its_result_then_not_found_is_lost_not_forgotten
     assert lost.task_ref == task.ref and lost.reason is LostReason.NOT_FOUND
     assert "task.terminal" not in event_types(tenant, run.ref)
     assert await _gets(adversarial_server, "created_completed_bare") >= 1
-    (settled,) = await bridge.wait_for(P, [task.ref], timeout=5)  # lost counts as settled
+    (settled,) = await bridge.run(P, run.ref).wait_for(
+        [task.ref], timeout=5
+    )  # lost counts as settled
     assert settled.lost_reason is LostReason.NOT_FOUND
 
 

@@ -70,7 +70,7 @@ def _events(tenant: TenantLedger, run_ref: str, kind: type[Any]) -> list[Any]:
 async def _ask_step(bridge: Bridge, run_ref: str, tool: str, args: dict[str, Any]) -> str:
     """An ``ask`` step nobody on the host side answers: it ends only if the bridge does."""
     with anyio.fail_after(20):
-        step = await bridge.call_tool(P, run_ref, SERVER, tool, args)
+        step = await bridge.run(P, run_ref).call_tool(SERVER, tool, args)
     assert isinstance(step, InlineResult), step
     return step.text()
 
@@ -90,8 +90,8 @@ async def test_a_form_handler_answers_and_the_call_completes_without_the_host(
         assert await _ask_step(bridge, run.ref, "approve_payment", {"amount": 21}) == "paid 21"
         # Without the ask policy the call still returns InputPending at once (the handler
         # answers concurrently), and its next leg is sent by the handler's answer.
-        pending = await bridge.call_tool(
-            P, run.ref, SERVER, "approve_payment", {"amount": 22}, wait=WaitMode.WAIT
+        pending = await bridge.run(P, run.ref).call_tool(
+            SERVER, "approve_payment", {"amount": 22}, wait=WaitMode.WAIT
         )
         assert isinstance(pending, InputPending)
 
@@ -157,8 +157,8 @@ async def test_a_failed_handler_may_leave_the_input_for_the_host(
     policy = InputPolicy(handler_failed=UnansweredInput.LEAVE_PENDING)
     async with _bridge(wall_ledger, mrtr_server, InputHandlers(form=wrong), policy) as bridge:
         run = new_run(tenant)
-        pending = await bridge.call_tool(
-            P, run.ref, SERVER, "approve_payment", {"amount": 25}, wait=WaitMode.WAIT
+        pending = await bridge.run(P, run.ref).call_tool(
+            SERVER, "approve_payment", {"amount": 25}, wait=WaitMode.WAIT
         )
         assert isinstance(pending, InputPending)
         failed = await wait_until(
@@ -179,8 +179,8 @@ async def test_a_declined_sampling_request_stays_with_the_host(
     tenant = wall_ledger.for_principal(P)
     async with _bridge(wall_ledger, mrtr_server, InputHandlers()) as bridge:
         run = new_run(tenant)
-        pending = await bridge.call_tool(
-            P, run.ref, SERVER, "summarise", {"text": "q3"}, wait=WaitMode.WAIT
+        pending = await bridge.run(P, run.ref).call_tool(
+            SERVER, "summarise", {"text": "q3"}, wait=WaitMode.WAIT
         )
         assert isinstance(pending, InputPending)
         declined = await wait_until(

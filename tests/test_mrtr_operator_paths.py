@@ -49,8 +49,8 @@ def _asking_call(db: Path, server: ServerProcess, amount: int) -> tuple[str, str
         try:
             async with Bridge(ledger, principals=[P], mcp_servers=servers, scheduler=FAST) as b:
                 run = new_run(ledger.for_principal(P))
-                pending = await b.call_tool(
-                    P, run.ref, "mrtr", "approve_payment", {"amount": amount}, wait=WaitMode.WAIT
+                pending = await b.run(P, run.ref).call_tool(
+                    "mrtr", "approve_payment", {"amount": amount}, wait=WaitMode.WAIT
                 )
         finally:
             ledger.close()

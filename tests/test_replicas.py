@@ -64,14 +64,13 @@ async def test_a_subscriber_on_another_replica_sees_every_event_in_order(
         run = await a.register_served_run(
             P, response_id="resp_x", session_id="hsess_x", harness_id="h"
         )
-        step = await a.call_tool(
-            P, run.ref, "tasks", "slow_report", {"quarter": "Q1", "seconds": 0.5},
+        step = await run.call_tool("tasks", "slow_report", {"quarter": "Q1", "seconds": 0.5},
             wait=WaitMode.DETACH,
         )  # fmt: skip
         assert a.requester.scheduler.is_watching(step.task.ref), "the creating replica holds it"
         assert not b.requester.scheduler.is_watching(step.task.ref)
         seen = []
-        async for event in b.subscribe(P, run.ref):  # B's ledger never hears A's commits
+        async for event in b.run(P, run.ref).subscribe():  # B's ledger never hears A's commits
             seen.append(event)
             if isinstance(event, ev.TaskTerminal):
                 break
@@ -92,8 +91,7 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
         run = await a.register_served_run(
             P, response_id="resp_y", session_id="hsess_y", harness_id="h"
         )
-        step = await a.call_tool(
-            P, run.ref, "tasks", "slow_report", {"quarter": "Q2", "seconds": 3},
+        step = await run.call_tool("tasks", "slow_report", {"quarter": "Q2", "seconds": 3},
             wait=WaitMode.DETACH,
         )  # fmt: skip
         follower = await a.start_remote_run(
@@ -182,8 +180,7 @@ async def test_a_replica_rides_out_a_database_outage(tasks_server: ServerProcess
                 run = await a.register_served_run(
                     P, response_id="resp_o", session_id="hsess_o", harness_id="h"
                 )
-                step = await a.call_tool(
-                    P, run.ref, "tasks", "slow_report", {"quarter": "Q4", "seconds": 2},
+                step = await run.call_tool("tasks", "slow_report", {"quarter": "Q4", "seconds": 2},
                     wait=WaitMode.DETACH,
                 )  # fmt: skip
                 database.kill_server()

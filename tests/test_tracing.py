@@ -61,15 +61,13 @@ async def test_trace_of_a_run_spanning_a_restart(
         run = await first.register_served_run(
             P, response_id="resp_trace", session_id="hsess_trace", harness_id="chrn_trace"
         )
-        done = await first.call_tool(P, run.ref, "reports", "generate_report", quick)
-        pending = await first.call_tool(
-            P, run.ref, "reports", "generate_report", slow, wait=WaitMode.DETACH
-        )
+        done = await run.call_tool("reports", "generate_report", quick)
+        pending = await run.call_tool("reports", "generate_report", slow, wait=WaitMode.DETACH)
         assert isinstance(done, TaskSettled) and isinstance(pending, TaskPending)
     # The process is gone; a new one resumes the run and its trace.
     async with Bridge.open(db, **_options(protected_server)) as second:
         await wait_closed(second.ledger.for_principal(P), pending.task.ref)
-        await second.record_outer_status(P, run.ref, OuterStatus.COMPLETED)
+        await second.run(P, run.ref).record_status(OuterStatus.COMPLETED)
 
     spans = [
         s

@@ -93,7 +93,7 @@ async def test_recover_reports_the_unanswered_post_and_repost_gets_the_first_res
         assert post.request.body["metadata"] == {"ticket": "T-1"}
         first = await post.repost()
         again = await post.repost(background=True)
-        recovered = await bridge.get_run("acme", run_ref)
+        recovered = await bridge.run("acme", run_ref).view()
     assert first.run_ref == again.run_ref == run_ref
     assert first.response.id == again.response.id == recovered.response_id
     assert first.response.status == "completed" and first.response.output_text() == "quince"

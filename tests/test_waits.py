@@ -99,11 +99,11 @@ async def test_idle_waiters_read_nothing_and_an_in_process_commit_wakes_its_wait
     async with bridge_on(any_ledger) as bridge, anyio.create_task_group() as group:
 
         async def wait_one(task_ref: str) -> None:
-            await bridge.wait_for(P, [task_ref], timeout=60)
+            await (await bridge.run_of(P, task_ref)).wait_for([task_ref], timeout=60)
             woke[task_ref] = time.monotonic()
 
         async def follow(run_ref: str) -> None:
-            async for _ in bridge.subscribe(P, run_ref, after_seq=2):  # past creation
+            async for _ in bridge.run(P, run_ref).subscribe(after_seq=2):  # past creation
                 woke[run_ref] = time.monotonic()
                 return
 
@@ -150,7 +150,7 @@ async def test_a_commit_by_another_process_wakes_a_waiter_within_a_bound(
         views: list[Any] = []
 
         async def waiter() -> None:
-            views.extend(await bridge.wait_for(P, [task.ref], timeout=60))
+            views.extend(await bridge.run(P, run.ref).wait_for([task.ref], timeout=60))
             done.set()
 
         async with anyio.create_task_group() as group:
@@ -186,7 +186,7 @@ async def test_a_subscriber_sees_every_event_once_while_others_write_concurrentl
 
         async def collect(after_seq: int) -> list[int]:
             seqs: list[int] = []
-            async for event in bridge.subscribe(P, run.ref, after_seq=after_seq):
+            async for event in bridge.run(P, run.ref).subscribe(after_seq=after_seq):
                 seqs.append(event.seq)
                 if event.seq >= expected:
                     return seqs
@@ -237,7 +237,7 @@ async def test_a_lost_notification_delays_a_subscriber_only_until_the_backstop(
             seen: list[str] = []
 
             async def follow() -> None:
-                async for event in bridge.subscribe(P, run.ref, after_seq=run.event_count):
+                async for event in bridge.run(P, run.ref).subscribe(after_seq=run.event_count):
                     seen.append(event.type)
                     return
 

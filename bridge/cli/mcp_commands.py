@@ -200,7 +200,7 @@ async def _cancel(
     ledger: Ledger, principal: str, servers: list[McpServerConfig], task_ref: str
 ) -> bool:
     async with _bridge_for(ledger, principal, servers) as bridge:
-        result: bool = await bridge.cancel_task(principal, task_ref)
+        result: bool = await (await bridge.run_of(principal, task_ref)).cancel(task_ref)
         return result
 
 
@@ -229,7 +229,7 @@ def answer(
             response = json.loads(payload)
         except json.JSONDecodeError as exc:
             raise CliError(f"the answer is not valid JSON: {exc.msg}") from exc
-        from bridge.mcp.inputs.call_rounds import is_call_ref
+        from bridge.ids import is_call_ref
 
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
             tenant = ledger.for_principal(principal)
@@ -268,7 +268,8 @@ async def _answer(
     response: Any,
 ) -> AnswerDelivery:
     async with _bridge_for(ledger, principal, servers) as bridge:
-        receipt: AnswerReceipt = await bridge.answer_input(principal, task_ref, input_ref, response)
+        run = await bridge.run_of(principal, task_ref)
+        receipt: AnswerReceipt = await run.answer(task_ref, input_ref, response)
         return receipt.delivery
 
 

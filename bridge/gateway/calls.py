@@ -143,9 +143,7 @@ class GatewayCalls:
         if target is None:
             raise invalid_params(f"unknown tool {call.name!r} (gateway tools are <server>__<tool>)")
         try:
-            return await self.bridge.call_tool(
-                call.principal,
-                run_ref,
+            return await self.bridge.run(call.principal, run_ref).call_tool(
                 *target,
                 call.arguments,
                 operation_id=call.operation_id,
@@ -180,22 +178,23 @@ class GatewayCalls:
     # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------
     async def get_task(self, principal: str, handle: str) -> dict[str, Any]:
         task_ref = await self._task_ref(principal, handle)
-        task = await self.bridge.get_task(principal, task_ref)
+        task = await (await self.bridge.run_of(principal, task_ref)).task(task_ref)
         return task_body(handle, task, await self._inputs(principal, task_ref))
 
     async def update_task(self, principal: str, handle: str, responses: dict[str, Any]) -> None:
         """Answers recorded, then sent upstream (by the bridge, which redelivers after a
         restart); a key that is not a pending input of this task is ``-32602``."""
         task_ref = await self._task_ref(principal, handle)
+        run = await self.bridge.run_of(principal, task_ref)
         for input_ref, response in responses.items():
             try:
-                await self.bridge.answer_input(principal, task_ref, input_ref, response)
+                await run.answer(task_ref, input_ref, response)
             except (UnknownInputKey, InputAlreadyAnswered, NotFound) as exc:
                 raise invalid_params(f"input {input_ref!r}: {exc}") from None
 
     async def cancel_task(self, principal: str, handle: str) -> None:
         task_ref = await self._task_ref(principal, handle)
-        await self.bridge.cancel_task(principal, task_ref)
+        await (await self.bridge.run_of(principal, task_ref)).cancel(task_ref)
 
     async def _task_ref(self, principal: str, handle: str) -> str:
         tenant = self.bridge.ledger.for_principal(principal)

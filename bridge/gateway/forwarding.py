@@ -31,6 +31,7 @@ from bridge import events as ev
 from bridge.errors import InputAlreadyAnswered, InvalidInputAnswer, UnknownInputKey
 from bridge.facade import Bridge
 from bridge.outcomes import ELICITATION, InputRequest
+from bridge.run import Run
 from bridge.runtime.step_results import StepOutcome
 
 PROGRESS_INTERVAL_S = 1.0
@@ -140,7 +141,7 @@ class TaskCompanion:
                     group.cancel_scope.cancel()
 
                 group.start_soon(wait)
-                asks = await self._run(run_ref, after_seq)
+                asks = await self._run(self.bridge.run(self.principal, run_ref), after_seq)
                 if asks is not None and outcome is None:  # a closed task's outcome wins
                     outcome = asks
                     group.cancel_scope.cancel()
@@ -151,21 +152,21 @@ class TaskCompanion:
         assert outcome is not None  # set by whichever of the two ended the group
         return outcome
 
-    async def _run(self, run_ref: str, after_seq: int) -> mcp_types.InputRequiredResult | None:
+    async def _run(self, run: Run, after_seq: int) -> mcp_types.InputRequiredResult | None:
         async with anyio.create_task_group() as group:
-            group.start_soon(self._tick)
-            asks = await self._follow(run_ref, after_seq)
+            group.start_soon(self._tick, run)
+            asks = await self._follow(run, after_seq)
             group.cancel_scope.cancel()
         return asks
 
-    async def _follow(self, run_ref: str, after_seq: int) -> mcp_types.InputRequiredResult | None:
+    async def _follow(self, run: Run, after_seq: int) -> mcp_types.InputRequiredResult | None:
         asks = await self._ask_pending()
         if asks is not None:
             return asks
-        # Bridge.subscribe is an async generator: closed here, not left to the collector.
+        # Run.subscribe is an async generator: closed here, not left to the collector.
         events = cast(
             AsyncGenerator[ev.BridgeEvent, None],
-            self.bridge.subscribe(self.principal, run_ref, after_seq=after_seq),
+            run.subscribe(after_seq=after_seq),
         )
         async with aclosing(events) as stream:
             async for event in stream:
@@ -181,9 +182,9 @@ class TaskCompanion:
                         return asks
         return None
 
-    async def _tick(self) -> None:
+    async def _tick(self, run: Run) -> None:
         while True:
-            task = await self.bridge.get_task(self.principal, self.task_ref)
+            task = await run.task(self.task_ref)
             await self._progress(task.status.value, task.status_message)
             await anyio.sleep(PROGRESS_INTERVAL_S)
 

@@ -24,7 +24,7 @@ MAX_AGENT_STATE_BYTES = 4 * 1024 * 1024  # a message history, not a blob store
 
 @dataclass(frozen=True, slots=True)
 class AgentStateView:
-    """An agent framework's saved state beside a run (:meth:`Bridge.save_agent_state`): the JSON
+    """An agent framework's saved state beside a run (``Run.save_agent_state``): the JSON
     value, its version (bumped on every save) and when it was saved."""
 
     run_ref: str

@@ -18,7 +18,7 @@ class AgentStates:
     principals: tuple[str, ...]
     _db: LedgerRunner
 
-    async def save_agent_state(
+    async def _save_agent_state(
         self,
         principal: str,
         run_ref: str,
@@ -42,7 +42,7 @@ class AgentStates:
         )
         return version
 
-    async def agent_state(self, principal: str, run_ref: str, name: str) -> AgentStateView | None:
+    async def _agent_state(self, principal: str, run_ref: str, name: str) -> AgentStateView | None:
         """The state saved as ``name`` beside the run (``None``: never saved)."""
         self._check_scope(principal)
         view: AgentStateView | None = await self._db(

@@ -10,7 +10,7 @@ import anyio
 
 from bridge.errors import BridgeError, WaitTimedOut
 from bridge.ledger.coordination.waiters import CommitNotifier
-from bridge.ledger.reads.views import RunView, TaskView
+from bridge.ledger.reads.views import DispatchView, RunView, TaskView
 from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import Ledger
 from bridge.mcp.calls.requester import TaskRequester
@@ -38,16 +38,20 @@ class BridgeReads:
         if principal not in self.principals:
             raise BridgeError(f"principal {principal!r} is not in this bridge's scope")
 
-    async def get_run(self, principal: str, run_ref: str) -> RunView:
+    async def _get_run(self, principal: str, run_ref: str) -> RunView:
         """One run of this principal (``NotFound`` for any other)."""
         self._scope(principal)
         return await self._db(self.ledger.for_principal(principal).get_run, run_ref)
 
-    async def get_task(self, principal: str, task_ref: str) -> TaskView:
+    async def _get_task(self, principal: str, task_ref: str) -> TaskView:
         self._scope(principal)
         return await self._db(self.ledger.for_principal(principal).get_task, task_ref)
 
-    async def list_tasks(
+    async def _get_dispatch(self, principal: str, op_ref: str) -> DispatchView:
+        self._scope(principal)
+        return await self._db(self.ledger.for_principal(principal).get_dispatch, op_ref)
+
+    async def _list_tasks(
         self, principal: str, *, run_ref: str | None = None, open_only: bool = False
     ) -> list[TaskView]:
         """This principal's task handles (of one run), oldest first; ``open_only``: watched."""
@@ -55,7 +59,7 @@ class BridgeReads:
         tenant = self.ledger.for_principal(principal)
         return await self._db(tenant.list_tasks, run_ref=run_ref, open_only=open_only)
 
-    async def operation(self, principal: str, operation_id: str) -> OperationRecord | None:
+    async def _operation(self, principal: str, operation_id: str) -> OperationRecord | None:
         """What a call with this operation id already did (None: nothing was ever recorded).
         Reading it sends nothing; calling ``call_tool`` again with the id replays it."""
         self._scope(principal)
@@ -68,7 +72,7 @@ class BridgeReads:
             task = await self._db(tenant.get_task, dispatch.task_ref)
         return OperationRecord(dispatch, task)
 
-    async def wait_for(
+    async def _wait_for(
         self, principal: str, task_refs: Sequence[str], timeout: float
     ) -> list[TaskView]:
         """Until every task is settled — terminal, or lost (lost counts as final) — then their

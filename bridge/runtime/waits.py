@@ -1,4 +1,4 @@
-"""How :meth:`bridge.facade.Bridge.call_tool` waits on one step: for a task to close (within
+"""How :meth:`bridge.run.Run.call_tool` waits on one step: for a task to close (within
 the step's deadline), or for a call waiting for input (MRTR) to send its answered leg.
 
 Both are woken by commits on the step's run, this process's or another's: each read happens

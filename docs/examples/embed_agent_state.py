@@ -21,22 +21,20 @@ async def main() -> None:
             harness_id="chrn_example",
         )
         # --8<-- [start:save]
-        version = await bridge.save_agent_state("acme", run.ref, "my-agent", {"history": history})
-        saved = await bridge.agent_state("acme", run.ref, "my-agent")  # after a restart
+        version = await run.save_agent_state("my-agent", {"history": history})
+        saved = await run.agent_state("my-agent")  # after a restart
         new_state = {"history": [*saved.state["history"], {"role": "tool", "content": "ok"}]}
-        await bridge.save_agent_state(
-            "acme", run.ref, "my-agent", new_state, expected_version=saved.version
-        )
+        await run.save_agent_state("my-agent", new_state, expected_version=saved.version)
         # --8<-- [end:save]
         assert version == 1
         try:  # a writer still holding version 1 lost the race: refused, nothing written
-            await bridge.save_agent_state("acme", run.ref, "my-agent", {}, expected_version=1)
+            await run.save_agent_state("my-agent", {}, expected_version=1)
         except InvalidTransition:
             pass
         else:
             raise AssertionError("a stale writer was not refused")
     async with Bridge.open(os.environ["BRIDGE_EXAMPLE_DB"], principals=["acme"]) as bridge:
-        reloaded = await bridge.agent_state("acme", run.ref, "my-agent")
+        reloaded = await bridge.run("acme", run.ref).agent_state("my-agent")  # a new process
         assert reloaded is not None and reloaded.version == 2
         print(len(reloaded.state["history"]), "messages")  # 2 messages
 

@@ -56,18 +56,16 @@ async def main() -> None:
         # --8<-- [start:call]
         args = {"quarter": "Q3", "sections": 1, "seconds_per_section": 0.1}
         step_7 = f"{run.ref}:step-7"  # your stable name for this step: its operation id
-        step = await bridge.call_tool(
-            "acme", run.ref, "reports", "generate_report", args, operation_id=step_7
-        )
+        step = await run.call_tool("reports", "generate_report", args, operation_id=step_7)
         print(type(step).__name__, step.text().splitlines()[0])  # TaskSettled Quarterly report Q3
         # --8<-- [end:call]
         # --8<-- [start:operation]
-        done = await bridge.operation("acme", step_7)
+        done = await run.operation(step_7)
         assert done is not None and done.task is not None  # step 7 became a task…
         print(done.dispatch.state.value, done.task.status.value)  # …and it completed
-        again = await bridge.call_tool(  # a replay: nothing is sent, the same outcome returns
-            "acme", run.ref, "reports", "generate_report", args, operation_id=step_7
-        )
+        again = await bridge.run(  # a replay: nothing is sent, the same outcome returns
+            "acme"
+        ).call_tool(run.ref, "reports", "generate_report", args, operation_id=step_7)
         assert again.text() == step.text()
         # --8<-- [end:operation]
 

@@ -84,7 +84,7 @@ async def main() -> None:
             "payment_key": "pay-" + secrets.token_hex(4),
         }
         # --8<-- [start:call]
-        step = await bridge.call_tool("acme", run.ref, "payments", "approve_payment", payment)
+        step = await run.call_tool("payments", "approve_payment", payment)
         assert isinstance(step, TaskSettled)  # the handler approved: nobody had to answer
         print(step.text())  # approved pay-…
         # --8<-- [end:call]

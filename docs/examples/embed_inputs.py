@@ -51,13 +51,11 @@ async def main() -> None:
             session_id="hsess" + secrets.token_hex(8),
             harness_id="chrn_example",
         )
-        step = await bridge.call_tool(
-            "acme", run.ref, "payments", "approve_payment", PAYMENT, wait=WaitMode.DETACH
-        )
+        step = await run.call_tool("payments", "approve_payment", PAYMENT, wait=WaitMode.DETACH)
         assert isinstance(step, TaskPending)
         # --8<-- [start:events]
         last_seen = 0
-        async for event in bridge.subscribe("acme", run.ref, after_seq=last_seen):
+        async for event in run.subscribe(after_seq=last_seen):
             last_seen = event.seq  # store it with your run: resume from it after a restart
             if isinstance(event, ev.TaskInputRequired):
                 request = bridge.input_request("acme", event)
@@ -78,7 +76,7 @@ async def main() -> None:
                 break
         # --8<-- [end:events]
         # --8<-- [start:wait_for]
-        [task] = await bridge.wait_for("acme", [step.task.ref], timeout=30)
+        [task] = await run.wait_for([step.task.ref], timeout=30)
         if task.lost_reason is not None:  # lost counts as final: there is no result
             print("lost:", task.lost_reason.value, task.lost_detail)
         else:
@@ -90,28 +88,24 @@ async def main() -> None:
         # --8<-- [end:pending]
         # --8<-- [start:cancel]
         slow = {"quarter": "Q4", "sections": 3, "seconds_per_section": 2}
-        first = await bridge.call_tool(
-            "acme", run.ref, "reports", "generate_report", slow, wait=WaitMode.DETACH
-        )
-        second = await bridge.call_tool(
-            "acme",
-            run.ref,
+        first = await run.call_tool("reports", "generate_report", slow, wait=WaitMode.DETACH)
+        second = await run.call_tool(
             "reports",
             "generate_report",
             {**slow, "quarter": "Q1"},
             wait=WaitMode.DETACH,
         )
         assert isinstance(first, TaskPending) and isinstance(second, TaskPending)
-        await bridge.cancel_task("acme", first.task.ref)  # intent recorded; an ack is no stop
-        await bridge.detach_task("acme", second.task.ref)  # keeps running, no longer watched
-        [cancelled] = await bridge.wait_for("acme", [first.task.ref], timeout=30)
+        await run.cancel(first.task.ref)  # intent recorded; an ack is no stop
+        await run.detach(second.task.ref)  # keeps running, no longer watched
+        [cancelled] = await run.wait_for([first.task.ref], timeout=30)
         print("first:", cancelled.status.value)  # what the server says it did
         try:
-            await bridge.wait_for("acme", [second.task.ref], timeout=0.5)
+            await run.wait_for([second.task.ref], timeout=0.5)
         except WaitTimedOut:
             print("second: detached, never settles here")
         # --8<-- [end:cancel]
-        await bridge.record_outer_status("acme", run.ref, OuterStatus.COMPLETED)
+        await run.record_status(OuterStatus.COMPLETED)
 
 
 if __name__ == "__main__":

@@ -45,8 +45,8 @@ async def main(url: str) -> None:
             harness_id="chrn_example",
         )
         # --8<-- [start:host]
-        pending = await bridge.call_tool(
-            "acme", run.ref, "payments", "approve_payment", {"amount": 10}, wait=WaitMode.WAIT
+        pending = await run.call_tool(
+            "payments", "approve_payment", {"amount": 10}, wait=WaitMode.WAIT
         )
         assert isinstance(pending, InputPending)  # nothing started on the server yet
         (asked,) = pending.inputs  # or bridge.pending_inputs("acme"), also after a restart
@@ -67,9 +67,7 @@ async def main(url: str) -> None:
         )
         # --8<-- [start:handled]
         # wait=ASK: the step pauses while the call waits for input, and the handler answers it
-        step = await bridge.call_tool(
-            "acme", run.ref, "payments", "approve_payment", {"amount": 10}, wait=WaitMode.ASK
-        )
+        step = await run.call_tool("payments", "approve_payment", {"amount": 10}, wait=WaitMode.ASK)
         assert isinstance(step, InlineResult)
         print(step.text())  # paid 10: no host involved
         # --8<-- [end:handled]

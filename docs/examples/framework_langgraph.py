@@ -131,13 +131,11 @@ async def main() -> None:
         restarted = await build_graph(bridge)  # e.g. in a new process after a crash
         saved = await restarted.aget_state(config)  # read from the bridge ledger
         print(len(saved.values["messages"]), "messages, next:", saved.next)  # 6 … ()
-        op = await bridge.operation("acme", f"{run.ref}:call-2")  # operation id = run:call
+        op = await run.operation(f"{run.ref}:call-2")  # operation id = run:call
         # --8<-- [end:restart]
         assert saved.next == () and len(saved.values["messages"]) == 6
         assert op is not None and op.task is not None and op.task.result is not None
-        counted = await bridge.call_tool(
-            "acme", run.ref, "payments", "payment_count", {"payment_key": PAYMENT_KEY}
-        )
+        counted = await run.call_tool("payments", "payment_count", {"payment_key": PAYMENT_KEY})
         assert counted.text() == "1", counted.text()  # paid exactly once
 
 

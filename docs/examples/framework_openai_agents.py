@@ -14,7 +14,7 @@ import anyio
 from agents import Agent, RunConfig, Runner, RunResult, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from bridge import Bridge, McpServerConfig, WaitMode
+from bridge import Bridge, McpServerConfig, Run, WaitMode
 from bridge.integrations.openai_agents import (
     BridgedMCPServer,
     ParkedCall,
@@ -43,16 +43,15 @@ async def main() -> None:
         credentials=tokens.get,
     ) as bridge:  # fmt: skip
 
-        async def new_run() -> str:  # one agent run per bridged run (one saved state each)
-            served = await bridge.register_served_run(
+        async def new_run() -> Run:  # one agent run per bridged run (one saved state each)
+            return await bridge.register_served_run(
                 "acme",
                 response_id="resp_" + secrets.token_hex(8),
                 session_id="hsess" + secrets.token_hex(8),
                 harness_id="chrn_example",
             )
-            return served.ref
 
-        run = await bridge.get_run("acme", await new_run())
+        run = await new_run()
         report = {"quarter": "Q3", "sections": 2, "seconds_per_section": 0.5}
         model = ScriptedModel(
             [
@@ -74,11 +73,11 @@ async def main() -> None:
         print(result.final_output)  # The Q3 report is ready.
         # --8<-- [end:agent]
         assert not result.interruptions and model.remaining_steps == 0
-        done = await bridge.operation("acme", f"{run.ref}:call_report")
+        done = await run.operation(f"{run.ref}:call_report")
         assert done is not None and done.task is not None
         assert done.task.status.value == "completed"
 
-        run = await bridge.get_run("acme", await new_run())  # a new response: a new agent run
+        run = await new_run()  # a new response: a new agent run
         key = "pay-" + secrets.token_hex(4)
         payment = {"amount": 120, "currency": "EUR", "payee": "ACME Corp", "payment_key": key}
         model = ScriptedModel(
@@ -103,9 +102,7 @@ async def main() -> None:
         assert isinstance(finished, RunResult)
         print(finished.final_output)  # Paid.
         # --8<-- [end:approval]
-        count = await bridge.call_tool(
-            "acme", run.ref, "payments", "payment_count", {"payment_key": key}
-        )
+        count = await run.call_tool("payments", "payment_count", {"payment_key": key})
         assert count.text() == "1", count.text()  # exactly one payment on the server
 
 

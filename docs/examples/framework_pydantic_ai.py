@@ -115,8 +115,8 @@ async def main() -> None:
         agent = Agent(model, toolsets=[payments])
         bridged = BridgedRun(agent, payments, on_input=ask_a_person)
         result = await bridged.run()  # resumes from the saved history: the call is replayed
-        count = await bridge.call_tool(
-            "acme", run_ref, "payments", "payment_count", {"payment_key": payment["payment_key"]}
+        count = await bridge.run("acme", run_ref).call_tool(
+            "payments", "payment_count", {"payment_key": payment["payment_key"]}
         )
         print(result.output, "- payments recorded:", count.text())  # approved … - … 1
     # --8<-- [end:resume]

@@ -51,9 +51,7 @@ async def start_a_task_then_hang(bridge: Bridge) -> None:
         "acme", response_id="resp_replicas", session_id="hsess_replicas", harness_id="chrn_1"
     )
     args = {"quarter": "Q3", "sections": 4, "seconds_per_section": 0.5}
-    step = await bridge.call_tool(
-        "acme", run.ref, "reports", "generate_report", args, wait=WaitMode.DETACH
-    )
+    step = await run.call_tool("reports", "generate_report", args, wait=WaitMode.DETACH)
     if not isinstance(step, TaskPending):
         sys.exit(f"replica A expected a pending task, got {step!r}")
     print(run.ref, step.task.ref, flush=True)
@@ -78,7 +76,7 @@ async def take_over(bridge: Bridge) -> None:
     print(f"replica A killed holding {task_ref}")
     seen: list[tuple[int, str]] = []
     with anyio.fail_after(TAKE_OVER_DEADLINE_S):
-        async for event in bridge.subscribe("acme", run_ref, after_seq=0):
+        async for event in bridge.run("acme", run_ref).subscribe(after_seq=0):
             seen.append((event.seq, event.type))
             if event.type == "task.terminal":
                 if event.status != "completed":

@@ -61,18 +61,16 @@ async def run_across_a_restart() -> tuple[str, str]:
         run = await first.register_served_run(
             "acme", response_id="resp_trace", session_id="hsess_trace", harness_id="chrn_trace"
         )
-        done = await first.call_tool("acme", run.ref, "reports", "generate_report", quick)
-        pending = await first.call_tool(
-            "acme", run.ref, "reports", "generate_report", slow, wait=WaitMode.DETACH
-        )
+        done = await run.call_tool("reports", "generate_report", quick)
+        pending = await run.call_tool("reports", "generate_report", slow, wait=WaitMode.DETACH)
         if not (isinstance(done, TaskSettled) and isinstance(pending, TaskPending)):
             sys.exit(f"expected a settled and a pending task, got {done!r} and {pending!r}")
     async with Bridge.open(LEDGER, **OPTIONS) as second:  # a restarted process
         with anyio.fail_after(30):
-            async for event in second.subscribe("acme", run.ref):
+            async for event in second.run("acme", run.ref).subscribe():
                 if event.type == "task.terminal" and event.task_ref == pending.task.ref:
                     break
-        await second.record_outer_status("acme", run.ref, OuterStatus.COMPLETED)
+        await second.run("acme", run.ref).record_status(OuterStatus.COMPLETED)
     return run.ref, pending.task.ref
 
 

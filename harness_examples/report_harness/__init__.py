@@ -22,7 +22,7 @@ The scripted agent (no model, no network except the configured MCP servers)
 The task's input text (all ``input_text`` parts, joined by newlines) is read line by line:
 
 * ``call SERVER.TOOL {json args} [policy=wait|detach|ask|fail_recoverable]`` — one tool call
-  through ``bridge.Bridge.call_tool`` on the harness's MCP server ``SERVER`` (its
+  through ``bridge.Run.call_tool`` on the harness's MCP server ``SERVER`` (its
   ``mcpServers`` entry), with ``operation_id = "<response id>:step-<n>"`` so that a resumed run
   never repeats a call. Without ``policy=`` the bridge's default (``wait``) applies. The call is
   streamed as a ``function_call`` item, its outcome as a ``function_call_output`` item (JSON:
@@ -43,7 +43,7 @@ The task's input text (all ``input_text`` parts, joined by newlines) is read lin
 ``max_step`` (request or harness ``maxStep``) bounds the number of tool calls and
 ``timeout_seconds`` the wall-clock time; hitting either ends the task ``incomplete``.
 
-The bridge's events for the run (``bridge.subscribe``) are forwarded into the response's own
+The bridge's events for the run (``Run.subscribe``) are forwarded into the response's own
 stream as ``bridge.*`` vendor events (``bridge.uhp.adapter.to_uhp_event``) with the harness's
 own sequence numbers, and the final response's ``metadata`` carries
 ``bridge.uhp.adapter.nested_tasks_summary``.

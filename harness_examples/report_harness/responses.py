@@ -147,7 +147,9 @@ async def answer_mcp_input(request: Request) -> Response:
         )
     assert rt.bridge is not None
     try:
-        accepted = await rt.bridge.answer_input(principal, owner, input_ref, body.get("response"))
+        accepted = await (await rt.bridge.run_of(principal, owner)).answer(
+            owner, input_ref, body.get("response")
+        )
     except (NotFound, UnknownInputKey):
         raise not_found("input_request_not_found", "No such pending input request.") from None
     except InputAlreadyAnswered:

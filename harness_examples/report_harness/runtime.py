@@ -329,7 +329,7 @@ class Runtime:
             run.run_ref = view.ref
             await self.commit(self.store.setting_bridge_run(run.id, view.ref))
         if resumed:
-            ended = await self.bridge.get_run(run.principal, run.run_ref)
+            ended = await self.bridge.run(run.principal, run.run_ref).view()
             if ended.status is not None and ended.status.is_terminal:
                 # The bridge recorded the end, then this store's terminal write gave up before
                 # the restart: settle as recorded, never re-run to a different ending.
@@ -459,9 +459,7 @@ class Runtime:
             return {"outcome": "skipped", "error": f"tool {step.tool!r} is disabled"}
         mode = WaitMode(step.policy) if step.policy else None
         try:
-            outcome = await self.bridge.call_tool(
-                run.principal,
-                run.run_ref,
+            outcome = await self.bridge.run(run.principal, run.run_ref).call_tool(
                 step.server,
                 step.tool,
                 step.arguments,
@@ -489,8 +487,8 @@ class Runtime:
     async def _forward(self, run: LiveRun) -> None:
         """Bridge events of this run -> vendor events in the response's own log."""
         assert self.bridge is not None and run.run_ref is not None
-        async for event in self.bridge.subscribe(
-            run.principal, run.run_ref, after_seq=run.bridge_cursor
+        async for event in self.bridge.run(run.principal, run.run_ref).subscribe(
+            after_seq=run.bridge_cursor
         ):
             body = to_uhp_event(event)
             if body is None:
@@ -542,8 +540,8 @@ class Runtime:
         if self.bridge is None or run.run_ref is None:
             return
         with contextlib.suppress(Exception):
-            await self.bridge.record_outer_status(
-                run.principal, run.run_ref, OuterStatus(status), error=error
+            await self.bridge.run(run.principal, run.run_ref).record_status(
+                OuterStatus(status), error=error
             )
         await self._drain(run)
         tenant = self.bridge.ledger.for_principal(run.principal)

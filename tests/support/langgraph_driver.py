@@ -54,7 +54,7 @@ async def _run(args: argparse.Namespace) -> None:
         start = {"messages": [("user", "pay")]}
 
         async def human() -> None:
-            async for event in bridge.subscribe(P, run.ref):
+            async for event in bridge.run(P, run.ref).subscribe():
                 if isinstance(event, ev.TaskInputRequired):
                     await bridge.input_request(P, event).accept({"approve": True})
                     _die()

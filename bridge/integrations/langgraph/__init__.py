@@ -3,7 +3,7 @@ checkpointer beside the run (``uhp-mcp-bridge[langgraph]``; guide:
 ``docs/guides/frameworks/langgraph.md``).
 
 * :func:`bridge_tools` — the server's tools (listed through the bridge) as LangChain tools for a
-  ``ToolNode``; each call is ``Bridge.call_tool`` with ``operation_id = <run ref>:<tool call
+  ``ToolNode``; each call is ``Run.call_tool`` with ``operation_id = <run ref>:<tool call
   id>``. ``wait`` blocks the node; a detached task or a question from the server parks the graph
   with ``interrupt(ParkedTask | AskedInput)``.
 * :func:`when_settled` / :func:`answer` — build the ``Command(resume=…)`` that goes on.

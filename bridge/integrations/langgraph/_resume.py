@@ -48,7 +48,7 @@ async def _until_ready(bridge: Bridge, principal: str, run_ref: str, task_refs: 
     if await _ready(bridge, principal, run_ref, task_refs):
         return
     # From the run's first event: whatever happened since the check above is replayed.
-    async for event in bridge.subscribe(principal, run_ref):
+    async for event in bridge.run(principal, run_ref).subscribe():
         relevant = event.is_final or isinstance(event, ev.InputRequiredEvent)
         if relevant and await _ready(bridge, principal, run_ref, task_refs):
             return
@@ -57,6 +57,6 @@ async def _until_ready(bridge: Bridge, principal: str, run_ref: str, task_refs: 
 async def _ready(bridge: Bridge, principal: str, run_ref: str, task_refs: set[str]) -> bool:
     asking = {request.task_ref for request in await bridge.pending_inputs(principal, run_ref)}
     for task_ref in task_refs - asking:
-        if (await bridge.get_task(principal, task_ref)).is_open:
+        if (await bridge.run(principal, run_ref).task(task_ref)).is_open:
             return False
     return True

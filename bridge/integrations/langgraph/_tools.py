@@ -1,5 +1,5 @@
 """LangChain tools that list through :meth:`Bridge.list_tools` and call through
-:meth:`Bridge.call_tool`, parking with LangGraph ``interrupt()`` where the call cannot finish
+:meth:`Run.call_tool`, parking with LangGraph ``interrupt()`` where the call cannot finish
 inside the turn (a detached task, a question from the server)."""
 
 from __future__ import annotations
@@ -122,9 +122,7 @@ class _BridgedCall:
         }
         note: str | None = None
         while True:
-            outcome = await self.bridge.call_tool(
-                self.principal,
-                run_ref,
+            outcome = await self.bridge.run(self.principal, run_ref).call_tool(
                 self.server,
                 self.tool,
                 arguments,

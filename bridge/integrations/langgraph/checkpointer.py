@@ -1,5 +1,5 @@
 """A LangGraph checkpointer that keeps a thread's checkpoints beside its bridge run, in the
-bridge's own ledger (:meth:`Bridge.save_agent_state`, name ``langgraph:<thread_id>``): one
+bridge's own ledger (:meth:`Run.save_agent_state`, name ``langgraph:<thread_id>``): one
 database, one backup, and a SIGKILLed harness resumes the thread where the ledger resumes the
 run's tasks."""
 
@@ -144,8 +144,8 @@ class BridgeCheckpointer(BaseCheckpointSaver[str]):
     # --- storage -------------------------------------------------------------------------------
 
     async def _load(self, config: RunnableConfig) -> tuple[dict[str, list[dict[str, Any]]], int]:
-        saved = await self.bridge.agent_state(
-            self.principal, run_ref_of(config), STATE_PREFIX + _thread(config)
+        saved = await self.bridge.run(self.principal, run_ref_of(config)).agent_state(
+            STATE_PREFIX + _thread(config)
         )
         if saved is None:
             return {}, 0
@@ -156,9 +156,7 @@ class BridgeCheckpointer(BaseCheckpointSaver[str]):
         async with self._lock:  # one read-modify-write at a time in this process
             namespaces, version = await self._load(config)
             change(namespaces)
-            await self.bridge.save_agent_state(
-                self.principal,
-                run_ref_of(config),
+            await self.bridge.run(self.principal, run_ref_of(config)).save_agent_state(
                 STATE_PREFIX + _thread(config),
                 {"namespaces": namespaces},
                 expected_version=version,

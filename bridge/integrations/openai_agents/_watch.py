@@ -41,13 +41,13 @@ async def settles_or_asks(
     subscription replays the run's history first, so nothing committed in between is missed.
     """
     subscription = cast(
-        "AsyncGenerator[ev.BridgeEvent, None]", bridge.subscribe(principal, run_ref)
+        "AsyncGenerator[ev.BridgeEvent, None]", bridge.run(principal, run_ref).subscribe()
     )  # an async generator: closed when we stop reading
     async with aclosing(subscription) as events:
         async for event in events:
             if getattr(event, "task_ref", None) != task_ref:
                 continue
-            task = await bridge.get_task(principal, task_ref)
+            task = await bridge.run(principal, run_ref).task(task_ref)
             if not task.is_open:
                 return Turn.SETTLED
             if ignore_asks:

@@ -25,7 +25,7 @@ from bridge.integrations.openai_agents._watch import Turn, settles_or_asks, unan
 from bridge.ledger.reads.views import TaskView
 from bridge.outcomes import InputRequest
 
-STATE_NAME = "openai-agents"  # the Bridge.save_agent_state name of this integration
+STATE_NAME = "openai-agents"  # the Run.save_agent_state name of this integration
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ async def parked_calls(
         if call_id is None:
             continue
         op_id = operation_id(run_ref, call_id)
-        record = await bridge.operation(principal, op_id)
+        record = await bridge.run(principal, run_ref).operation(op_id)
         if record is None:
             continue  # an interruption of a tool that is not bridged
         task_ref = record.task.ref if record.task is not None else None
@@ -121,11 +121,11 @@ async def save_run_state(
     *,
     expected_version: int | None = None,
 ) -> int:
-    """Store ``state.to_json()`` beside the bridged run (``Bridge.save_agent_state``, name
+    """Store ``state.to_json()`` beside the bridged run (``Run.save_agent_state``, name
     ``"openai-agents"``); its new version. A harness that dies resumes from the last save."""
     principal, run_ref = _run_and_principal(run)
-    return await bridge.save_agent_state(
-        principal, run_ref, STATE_NAME, state.to_json(), expected_version=expected_version
+    return await bridge.run(principal, run_ref).save_agent_state(
+        STATE_NAME, state.to_json(), expected_version=expected_version
     )
 
 
@@ -135,7 +135,7 @@ async def load_run_state(
     """The run state last saved for this run (``None``: never parked), rebuilt for
     ``agent`` — the same agent (and MCP servers, same order) the run started with."""
     principal, run_ref = _run_and_principal(run)
-    saved = await bridge.agent_state(principal, run_ref, STATE_NAME)
+    saved = await bridge.run(principal, run_ref).agent_state(STATE_NAME)
     if saved is None:
         return None
     return await RunState.from_json(agent, saved.state)

@@ -1,7 +1,7 @@
 """``BridgedMCPServer``: an Agents SDK ``MCPServer`` whose tools run through a :class:`Bridge`.
 
 The SDK sees an ordinary MCP server: ``list_tools`` lists through the bridge's own connection
-and credentials, ``call_tool`` calls through ``Bridge.call_tool`` with
+and credentials, ``call_tool`` calls through ``Run.call_tool`` with
 ``operation_id = f"{run_ref}:{tool_call_id}"`` (a replayed step never calls twice).
 
 Parking a call uses the SDK's one pause point, the per-call ``needs_approval`` check, which runs
@@ -132,10 +132,9 @@ class BridgedMCPServer(MCPServer):
         run = current_run()
         principal = self._principal(run)
         op_id = operation_id(run.run_ref, call_id)
-        step = await self.bridge.call_tool(
-            principal, run.run_ref, self.server, tool, arguments,
-            operation_id=op_id, wait=WaitMode.DETACH,
-        )  # fmt: skip
+        step = await self.bridge.run(principal, run.run_ref).call_tool(
+            self.server, tool, arguments, operation_id=op_id, wait=WaitMode.DETACH
+        )
         if isinstance(step, InputPending):
             return self.approvals
         if not isinstance(step, TaskPending):
@@ -164,11 +163,15 @@ class BridgedMCPServer(MCPServer):
             raise UserError("BridgedMCPServer.call_tool needs the SDK's tool call (no call id)")
         run = current_run()
         op_id = operation_id(run.run_ref, call_id)
-        step = await self.bridge.call_tool(
-            self._principal(run), run.run_ref, self.server, tool_name, arguments,
-            operation_id=op_id, wait=self._mode(tool_name),
+        bridged = self.bridge.run(self._principal(run), run.run_ref)
+        step = await bridged.call_tool(
+            self.server,
+            tool_name,
+            arguments,
+            operation_id=op_id,
+            wait=self._mode(tool_name),
             wait_deadline_s=0 if op_id in self._wait_spent else None,
-        )  # fmt: skip
+        )
         self._wait_spent.discard(op_id)
         return model_visible_result(step)
 

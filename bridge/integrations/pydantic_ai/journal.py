@@ -1,4 +1,4 @@
-"""The agent's parked state, saved beside the run (``Bridge.save_agent_state``, name
+"""The agent's parked state, saved beside the run (``Run.save_agent_state``, name
 ``"pydantic-ai"``): the message history and which tool call became which bridged operation.
 
 It is written *before* a tool call goes out (the history then ends with the model response
@@ -50,7 +50,7 @@ class RunJournal:
         self.run_ref = run_ref
 
     async def load(self) -> SavedRun | None:
-        view = await self.bridge.agent_state(self.principal, self.run_ref, STATE_NAME)
+        view = await self.bridge.run(self.principal, self.run_ref).agent_state(STATE_NAME)
         if view is None:
             return None
         state = view.state
@@ -91,7 +91,7 @@ class RunJournal:
 
     async def _update(self, change: Callable[[dict[str, Any]], None]) -> None:
         while True:
-            view = await self.bridge.agent_state(self.principal, self.run_ref, STATE_NAME)
+            view = await self.bridge.run(self.principal, self.run_ref).agent_state(STATE_NAME)
             state: dict[str, Any] = (
                 view.state
                 if view is not None
@@ -99,9 +99,7 @@ class RunJournal:
             )
             change(state)
             try:
-                await self.bridge.save_agent_state(
-                    self.principal,
-                    self.run_ref,
+                await self.bridge.run(self.principal, self.run_ref).save_agent_state(
                     STATE_NAME,
                     state,
                     expected_version=view.version if view is not None else 0,

@@ -95,9 +95,7 @@ class BridgedRun:
         async def settle_one(call: ToolCallPart, parked: dict[str, Any]) -> None:
             # A replay of the recorded operation (nothing is sent again), waited for like
             # ``wait`` mode: until terminal or lost, the deadline paused during input.
-            step = await self.bridge.call_tool(
-                self.principal,
-                self.run_ref,
+            step = await self.bridge.run(self.principal, self.run_ref).call_tool(
                 parked["server"],
                 parked["tool"],
                 call.args_as_dict(),
@@ -119,7 +117,7 @@ class BridgedRun:
 
     async def _offer_inputs(self, answer: InputAnswerer) -> None:
         offered: set[str] = set()
-        async for event in self.bridge.subscribe(self.principal, self.run_ref):
+        async for event in self.bridge.run(self.principal, self.run_ref).subscribe():
             if not isinstance(event, ev.InputRequiredEvent):
                 continue
             # Only still-unanswered requests (replaying the run's events after a restart

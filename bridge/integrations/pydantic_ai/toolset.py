@@ -1,7 +1,7 @@
 """``BridgedToolset``: a pydantic-ai toolset whose MCP tool calls go through the bridge.
 
 Tools are listed through ``Bridge.list_tools`` (the bridge's own connection and credentials)
-and every call through ``Bridge.call_tool`` with ``operation_id = "<run ref>:<tool call id>"``:
+and every call through ``Run.call_tool`` with ``operation_id = "<run ref>:<tool call id>"``:
 an agent step replayed after a restart finds its recorded operation and sends nothing again.
 
 ``mode="wait"`` blocks the tool call until its task settles (the bridge's ``ask`` wait: the
@@ -117,9 +117,7 @@ class BridgedToolset(AbstractToolset[Any]):
         op_id = operation_id(self.run_ref, ctx.tool_call_id)
         entry = CallEntry(server=self.server, tool=name, operation_id=op_id, task_ref=None)
         await self.journal.record_call(ctx.messages, ctx.tool_call_id, entry)  # write-ahead
-        step = await self.bridge.call_tool(
-            self.principal,
-            self.run_ref,
+        step = await self.bridge.run(self.principal, self.run_ref).call_tool(
             self.server,
             name,
             tool_args,

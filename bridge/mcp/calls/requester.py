@@ -25,6 +25,7 @@ import anyio
 import mcp_types
 from anyio.abc import TaskGroup
 
+from bridge.ids import is_call_ref
 from bridge.ledger.coordination.availability import WriteLockBusy
 from bridge.ledger.coordination.fencing import Membership
 from bridge.ledger.coordination.replica import ReplicaLeases
@@ -40,7 +41,7 @@ from bridge.mcp.calls.operation_replay import CallReplays
 from bridge.mcp.calls.reply_recording import CallReplies
 from bridge.mcp.calls.unknown_outcome_retries import UnknownOutcomeRetries
 from bridge.mcp.inputs.call_round_handlers import CallInputs
-from bridge.mcp.inputs.call_rounds import CallRounds, is_call_ref, wire_responses
+from bridge.mcp.inputs.call_rounds import CallRounds, wire_responses
 from bridge.mcp.inputs.handlers import InputHandlers
 from bridge.mcp.inputs.legacy_held_result import install_legacy_inputs
 from bridge.mcp.inputs.task_input_handlers import TaskInputs

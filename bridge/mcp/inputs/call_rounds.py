@@ -35,7 +35,6 @@ from bridge.errors import (
     InvalidTaskResponse,
     ServerConnectFailed,
 )
-from bridge.ids import DISPATCH_PREFIX
 from bridge.ledger.reads.views import CallInputView, DispatchView
 from bridge.ledger.rounds import RetryLeg
 from bridge.ledger.runner import LedgerRunner
@@ -82,11 +81,6 @@ LegSender = Callable[
     [TenantLedger, ServerConnection, DispatchView, str, dict[str, Any], RetryLeg | None],
     Awaitable[CallOutcome],
 ]
-
-
-def is_call_ref(ref: str) -> bool:
-    """Does ``ref`` name a dispatch (an MRTR input's owner) rather than a task?"""
-    return ref.startswith(DISPATCH_PREFIX)
 
 
 def wire_responses(leg: RetryLeg) -> mcp_types.InputResponses:
