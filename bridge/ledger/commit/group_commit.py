@@ -74,8 +74,8 @@ class StagedCommit(Generic[C, R, T]):
 
     ``write`` executes its statements (and raises to roll back); ``settle`` runs once, after the
     transaction holding the write committed, on the event loop, so it must not block (commit
-    listeners, the value returned); ``failed`` runs in a worker thread when the write failed
-    alone (it may read the ledger to answer instead, or raise).
+    listeners, the value returned); ``failed`` runs where the write was committed (a worker
+    thread, or inline) when it failed alone (it may read the ledger to answer instead, or raise).
     """
 
     write: Callable[[C], R]
