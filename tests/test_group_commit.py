@@ -305,11 +305,21 @@ async def test_a_caller_cancelled_while_queued_still_learns_its_write_was_commit
     assert second.get_dispatch(committed[0].ref).state is DispatchState.SENT
 
 
-async def test_an_inline_runner_refuses_to_group(ledger: Ledger) -> None:
+async def test_an_inline_runner_commits_alone_instead_of_grouping(
+    ledger: Ledger, second: TenantLedger
+) -> None:
+    """Inline calls never overlap: the write is committed alone, at once, the group untouched
+    (it used to be refused: callers chose the ungrouped write themselves)."""
     tenant = ledger.for_principal("acme")
-    staged = _intent(tenant, new_run(tenant).ref, 1)
-    with pytest.raises(RuntimeError, match="worker threads"):
-        await LedgerRunner(inline=True).commit(ledger.group_commit, staged)
+    run_ref = new_run(tenant).ref
+    group = ledger.group_commit
+    before = (group.batches, group.transactions, group.writes)
+    view = await LedgerRunner(inline=True).commit(group, _intent(tenant, run_ref, 1))
+    assert (group.batches, group.transactions, group.writes) == before
+    assert second.get_dispatch(view.ref).state is DispatchState.SENT
+    # The refusals of the write itself come through this route as they do through the group.
+    with pytest.raises(NotFound):
+        await LedgerRunner(inline=True).commit(group, _intent(tenant, "run_missing", 2))
 
 
 async def test_task_handles_share_commits_and_a_duplicate_handle_fails_alone(

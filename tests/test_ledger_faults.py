@@ -33,6 +33,7 @@ from bridge.ledger.coordination.availability import CALL_PATH_CHECK_EVERY, Write
 from bridge.ledger.reads.views import RunView
 from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import DISPATCHES, Ledger, TenantLedger
+from bridge.lifecycle import TaskStatus
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import REPO_ROOT, ServerProcess, refused_port
 from tests.support.sqlite_lock import HeldLock, held_lock
@@ -175,6 +176,52 @@ async def test_call_path_intent_waits_for_the_lock_and_is_committed_once(
     assert _dispatch_count(ledger, run.ref) == 1
     settled = tenant.record_immediate_result(intent.ref, {"content": []}, intent=intent)
     assert settled.state.value == "result"
+
+
+@pytest.mark.anyio
+async def test_the_call_path_route_waits_for_the_lock_and_commits_each_write_once(
+    stored: Stored,
+) -> None:
+    """The requester's one route, ``LedgerRunner.commit`` inline: the staged intent, then the
+    staged handle, each meet the held lock (nothing written), wait off the loop's back and
+    commit once it is free; running the staged write again writes it once."""
+    ledger, path, tenant, run = stored.ledger, stored.path, stored.tenant, stored.run
+    runner, group = LedgerRunner(inline=True), tenant.group_commit
+    staged_intent = tenant.stage_dispatch(
+        run.ref,
+        server_endpoint="http://mcp.example/mcp",
+        tool_name="generate_report",
+        arguments={"quarter": "Q4"},
+        sent=True,
+    )
+    with held_lock(path) as holder, anyio.fail_after(DEADLINE_S):
+        async with anyio.create_task_group() as tg:
+            intents: list[Any] = []
+
+            async def commit_intent() -> None:
+                intents.append(await runner.commit(group, staged_intent))
+
+            tg.start_soon(commit_intent)
+            await anyio.sleep(0.1)
+            assert intents == [] and _dispatch_count(ledger, run.ref) == 0
+            holder.release()
+    (intent,) = intents
+    assert _dispatch_count(ledger, run.ref) == 1
+    staged_task = tenant.stage_task_created(intent.ref, task_id="t-1", status=TaskStatus.WORKING)
+    with held_lock(path) as holder, anyio.fail_after(DEADLINE_S):
+        async with anyio.create_task_group() as tg:
+            tasks: list[Any] = []
+
+            async def commit_task() -> None:
+                tasks.append(await runner.commit(group, staged_task))
+
+            tg.start_soon(commit_task)
+            await anyio.sleep(0.1)
+            assert tasks == [] and "task.created" not in _event_types(tenant, run.ref)
+            holder.release()
+    (task,) = tasks
+    assert tenant.get_task(task.ref).status is TaskStatus.WORKING
+    assert _event_types(tenant, run.ref).count("task.created") == 1
 
 
 @pytest.mark.anyio

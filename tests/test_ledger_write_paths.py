@@ -1,21 +1,28 @@
-"""The call path's two ways of running give the same ledger: property-based.
+"""Every route of the call path's writes gives the same ledger: property-based.
 
-The write-ahead commits of a bridged call (``begin_dispatch``, ``mark_dispatch_sent``,
-``record_immediate_result``, ``record_call_error``, ``record_task_created``) run their statements
-on the driver's own connection, precompiled (``Ledger(...)``, the default), or through
-SQLAlchemy Core (``precompiled_call_path=False``). For any generated sequence of operations,
-interleaved with writes that only have a Core path (``mark_dispatch_unknown``,
-``record_anomaly``), outer observations (``observe_outer``, precompiled too) and task
-observations (``observe_task``: precompiled, or through Core when it records input requests),
-both must:
+The write-ahead commits of a bridged call (``stage_dispatch``, ``stage_immediate_result``,
+``stage_task_created``; ``mark_dispatch_sent``, ``record_call_error``) are defined once, staged,
+and reach the database by one of these routes:
+
+* immediate: the public synchronous names (``begin_dispatch``, ``record_immediate_result``,
+  ``record_task_created``) commit the staged write alone, on the driver's own connection;
+* inline: ``LedgerRunner(inline=True).commit`` (SQLite on the event loop) commits it alone too;
+* grouped: ``LedgerRunner(inline=False).commit`` hands it to the ledger's group commit, in a
+  worker thread (or, on PostgreSQL, sent from the event loop);
+* the reference: the same statements through SQLAlchemy Core (``tests/support/core_session.py``).
+
+For any generated sequence of operations, interleaved with writes that only have a Core path
+(``mark_dispatch_unknown``, ``record_anomaly``), outer observations (``observe_outer``,
+precompiled too) and task observations (``observe_task``: precompiled, or through Core when it
+records input requests), every route must, against the reference:
 
 * return the same views and raise the same errors;
 * leave identical rows in every table, and identical events (same payload text);
 * store every event exactly as its pydantic model serialises it (what ``_append`` writes), so a
   call-path event, built as a dict without the model, cannot drift from the model.
 
-Both ledgers share one database; each example writes under two fresh principals and the
-comparison maps each side's random references to the order they were created in.
+All ledgers share one database; each example writes under fresh principals (one per route) and
+the comparison maps each side's random references to the order they were created in.
 """
 
 from __future__ import annotations
@@ -23,11 +30,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -35,12 +43,15 @@ from sqlalchemy import select
 
 from bridge import events as ev
 from bridge.errors import BridgeError
+from bridge.ledger.commit.group_commit import StagedCommit
 from bridge.ledger.coordination.fencing import Membership
 from bridge.ledger.reads.views import TaskObservation
+from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import DISPATCHES, EVENTS, INPUTS, RUNS, TASKS, Ledger, TenantLedger
 from bridge.lifecycle import OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT
+from tests.support.core_session import CoreSession
 from tests.support.postgres import fresh_database
 from tests.support.properties import ledger_property_settings
 
@@ -169,13 +180,19 @@ def scripts(max_calls: int) -> st.SearchStrategy[list[Op]]:
 
 
 MEMBER = Membership("replica-a", 3)
+T = TypeVar("T")
+
+#: A route: None for the immediate (synchronous) names, else the runner whose ``commit`` takes
+#: the staged write (inline: committed alone; in worker threads: through the group commit).
+Route = LedgerRunner | None
 
 
 class Side:
     """One ledger's run of a script: its tenant, the references it created, what it returned."""
 
-    def __init__(self, tenant: TenantLedger) -> None:
+    def __init__(self, tenant: TenantLedger, route: Route) -> None:
         self.tenant = tenant
+        self.route = route
         self.refs: list[str] = []  # every reference, in creation order
         self.runs: list[str] = []
         self.dispatches: list[Any] = []  # views, as begin_dispatch returned them
@@ -186,6 +203,14 @@ class Side:
         if ref not in self.refs:
             self.refs.append(ref)
 
+    async def write(
+        self, immediate: Callable[[], T], staged: Callable[[], StagedCommit[Any, Any, T]]
+    ) -> T:
+        """A call-path write by this side's route."""
+        if self.route is None:
+            return immediate()
+        return await self.route.commit(self.tenant.group_commit, staged())
+
 
 def _result(op: Result) -> dict[str, Any]:
     return {
@@ -195,7 +220,7 @@ def _result(op: Result) -> dict[str, Any]:
     }
 
 
-def _apply(side: Side, op: Op, clock: FakeClock) -> Any:
+async def _apply(side: Side, op: Op, clock: FakeClock) -> Any:
     tenant = side.tenant
     if isinstance(op, Tick):
         clock.advance(op.ms)
@@ -207,17 +232,20 @@ def _apply(side: Side, op: Op, clock: FakeClock) -> Any:
         if isinstance(op, Outer):
             error = {"code": "boom", "detail": ["é", 1.5]} if op.with_error else None
             return tenant.observe_outer(run_ref, op.status, sequence=op.sequence, error=error)
-        view = tenant.begin_dispatch(
-            run_ref,
-            server_endpoint=ENDPOINT,
-            server_name="reports" if op.arguments else None,
-            tool_name="generate_report",
-            arguments={"quarter": op.arguments, "notes": ["é", 1.5]},
-            operation_id=None if op.operation is None else f"op-{op.operation}",
-            sent=op.sent,
-            trace_id="a" * 32,
-            span_id="b" * 16,
-            dispatcher=MEMBER if op.dispatcher else None,
+        fields: dict[str, Any] = {
+            "server_endpoint": ENDPOINT,
+            "server_name": "reports" if op.arguments else None,
+            "tool_name": "generate_report",
+            "arguments": {"quarter": op.arguments, "notes": ["é", 1.5]},
+            "operation_id": None if op.operation is None else f"op-{op.operation}",
+            "sent": op.sent,
+            "trace_id": "a" * 32,
+            "span_id": "b" * 16,
+            "dispatcher": MEMBER if op.dispatcher else None,
+        }
+        view = await side.write(
+            lambda: tenant.begin_dispatch(run_ref, **fields),
+            lambda: tenant.stage_dispatch(run_ref, **fields),
         )
         side.created(view.ref)
         side.dispatches.append(view)
@@ -231,21 +259,30 @@ def _apply(side: Side, op: Op, clock: FakeClock) -> Any:
         return tenant.mark_dispatch_sent(intent.ref)
     if isinstance(op, Result):
         held = intent if op.with_intent else None
-        return tenant.record_immediate_result(intent.ref, _result(op), intent=held)
+        # Staged, a result needs the intent: without the caller's, the one on record.
+        return await side.write(
+            lambda: tenant.record_immediate_result(intent.ref, _result(op), intent=held),
+            lambda: tenant.stage_immediate_result(
+                _result(op), intent=held or tenant.get_dispatch(intent.ref)
+            ),
+        )
     if isinstance(op, CallError):
         return tenant.record_call_error(intent.ref, {"code": -32602, "message": "bad"})
     if isinstance(op, Unknown):
         return tenant.mark_dispatch_unknown(intent.ref, "connection lost")
-    task = tenant.record_task_created(
-        intent.ref,
-        task_id=f"handle-{op.handle}",
-        status=op.status,
-        status_message="started",
-        ttl_ms=op.ttl_ms,
-        poll_interval_ms=500,
-        server_version="1.2",
-        credential_ref="cred-a",
-        lease=MEMBER if op.leased else None,
+    handle: dict[str, Any] = {
+        "task_id": f"handle-{op.handle}",
+        "status": op.status,
+        "status_message": "started",
+        "ttl_ms": op.ttl_ms,
+        "poll_interval_ms": 500,
+        "server_version": "1.2",
+        "credential_ref": "cred-a",
+        "lease": MEMBER if op.leased else None,
+    }
+    task = await side.write(
+        lambda: tenant.record_task_created(intent.ref, **handle),
+        lambda: tenant.stage_task_created(intent.ref, **handle),
     )
     side.created(task.ref)
     side.tasks.append(task)
@@ -286,15 +323,17 @@ def _observe(side: Side, op: Observe) -> Any:
     return observed
 
 
-def _play(ledger: Ledger, principal: str, script: list[Op], clock: FakeClock) -> Side:
-    side = Side(ledger.for_principal(principal))
+async def _play(
+    ledger: Ledger, route: Route, principal: str, script: list[Op], clock: FakeClock
+) -> Side:
+    side = Side(ledger.for_principal(principal), route)
     for number in range(2):
         run = side.tenant.open_run("local:h", response_id=f"resp_{number}", session_id="s")
         side.created(run.ref)
         side.runs.append(run.ref)
     for op in script:
         try:
-            outcome = _apply(side, op, clock)
+            outcome = await _apply(side, op, clock)
         except BridgeError as exc:
             outcome = type(exc).__name__
         side.outcomes.append(dataclasses.asdict(outcome) if _is_view(outcome) else outcome)
@@ -354,14 +393,15 @@ def _check_gapless(rows: list[dict[str, Any]]) -> None:
 _examples = itertools.count()
 
 
-def _compare(fast: Ledger, core: Ledger, clock: FakeClock, script: list[Op]) -> None:
+def _compare(routes: dict[str, tuple[Ledger, Route]], clock: FakeClock, script: list[Op]) -> None:
+    """Plays ``script`` by every route (the first: the reference) and compares each to it."""
     number = next(_examples)
     start = clock.now_ms
     sides = {}
-    for name, ledger in (("fast", fast), ("core", core)):
-        clock.now_ms = start  # both sides see the same times
+    for name, (ledger, route) in routes.items():
+        clock.now_ms = start  # every side sees the same times
         principal = f"paths-{number}-{name}"
-        side = _play(ledger, principal, script, clock)
+        side = anyio.run(_play, ledger, route, principal, script, clock)
         rows = _rows(ledger, principal)
         _check_events_match_their_models(rows["events"])
         _check_gapless(rows["events"])
@@ -375,17 +415,18 @@ def _compare(fast: Ledger, core: Ledger, clock: FakeClock, script: list[Op]) -> 
                 for table, table_rows in rows.items()
             },
         )
-    fast_outcomes, fast_rows = sides["fast"]
-    core_outcomes, core_rows = sides["core"]
-    assert fast_outcomes == core_outcomes
-    for table in fast_rows:
-        assert fast_rows[table] == core_rows[table], f"{table} differ"
+    (reference, (core_outcomes, core_rows)), *others = sides.items()
+    for name, (outcomes, route_rows) in others:
+        assert outcomes == core_outcomes, f"{name} returned other views or errors than {reference}"
+        for table in route_rows:
+            assert route_rows[table] == core_rows[table], f"{table} differ ({name})"
 
 
 def _pair(url: str, clock: FakeClock) -> tuple[Ledger, Ledger]:
-    """A ledger with the precompiled call path, and one on the same database through Core."""
+    """The product's ledger, and one on the same database through the Core reference."""
     fast = Ledger.open(url, clock=clock, max_outcome_bytes=4096)
-    core = Ledger(fast.engine, clock=clock, max_outcome_bytes=4096, precompiled_call_path=False)
+    reference = CoreSession(fast.engine, fast.dialect.statement_dialect())
+    core = Ledger(fast.engine, clock=clock, max_outcome_bytes=4096, driver_session=reference)
     return fast, core
 
 
@@ -408,16 +449,29 @@ def pg_pair(postgres_admin_url: str, clock: FakeClock) -> Iterator[tuple[Ledger,
 
 @ledger_property_settings(120)
 @given(script=scripts(8))
-def test_both_call_paths_write_the_same_ledger_on_sqlite(
+def test_every_call_path_route_writes_the_same_ledger_on_sqlite(
     sqlite_pair: tuple[Ledger, Ledger], clock: FakeClock, script: list[Op]
 ) -> None:
-    _compare(*sqlite_pair, clock, script)
+    fast, core = sqlite_pair
+    routes = {
+        "core": (core, None),
+        "immediate": (fast, None),
+        "inline": (fast, LedgerRunner(inline=True)),
+        "grouped": (fast, LedgerRunner(inline=False)),
+    }
+    _compare(routes, clock, script)
 
 
 @pytest.mark.postgres
 @ledger_property_settings(40)
 @given(script=scripts(6))
-def test_both_call_paths_write_the_same_ledger_on_postgresql(
+def test_every_call_path_route_writes_the_same_ledger_on_postgresql(
     pg_pair: tuple[Ledger, Ledger], clock: FakeClock, script: list[Op]
 ) -> None:
-    _compare(*pg_pair, clock, script)
+    fast, core = pg_pair
+    routes = {
+        "core": (core, None),
+        "immediate": (fast, None),
+        "grouped": (fast, LedgerRunner(inline=False)),
+    }
+    _compare(routes, clock, script)

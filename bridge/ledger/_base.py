@@ -43,7 +43,6 @@ from bridge import events as ev
 from bridge.errors import NotFound
 from bridge.ledger.commit.driver_sessions import (
     CompiledStatement,
-    CoreCursor,
     Cursor,
     DriverSession,
     SqliteDriverSession,
@@ -186,18 +185,23 @@ class Tx:
     (:meth:`run`, :meth:`one`) execute.
 
     A transaction opened through Core (:meth:`LedgerCore._write`) has its ``conn`` for Core
-    statements, and runs precompiled ones on that connection's own DBAPI cursor (or through
-    Core, for a ledger without the precompiled path). One of the driver session
+    statements, and runs precompiled ones on that connection's own DBAPI cursor (or on the
+    cursor its executor gives, ``through``). One of the driver session
     (:meth:`LedgerCore._driver_write`) has no ``conn``: precompiled statements only.
     """
 
     conn: Connection
 
-    def __init__(self, statements: Cursor | None = None, *, on_driver: bool = True) -> None:
+    def __init__(
+        self,
+        statements: Cursor | None = None,
+        *,
+        through: Callable[[Connection], Cursor | None] | None = None,
+    ) -> None:
         self.appended = _Appended()
         self._statements = statements  # given: the driver session's (not closed here)
         self._owned: Cursor | None = None
-        self._on_driver = on_driver
+        self._through = through
 
     def run(self, statement: CompiledStatement, params: dict[str, Any]) -> int:
         """Execute a precompiled statement: the rows it affected."""
@@ -216,8 +220,8 @@ class Tx:
     ) -> T:
         if self._statements is not None:
             return call(self._statements)
-        if not self._on_driver:
-            return call(CoreCursor(self.conn))
+        if self._owned is None and self._through is not None:
+            self._owned = self._through(self.conn)
         if self._owned is None:
             driver = self.conn.connection.driver_connection
             assert driver is not None  # a transaction holds a live connection
@@ -242,8 +246,8 @@ class Tx:
 class LedgerCore:
     """The engine, the dialect, the clock, commit listeners and the two kinds of transaction.
 
-    ``precompiled_call_path=False`` runs the call path's statements through SQLAlchemy Core
-    (slower; every statement visible to SQLAlchemy's logging and instrumentation).
+    ``driver_session``: where the precompiled statements run (default: the dialect's, on the
+    driver's own connections; the tests pass their SQLAlchemy Core reference).
     ``commit_on_loop=False`` keeps every group-commit batch in worker threads (PostgreSQL: by
     default a batch of one-statement writes is sent from the event loop, see
     :mod:`bridge.ledger.commit.loop_pipeline`).
@@ -255,7 +259,7 @@ class LedgerCore:
         *,
         clock: Clock = wall_clock_ms,
         max_outcome_bytes: int = DEFAULT_MAX_OUTCOME_BYTES,
-        precompiled_call_path: bool = True,
+        driver_session: DriverSession | None = None,
         commit_on_loop: bool = True,
     ) -> None:
         self.engine = engine
@@ -265,27 +269,29 @@ class LedgerCore:
         self._listeners: list[EventListener] = []
         if self.dialect.name == "postgresql":  # other processes' waiters hear commits by NOTIFY
             self._listeners.append(CommitPublisher(engine))
-        self._driver: DriverSession = self.dialect.driver_session(
-            engine, precompiled=precompiled_call_path
-        )
-        # Call-path commits of concurrent callers in worker threads share transactions.
+        self._driver = driver_session or self.dialect.driver_session(engine)
+        sqlite = self._driver if isinstance(self._driver, SqliteDriverSession) else None
+        # Call-path commits of concurrent callers in worker threads share transactions; a lone
+        # statement on SQLite commits in autocommit.
         pipelined = self._driver.commit_pipelined if self._driver.pipelines else None
         self._loop_pipeline = (
             LoopPipeline(engine) if pipelined is not None and commit_on_loop else None
         )
         self.group_commit: GroupCommit[Cursor] = GroupCommit(
-            self._driver.transaction, pipelined, self._loop_pipeline
+            self._driver.transaction,
+            pipelined,
+            self._loop_pipeline,
+            run_alone=sqlite.run_alone if sqlite is not None else None,
         )
-        # Event appends on the driver's connection (through Core without the precompiled
-        # call path: visible); a transaction opened through Core appends through Core.
+        # Event appends run where the driver session runs statements, in a transaction opened
+        # through Core too (``Tx.through``).
         self._event_append = EventAppend(self._driver)
-        self._appends_on_driver = precompiled_call_path
         # SQLite: the reads a waiting step and a forwarder make on every wake, on the driver.
         self.lean_reads: LeanReads | None = None
-        if isinstance(self._driver, SqliteDriverSession):
+        if sqlite is not None:
             tasks = _ROW_BY_REF[TASKS.name]
             self.lean_reads = LeanReads(
-                self._driver, tasks, events_after_query(None), EVENTS_AFTER_LIMITED
+                sqlite, tasks, events_after_query(None), EVENTS_AFTER_LIMITED
             )
 
     def close(self) -> None:
@@ -315,7 +321,7 @@ class LedgerCore:
 
     @contextmanager
     def _write(self) -> Iterator[Tx]:
-        tx = Tx(on_driver=self._appends_on_driver)
+        tx = Tx(through=self._driver.cursor_on)
         with self.engine.begin() as conn:
             tx.conn = conn
             try:

@@ -1,25 +1,25 @@
 """The dispatches aggregate: ``tools/call`` intents, their state moves, and the call path.
 
 A bridged call commits twice on its critical path: the intent before the request is sent
-(:meth:`DispatchWrites.begin_dispatch`), then the handle (:meth:`~DispatchWrites.
-record_task_created`) or the result (:meth:`~DispatchWrites.record_immediate_result`) before
-it is returned. Those writes are defined here, once: as SQLAlchemy Core statements over the
-SQLModel tables (:class:`CallPathStatements`, column lists taken from the tables), compiled once
-for the dialect and run on the ledger's driver session
-(:mod:`bridge.ledger.commit.driver_sessions`). The two call-path events (``call.result``,
-``task.created``) are serialised by one function, :func:`event_tail`, in the shape ``model_dump``
-gives them; ``tests/test_ledger_write_paths.py`` proves the rows and events equal those of the
-SQLAlchemy Core path and of the event models. Each of the three commits also comes staged
-(``stage_…``: its statements, then what follows the commit), so that concurrent callers' commits can
-share a transaction (:mod:`bridge.ledger.commit.group_commit`, used where ledger calls run in worker
-threads).
+(:meth:`DispatchWrites.stage_dispatch`), then the handle (:meth:`~DispatchWrites.
+stage_task_created`) or the result (:meth:`~DispatchWrites.stage_immediate_result`) before it is
+returned. Each is defined here once, staged (:class:`~bridge.ledger.commit.group_commit.
+StagedCommit`: its statements, then what follows the commit), as SQLAlchemy Core statements over
+the SQLModel tables (:class:`CallPathStatements`, column lists taken from the tables) compiled
+once for the dialect and run on the ledger's driver session (:mod:`bridge.ledger.commit.
+driver_sessions`). Callers commit it through ``LedgerRunner.commit``: alone (inline), or in a
+group commit shared with concurrent callers (worker threads); ``begin_dispatch``,
+``record_immediate_result`` and ``record_task_created`` commit it alone, synchronously. The
+two call-path events (``call.result``, ``task.created``) are serialised by one function,
+:func:`event_tail`, in the shape ``model_dump`` gives them; ``tests/test_ledger_write_paths.py``
+proves every route writes the rows and events of the SQLAlchemy Core reference.
 """
 
 from __future__ import annotations
 
 import json
 from types import SimpleNamespace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import pydantic_core
 from sqlalchemy import (
@@ -42,10 +42,7 @@ from bridge.ledger.call_path import (
     intent_row,
     intent_view,
 )
-from bridge.ledger.commit.driver_sessions import (
-    Cursor,
-    StatementResult,
-)
+from bridge.ledger.commit.driver_sessions import Cursor, StatementResult
 from bridge.ledger.commit.group_commit import StagedCommit
 from bridge.ledger.coordination.fencing import Membership
 from bridge.ledger.outcome import bound_json
@@ -53,6 +50,8 @@ from bridge.ledger.reads.views import DispatchView, TaskView
 from bridge.ledger.runs import RunWrites
 from bridge.lifecycle import DispatchState, TaskStatus, may_advance_dispatch
 from bridge.redaction import scrub_task_id
+
+T = TypeVar("T")
 
 
 class DispatchWrites(RunWrites):
@@ -77,39 +76,21 @@ class DispatchWrites(RunWrites):
         span_id: str | None = None,
         dispatcher: Membership | None = None,
     ) -> DispatchView:
-        """Commit the intent to send a ``tools/call`` before sending it.
-
-        ``dispatcher``: the replica incarnation sending it (leased mode), so that only once it
-        is gone may another replica settle the call as unknown.
-
-        The intent is ``pending``; with ``sent=True`` it is committed directly as ``sent``
-        (the caller releases the request right after this commit), which saves a commit on the
-        call's critical path. With an ``operation_id`` the call is idempotent: the same id
-        returns the recorded intent (whatever state it reached) instead of creating a second
-        one, so a caller that retries after a crash learns what happened instead of resending.
-        """
-        values = intent_row(
-            self.principal,
-            self._ledger.clock(),
-            run_ref,
-            server_endpoint,
-            tool_name,
-            arguments,
-            server_name,
-            operation_id,
-            sent,
-            trace_id,
-            span_id,
-            dispatcher,
+        """:meth:`stage_dispatch` committed alone: the intent is durable when this returns."""
+        return self._commit_alone(
+            self.stage_dispatch(
+                run_ref,
+                server_endpoint=server_endpoint,
+                tool_name=tool_name,
+                arguments=arguments,
+                server_name=server_name,
+                operation_id=operation_id,
+                sent=sent,
+                trace_id=trace_id,
+                span_id=span_id,
+                dispatcher=dispatcher,
+            )
         )
-        driver = self._ledger._driver
-        try:
-            inserted = driver.execute_alone(self._call_path.insert_dispatch, values)
-        except driver.integrity_error as exc:
-            return self._intent_conflict(values, exc)
-        if inserted == 0:
-            raise NotFound("run", run_ref)
-        return intent_view(values)
 
     def stage_dispatch(
         self,
@@ -125,9 +106,17 @@ class DispatchWrites(RunWrites):
         span_id: str | None = None,
         dispatcher: Membership | None = None,
     ) -> StagedCommit[Cursor, None, DispatchView]:
-        """:meth:`begin_dispatch` as a write that may share a transaction with other callers'
-        (:mod:`bridge.ledger.commit.group_commit`): the intent is committed when the commit
-        returns."""
+        """The intent to send a ``tools/call``, committed before sending it.
+
+        ``dispatcher``: the replica incarnation sending it (leased mode), so that only once it
+        is gone may another replica settle the call as unknown.
+
+        The intent is ``pending``; with ``sent=True`` it is committed directly as ``sent``
+        (the caller releases the request right after this commit), which saves a commit on the
+        call's critical path. With an ``operation_id`` the call is idempotent: the same id
+        returns the recorded intent (whatever state it reached) instead of creating a second
+        one, so a caller that retries after a crash learns what happened instead of resending.
+        """
         values = intent_row(
             self.principal,
             self._ledger.clock(),
@@ -212,42 +201,33 @@ class DispatchWrites(RunWrites):
     def record_immediate_result(
         self, op_ref: str, result: Any, *, intent: DispatchView | None = None
     ) -> DispatchView:
-        """The server answered the call with an ordinary ``CallToolResult``: record it.
-
-        ``intent`` is the view :meth:`begin_dispatch` returned for ``op_ref``, when the caller
-        holds it: the row then need not be read back (the move is still guarded on the
-        principal, the run and the ``sent`` state). ``result`` is then JSON data as
-        ``model_dump(mode="json")`` gives it.
-        """
-        is_error = bool(isinstance(result, dict) and result.get("isError"))
+        """:meth:`stage_immediate_result` committed alone. Without ``intent`` (the view
+        :meth:`begin_dispatch` returned for ``op_ref``), the dispatch is read first."""
         if intent is not None and intent.ref == op_ref and intent.principal == self.principal:
-            return self._settle(intent, result, is_error)
-        return self._settle_with_result(op_ref, result, is_error=is_error, rpc_error=False)
+            return self._commit_alone(self.stage_immediate_result(result, intent=intent))
+        return self._settle_with_result(op_ref, result, rpc_error=False)
 
-    def _settle_with_result(
-        self, op_ref: str, result: Any, *, is_error: bool, rpc_error: bool
-    ) -> DispatchView:
-        """:meth:`_settle` for a dispatch the caller does not hold: read it first."""
-        return self._settle(self.get_dispatch(op_ref), result, is_error, rpc_error)
-
-    def _settle(
-        self, intent: DispatchView, result: Any, is_error: bool, rpc_error: bool = False
-    ) -> DispatchView:
-        """``sent -> result`` with its ``call.result`` event; nothing read back."""
-        staged = self._staged_result(intent, result, is_error, rpc_error)
-        with self._ledger._driver.transaction() as cursor:
-            written = staged.write(cursor)
-        return staged.settle(written)
+    def _settle_with_result(self, op_ref: str, result: Any, *, rpc_error: bool) -> DispatchView:
+        """The result of a dispatch the caller does not hold, committed alone: read it first."""
+        is_error = rpc_error or bool(isinstance(result, dict) and result.get("isError"))
+        staged = self._staged_result(self.get_dispatch(op_ref), result, is_error, rpc_error)
+        return self._commit_alone(staged)
 
     def stage_immediate_result(
         self, result: Any, *, intent: DispatchView
     ) -> StagedCommit[Cursor, int, DispatchView]:
-        """:meth:`record_immediate_result` of the dispatch the caller began, as a write that
-        may share a transaction with other callers' (:mod:`bridge.ledger.commit.group_commit`)."""
+        """The server answered the call the caller began (``intent``) with an ordinary
+        ``CallToolResult``: ``sent -> result`` with its ``call.result`` event, nothing read back
+        (the move is still guarded on the principal, the run and the ``sent`` state).
+        ``result`` is JSON data as ``model_dump(mode="json")`` gives it."""
         if intent.principal != self.principal:
             raise NotFound("dispatch", intent.ref)
         is_error = bool(isinstance(result, dict) and result.get("isError"))
         return self._staged_result(intent, result, is_error, False)
+
+    def _commit_alone(self, staged: StagedCommit[Cursor, Any, T]) -> T:
+        """A staged write in a transaction of its own (the immediate forms' one body)."""
+        return self._ledger.group_commit.commit_alone(staged)
 
     def _staged_result(
         self, intent: DispatchView, result: Any, is_error: bool, rpc_error: bool
@@ -347,36 +327,24 @@ class DispatchWrites(RunWrites):
         lease: Membership | None = None,
         task_generation: str | None = None,
     ) -> TaskView:
-        """Commit a ``CreateTaskResult`` as an inner task linked to its run, ``sent -> task``.
-
-        The handle is durable when this returns; only then may it be handed to anyone.
-        ``lease``: the replica incarnation that created it holds it from the first commit, so
-        no other replica can claim it in between (leased mode). ``task_generation``: the task
-        protocol the handle belongs to (``None``: the Tasks extension), so whoever polls it
-        later, after a restart too, speaks that generation.
-        """
-        staged = self.stage_task_created(
-            op_ref,
-            task_id=task_id,
-            status=status,
-            status_message=status_message,
-            server_created_at=server_created_at,
-            server_updated_at=server_updated_at,
-            ttl_ms=ttl_ms,
-            poll_interval_ms=poll_interval_ms,
-            next_poll_due_ms=next_poll_due_ms,
-            server_version=server_version,
-            credential_ref=credential_ref,
-            lease=lease,
-            task_generation=task_generation,
+        """:meth:`stage_task_created` committed alone: the handle is durable when this returns."""
+        return self._commit_alone(
+            self.stage_task_created(
+                op_ref,
+                task_id=task_id,
+                status=status,
+                status_message=status_message,
+                server_created_at=server_created_at,
+                server_updated_at=server_updated_at,
+                ttl_ms=ttl_ms,
+                poll_interval_ms=poll_interval_ms,
+                next_poll_due_ms=next_poll_due_ms,
+                server_version=server_version,
+                credential_ref=credential_ref,
+                lease=lease,
+                task_generation=task_generation,
+            )
         )
-        assert staged.failed is not None
-        try:
-            with self._ledger._driver.transaction() as cursor:
-                seq = staged.write(cursor)
-        except Exception as exc:
-            return staged.failed(exc)
-        return staged.settle(seq)
 
     def stage_task_created(
         self,
@@ -395,9 +363,14 @@ class DispatchWrites(RunWrites):
         lease: Membership | None = None,
         task_generation: str | None = None,
     ) -> StagedCommit[Cursor, int, TaskView]:
-        """:meth:`record_task_created` as a write that may share a transaction with other
-        callers' (:mod:`bridge.ledger.commit.group_commit`): the handle is durable when the commit
-        returns."""
+        """A ``CreateTaskResult`` as an inner task linked to its run, ``sent -> task``.
+
+        The handle is durable when the commit returns; only then may it be handed to anyone.
+        ``lease``: the replica incarnation that created it holds it from the first commit, so
+        no other replica can claim it in between (leased mode). ``task_generation``: the task
+        protocol the handle belongs to (``None``: the Tasks extension), so whoever polls it
+        later, after a restart too, speaks that generation.
+        """
         now = self.now
         ref = new_ref(TASK_PREFIX)
         principal = self.principal
@@ -546,7 +519,7 @@ class DispatchWrites(RunWrites):
 
         Stored as the dispatch's result ``{"error": {code, message, data}}``; nothing started.
         """
-        return self._settle_with_result(op_ref, {"error": error}, is_error=True, rpc_error=True)
+        return self._settle_with_result(op_ref, {"error": error}, rpc_error=True)
 
     def _advance_dispatch(
         self, conn: Connection, row: Any, target: DispatchState, **values: Any

@@ -51,18 +51,17 @@ class LedgerRunner:
         return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self._limiter)
 
     async def commit(self, group: GroupCommit[C], staged: StagedCommit[C, R, T]) -> T:
-        """One short write, in a transaction shared with concurrent callers' writes that queue
-        up meanwhile (:mod:`bridge.ledger.commit.group_commit`), in a worker thread; inline, for a
-        group that gathers a turn of the event loop (a held SQLite write lock is waited for as
-        for any inline call, and only the writes not yet committed are committed then).
+        """One short write, committed before this returns: the route of every staged write.
 
-        Inline calls never overlap, so a group that commits at once has nothing to group
-        there (the caller runs the ledger's ungrouped write inline instead).
+        Inline (SQLite on the event loop) calls never overlap, so there is nothing to batch: the
+        write is committed alone right here, as any inline call (a held write lock is waited
+        for). Otherwise it goes through ``group`` (:mod:`bridge.ledger.commit.group_commit`),
+        sharing a transaction with concurrent callers' writes that queue up meanwhile, in a
+        worker thread; a group that gathers a turn batches inline too (only the writes not yet
+        committed are committed once a held lock is free).
         """
         if self.inline and not group.gathers_turn:
-            raise RuntimeError(
-                "group commit needs a runner in worker threads, or a group that gathers a turn"
-            )
+            return await self(group.commit_alone, staged)
         return await group.commit(staged, self)  # a batch's commit runs as any call of ours
 
     async def when_lock_free(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

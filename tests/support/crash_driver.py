@@ -4,13 +4,15 @@
         --tool NAME --args JSON --operation-id ID --crash STEP
 
 It makes one real bridged call through :class:`TaskRequester`. The crash is injected by
-wrapping one ledger method so the process dies exactly before or after that durable step;
-nothing about the bridge itself is altered.
+wrapping one ledger method so the process dies exactly before or after that durable step (a
+call-path write is staged, then committed by the runner: it dies before staging it, or once it
+committed, in its ``settle``); nothing about the bridge itself is altered.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -21,6 +23,7 @@ from typing import Any
 
 import anyio
 
+from bridge.ledger.commit.group_commit import StagedCommit
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.mcp.calls.requester import TaskRequester
 from bridge.mcp.servers import McpServerConfig
@@ -29,10 +32,10 @@ from tests.support.bridging import FAST
 
 # step name -> (ledger method, die before it runs?)
 CRASH_POINTS: dict[str, tuple[str, bool]] = {
-    "after_intent": ("begin_dispatch", False),  # committed as sent, request not yet sent
-    "before_handle": ("record_task_created", True),
-    "after_handle": ("record_task_created", False),
-    "before_result": ("record_immediate_result", True),
+    "after_intent": ("stage_dispatch", False),  # committed as sent, request not yet sent
+    "before_handle": ("stage_task_created", True),
+    "after_handle": ("stage_task_created", False),
+    "before_result": ("stage_immediate_result", True),
     "after_answer_recorded": ("record_input_answer", False),
     # MRTR: the InputRequiredResult recorded; the answer recorded, its retry leg not yet sent.
     "after_input_round": ("record_input_round", False),
@@ -54,10 +57,19 @@ def _inject(step: str) -> None:
         if before:
             _die()
         result = original(self, *args, **kwargs)
+        if isinstance(result, StagedCommit):
+            return dataclasses.replace(result, settle=functools.partial(_settled, result.settle))
         _die()
         return result
 
     setattr(TenantLedger, method_name, wrapper)
+
+
+def _settled(settle: Callable[[Any], Any], written: Any) -> Any:
+    """A staged write's ``settle``: the write committed, the process dies before going on."""
+    settled = settle(written)
+    _die()
+    return settled
 
 
 async def _run(args: argparse.Namespace) -> None:

@@ -74,8 +74,8 @@ class StagedCommit(Generic[C, R, T]):
 
     ``write`` executes its statements (and raises to roll back); ``settle`` runs once, after the
     transaction holding the write committed, on the event loop, so it must not block (commit
-    listeners, the value returned); ``failed`` runs in a worker thread when the write failed
-    alone (it may read the ledger to answer instead, or raise).
+    listeners, the value returned); ``failed`` runs where the write was committed (a worker
+    thread, or inline) when it failed alone (it may read the ledger to answer instead, or raise).
     """
 
     write: Callable[[C], R]
@@ -142,7 +142,9 @@ class GroupCommit(Generic[C]):
     ``batches`` led and ``batch_seconds``, the wall time they took until the event loop had
     them back (sent from the loop, or handed to a worker thread and back); transactions
     ``rolled_back`` (a batch or a lone write that failed), and the writes ``retried_alone``
-    after their batch failed. ``gather_turn``: see the module docstring.
+    after their batch failed. ``gather_turn``: see the module docstring. ``run_alone``: commits
+    a one-statement write by itself, more cheaply than in a transaction of its own
+    (``DriverSession.run_alone``: SQLite's autocommit), for :meth:`commit_alone`.
     """
 
     def __init__(
@@ -152,8 +154,10 @@ class GroupCommit(Generic[C]):
         on_loop: LoopPipelined | None = None,
         *,
         gather_turn: bool = False,
+        run_alone: Callable[[OneStatement[Any]], Any] | None = None,
     ) -> None:
         self._transaction = transaction
+        self._run_alone = run_alone
         self._pipelined = pipelined
         self._on_loop = on_loop
         self.gathers_turn = gather_turn
@@ -169,6 +173,27 @@ class GroupCommit(Generic[C]):
         self._loop_thread: int | None = None  # the event loop's thread that batches
         self.transactions = 0
         self.writes = 0
+
+    def commit_alone(self, staged: StagedCommit[C, R, T]) -> T:
+        """The write in a transaction of its own, then settled, all in the calling thread,
+        nothing batched: for callers whose commits never overlap (an inline runner) and the
+        ledger's synchronous writes. A write that fails goes to its ``failed``, as a write that
+        fails alone in a batch; a database that cannot take writes (``WriteLockBusy`` among
+        them: nothing written, the write may run again) is raised as is."""
+        try:
+            one = staged.statement
+            if one is not None and self._run_alone is not None:
+                written: R = self._run_alone(one)
+            else:
+                with self._transaction() as cursor:
+                    written = staged.write(cursor)
+        except LedgerUnavailable:
+            raise
+        except Exception as exc:
+            if staged.failed is None:
+                raise
+            return staged.failed(exc)
+        return staged.settle(written)
 
     @property
     def queued(self) -> int:

@@ -27,7 +27,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
 from bridge.errors import LedgerUnavailable
-from bridge.ledger.commit.driver_sessions import CoreSession, DriverSession, SqliteDriverSession
+from bridge.ledger.commit.driver_sessions import DriverSession, SqliteDriverSession
 from bridge.ledger.coordination.availability import (
     SQLITE_BUSY_TIMEOUT_MS,
     file_of,
@@ -62,12 +62,9 @@ class LedgerDialect(ABC):
     def statement_dialect(self) -> Dialect:
         """The dialect the call-path statements are compiled for (the driver's paramstyle)."""
 
-    def driver_session(self, engine: Engine, *, precompiled: bool = True) -> DriverSession:
-        """Where the call-path statements run: the driver's own connection (``precompiled``)
-        or SQLAlchemy Core."""
-        if precompiled:
-            return DriverSession(engine, self.statement_dialect())
-        return CoreSession(engine, self.statement_dialect())
+    def driver_session(self, engine: Engine) -> DriverSession:
+        """Where the call-path statements run: the driver's own connection."""
+        return DriverSession(engine, self.statement_dialect())
 
 
 class SqliteDialect(LedgerDialect):
@@ -147,10 +144,8 @@ class SqliteDialect(LedgerDialect):
     def statement_dialect(self) -> Dialect:
         return sqlite.dialect(paramstyle="qmark")
 
-    def driver_session(self, engine: Engine, *, precompiled: bool = True) -> DriverSession:
-        if precompiled:
-            return SqliteDriverSession(engine, self.statement_dialect(), file_of(engine))
-        return super().driver_session(engine, precompiled=False)
+    def driver_session(self, engine: Engine) -> DriverSession:
+        return SqliteDriverSession(engine, self.statement_dialect(), file_of(engine))
 
 
 class PostgresDialect(LedgerDialect):

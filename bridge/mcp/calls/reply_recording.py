@@ -92,11 +92,8 @@ class CallReplies:
             "task_generation": stored_generation(generation),
         }
         try:
-            if self._db.inline:
-                task = await self._db(tenant.record_task_created, intent.ref, **handle)
-            else:  # a server database: concurrent callers' handles share a commit
-                staged = tenant.stage_task_created(intent.ref, **handle)
-                task = await self._db.commit(tenant.group_commit, staged)
+            staged = tenant.stage_task_created(intent.ref, **handle)
+            task = await self._db.commit(tenant.group_commit, staged)
         except DuplicateTaskHandle as exc:
             # The ledger refused it atomically (its anomaly is on this dispatch's run); the
             # dispatch itself still says "sent": settle it as unknown, with its event.

@@ -26,7 +26,6 @@ import mcp_types
 from anyio.abc import TaskGroup
 
 from bridge.ids import is_call_ref
-from bridge.ledger.coordination.availability import WriteLockBusy
 from bridge.ledger.coordination.fencing import Membership
 from bridge.ledger.coordination.replica import ReplicaLeases
 from bridge.ledger.reads.views import DispatchView, TaskView
@@ -251,16 +250,9 @@ class TaskRequester:
                 "span_id": ids[1] if ids else None,
                 "dispatcher": self.replica.membership if self.replica is not None else None,
             }
-            if self.db.inline:  # an embedded ledger commits faster than a hop through the runner
-                try:
-                    intent = tenant.begin_dispatch(run_ref, **intent_fields)
-                except WriteLockBusy:  # nothing written, nothing sent: wait off the loop
-                    intent = await self.db.when_lock_free(
-                        tenant.begin_dispatch, run_ref, **intent_fields
-                    )
-            else:  # a server database: concurrent callers' intents share a commit
-                staged_intent = tenant.stage_dispatch(run_ref, **intent_fields)
-                intent = await self.db.commit(tenant.group_commit, staged_intent)
+            # Inline: committed alone; in worker threads: in a commit shared with other callers.
+            staged_intent = tenant.stage_dispatch(run_ref, **intent_fields)
+            intent = await self.db.commit(tenant.group_commit, staged_intent)
             outcome = await self._send(
                 tenant, connection, intent, tool, arguments, duplicate_key=duplicate_key
             )
@@ -336,16 +328,8 @@ class TaskRequester:
             if isinstance(reply, mcp_types.InputRequiredResult):
                 return await self.rounds.received(tenant, connection, intent, reply, arguments)
         result = _dump(reply)
-        if self.db.inline:
-            try:
-                settled = tenant.record_immediate_result(intent.ref, result, intent=intent)
-            except WriteLockBusy:
-                settled = await self.db.when_lock_free(
-                    tenant.record_immediate_result, intent.ref, result, intent=intent
-                )
-        else:  # a server database: concurrent callers' results share a commit
-            staged = tenant.stage_immediate_result(result, intent=intent)
-            settled = await self.db.commit(tenant.group_commit, staged)
+        staged = tenant.stage_immediate_result(result, intent=intent)
+        settled = await self.db.commit(tenant.group_commit, staged)
         return InlineResult(intent.ref, settled.result, truncated=settled.result_truncated)
 
     async def resolve_unknown_outcome(
