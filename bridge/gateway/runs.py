@@ -15,15 +15,15 @@ import anyio
 
 from bridge.facade import Bridge
 from bridge.gateway.identity import OuterIdentity, invalid_params
-from bridge.runtime.compose import ledger_runner
+from bridge.ledger.runner import LedgerRunner
 
 GATEWAY_HARNESS = "gateway"
 
 
 class GatewayRuns:
-    def __init__(self, bridge: Bridge) -> None:
+    def __init__(self, bridge: Bridge, db: LedgerRunner) -> None:
         self.bridge = bridge
-        self._db = ledger_runner(bridge.ledger)
+        self._db = db  # the bridge's runner (GatewayCalls hands it over)
         self._known: dict[tuple[str, str], str] = {}  # (principal, response id) -> run ref
         self._lock = anyio.Lock()
 

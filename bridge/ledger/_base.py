@@ -49,7 +49,6 @@ from bridge.ledger.commit.driver_sessions import (
     SqliteDriverSession,
 )
 from bridge.ledger.commit.group_commit import GroupCommit
-from bridge.ledger.commit.loop_pipeline import LoopPipeline
 from bridge.ledger.coordination.availability import refuse_if_unavailable
 from bridge.ledger.coordination.commit_signals import CommitPublisher
 from bridge.ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
@@ -244,9 +243,6 @@ class LedgerCore:
 
     ``precompiled_call_path=False`` runs the call path's statements through SQLAlchemy Core
     (slower; every statement visible to SQLAlchemy's logging and instrumentation).
-    ``commit_on_loop=False`` keeps every group-commit batch in worker threads (PostgreSQL: by
-    default a batch of one-statement writes is sent from the event loop, see
-    :mod:`bridge.ledger.commit.loop_pipeline`).
     """
 
     def __init__(
@@ -256,7 +252,6 @@ class LedgerCore:
         clock: Clock = wall_clock_ms,
         max_outcome_bytes: int = DEFAULT_MAX_OUTCOME_BYTES,
         precompiled_call_path: bool = True,
-        commit_on_loop: bool = True,
     ) -> None:
         self.engine = engine
         self.dialect: LedgerDialect = dialect_of(engine)
@@ -270,12 +265,7 @@ class LedgerCore:
         )
         # Call-path commits of concurrent callers in worker threads share transactions.
         pipelined = self._driver.commit_pipelined if self._driver.pipelines else None
-        self._loop_pipeline = (
-            LoopPipeline(engine) if pipelined is not None and commit_on_loop else None
-        )
-        self.group_commit: GroupCommit[Cursor] = GroupCommit(
-            self._driver.transaction, pipelined, self._loop_pipeline
-        )
+        self.group_commit: GroupCommit[Cursor] = GroupCommit(self._driver.transaction, pipelined)
         # Event appends on the driver's connection (through Core without the precompiled
         # call path: visible); a transaction opened through Core appends through Core.
         self._event_append = EventAppend(self._driver)
@@ -289,8 +279,6 @@ class LedgerCore:
             )
 
     def close(self) -> None:
-        if self._loop_pipeline is not None:
-            self._loop_pipeline.close()
         self._driver.close()
         self.engine.dispose()
 
