@@ -72,7 +72,7 @@ class GatewayCalls:
         self.config = config
         # The bridge's own runner, not one of the gateway's: one runner per ledger.
         self._db = bridge._runner
-        self._runs = GatewayRuns(bridge, self._db)
+        self._runs = GatewayRuns(bridge)
 
     # -- tools/list ------------------------------------------------------------------------
     async def list_tools(self, principal: str) -> list[mcp_types.Tool]:

@@ -15,15 +15,14 @@ import anyio
 
 from bridge.facade import Bridge
 from bridge.gateway.identity import OuterIdentity, invalid_params
-from bridge.ledger.runner import LedgerRunner
 
 GATEWAY_HARNESS = "gateway"
 
 
 class GatewayRuns:
-    def __init__(self, bridge: Bridge, db: LedgerRunner) -> None:
+    def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
-        self._db = db  # the bridge's runner (GatewayCalls hands it over)
+        self._db = bridge._runner  # the bridge's own runner: one runner per ledger
         self._known: dict[tuple[str, str], str] = {}  # (principal, response id) -> run ref
         self._lock = anyio.Lock()
 
