@@ -32,7 +32,6 @@ PRINCIPAL = "bench"
 CONCURRENCY = 16
 WARM_UP_CALLS = 50
 ARGUMENTS = {"text": "x"}
-THREADS_ONLY = "every batch in a worker thread"  # Bridge.open(..., commit_on_loop=False)
 
 
 async def measure(call: Callable[[int], Awaitable[object]], seconds: float, callers: int) -> Window:
@@ -60,7 +59,6 @@ class Commits:
     writes: int  # call-path writes committed
     transactions: int  # in that many transactions
     pipelined: int  # of which sent in pipeline mode
-    on_loop: int  # of which sent from the event loop (bridge/ledger/commit/loop_pipeline.py)
     batches: int  # batches led (a batch that fell back to one write per transaction: one)
     batch_s: float  # their wall time, until the event loop had them back
 
@@ -70,7 +68,6 @@ class Commits:
             group.writes,
             group.transactions,
             group.pipelined_transactions,
-            group.loop_transactions,
             group.batches,
             group.batch_seconds,
         )
@@ -83,11 +80,7 @@ class Commits:
         if not self.transactions:
             return "1 (inline)"
         pipelined = self.pipelined / self.transactions
-        on_loop = self.on_loop / self.transactions
-        return (
-            f"{self.writes / self.transactions:.2f} ({pipelined:.0%} pipelined, "
-            f"{on_loop:.0%} from the event loop)"
-        )
+        return f"{self.writes / self.transactions:.2f} ({pipelined:.0%} pipelined)"
 
     @property
     def batch_ms(self) -> float:
@@ -130,8 +123,6 @@ async def compare(
     pairs: int,
     window_s: float,
     other_processes: Sequence[int],
-    *,
-    commit_on_loop: bool = True,
 ) -> Comparison:
     config = McpServerConfig(name="fast", url=server_url)
     raw_windows: list[Window] = []
@@ -144,7 +135,6 @@ async def compare(
             principals=[PRINCIPAL],
             mcp_servers=[config],
             input_handlers=NO_INPUT_KINDS,
-            commit_on_loop=commit_on_loop,
         ) as bridge,
         raw_call_client(server_url) as raw,
     ):
@@ -196,17 +186,6 @@ async def bench_concurrent_calls(quick: bool, report: Report) -> None:
             others = [server.pid, postgres.postmaster_pid()]
             results.append(
                 await compare(server.url, pg_url, "PostgreSQL 15", pairs, window_s, others)
-            )
-            results.append(
-                await compare(
-                    server.url,
-                    pg_url,
-                    f"PostgreSQL 15, {THREADS_ONLY}",
-                    pairs,
-                    window_s,
-                    others,
-                    commit_on_loop=False,
-                )
             )
     report.add(f"## 11. {CONCURRENCY} concurrent callers: bridged `tools/call` vs the raw SDK")
     report.add()
@@ -267,22 +246,17 @@ async def bench_concurrent_calls(quick: bool, report: Report) -> None:
     report.add(
         "Call-path writes per commit: the intents and results of concurrent callers committed "
         "together (`bridge/ledger/commit/group_commit.py`: PostgreSQL), a batch of one-statement "
-        "writes in pipeline mode (its statements in one round trip, then `COMMIT`), sent from "
-        "the event loop itself on a connection of its own "
-        "(`bridge/ledger/commit/loop_pipeline.py`). "
-        f"The last row is the same ledger with {THREADS_ONLY} "
-        "(`Bridge.open(..., commit_on_loop=False)`), as before the loop path existed. SQLite "
-        "runs its calls inline on the event loop, where no two commits overlap: one write each."
+        "writes in pipeline mode (its statements in one round trip, then `COMMIT`), from a "
+        "worker thread. SQLite runs its calls inline on the event loop, where no two commits "
+        "overlap: one write each."
     )
     report.add()
-    batch_ms = {r.ledger: r.commits.batch_ms for r in results if r.commits.batches}
-    if len(batch_ms) == 2:
-        on_loop, in_threads = batch_ms.values()
-        report.add(
-            f"A batch took {on_loop:.1f} ms on average from the event loop (two round trips, "
-            "each answered when the busy loop next looks at the socket) and "
-            f"{in_threads:.1f} ms from its hand-over to a worker thread until the event loop "
-            "had it back (most of it waiting for the interpreter lock the loop holds while it "
-            "runs the calls); each bridged call waits for two batches (its intent, its result)."
-        )
-        report.add()
+    for result in results:
+        if result.commits.batches:
+            report.add(
+                f"{result.ledger}: a batch took {result.commits.batch_ms:.1f} ms on average from "
+                "its hand-over to a worker thread until the event loop had it back (much of it "
+                "waiting for the interpreter lock the loop holds while it runs the calls); each "
+                "bridged call waits for two batches (its intent, its result)."
+            )
+            report.add()

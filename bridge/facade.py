@@ -31,6 +31,7 @@ from bridge import events as ev
 from bridge.ids import is_call_ref
 from bridge.ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge.ledger.coordination.waiters import CommitNotifier
+from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.schema.dialects import SqliteSynchronous
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import Admission, OuterStatus
@@ -142,20 +143,16 @@ class Bridge(BridgeReads, AgentStates):
         recover_on_start: bool = True,
         replica: ReplicaConfig | None = None,
         sqlite_synchronous: SqliteSynchronous = "NORMAL",
-        commit_on_loop: bool = True,
         input_handlers: InputHandlers | None = None,
         admission_checks: AdmissionChecks | None = None,
     ) -> Bridge:
         """A bridge on a ledger URL (SQLite file path by default; ``postgresql://…``), migrated
         on open. ``sqlite_synchronous="FULL"``: SQLite commits also survive power loss.
-        ``commit_on_loop=False``: PostgreSQL's group-commit batches stay in worker threads
-        (by default those of one-statement writes are sent from the event loop:
-        :mod:`bridge.ledger.commit.loop_pipeline`).
         ``input_handlers``: who answers which input kinds, and so what is declared to each
         server (default: the host answers form elicitations; see
         :mod:`bridge.mcp.inputs.handlers`)."""
         return cls(
-            Ledger.open(url, sqlite_synchronous=sqlite_synchronous, commit_on_loop=commit_on_loop),
+            Ledger.open(url, sqlite_synchronous=sqlite_synchronous),
             owns_ledger=True,
             principals=principals,
             mcp_servers=mcp_servers,
@@ -170,6 +167,16 @@ class Bridge(BridgeReads, AgentStates):
             input_handlers=input_handlers,
             admission_checks=admission_checks,
         )
+
+    @property
+    def _runner(self) -> LedgerRunner:
+        """The bridge's one ledger runner (built above, in the composition root), for the
+        gateway (:mod:`bridge.gateway`), which serves MCP clients through this bridge and reads
+        and writes the same ledger: its calls must go through the runner the bridge's own parts
+        share (inline on SQLite, where this runner awaits a held write lock off the loop's
+        back), not a second one. Underscored because it is not for embedders: a host calls the
+        bridge's methods, which run the ledger for it; the gateway is part of this package."""
+        return self._db
 
     async def __aenter__(self) -> Bridge:
         self._notifier = CommitNotifier(self.ledger, self._db)

@@ -21,8 +21,8 @@ import pytest
 import sniffio
 
 from bridge.mcp.wire.aiohttp_transport import AiohttpTransport
-from bridge.mcp.wire.http_backend import probing_transport
 from bridge.mcp.wire.transport import SYNTHETIC_KEY, IsolatingTransport
+from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -84,7 +84,7 @@ def client_on(transport: httpx2.AsyncBaseTransport, read_s: float = 5.0) -> http
 
 
 def on_aiohttp(read_s: float = 5.0) -> httpx2.AsyncClient:
-    return client_on(AiohttpTransport(fallback=probing_transport()), read_s)
+    return client_on(AiohttpTransport(fallback=httpx2.AsyncHTTPTransport()), read_s)
 
 
 async def exchange_all(client: httpx2.AsyncClient, url: str) -> None:
@@ -99,9 +99,9 @@ async def exchange_all(client: httpx2.AsyncClient, url: str) -> None:
 async def test_both_engines_put_the_same_bytes_on_the_wire() -> None:
     fake = WireFake(answer_ok)
     async with fake.running() as url:
-        async with client_on(probing_transport()) as stock:
+        async with client_on(httpx2.AsyncHTTPTransport()) as stock:
             await exchange_all(stock, url)
-        async with client_on(AiohttpTransport(fallback=probing_transport())) as lean:
+        async with client_on(AiohttpTransport(fallback=httpx2.AsyncHTTPTransport())) as lean:
             await exchange_all(lean, url)
     by_stock, by_aiohttp = fake.requests[:3], fake.requests[3:]
     assert len(by_aiohttp) == 3
@@ -209,14 +209,14 @@ async def test_nobody_listening_is_a_connect_error() -> None:
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    async with client_on(AiohttpTransport(fallback=probing_transport())) as client:
+    async with client_on(AiohttpTransport(fallback=httpx2.AsyncHTTPTransport())) as client:
         with pytest.raises(httpx2.ConnectError):
             await client.get(f"http://127.0.0.1:{port}/mcp")
 
 
 async def test_under_the_isolating_transport_a_failure_stays_that_requests_error() -> None:
     retired: list[bool] = []
-    engine = AiohttpTransport(fallback=probing_transport())
+    engine = AiohttpTransport(fallback=httpx2.AsyncHTTPTransport())
     transport = IsolatingTransport(engine, on_failure=lambda: retired.append(True))
     fake = WireFake(closes_before_answering)
     async with fake.running() as url, client_on(transport) as client:
@@ -225,6 +225,20 @@ async def test_under_the_isolating_transport_a_failure_stays_that_requests_error
     error = response.json()["error"]
     assert error["data"] == {SYNTHETIC_KEY: {"error": "RemoteProtocolError"}}
     assert retired == [True]
+
+
+@pytest.mark.e2e  # a server restarted
+@pytest.mark.parametrize("engine", ["httpcore", "aiohttp"])
+async def test_a_pooled_connection_closed_by_a_restart_is_replaced(engine: str) -> None:
+    stock = httpx2.AsyncHTTPTransport()
+    transport = stock if engine == "httpcore" else AiohttpTransport(fallback=stock)
+    with ServerProcess("bench.fast_tasks_server") as server:
+        async with httpx2.AsyncClient(transport=transport) as client:
+            url = f"http://127.0.0.1:{server.port}/mcp"
+            first = await client.get(url)
+            server.restart()  # the same port; the pooled connection is gone with the process
+            second = await client.get(url)
+    assert first.status_code == second.status_code
 
 
 class CountingTransport(httpx2.AsyncBaseTransport):

@@ -29,6 +29,8 @@ from mcp.shared.exceptions import MCPError
 
 from bridge.facade import Bridge
 from bridge.gateway.__main__ import main as gateway_main
+from bridge.gateway.calls import GatewayCalls
+from bridge.gateway.config import GatewayConfig
 from bridge.gateway.identity import (
     IDEMPOTENCY_KEY_HEADER,
     IDEMPOTENCY_KEY_META_KEY,
@@ -288,6 +290,19 @@ async def test_a_recorded_operation_keeps_its_run_across_client_sessions(tmp_pat
         assert bobs != first and bridge.ledger.for_principal("bob").find_dispatch("k") is None
         outer = OuterIdentity("resp_known01", None)  # an outer identity wins over the record
         assert await runs.run_for("alice", "session-2", outer, "k") != first
+
+
+@pytest.mark.anyio
+async def test_the_gateway_runs_the_ledger_through_the_bridges_own_runner(
+    tmp_path: Path,
+) -> None:
+    """One runner per ledger: the gateway's calls and runs use the runner the bridge built
+    (inline on SQLite, awaiting a held write lock), not runners of their own."""
+    async with Bridge.open(tmp_path / "ledger.db", principals=("alice",)) as bridge:
+        calls = GatewayCalls(bridge, GatewayConfig(servers=(), token_principals={}))
+        assert calls._db is bridge._runner
+        assert calls._runs._db is bridge._runner
+        assert bridge._runner.inline  # SQLite: on the event loop
 
 
 # -- stdio -----------------------------------------------------------------------------------

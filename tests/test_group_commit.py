@@ -9,6 +9,7 @@ grouping itself is database-neutral and tested on both).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from bridge import Bridge
 from bridge.errors import (
     DuplicateTaskHandle,
     InvalidTransition,
@@ -23,6 +25,7 @@ from bridge.errors import (
     NotFound,
     OperationReused,
 )
+from bridge.gateway.event_loop import backend_options
 from bridge.ledger.commit.driver_sessions import Cursor
 from bridge.ledger.commit.group_commit import StagedCommit
 from bridge.ledger.coordination.commit_signals import CommitListener
@@ -107,29 +110,56 @@ async def test_concurrent_dispatches_are_committed_before_each_caller_is_release
 ) -> None:
     await _concurrent_dispatches(ledger, second)
     # On PostgreSQL a batch of one-statement writes (intents, results) is sent in one round
-    # trip, from the event loop itself.
+    # trip, from a worker thread.
     pipelines = ledger.dialect.name == "postgresql"
     group = ledger.group_commit
     assert (group.pipelined_transactions >= 1) is pipelines
-    assert group.loop_transactions == group.pipelined_transactions
-    assert group.loop_fallbacks == 0
 
 
 @pytest.mark.postgres
-async def test_without_the_loop_a_batch_is_pipelined_from_a_worker_thread(
+async def test_concurrent_writes_commit_on_uvloop(pg_ledger: Ledger) -> None:
+    """The gateway and the example harness serve on uvloop (bridge/gateway/event_loop.py):
+    concurrent writes there are batched, pipelined from worker threads, and all committed."""
+    url = pg_ledger.engine.url.render_as_string(hide_password=False)
+
+    async def commits() -> tuple[int, int, int]:
+        assert type(asyncio.get_running_loop()).__module__.startswith("uvloop")
+        ledger = Ledger.open(url, upgrade=False)
+        try:
+            tenant = ledger.for_principal("acme")
+            run_ref = new_run(tenant).ref
+            runner = LedgerRunner(inline=False)
+            async with anyio.create_task_group() as tg:
+                for n in range(8):
+                    tg.start_soon(runner.commit, ledger.group_commit, _intent(tenant, run_ref, n))
+            assert len(tenant.list_dispatches(run_ref=run_ref)) == 8
+            group = ledger.group_commit
+            return group.writes, group.pipelined_transactions, group.rolled_back
+        finally:
+            ledger.close()
+
+    def on_uvloop() -> tuple[int, int, int]:
+        return anyio.run(commits, backend_options=backend_options())
+
+    assert backend_options() == {"use_uvloop": True}
+    writes, pipelined, rolled_back = await anyio.to_thread.run_sync(on_uvloop)
+    # The first write commits alone; the seven queued behind it go in one pipelined batch.
+    assert (writes, rolled_back) == (8, 0) and pipelined >= 1
+
+
+@pytest.mark.postgres
+async def test_a_bridge_on_postgresql_commits_through_its_ledgers_group_commit(
     pg_ledger: Ledger,
 ) -> None:
     url = pg_ledger.engine.url.render_as_string(hide_password=False)
-    ledger = Ledger.open(url, upgrade=False, commit_on_loop=False)
-    second = Ledger.open(url, upgrade=False)
-    try:
-        await _concurrent_dispatches(ledger, second.for_principal("acme"))
-        group = ledger.group_commit
-        assert group.pipelined_transactions >= 1
-        assert (group.loop_transactions, group.loop_fallbacks) == (0, 0)
-    finally:
-        second.close()
-        ledger.close()
+    async with Bridge.open(url, principals=["acme"]) as bridge:
+        tenant = bridge.ledger.for_principal("acme")
+        group = bridge.ledger.group_commit
+        view = await LedgerRunner(inline=False).commit(
+            group, _intent(tenant, new_run(tenant).ref, 1)
+        )
+        assert tenant.get_dispatch(view.ref).state is DispatchState.SENT
+        assert group.transactions == 1
 
 
 async def _concurrent_dispatches(ledger: Ledger, second: TenantLedger) -> None:
@@ -201,10 +231,10 @@ async def test_a_failing_write_in_a_batch_fails_alone(ledger: Ledger, second: Te
         assert second.get_dispatch(view.ref).state is DispatchState.SENT
     assert second.get_dispatch(first.ref).result == RESULT
     assert len(second.list_dispatches(run_ref=run_ref)) == 1 + len(good)
-    # The pipelined attempt (PostgreSQL: from the event loop) was rolled back whole: every
+    # The pipelined attempt (PostgreSQL) was rolled back whole: every
     # write went alone.
     assert group.pipelined_transactions == 0
-    assert group.loop_fallbacks == (1 if ledger.dialect.name == "postgresql" else 0)
+    assert group.pipelined_rolled_back == (1 if ledger.dialect.name == "postgresql" else 0)
 
 
 async def test_a_refused_check_rolls_a_pipelined_batch_back_and_only_it_fails(
@@ -233,7 +263,7 @@ async def test_a_refused_check_rolls_a_pipelined_batch_back_and_only_it_fails(
         assert second.get_dispatch(outcomes[n].ref).state is DispatchState.SENT
     assert len(second.events(run_ref)) == events_before  # the refused result logged nothing
     assert group.pipelined_transactions == 0
-    assert group.loop_fallbacks == (1 if ledger.dialect.name == "postgresql" else 0)
+    assert group.pipelined_rolled_back == (1 if ledger.dialect.name == "postgresql" else 0)
     # gate, then the two intents alone after the roll-back
     assert (group.transactions, group.writes) == (3, 3)
 

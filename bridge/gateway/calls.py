@@ -40,7 +40,6 @@ from bridge.gateway.runs import GATEWAY_HARNESS, GatewayRuns
 from bridge.gateway.task_wire import task_body
 from bridge.mcp.wire.tool_result import error_result
 from bridge.policies import WaitMode
-from bridge.runtime.compose import ledger_runner
 from bridge.runtime.step_results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
 
 __all__ = ["OPERATION_ID_META_KEY", "GatewayCall", "GatewayCalls", "invalid_params"]
@@ -71,7 +70,8 @@ class GatewayCalls:
     def __init__(self, bridge: Bridge, config: GatewayConfig) -> None:
         self.bridge = bridge
         self.config = config
-        self._db = ledger_runner(bridge.ledger)
+        # The bridge's own runner, not one of the gateway's: one runner per ledger.
+        self._db = bridge._runner
         self._runs = GatewayRuns(bridge)
 
     # -- tools/list ------------------------------------------------------------------------

@@ -15,7 +15,6 @@ import anyio
 
 from bridge.facade import Bridge
 from bridge.gateway.identity import OuterIdentity, invalid_params
-from bridge.runtime.compose import ledger_runner
 
 GATEWAY_HARNESS = "gateway"
 
@@ -23,7 +22,7 @@ GATEWAY_HARNESS = "gateway"
 class GatewayRuns:
     def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
-        self._db = ledger_runner(bridge.ledger)
+        self._db = bridge._runner  # the bridge's own runner: one runner per ledger
         self._known: dict[tuple[str, str], str] = {}  # (principal, response id) -> run ref
         self._lock = anyio.Lock()
 

@@ -48,7 +48,6 @@ from bridge.ledger.commit.driver_sessions import (
     SqliteDriverSession,
 )
 from bridge.ledger.commit.group_commit import GroupCommit
-from bridge.ledger.commit.loop_pipeline import LoopPipeline
 from bridge.ledger.coordination.availability import refuse_if_unavailable
 from bridge.ledger.coordination.commit_signals import CommitPublisher
 from bridge.ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
@@ -248,9 +247,6 @@ class LedgerCore:
 
     ``driver_session``: where the precompiled statements run (default: the dialect's, on the
     driver's own connections; the tests pass their SQLAlchemy Core reference).
-    ``commit_on_loop=False`` keeps every group-commit batch in worker threads (PostgreSQL: by
-    default a batch of one-statement writes is sent from the event loop, see
-    :mod:`bridge.ledger.commit.loop_pipeline`).
     """
 
     def __init__(
@@ -260,7 +256,6 @@ class LedgerCore:
         clock: Clock = wall_clock_ms,
         max_outcome_bytes: int = DEFAULT_MAX_OUTCOME_BYTES,
         driver_session: DriverSession | None = None,
-        commit_on_loop: bool = True,
     ) -> None:
         self.engine = engine
         self.dialect: LedgerDialect = dialect_of(engine)
@@ -274,13 +269,9 @@ class LedgerCore:
         # Call-path commits of concurrent callers in worker threads share transactions; a lone
         # statement on SQLite commits in autocommit.
         pipelined = self._driver.commit_pipelined if self._driver.pipelines else None
-        self._loop_pipeline = (
-            LoopPipeline(engine) if pipelined is not None and commit_on_loop else None
-        )
         self.group_commit: GroupCommit[Cursor] = GroupCommit(
             self._driver.transaction,
             pipelined,
-            self._loop_pipeline,
             run_alone=sqlite.run_alone if sqlite is not None else None,
         )
         # Event appends run where the driver session runs statements, in a transaction opened
@@ -295,8 +286,6 @@ class LedgerCore:
             )
 
     def close(self) -> None:
-        if self._loop_pipeline is not None:
-            self._loop_pipeline.close()
         self._driver.close()
         self.engine.dispose()
 

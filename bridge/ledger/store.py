@@ -89,7 +89,6 @@ class Ledger(LedgerCore):
         clock: Clock = wall_clock_ms,
         max_outcome_bytes: int = DEFAULT_MAX_OUTCOME_BYTES,
         sqlite_synchronous: SqliteSynchronous = "NORMAL",
-        commit_on_loop: bool = True,
     ) -> Ledger:
         """Open (and by default migrate) the ledger at ``url``: a SQLAlchemy URL or a file path.
 
@@ -97,9 +96,6 @@ class Ledger(LedgerCore):
         with WAL) survives a process crash, but an OS crash or power loss may drop the newest
         commits; ``"FULL"`` syncs every commit to disk and survives those too, at a higher
         cost per commit. PostgreSQL ignores it (its commits are durable when they return).
-        ``commit_on_loop``: PostgreSQL sends a group commit's batch of one-statement writes
-        from the event loop, on a connection of its own (:mod:`bridge.ledger.commit.loop_pipeline`);
-        False keeps every batch in worker threads.
 
         Raises :class:`~bridge.errors.LedgerUnavailable` (its message one line, without the
         URL's password) when the database cannot be opened: a missing directory, an
@@ -115,12 +111,7 @@ class Ledger(LedgerCore):
         except (DBAPIError, sqlite3.Error, OSError, LedgerUnavailable) as exc:
             engine.dispose()
             raise LedgerUnavailable(f"cannot open {engine.url!r}: {first_line(exc)}") from exc
-        return cls(
-            engine,
-            clock=clock,
-            max_outcome_bytes=max_outcome_bytes,
-            commit_on_loop=commit_on_loop,
-        )
+        return cls(engine, clock=clock, max_outcome_bytes=max_outcome_bytes)
 
     def for_principal(self, principal: str) -> TenantLedger:
         if not principal:

@@ -37,7 +37,6 @@ from bridge.errors import ServerConnectFailed, UnknownServer
 from bridge.mcp.wire.aiohttp_transport import AiohttpTransport
 from bridge.mcp.wire.direct_post import DirectPost
 from bridge.mcp.wire.extension import TasksClientExtension
-from bridge.mcp.wire.http_backend import probing_transport
 from bridge.mcp.wire.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
 from bridge.mcp.wire.lean_get import LeanGetStats
 from bridge.mcp.wire.negotiation import fail_unanswered_discovery
@@ -384,7 +383,7 @@ class ServerPool:
                 config.request_timeout_s * 2 + 5, connect=config.connect_timeout_s
             )
             # One request's transport failure stays that request's (see bridge.mcp.wire.transport).
-            stock = probing_transport()
+            stock = httpx2.AsyncHTTPTransport()
             aiohttp = AiohttpTransport(fallback=stock) if config.http_engine == "aiohttp" else None
             transport = IsolatingTransport(
                 aiohttp or stock, on_failure=lambda: self._retire(config.name)

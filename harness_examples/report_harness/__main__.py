@@ -13,7 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.types import ASGIApp
 
 from bridge.errors import LedgerUnavailable
-from bridge.ledger.coordination.availability import first_line
+from bridge.ledger.host_tables import first_line
 from bridge.ledger.store import Ledger
 from bridge.uhp.serving import scrub_access_log
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn

@@ -21,9 +21,7 @@ from bridge import (
     WaitMode,
 )
 from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, ServerConnectFailed
-from bridge.ledger.commit.driver_sessions import Cursor
-from bridge.ledger.commit.group_commit import GroupCommit, StagedCommit
-from bridge.ledger.runner import LedgerRunner
+from bridge.ledger.host_tables import Cursor, GroupCommit, LedgerRunner, StagedCommit
 from bridge.uhp.adapter import nested_tasks_summary, to_uhp_event
 from bridge.uhp.serving import (
     BearerAuth,
@@ -124,10 +122,11 @@ class Runtime:
 
     async def commit(self, write: StoreWrite) -> None:
         """A write of the store (:meth:`HarnessStore.appending`...), committed with the others
-        asked for in this turn of the event loop (:mod:`bridge.ledger.commit.group_commit`): durable
-        when this returns; never interrupted once asked for. If the shared transaction fails,
-        each write is committed again alone, so only a failing write fails; a database that
-        cannot take writes (``LedgerUnavailable``) fails them all at once."""
+        asked for in this turn of the event loop
+        (:class:`~bridge.ledger.host_tables.GroupCommit`): durable when this returns; never
+        interrupted once asked for. If the shared transaction fails, each write is committed
+        again alone, so only a failing write fails; a database that cannot take writes
+        (``LedgerUnavailable``) fails them all at once."""
         await self._inline.commit(self.turn_writes, StagedCommit(write, _nothing))
 
     async def ledger(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

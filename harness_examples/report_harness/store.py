@@ -26,8 +26,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func
 from sqlmodel import Session, col, select
 
-from bridge.ledger.commit.driver_sessions import Cursor
-from bridge.ledger.schema.engine import create_ledger_engine
+from bridge.ledger.host_tables import Cursor, create_ledger_engine
 from bridge.uhp.serving import KeyRecord
 from harness_examples.report_harness.tables import (
     TABLES,

@@ -3,16 +3,16 @@
 Every streamed event is stored with the response snapshot it produced (see :mod:`.store`); the
 events of one step go in one write, so a response of a tool call and a short answer writes
 eight times instead of nineteen, and the writes of concurrent runs share transactions (the
-runtime commits them through the bridge's group commit, a turn of the event loop at a time:
-:mod:`bridge.ledger.commit.group_commit`).
+runtime commits them through the bridge's group commit, a turn of the event loop at a time).
+The ledger's machinery comes from :mod:`bridge.ledger.host_tables`, the supported import for a
+host's own tables.
 Through the ORM each of those transactions costs about a millisecond of CPU, and 200 concurrent
 responses made it most of the harness's time. The statements here are SQLAlchemy Core
 constructs over the harness's tables, compiled once for the engine's dialect and run by the
-ledger's driver session (:mod:`bridge.ledger.commit.driver_sessions`): tens of microseconds on
+ledger's driver session (``dialect_of(engine).driver_session``): tens of microseconds on
 SQLite, where a write lock held elsewhere and a database file deleted under the process are handled
-as the bridge's ledger handles them (:mod:`bridge.ledger.coordination.availability`; on an event
-loop thread a busy lock raises ``WriteLockBusy`` for a :class:`~bridge.ledger.runner.LedgerRunner`
-to retry).
+as the bridge's ledger handles them (``refuse_if_unavailable``; on an event loop thread a busy
+lock raises ``WriteLockBusy`` for a ``LedgerRunner`` to retry).
 
 All methods are synchronous; :attr:`StoreWrites.inline` says whether they may run on the event
 loop (SQLite) or belong in a worker thread (PostgreSQL: network round trips).
@@ -29,9 +29,7 @@ from typing import Any
 from sqlalchemy import Engine, Integer, Text, bindparam, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
-from bridge.ledger.commit.driver_sessions import Cursor
-from bridge.ledger.coordination.availability import refuse_if_unavailable
-from bridge.ledger.schema.dialects import dialect_of
+from bridge.ledger.host_tables import Cursor, dialect_of, refuse_if_unavailable
 from harness_examples.report_harness.tables import EVENTS, IDEMPOTENCY, RESPONSES
 
 #: One of the harness's writes, run on the cursor of the transaction that holds it (it may run

@@ -19,12 +19,6 @@ round trip per statement, and on a busy machine each of those waits for the data
 to be scheduled. The rules above are unchanged: a failing statement or check rolls the whole
 batch back, and its writes are then committed one per transaction.
 
-On the event loop (PostgreSQL with psycopg, asyncio): such a batch is sent from the loop itself,
-on an asynchronous connection of its own (:mod:`.loop_pipeline`), instead of in a worker thread,
-which spends most of a batch's wall time waiting for the interpreter lock. If it fails there,
-for whatever reason, the batch is committed in a worker thread one write per transaction, as
-after any failed batch.
-
 A database that cannot take writes at all (:class:`~bridge.errors.LedgerUnavailable`: a lost
 connection, a full disk, SQLite's write lock held elsewhere) fails every write of the batch not
 yet committed, at once: committing them one by one would meet the same refusal once per write.
@@ -47,7 +41,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -105,15 +99,6 @@ class StagedCommit(Generic[C, R, T]):
 Pipelined = Callable[[Sequence[OneStatement[Any]]], list[Any]]
 
 
-class LoopPipelined(Protocol):
-    """The same, sent from the event loop
-    (:class:`~bridge.ledger.commit.loop_pipeline.LoopPipeline`)."""
-
-    def usable(self) -> bool: ...
-
-    async def commit(self, writes: Sequence[OneStatement[Any]]) -> list[Any]: ...
-
-
 class _Queued:
     __slots__ = ("committed", "done", "error", "finished", "leads", "settled", "staged", "written")
 
@@ -134,13 +119,12 @@ class GroupCommit(Generic[C]):
     ``transaction``: a context manager opening one transaction (committed on a clean exit,
     rolled back on an exception) and yielding what writes execute on. ``pipelined`` (where the
     driver can): a batch made only of :meth:`StagedCommit.one_statement` writes is sent as one
-    pipelined transaction, its statements in one round trip instead of one each; with
-    ``on_loop``, such a batch is sent from the event loop first. Statistics for tests and
-    benchmarks: ``transactions`` committed, the ``writes`` they held, how many of those
-    transactions were ``pipelined_transactions`` and how many of these were committed from the
-    loop (``loop_transactions``), the batches the loop gave back (``loop_fallbacks``), the
-    ``batches`` led and ``batch_seconds``, the wall time they took until the event loop had
-    them back (sent from the loop, or handed to a worker thread and back); transactions
+    pipelined transaction, its statements in one round trip instead of one each. Statistics
+    for tests and benchmarks: ``transactions`` committed, the ``writes`` they held, how many of
+    those transactions were ``pipelined_transactions`` (and how many pipelined batches were
+    rolled back: ``pipelined_rolled_back``), the ``batches`` led and
+    ``batch_seconds``, the wall time they took until the event loop had them back (handed to a
+    worker thread and back, or run inline); transactions
     ``rolled_back`` (a batch or a lone write that failed), and the writes ``retried_alone``
     after their batch failed. ``gather_turn``: see the module docstring. ``run_alone``: commits
     a one-statement write by itself, more cheaply than in a transaction of its own
@@ -151,7 +135,6 @@ class GroupCommit(Generic[C]):
         self,
         transaction: Callable[[], AbstractContextManager[C]],
         pipelined: Pipelined | None = None,
-        on_loop: LoopPipelined | None = None,
         *,
         gather_turn: bool = False,
         run_alone: Callable[[OneStatement[Any]], Any] | None = None,
@@ -159,13 +142,11 @@ class GroupCommit(Generic[C]):
         self._transaction = transaction
         self._run_alone = run_alone
         self._pipelined = pipelined
-        self._on_loop = on_loop
         self.gathers_turn = gather_turn
         self.rolled_back = 0
         self.retried_alone = 0
-        self.loop_transactions = 0
-        self.loop_fallbacks = 0
         self.pipelined_transactions = 0
+        self.pipelined_rolled_back = 0
         self.batches = 0  # batches led (a batch committed write by write counts once)
         self.batch_seconds = 0.0  # their wall time, until back on the event loop
         self._queue: list[_Queued] = []
@@ -234,10 +215,7 @@ class GroupCommit(Generic[C]):
         self.batches += 1
         started = time.perf_counter()
         try:
-            committed = await self._commit_on_loop(batch)
-            if committed is not True:
-                # After a batch failed on the loop, straight to one write per transaction.
-                await offload(partial(self._commit_batch, batch, pipelined=committed is None))
+            await offload(partial(self._commit_batch, batch))
         except Exception as exc:  # the database refused (or the worker failed): whatever
             self._fail_unfinished(batch, exc)  # was not committed yet fails with it
         except BaseException as exc:
@@ -256,33 +234,14 @@ class GroupCommit(Generic[C]):
             else:
                 self._leading = False
 
-    async def _commit_on_loop(self, batch: list[_Queued]) -> bool | None:
-        """The batch sent from the event loop: whether it committed (False: it was tried and
-        rolled back); None when it is not for the loop (no loop pipeline, not usable now, or a
-        write in it is not a single statement)."""
-        on_loop = self._on_loop
-        if on_loop is None or not on_loop.usable():
-            return None
-        ones = _statements(batch)
-        if ones is None:
-            return None
-        try:
-            values = await on_loop.commit(ones)
-        except Exception:
-            self.loop_fallbacks += 1
-            return False
-        self.loop_transactions += 1
-        self._committed_pipelined(batch, values)
-        return True
-
-    def _commit_batch(self, batch: list[_Queued], *, pipelined: bool = True) -> None:
+    def _commit_batch(self, batch: list[_Queued]) -> None:
         """In a worker thread (or inline): one transaction for the whole batch (pipelined when
-        it can be, and ``pipelined``); one per write after a failure, so that a failing write
+        it can be); one per write after a failure, so that a failing write
         fails alone. ``LedgerUnavailable`` is raised, not given to a write: it stops the
         batch, and run again (the lock free) this commits only the writes still pending."""
         pending = [queued for queued in batch if not queued.finished]
         if len(pending) > 1:
-            committed = self._commit_pipelined(pending) if pipelined else False
+            committed = self._commit_pipelined(pending)
             if committed is None:
                 committed = self._commit_together(pending)
             if committed:
@@ -330,6 +289,7 @@ class GroupCommit(Generic[C]):
         except LedgerUnavailable:
             raise
         except Exception:
+            self.pipelined_rolled_back += 1
             return False
         self._committed_pipelined(batch, values)
         return True
