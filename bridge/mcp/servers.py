@@ -39,6 +39,7 @@ from bridge.mcp.wire.http_backend import probing_transport
 from bridge.mcp.wire.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
 from bridge.mcp.wire.lean_get import LeanGetStats
 from bridge.mcp.wire.negotiation import fail_unanswered_discovery
+from bridge.mcp.wire.sdk_compat import fast_paths
 from bridge.mcp.wire.shapes import TaskStatusPush
 from bridge.mcp.wire.transport import IsolatingTransport
 
@@ -320,6 +321,9 @@ class ServerPool:
         credentials: CredentialResolver = no_credentials,
         declared_inputs: DeclaredInputs = lambda _name: NO_INPUTS,
     ) -> None:
+        # The SDK's private parts checked at start-up: a missing one is logged now, not at the
+        # first poll (bridge.mcp.wire.sdk_compat).
+        fast_paths()
         self._configs = {s.name: s for s in servers if s.enabled}
         self._declared_inputs = declared_inputs
         self._by_endpoint = {s.endpoint: s for s in self._configs.values()}

@@ -10,8 +10,9 @@ the discovery that must not take an outage for a legacy server).
 
 A release that renames one of them must not turn every poll into an ``AttributeError`` (which
 the scheduler would retry with back-off for ever). So every private name is read here and
-nowhere else, each is checked for its shape before use (once per process for module and class
-parts, once per session for instance parts), and a missing one turns its fast path off: the
+nowhere else, each is checked for its shape before use (module and class parts once per
+process, at start-up: :class:`~bridge.mcp.servers.ServerPool` asks :func:`fast_paths`; instance
+parts once per session), and a missing one turns its fast path off: the
 bridge then takes the plain public SDK path, logs one warning per process naming the missing
 part, and counts each such request in :data:`FALLBACKS` (the reason in
 :attr:`FallbackStats.reasons`). :func:`fast_paths` says which paths are on.
@@ -93,9 +94,12 @@ class _Process:
 
 _process: _Process | None = None
 _warned: set[str] = set()
-# Per session: its parts for each path, or the missing part (a weak key: sessions come and go).
-_lean: WeakKeyDictionary[ClientSession, LeanParts | str] = WeakKeyDictionary()
-_unchecked: WeakKeyDictionary[ClientSession, UncheckedSend | str] = WeakKeyDictionary()
+# Per session, its verdict for each path: the missing part, or "" (all there). Only the verdict
+# is kept (weakly): the parts themselves reference the session, and its stamp changes when it
+# adopts a new negotiation, so they are read afresh on each use.
+_OK: Final = ""
+_lean: WeakKeyDictionary[ClientSession, str] = WeakKeyDictionary()
+_unchecked: WeakKeyDictionary[ClientSession, str] = WeakKeyDictionary()
 
 
 def _callable_attr(owner: object, name: str, label: str, missing: list[str]) -> Any:
@@ -219,18 +223,22 @@ class LeanParts:
 def lean_parts(session: ClientSession) -> LeanParts | str:
     """The lean path's parts of ``session``, or the name of the part it lacks (then the
     caller takes the public path and reports it with :func:`fell_back`)."""
-    found = _lean.get(session)
-    if found is None:
-        found = _check_lean(session)
-        _lean[session] = found
-    return found
-
-
-def _check_lean(session: ClientSession) -> LeanParts | str:
     process = _proc()
+    verdict = _lean.get(session)
+    if verdict is None:
+        verdict = _check_lean(session, process)
+        _lean[session] = verdict
+    if verdict != _OK:
+        return verdict
+    assert process.otel_span is not None and process.inject_trace_context is not None
+    dispatcher = session._dispatcher
+    assert isinstance(dispatcher, JSONRPCDispatcher)
+    return LeanParts(session._stamp, dispatcher, process.otel_span, process.inject_trace_context)
+
+
+def _check_lean(session: ClientSession, process: _Process) -> str:
     if not process.paths.lean_get:
         return process.paths.reason(LEAN_GET) or LEAN_GET
-    assert process.otel_span is not None and process.inject_trace_context is not None
     stamp = _session_stamp(session)
     if isinstance(stamp, str):
         return stamp
@@ -241,7 +249,7 @@ def _check_lean(session: ClientSession) -> LeanParts | str:
         return "JSONRPCDispatcher._pending"
     if not isinstance(getattr(dispatcher, "_closed", None), bool):
         return "JSONRPCDispatcher._closed"
-    return LeanParts(stamp, dispatcher, process.otel_span, process.inject_trace_context)
+    return _OK
 
 
 def clamp_inbound_ttl(raw: dict[str, Any]) -> None:
@@ -267,22 +275,23 @@ class UncheckedSend:
 
 def unchecked_send(session: ClientSession) -> UncheckedSend | str:
     """The unchecked send of ``session``, or the name of the part it lacks."""
-    found = _unchecked.get(session)
-    if found is None:
-        found = _check_unchecked(session)
-        _unchecked[session] = found
-    return found
+    verdict = _unchecked.get(session)
+    if verdict is None:
+        verdict = _check_unchecked(session)
+        _unchecked[session] = verdict
+    if verdict != _OK:
+        return verdict
+    return UncheckedSend(session._stamp, session._dispatcher.send_raw_request)
 
 
-def _check_unchecked(session: ClientSession) -> UncheckedSend | str:
+def _check_unchecked(session: ClientSession) -> str:
     stamp = _session_stamp(session)
     if isinstance(stamp, str):
         return stamp
     dispatcher = getattr(session, "_dispatcher", None)
-    send = getattr(dispatcher, "send_raw_request", None)
-    if not inspect.iscoroutinefunction(send):
+    if not inspect.iscoroutinefunction(getattr(dispatcher, "send_raw_request", None)):
         return "ClientSession._dispatcher"
-    return UncheckedSend(stamp, send)
+    return _OK
 
 
 # -- hooks on each new SDK session ----------------------------------------------------------------
