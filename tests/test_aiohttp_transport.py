@@ -269,7 +269,7 @@ async def test_outside_asyncio_requests_go_to_the_fallback() -> None:
 
 async def test_a_compressed_body_is_decoded_by_httpx2() -> None:
     """aiohttp hands the raw bytes over; the httpx2 response decodes them, as on the stock
-    transport (and as the lean path's direct route reads them)."""
+    transport."""
     packed = gzip.compress(b'{"ok":true}')
 
     async def gzipped(_r: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

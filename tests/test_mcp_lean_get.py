@@ -24,7 +24,7 @@ from bridge.ledger.store import Ledger
 from bridge.mcp.calls.failures import FailureKind, classify
 from bridge.mcp.servers import McpServerConfig, ServerConnection, ServerPool
 from bridge.mcp.wire.aiohttp_transport import as_httpx2
-from bridge.mcp.wire.lean_get import _plain_json, _read, _read_whole
+from bridge.mcp.wire.lean_get import _read
 from bridge.mcp.wire.shapes import (
     INVALID_PARAMS,
     PARSE_ERROR,
@@ -111,8 +111,6 @@ async def test_the_lean_request_is_the_sdk_request_byte_for_byte(
         session._dispatcher._next_id -= 1  # type: ignore[attr-defined]
         by_lean = await fetch_task(connection, task)
         assert connection.lean_get_stats.answered == 1
-        # On aiohttp the lean request skips the httpx2 client (bridge.mcp.wire.direct_post).
-        assert connection.lean_get_stats.direct == (1 if engine == "aiohttp" else 0)
         assert not connection.lean_get_stats.fallbacks
         # And the sequence goes on: the SDK's next request takes the next id.
         await sdk_get(connection)
@@ -183,8 +181,8 @@ async def test_a_429_or_a_gateway_error_is_the_isolating_transports_error_and_no
     sqlite_ledger: Ledger, engine: str, status: int
 ) -> None:
     """A 429 is an answer to back off, and a bare 502/504 a gateway that reached no server:
-    neither is something to send again nor the server's JSON-RPC answer. On the direct route
-    (aiohttp) as through the client (httpcore) each is the isolating transport's own error."""
+    neither is something to send again nor the server's JSON-RPC answer. On either engine each
+    is the isolating transport's own error."""
     with ServerProcess(RECORDER, args=["--fail-gets", f"1:{status}"]) as server:
         task = handle(sqlite_ledger, server.url)
         async with connected(server.url, http_engine=engine) as connection:
@@ -192,7 +190,6 @@ async def test_a_429_or_a_gateway_error_is_the_isolating_transports_error_and_no
                 await fetch_task(connection, task)
             stats = connection.lean_get_stats
             assert not stats.fallbacks  # the SDK path did not send it again
-            assert stats.direct == (1 if engine == "aiohttp" else 0)
     assert raised.value.error.code == CONNECTION_CLOSED
     assert raised.value.error.data == {SYNTHETIC_KEY: {"httpStatus": status, "retryAfterMs": None}}
 
@@ -279,17 +276,12 @@ async def body_breaking_server() -> AsyncIterator[str]:
         server.close()
 
 
-async def test_a_reply_body_that_breaks_off_fails_alike_read_whole_or_through_httpx2() -> None:
-    """The direct route reads a plain JSON reply whole (``_read_whole``), other replies through
-    ``httpx2``'s stream (``_read``): a body that breaks off is the same parse error on both."""
-    failures: list[MCPError] = []
+async def test_a_reply_body_that_breaks_off_is_the_sdks_parse_error() -> None:
+    """A reply body read through ``httpx2``'s stream (``_read``) that breaks off is the parse
+    error the SDK reports for it."""
     async with body_breaking_server() as url, aiohttp.ClientSession(auto_decompress=False) as http:
-        for read in (_read_whole, lambda reply: _read(as_httpx2(reply))):
-            reply = await http.post(url, data=b"{}")
-            assert _plain_json(reply)
-            with anyio.fail_after(10), pytest.raises(MCPError) as raised:
-                await read(reply)
-            failures.append(raised.value)
-    assert [f.error.code for f in failures] == [PARSE_ERROR, PARSE_ERROR]
-    assert failures[0].error.message == failures[1].error.message
-    assert failures[0].error.message.startswith("Failed to parse JSON response")
+        reply = await http.post(url, data=b"{}")
+        with anyio.fail_after(10), pytest.raises(MCPError) as raised:
+            await _read(as_httpx2(reply))
+    assert raised.value.error.code == PARSE_ERROR
+    assert raised.value.error.message.startswith("Failed to parse JSON response")

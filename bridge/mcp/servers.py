@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, Protocol
@@ -35,11 +34,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bridge.errors import ServerConnectFailed, UnknownServer
 from bridge.mcp.wire.aiohttp_transport import AiohttpTransport
-from bridge.mcp.wire.direct_post import DirectPost
 from bridge.mcp.wire.extension import TasksClientExtension
 from bridge.mcp.wire.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
 from bridge.mcp.wire.lean_get import LeanGetStats
 from bridge.mcp.wire.negotiation import fail_unanswered_discovery
+from bridge.mcp.wire.sdk_compat import fast_paths
 from bridge.mcp.wire.shapes import TaskStatusPush
 from bridge.mcp.wire.transport import IsolatingTransport
 
@@ -127,10 +126,9 @@ class _ConnectionClient(DeclaringClient):
     """The SDK client of one connection: it declares the bridge's input kinds, and a
     discovery that got no answer fails the connect (see :mod:`bridge.mcp.wire.negotiation`)."""
 
-    async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
-        session = await super()._build_session(exit_stack)
+    def session_built(self, session: ClientSession) -> None:
+        super().session_built(session)
         fail_unanswered_discovery(session)
-        return session
 
 
 @dataclass(slots=True)
@@ -152,11 +150,8 @@ class ServerConnection:
         declared_inputs: InputCapabilities = NO_INPUTS,
         push: PushHooks | None = None,
         server_requests: ServerRequests | None = None,
-        direct_post: DirectPost | None = None,
     ) -> None:
         self.config = config
-        # The lean tasks/get's route straight to the aiohttp engine (bridge.mcp.wire.direct_post).
-        self.direct_post = direct_post
         self._server_requests = server_requests
         self.declare_tasks = declare_tasks
         self.declared_inputs = declared_inputs
@@ -327,13 +322,15 @@ class ServerPool:
         credentials: CredentialResolver = no_credentials,
         declared_inputs: DeclaredInputs = lambda _name: NO_INPUTS,
     ) -> None:
+        # The SDK's private parts checked at start-up: a missing one is logged now, not at the
+        # first poll (bridge.mcp.wire.sdk_compat).
+        fast_paths()
         self._configs = {s.name: s for s in servers if s.enabled}
         self._declared_inputs = declared_inputs
         self._by_endpoint = {s.endpoint: s for s in self._configs.values()}
         self._tg = task_group
         self._credentials = credentials
         self._http: dict[str, httpx2.AsyncClient] = {}
-        self._direct: dict[str, DirectPost] = {}
         self._connections: dict[tuple[str, bool], ServerConnection] = {}
         # Set before the first connection is made when pushed task states are wanted.
         self.push_hooks: PushHooks | None = None
@@ -362,7 +359,6 @@ class ServerPool:
                 declared_inputs=self._declared_inputs(name),
                 push=self.push_hooks if declare_tasks and config.push_updates else None,
                 server_requests=self.server_requests,
-                direct_post=self._direct.get(config.name),
             )
             self._connections[key] = found
         return found
@@ -390,8 +386,6 @@ class ServerPool:
             )
             client = httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport)
             self._http[config.name] = client
-            if aiohttp is not None:
-                self._direct[config.name] = DirectPost(client, transport, aiohttp)
         return client
 
     def _retire(self, name: str) -> None:

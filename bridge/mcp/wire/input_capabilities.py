@@ -7,17 +7,19 @@ host itself through ``pending_inputs``), per server. The SDK derives these entri
 callbacks and always declares both elicitation modes together, so :class:`DeclaringClient`
 replaces exactly those two entries of the capabilities the SDK builds (for ``server/discover``,
 each request's ``_meta`` stamp, and the legacy ``initialize``), leaving everything else — the
-Tasks extension above all — as the SDK made it.
+Tasks extension above all — as the SDK made it. The hook sits on SDK internals
+(:mod:`bridge.mcp.wire.sdk_compat`); without them the client connects declaring what the SDK
+derives from its callbacks.
 """
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 import mcp_types
-from mcp import Client
 from mcp.client.session import ClientSession
+
+from bridge.mcp.wire.sdk_compat import HookedClient, wrap_capabilities
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,19 +45,12 @@ class InputCapabilities:
 NO_INPUTS = InputCapabilities()
 
 
-class DeclaringClient(Client):
+class DeclaringClient(HookedClient):
     """The SDK client, declaring exactly :attr:`declared` as its input capabilities."""
 
     declared: InputCapabilities = NO_INPUTS
 
-    async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
-        session = await super()._build_session(exit_stack)
-        build = session._build_capabilities
-        declared = self.declared
-
-        def declaring(version: str) -> mcp_types.ClientCapabilities:
-            return declared.applied_to(build(version))
-
-        # One hook, on this session only: every capability ad the SDK sends is built here.
-        setattr(session, "_build_capabilities", declaring)  # noqa: B010
-        return session
+    def session_built(self, session: ClientSession) -> None:
+        super().session_built(session)
+        # One hook, on this session only: every capability ad the SDK sends is built there.
+        wrap_capabilities(session, self.declared.applied_to)

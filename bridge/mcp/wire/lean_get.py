@@ -16,9 +16,12 @@ This module sends the *same* request on the *same* connection and parses the rep
 - it goes out on the connection's shared ``httpx2`` client (same auth, default headers and
   :class:`~bridge.mcp.wire.transport.IsolatingTransport`, so a transport failure, 429/503 or 404 is
   turned into the same JSON-RPC error as on the SDK path);
-- the reply is validated in one pass into an envelope whose result is :class:`DetailedTask`
-  (on the direct route, a plain JSON reply is read whole from ``aiohttp``, without ``httpx2``'s
-  stream wrappers; a body that breaks off fails as it does through them).
+- the reply is validated in one pass into an envelope whose result is :class:`DetailedTask`.
+
+The SDK parts this takes that are not public API (the stamp, the dispatcher's id sequence,
+pending map and closed flag, the ``ttlMs`` clamp, the span helpers) are read through
+:mod:`bridge.mcp.wire.sdk_compat`, which checks them first: without one of them every poll takes
+the public ``session.send_request`` (counted in :attr:`LeanGetStats.sdk_path`).
 
 Only 2026-07-28 sessions over Streamable HTTP take it: they carry no ``Mcp-Session-Id`` (a
 handshake-era session's id lives inside the SDK transport), so the request is fully known here.
@@ -35,24 +38,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import aiohttp
 import anyio
 import httpx2
 import mcp_types
 from httpx2 import EventSource
 from mcp import MCPError
-from mcp.client.session import ClientSession, _clamp_inbound_ttl
+from mcp.client.session import ClientSession
 from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE
-from mcp.shared._otel import inject_trace_context, otel_span
 from mcp.shared.dispatcher import CallOptions, coerce_request_id
 from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel, ValidationError
 
-from bridge.mcp.wire.aiohttp_transport import as_httpx2, as_httpx2_error
-from bridge.mcp.wire.direct_post import DirectPost
+from bridge.mcp.wire import sdk_compat
 from bridge.mcp.wire.shapes import PARSE_ERROR, DetailedTask, GetTaskRequest
 
 # The headers the SDK's Streamable HTTP transport puts on every POST (``_prepare_headers``).
@@ -68,8 +67,11 @@ class LeanGetStats:
 
     answered: int = 0
     sse_replies: int = 0  # of those answered, how many came as an event stream
-    direct: int = 0  # requests sent on the direct route (bridge.mcp.wire.direct_post)
     fallbacks: Counter[str] = field(default_factory=Counter)
+    # Polls sent by the public SDK path because an SDK part the lean path needs is missing
+    # (bridge.mcp.wire.sdk_compat), and that part.
+    sdk_path: int = 0
+    sdk_path_reason: str | None = None
 
 
 class _Reply(BaseModel):
@@ -91,11 +93,9 @@ class _Fallback(Exception):
 
 def lean_session(session: ClientSession) -> bool:
     """Whether this SDK session's requests are fully known without its transport: a
-    2026-07-28 session (no ``Mcp-Session-Id``) on the SDK's JSON-RPC dispatcher."""
+    2026-07-28 session (no ``Mcp-Session-Id``), negotiated by discovery."""
     return (
-        session._negotiated_version in MODERN_PROTOCOL_VERSIONS
-        and session._discover_result is not None
-        and isinstance(session._dispatcher, JSONRPCDispatcher)
+        session.protocol_version in MODERN_PROTOCOL_VERSIONS and session.discover_result is not None
     )
 
 
@@ -106,39 +106,38 @@ async def lean_fetch(
     request: GetTaskRequest,
     timeout_s: float,
     stats: LeanGetStats,
-    direct: DirectPost | None = None,
 ) -> DetailedTask:
-    """Send ``request`` as the SDK session would, on ``http`` (or, while it is usable, on
-    ``direct``: the same request straight to the client's aiohttp engine); see the module
-    docstring.
+    """Send ``request`` as the SDK session would, on ``http``; see the module docstring.
 
     The caller checked :func:`lean_session`.
     """
-    dispatcher = session._dispatcher
-    assert isinstance(dispatcher, JSONRPCDispatcher)
-    if dispatcher._closed:  # the SDK path raises its own "connection closed"
+    parts = sdk_compat.lean_parts(session)
+    if isinstance(parts, str):  # an SDK part is missing: the public path, counted
+        sdk_compat.fell_back(sdk_compat.LEAN_GET, parts)
+        stats.sdk_path += 1
+        stats.sdk_path_reason = parts
+        return await _public_path(session, request, timeout_s)
+    if parts.closed():  # the SDK path raises its own "connection closed"
         return await _fall_back(session, request, timeout_s, stats, "session closed")
     # ClientSession.send_request, up to the dispatcher.
     data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
     method: str = data["method"]
     opts: CallOptions = {}
-    session._stamp(data, opts)
+    parts.stamp(data, opts)
     headers = opts.setdefault("headers", {})
     if (key := type(request).name_param) is not None and MCP_NAME_HEADER not in headers:
         headers[MCP_NAME_HEADER] = encode_header_value(data["params"][key])
     # JSONRPCDispatcher.send_raw_request: an id from the session's own sequence.
-    request_id = dispatcher._allocate_id()
-    while request_id in dispatcher._pending:
-        request_id = dispatcher._allocate_id()
+    request_id = parts.next_id()
     params = dict(data["params"])
     meta = dict(params.get("_meta") or {})
     outcome: DetailedTask | mcp_types.ErrorData | _Fallback
-    with otel_span(
+    with parts.otel_span(
         f"MCP send {method}",
         kind=SpanKind.CLIENT,
         attributes={"mcp.method.name": method, "jsonrpc.request.id": str(request_id)},
     ) as span:
-        inject_trace_context(meta)
+        parts.inject_trace_context(meta)
         if meta:
             params["_meta"] = meta
         else:
@@ -151,7 +150,7 @@ async def lean_fetch(
         body = message.model_dump(by_alias=True, mode="json", exclude_unset=True)
         try:
             with anyio.fail_after(timeout_s):
-                outcome = await _exchange(http, direct, url, body, post_headers, request_id, stats)
+                outcome = await _exchange(http, url, body, post_headers, request_id, stats)
         except TimeoutError:
             raise MCPError(
                 code=mcp_types.REQUEST_TIMEOUT, message=f"Request {method!r} timed out"
@@ -178,6 +177,12 @@ async def _fall_back(
     reason: str,
 ) -> DetailedTask:
     stats.fallbacks[reason] += 1
+    return await _public_path(session, request, timeout_s)
+
+
+async def _public_path(
+    session: ClientSession, request: GetTaskRequest, timeout_s: float
+) -> DetailedTask:
     reply: DetailedTask = await session.send_request(
         request, DetailedTask, request_read_timeout_seconds=timeout_s
     )
@@ -186,71 +191,28 @@ async def _fall_back(
 
 async def _exchange(
     http: httpx2.AsyncClient,
-    direct: DirectPost | None,
     url: httpx2.URL | str,
     body: dict[str, Any],
     headers: dict[str, str],
     request_id: int,
     stats: LeanGetStats,
 ) -> DetailedTask | mcp_types.ErrorData:
-    """The POST and its reply: on ``direct`` while it is usable
-    (:mod:`bridge.mcp.wire.direct_post`),
-    else through the ``httpx2`` client."""
-    if direct is None or not direct.usable():
-        post = http.build_request("POST", url, json=body, headers=headers)
-        response = await http.send(post, stream=True, follow_redirects=False)
-        return await _answer(response, request_id, stats)
-    stats.direct += 1
-    target = url if isinstance(url, httpx2.URL) else httpx2.URL(url)
-    reply = await direct.post(target, headers, body)
-    if isinstance(reply, dict):  # no answer: the isolating transport's error
-        return mcp_types.ErrorData.model_validate(reply["error"])
-    if _plain_json(reply):  # the usual reply: read whole, without httpx2's stream wrappers
-        return _parse(await _read_whole(reply), request_id)
-    return await _answer(as_httpx2(reply), request_id, stats, target)
-
-
-def _plain_json(reply: aiohttp.ClientResponse) -> bool:
-    """A 200 JSON reply without a content coding: what :func:`_answer` would read whole and
-    parse, with nothing for ``httpx2`` to decode."""
-    headers = reply.headers
-    return (
-        reply.status == 200
-        and headers.get("content-type", "").lower().startswith("application/json")
-        and headers.get("content-encoding", "identity").lower() == "identity"
-    )
-
-
-async def _read_whole(reply: aiohttp.ClientResponse) -> bytes:
-    """The body of a direct-route reply (released afterwards); a body that broke off fails as
-    :func:`_read` reports it."""
-    try:
-        body = await reply.read()
-    except Exception as exc:
-        reply.close()  # unread body: the connection cannot be reused
-        if isinstance(as_httpx2_error(exc, reading=True), httpx2.TransportError):
-            raise _broke_off(httpx2.StreamClosed()) from None
-        raise
-    reply.release()
-    return body
+    """The POST through the connection's ``httpx2`` client, and its reply."""
+    post = http.build_request("POST", url, json=body, headers=headers)
+    response = await http.send(post, stream=True, follow_redirects=False)
+    return await _answer(response, request_id, stats)
 
 
 async def _answer(
-    response: httpx2.Response,
-    request_id: int,
-    stats: LeanGetStats,
-    url: httpx2.URL | None = None,
+    response: httpx2.Response, request_id: int, stats: LeanGetStats
 ) -> DetailedTask | mcp_types.ErrorData:
-    """The reply in ``response`` (closed afterwards); ``url``: the response came by the direct
-    route, without the request object an event stream reader names."""
+    """The reply in ``response`` (closed afterwards)."""
     try:
         status = response.status_code
         content_type = response.headers.get("content-type", "").lower()
         if status == 200 and content_type.startswith("application/json"):
             return _parse(await _read(response), request_id)
         if status == 200 and content_type.startswith("text/event-stream"):
-            if url is not None:
-                response.request = httpx2.Request("POST", url)
             return await _single_sse_reply(response, request_id, stats)
         if status >= 400 and content_type.startswith("application/json"):
             # A JSON-RPC error at an HTTP error status: the server's, or the isolating
@@ -266,7 +228,7 @@ async def _answer(
 async def _read(response: httpx2.Response) -> bytes:
     try:
         return await response.aread()
-    except httpx2.TransportError:  # the direct route's body broke off: as the guard reports it
+    except httpx2.TransportError:  # the engine's read of a body that broke off
         exc: httpx2.StreamError = httpx2.StreamClosed()
     except httpx2.StreamError as broken:  # the body broke off: as the SDK reports it
         exc = broken
@@ -312,7 +274,7 @@ def _parse_as_the_sdk_does(
     if isinstance(message, mcp_types.JSONRPCError):
         return message.error
     raw = dict(message.result)
-    _clamp_inbound_ttl(raw)
+    sdk_compat.clamp_inbound_ttl(raw)
     return DetailedTask.model_validate(raw, by_name=False)
 
 

@@ -24,11 +24,12 @@ from weakref import WeakKeyDictionary
 
 import mcp_types
 from mcp import MCPError
-from pydantic import ConfigDict, TypeAdapter
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from bridge.errors import ServerConnectFailed
 from bridge.ledger.reads.views import TaskView
 from bridge.mcp.servers import ServerConnection
+from bridge.mcp.wire import sdk_compat
 from bridge.mcp.wire.shapes import INVALID_PARAMS, TRANSPORT_CODES, CreateTaskResult, DetailedTask
 
 RELATED_TASK_META = "io.modelcontextprotocol/related-task"
@@ -199,9 +200,25 @@ async def _send_unchecked(
     ``CreateTaskResult`` (what a task-augmented call returns in that revision) would be
     refused; the caller validates the raw reply against both shapes itself. This mirrors
     ``ClientSession.send_request`` (same stamp: ``MCP-Protocol-Version``, same dispatcher,
-    same errors) minus that one check.
+    same errors) minus that one check, through :mod:`bridge.mcp.wire.sdk_compat`.
+
+    Without those SDK parts, the public ``send_request`` sends the same request, and a reply
+    its check refuses is read back from the refusal: pydantic's error carries the reply it
+    was given. Its limit: only a reply refused as a whole (a ``CreateTaskResult`` lacks the
+    ``content`` a ``CallToolResult`` requires) is recovered; any other refusal propagates.
     """
     data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-    opts: dict[str, Any] = {"timeout": timeout}
-    session._stamp(data, opts)
-    return await session._dispatcher.send_raw_request(data["method"], data.get("params"), opts)
+    send = sdk_compat.unchecked_send(session)
+    if not isinstance(send, str):
+        return await send.send(data, timeout)
+    sdk_compat.fell_back(sdk_compat.UNCHECKED_SEND, send)
+    try:
+        reply = await session.send_request(
+            request, mcp_types.CallToolResult, request_read_timeout_seconds=timeout
+        )
+    except ValidationError as refused:
+        given = [error.get("input") for error in refused.errors() if len(error["loc"]) == 1]
+        if given and isinstance(given[0], dict) and "task" in given[0]:
+            return given[0]  # the reply the check refused: the caller validates it
+        raise
+    return reply.model_dump(by_alias=True, mode="json", exclude_none=True)

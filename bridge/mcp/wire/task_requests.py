@@ -40,7 +40,6 @@ async def fetch_task(connection: ServerConnection, task: TaskView) -> DetailedTa
             request,
             config.request_timeout_s,
             connection.lean_get_stats,
-            connection.direct_post,
         )
     reply: DetailedTask = await session.send_request(
         request, DetailedTask, request_read_timeout_seconds=config.request_timeout_s
