@@ -24,7 +24,7 @@ import anyio
 from bench import scale_out
 from bench.common import Report, cpu_of_processes, median
 from bench.raw_sdk import NO_INPUT_KINDS, Window, raw_call_client
-from bridge import Bridge, InlineResult, McpServerConfig
+from bridge import Bridge, BridgeSettings, InlineResult, McpServerConfig
 from bridge.ledger.commit.group_commit import GroupCommit
 from tests.support.processes import ServerProcess
 
@@ -131,10 +131,12 @@ async def compare(
     bridged_others: list[float] = []
     async with (
         Bridge.open(
-            ledger_url,
-            principals=[PRINCIPAL],
-            mcp_servers=[config],
-            input_handlers=NO_INPUT_KINDS,
+            BridgeSettings(
+                ledger_url=ledger_url,
+                principals=[PRINCIPAL],
+                mcp_servers=[config],
+                input_handlers=NO_INPUT_KINDS,
+            )
         ) as bridge,
         raw_call_client(server_url) as raw,
     ):

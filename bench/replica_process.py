@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from bridge import Bridge, ReplicaConfig
+from bridge import Bridge, BridgeSettings, ReplicaConfig
 from bridge.ledger.store import Ledger
 from bridge.mcp.polling.watches import SchedulerConfig
 from bridge.mcp.servers import McpServerConfig
@@ -170,12 +170,14 @@ async def serve(args: argparse.Namespace) -> None:
         started_box.append(time.monotonic())
         async with Bridge(
             ledger,
-            principals=[args.principal],
-            mcp_servers=[server],
-            credentials=lambda _ref: args.replica_id,
-            scheduler=scheduler,
-            replica=replica,
-            owns_ledger=True,
+            BridgeSettings(
+                principals=[args.principal],
+                mcp_servers=[server],
+                credentials=lambda _ref: args.replica_id,
+                scheduler=scheduler,
+                replica=replica,
+                owns_ledger=True,
+            ),
         ) as bridge:
             recovered_at.append(time.monotonic())
             bridge_box.append(bridge)

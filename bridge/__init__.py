@@ -1,6 +1,7 @@
 """UHP <-> MCP Tasks bridge: the public API.
 
-    async with Bridge.open("bridge-ledger.db", principals=["acme"], mcp_servers=[...]) as b:
+    settings = BridgeSettings(ledger_url="bridge-ledger.db", principals=["acme"], mcp_servers=[...])
+    async with Bridge.open(settings) as b:
         run = await b.register_served_run("acme", response_id=..., session_id=..., harness_id=...)
         step = await run.call_tool("reports", "generate_report", {"quarter": "Q3"})
         async for event in run.subscribe(after_seq=0): ...
@@ -178,9 +179,6 @@ if TYPE_CHECKING:
     from bridge.facade import (
         Bridge as Bridge,
     )
-    from bridge.facade import (
-        UhpServerConfig as UhpServerConfig,
-    )
     from bridge.ledger.agent_states import (
         AgentStateView as AgentStateView,
     )
@@ -334,6 +332,12 @@ if TYPE_CHECKING:
     from bridge.runtime.step_results import (
         TaskSettled as TaskSettled,
     )
+    from bridge.settings import (
+        BridgeSettings as BridgeSettings,
+    )
+    from bridge.settings import (
+        UhpServerConfig as UhpServerConfig,
+    )
     from bridge.telemetry.spans import (
         setup_tracing as setup_tracing,
     )
@@ -383,7 +387,8 @@ if TYPE_CHECKING:
 # Where each public name lives (a name is defined in exactly one place).
 _EXPORTS: dict[str, str] = {
     "Bridge": "bridge.facade",
-    "UhpServerConfig": "bridge.facade",
+    "UhpServerConfig": "bridge.settings",
+    "BridgeSettings": "bridge.settings",
     "Run": "bridge.run",
     "OperationRecord": "bridge.runtime.step_results",
     "RecoverableFailure": "bridge.runtime.step_results",

@@ -17,9 +17,7 @@ outer run is cancelled or ends while inner tasks are open), a policy the harness
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
 
@@ -32,18 +30,12 @@ from bridge.ids import is_call_ref
 from bridge.ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge.ledger.coordination.waiters import CommitNotifier
 from bridge.ledger.runner import LedgerRunner
-from bridge.ledger.schema.dialects import SqliteSynchronous
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import Admission, OuterStatus
-from bridge.mcp.calls.admission import AdmissionChecks
-from bridge.mcp.inputs.handlers import InputHandlers
 from bridge.mcp.inputs.task_input_handlers import task_input_request
 from bridge.mcp.polling.handle_resumption import ResumeReport
-from bridge.mcp.polling.push import PushConfig
-from bridge.mcp.polling.watches import SchedulerConfig
-from bridge.mcp.servers import CredentialResolver, McpServerConfig, no_credentials
 from bridge.outcomes import AnswerReceipt, InputPending, InputRequest, TaskHandle
-from bridge.policies import Policies, WaitMode
+from bridge.policies import WaitMode
 from bridge.run import Run
 from bridge.runtime.agent_states import AgentStates
 from bridge.runtime.compose import BridgeLeaseHolder, build_replica, build_requester, ledger_runner
@@ -52,74 +44,50 @@ from bridge.runtime.reads import BridgeReads
 from bridge.runtime.recovery_report import RecoveryReport
 from bridge.runtime.step_results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
 from bridge.runtime.waits import until_answered, until_closed
+from bridge.settings import BridgeSettings
 from bridge.telemetry.outer_spans import OuterSpans
-from bridge.uhp.client import FollowConfig, ResponseFollower
+from bridge.uhp.client import ResponseFollower
 
 LOCAL_SERVER_PREFIX = "local:"
-
-
-@dataclass(frozen=True, slots=True)
-class UhpServerConfig:
-    """A remote UHP server the bridge may follow runs on. The token is given by reference."""
-
-    name: str
-    base_url: str
-    credential_ref: str
 
 
 class Bridge(BridgeReads, AgentStates):
     """Open with ``async with Bridge.open(...)``; see docs/guides/embed-in-a-harness.md."""
 
     def __init__(
-        self,
-        ledger: Ledger,
-        *,
-        principals: Sequence[str],
-        mcp_servers: Sequence[McpServerConfig] = (),
-        uhp_servers: Sequence[UhpServerConfig] = (),
-        credentials: CredentialResolver = no_credentials,
-        policies: Policies | None = None,
-        scheduler: SchedulerConfig | None = None,
-        push: PushConfig | None = None,
-        follow: FollowConfig | None = None,
-        recover_on_start: bool = True,
-        owns_ledger: bool = False,
-        replica: ReplicaConfig | None = None,
-        input_handlers: InputHandlers | None = None,
-        admission_checks: AdmissionChecks | None = None,
+        self, ledger: Ledger, settings: BridgeSettings, *, owns_ledger: bool = False
     ) -> None:
-        if not principals:
-            raise ValueError("a bridge serves at least one principal/tenant")
+        """A bridge on a ledger already open (``settings.ledger_url`` is not used); prefer
+        :meth:`open`. ``owns_ledger``: the bridge closes the ledger when it closes."""
+        self.settings = settings
         self.ledger = ledger
-        self.principals = tuple(principals)
-        self.policies = policies or Policies()
-        self._recover_on_start = recover_on_start
+        self.principals = tuple(settings.principals)
+        self.policies = settings.policies
         self._owns_ledger = owns_ledger
         # The composition root: one ledger runner for every part, wired at construction.
         self._db = ledger_runner(ledger)
         self.requester = build_requester(
             ledger,
             self._db,
-            mcp_servers,
-            credentials,
-            scheduler,
-            push=push,
-            input_handlers=input_handlers,
+            settings.mcp_servers,
+            settings.credentials,
+            settings.scheduler,
+            push=settings.push,
+            input_handlers=settings.input_handlers,
             input_policy=self.policies.inputs,
-            admission_checks=admission_checks,
+            admission_checks=settings.admission_checks,
         )
         self._tg: TaskGroup | None = None
         self._notifier: CommitNotifier | None = None
         self._spans = OuterSpans(ledger, self._db)
         self.last_recovery: RecoveryReport | None = None
-        self._replica_config = replica
         self.replica: ReplicaLeases | None = None
         self._outer = OuterRuns(
             ledger,
             self._db,
-            uhp_servers,
-            credentials,
-            follow,
+            settings.uhp_servers,
+            settings.credentials,
+            settings.follow,
             self.requester,
             self._spans,
             task_group=lambda: self._tg,
@@ -128,45 +96,11 @@ class Bridge(BridgeReads, AgentStates):
         )
 
     @classmethod
-    def open(
-        cls,
-        url: str | Path | None = None,
-        *,
-        principals: Sequence[str],
-        mcp_servers: Sequence[McpServerConfig] = (),
-        uhp_servers: Sequence[UhpServerConfig] = (),
-        credentials: CredentialResolver = no_credentials,
-        policies: Policies | None = None,
-        scheduler: SchedulerConfig | None = None,
-        push: PushConfig | None = None,
-        follow: FollowConfig | None = None,
-        recover_on_start: bool = True,
-        replica: ReplicaConfig | None = None,
-        sqlite_synchronous: SqliteSynchronous = "NORMAL",
-        input_handlers: InputHandlers | None = None,
-        admission_checks: AdmissionChecks | None = None,
-    ) -> Bridge:
-        """A bridge on a ledger URL (SQLite file path by default; ``postgresql://…``), migrated
-        on open. ``sqlite_synchronous="FULL"``: SQLite commits also survive power loss.
-        ``input_handlers``: who answers which input kinds, and so what is declared to each
-        server (default: the host answers form elicitations; see
-        :mod:`bridge.mcp.inputs.handlers`)."""
-        return cls(
-            Ledger.open(url, sqlite_synchronous=sqlite_synchronous),
-            owns_ledger=True,
-            principals=principals,
-            mcp_servers=mcp_servers,
-            uhp_servers=uhp_servers,
-            credentials=credentials,
-            policies=policies,
-            scheduler=scheduler,
-            push=push,
-            follow=follow,
-            recover_on_start=recover_on_start,
-            replica=replica,
-            input_handlers=input_handlers,
-            admission_checks=admission_checks,
-        )
+    def open(cls, settings: BridgeSettings) -> Bridge:
+        """A bridge on ``settings.ledger_url`` (a SQLite file path by default; ``postgresql://…``),
+        migrated on open; use it as ``async with Bridge.open(settings) as bridge``."""
+        ledger = Ledger.open(settings.ledger_url, sqlite_synchronous=settings.sqlite_synchronous)
+        return cls(ledger, settings, owns_ledger=True)
 
     @property
     def _runner(self) -> LedgerRunner:
@@ -184,9 +118,9 @@ class Bridge(BridgeReads, AgentStates):
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         await self._tg.start(self._notifier.run)  # wakes waiters on other processes' commits
-        if self._replica_config is not None:
-            await self._join_replicas(self._replica_config)
-        if self._recover_on_start:
+        if self.settings.replica is not None:
+            await self._join_replicas(self.settings.replica)
+        if self.settings.recover_on_start:
             scheduler = self.requester.scheduler
             scheduler.hold()  # take everything back first, then poll it oldest due first
             try:

@@ -17,14 +17,16 @@ import secrets
 
 import anyio
 
-from bridge import Bridge, McpServerConfig, OuterStatus, TaskPending, WaitMode
+from bridge import Bridge, BridgeSettings, McpServerConfig, OuterStatus, TaskPending, WaitMode
 
 PRINCIPAL = "example-tenant"
 
 
 async def main_async(args: argparse.Namespace) -> None:
     servers = [McpServerConfig(name="tools", url=args.mcp_url)]
-    async with Bridge.open(args.db, principals=[PRINCIPAL], mcp_servers=servers) as bridge:
+    async with Bridge.open(
+        BridgeSettings(ledger_url=args.db, principals=[PRINCIPAL], mcp_servers=servers)
+    ) as bridge:
         recovery = bridge.last_recovery
         if recovery is not None and recovery.tasks_watched:
             print(f"recovered {recovery.tasks_watched} open task(s) from an earlier run")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge import Bridge
+from bridge import Bridge, BridgeSettings
 from bridge.errors import AgentStateTooLarge, BridgeError, InvalidTransition, NotFound
 from bridge.ledger.agent_states import MAX_AGENT_STATE_BYTES
 from bridge.ledger.store import Ledger
@@ -66,14 +66,14 @@ def test_another_principal_neither_reads_nor_writes(ledger: Ledger) -> None:
 @pytest.mark.anyio
 async def test_the_bridge_keeps_it_across_a_reopen(tmp_path: Path) -> None:
     db = tmp_path / "ledger.db"
-    async with Bridge.open(db, principals=["acme"]) as bridge:
+    async with Bridge.open(BridgeSettings(ledger_url=db, principals=["acme"])) as bridge:
         run = await bridge.register_served_run(
             "acme", response_id="resp_1", session_id=None, harness_id=None
         )
         version = await run.save_agent_state("agent", {"parked": {"c1": "tk"}})
         with pytest.raises(BridgeError):
             await bridge.run("mallory", run.ref).save_agent_state("agent", {})
-    async with Bridge.open(db, principals=["acme"]) as bridge:
+    async with Bridge.open(BridgeSettings(ledger_url=db, principals=["acme"])) as bridge:
         saved = await bridge.run("acme", run.ref).agent_state("agent")
         assert saved is not None and saved.version == version
         assert saved.state == {"parked": {"c1": "tk"}}

@@ -19,6 +19,7 @@ import pytest
 from bridge import (
     AnswerDelivery,
     Bridge,
+    BridgeSettings,
     InputRequest,
     InvalidInputAnswer,
     LostReason,
@@ -63,11 +64,13 @@ async def bridge(
     tmp_path: Path, example_servers: dict[str, ServerProcess]
 ) -> AsyncIterator[Bridge]:
     async with Bridge.open(
-        tmp_path / "ledger.db",
-        principals=[P],
-        mcp_servers=_configs(example_servers, "examples"),
-        credentials={"examples": TOKEN}.get,
-        scheduler=FAST,
+        BridgeSettings(
+            ledger_url=tmp_path / "ledger.db",
+            principals=[P],
+            mcp_servers=_configs(example_servers, "examples"),
+            credentials={"examples": TOKEN}.get,
+            scheduler=FAST,
+        )
     ) as opened:
         yield opened
 
@@ -98,7 +101,9 @@ async def test_list_tools_without_credentials_fails_typed(
     tmp_path: Path, example_servers: dict[str, ServerProcess]
 ) -> None:
     servers = _configs(example_servers, None)
-    async with Bridge.open(tmp_path / "l.db", principals=[P], mcp_servers=servers) as bridge:
+    async with Bridge.open(
+        BridgeSettings(ledger_url=tmp_path / "l.db", principals=[P], mcp_servers=servers)
+    ) as bridge:
         with pytest.raises(ServerConnectFailed):
             await bridge.list_tools(P, "reports")
 
@@ -216,7 +221,7 @@ async def test_errors_inside_async_with_are_not_wrapped(tmp_path: Path) -> None:
         pass
 
     with pytest.raises(Boom) as caught:
-        async with Bridge.open(tmp_path / "l.db", principals=[P]):
+        async with Bridge.open(BridgeSettings(ledger_url=tmp_path / "l.db", principals=[P])):
             raise Boom("from the body")
     assert type(caught.value) is Boom and str(caught.value) == "from the body"
 
@@ -225,7 +230,9 @@ async def test_errors_inside_async_with_are_not_wrapped(tmp_path: Path) -> None:
 async def test_sqlite_synchronous_reaches_the_ledger(
     tmp_path: Path, mode: Any, pragma: int
 ) -> None:
-    async with Bridge.open(tmp_path / "s.db", principals=[P], sqlite_synchronous=mode) as b:
+    async with Bridge.open(
+        BridgeSettings(ledger_url=tmp_path / "s.db", principals=[P], sqlite_synchronous=mode)
+    ) as b:
         with b.ledger.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == pragma
     with closing(sqlite3.connect(tmp_path / "s.db")) as db:

@@ -12,6 +12,7 @@ import pytest
 
 from bridge import (
     Bridge,
+    BridgeSettings,
     McpServerConfig,
     OnOuterCancel,
     OnOuterEnd,
@@ -45,7 +46,10 @@ async def bridge(wall_ledger: Ledger, tasks_server: ServerProcess) -> AsyncItera
 
 def _bridge(ledger: Ledger, server: ServerProcess, **options: Any) -> Bridge:
     """A bridge on ``ledger`` for principal P, polling the test Tasks ``server`` quickly."""
-    return Bridge(ledger, principals=[P], mcp_servers=_servers(server), scheduler=FAST, **options)
+    return Bridge(
+        ledger,
+        BridgeSettings(principals=[P], mcp_servers=_servers(server), scheduler=FAST, **options),
+    )
 
 
 async def _served_run(bridge: Bridge, name: str) -> str:
@@ -249,7 +253,9 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
 ) -> None:
     db = tmp_path / "ledger.db"
     async with Bridge.open(
-        db, principals=[P], mcp_servers=_servers(tasks_server), scheduler=FAST
+        BridgeSettings(
+            ledger_url=db, principals=[P], mcp_servers=_servers(tasks_server), scheduler=FAST
+        )
     ) as first:
         run_ref = await _served_run(first, "recover")
         step = await first.run(P, run_ref).call_tool(
@@ -263,7 +269,9 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
         (asked,) = await wait_until(lambda: tenant.input_requests(step.task.ref))
     # A new process (here: a new bridge on the same ledger file) recovers.
     async with Bridge.open(
-        db, principals=[P], mcp_servers=_servers(tasks_server), scheduler=FAST
+        BridgeSettings(
+            ledger_url=db, principals=[P], mcp_servers=_servers(tasks_server), scheduler=FAST
+        )
     ) as second:
         report = second.last_recovery
         assert report is not None and report.tasks_watched == 1
@@ -300,7 +308,7 @@ async def test_remote_outer_run_is_reconciled_and_resumed_after_restart(
         "credentials": tokens.get,
         "scheduler": FAST,
     }
-    async with Bridge.open(db, **options) as first:
+    async with Bridge.open(BridgeSettings(ledger_url=db, **options)) as first:
         follower = await first.start_remote_run(
             P, "remote", "words=30 delay_ms=30", harness_id="chrn_test"
         )
@@ -309,7 +317,7 @@ async def test_remote_outer_run_is_reconciled_and_resumed_after_restart(
                 if event.sequence_number == 5:
                     break  # this process stops following (and then goes away)
         run_ref = follower.run_ref
-    async with Bridge.open(db, **options) as second:
+    async with Bridge.open(BridgeSettings(ledger_url=db, **options)) as second:
         assert second.last_recovery is not None
         assert second.last_recovery.remote_runs_resumed == 1
         tenant = second.ledger.for_principal(P)

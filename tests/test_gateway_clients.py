@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from bridge import BridgeSettings
 from bridge.facade import Bridge
 from bridge.gateway.__main__ import main as gateway_main
 from bridge.gateway.calls import GatewayCalls
@@ -278,7 +279,9 @@ async def test_session_header_must_match_the_recorded_run(gateway: Gateway) -> N
 async def test_a_recorded_operation_keeps_its_run_across_client_sessions(tmp_path: Path) -> None:
     """Session-ful clients (``Mcp-Session-Id``): a repeated operation id joins the run that
     recorded it, not the new session's — for its own principal only."""
-    async with Bridge.open(tmp_path / "ledger.db", principals=("alice", "bob")) as bridge:
+    async with Bridge.open(
+        BridgeSettings(ledger_url=tmp_path / "ledger.db", principals=("alice", "bob"))
+    ) as bridge:
         runs = GatewayRuns(bridge)
         first = await runs.run_for("alice", "session-1", None, None)
         bridge.ledger.for_principal("alice").begin_dispatch(
@@ -298,7 +301,9 @@ async def test_the_gateway_runs_the_ledger_through_the_bridges_own_runner(
 ) -> None:
     """One runner per ledger: the gateway's calls and runs use the runner the bridge built
     (inline on SQLite, awaiting a held write lock), not runners of their own."""
-    async with Bridge.open(tmp_path / "ledger.db", principals=("alice",)) as bridge:
+    async with Bridge.open(
+        BridgeSettings(ledger_url=tmp_path / "ledger.db", principals=("alice",))
+    ) as bridge:
         calls = GatewayCalls(bridge, GatewayConfig(servers=(), token_principals={}))
         assert calls._db is bridge._runner
         assert calls._runs._db is bridge._runner

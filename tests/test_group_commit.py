@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge import Bridge
+from bridge import Bridge, BridgeSettings
 from bridge.errors import (
     DuplicateTaskHandle,
     InvalidTransition,
@@ -152,7 +152,7 @@ async def test_a_bridge_on_postgresql_commits_through_its_ledgers_group_commit(
     pg_ledger: Ledger,
 ) -> None:
     url = pg_ledger.engine.url.render_as_string(hide_password=False)
-    async with Bridge.open(url, principals=["acme"]) as bridge:
+    async with Bridge.open(BridgeSettings(ledger_url=url, principals=["acme"])) as bridge:
         tenant = bridge.ledger.for_principal("acme")
         group = bridge.ledger.group_commit
         view = await LedgerRunner(inline=False).commit(

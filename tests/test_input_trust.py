@@ -19,6 +19,7 @@ from bridge import (
     HOST,
     Accept,
     Bridge,
+    BridgeSettings,
     Decline,
     FormElicitation,
     InlineResult,
@@ -57,12 +58,14 @@ def _open(
     names: tuple[str, ...] = ("inputs",),
 ) -> Bridge:
     return Bridge.open(
-        tmp_path / f"{uuid.uuid4().hex[:6]}.db",
-        principals=[P],
-        mcp_servers=[McpServerConfig(name=n, url=server.url) for n in names],
-        scheduler=FAST,
-        policies=Policies(inputs=policy or InputPolicy()),
-        input_handlers=handlers,
+        BridgeSettings(
+            ledger_url=tmp_path / f"{uuid.uuid4().hex[:6]}.db",
+            principals=[P],
+            mcp_servers=[McpServerConfig(name=n, url=server.url) for n in names],
+            scheduler=FAST,
+            policies=Policies(inputs=policy or InputPolicy()),
+            input_handlers=handlers,
+        )
     )
 
 

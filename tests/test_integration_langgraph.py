@@ -18,7 +18,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 
-from bridge import Bridge, LostReason, McpServerConfig, WaitMode
+from bridge import Bridge, BridgeSettings, LostReason, McpServerConfig, WaitMode
 from bridge import events as ev
 from bridge.integrations.langgraph import (
     ASKED_INPUT,
@@ -57,11 +57,13 @@ def configs(servers: dict[str, ServerProcess]) -> list[McpServerConfig]:
 @pytest.fixture
 async def bridge(tmp_path: Path, servers: dict[str, ServerProcess]) -> AsyncIterator[Bridge]:
     async with Bridge.open(
-        tmp_path / "ledger.db",
-        principals=[P],
-        mcp_servers=configs(servers),
-        credentials={"mcp": TOKEN}.get,
-        scheduler=FAST,
+        BridgeSettings(
+            ledger_url=tmp_path / "ledger.db",
+            principals=[P],
+            mcp_servers=configs(servers),
+            credentials={"mcp": TOKEN}.get,
+            scheduler=FAST,
+        )
     ) as opened:
         yield opened
 
@@ -223,12 +225,15 @@ async def test_a_sigkilled_harness_resumes_the_thread_and_pays_once(
     )
     assert died.returncode == -signal.SIGKILL, died.stderr.decode()[-2000:]
     run_ref = died.stdout.decode().split()[0]
-    async with Bridge.open(  # the restarted harness: same ledger, same graph
-        db,
-        principals=[P],
-        mcp_servers=configs(servers),
-        credentials={"mcp": TOKEN}.get,
-        scheduler=FAST,
+    async with Bridge.open(
+        BridgeSettings(
+            # the restarted harness: same ledger, same graph
+            ledger_url=db,
+            principals=[P],
+            mcp_servers=configs(servers),
+            credentials={"mcp": TOKEN}.get,
+            scheduler=FAST,
+        )
     ) as bridge:
         mode = WaitMode.WAIT if crash == "approved" else WaitMode.DETACH
         tools = await bridge_tools(bridge, P, "payments", wait=mode)
@@ -256,12 +261,15 @@ async def test_a_sigkilled_harness_resumes_the_thread_and_pays_once(
 async def test_the_checkpointer_keeps_a_threads_newest_checkpoints_beside_the_run(
     db_url: str, servers: dict[str, ServerProcess]
 ) -> None:
-    async with Bridge.open(  # SQLite and PostgreSQL: the agent state is a ledger row
-        db_url,
-        principals=[P],
-        mcp_servers=configs(servers),
-        credentials={"mcp": TOKEN}.get,
-        scheduler=FAST,
+    async with Bridge.open(
+        BridgeSettings(
+            # SQLite and PostgreSQL: the agent state is a ledger row
+            ledger_url=db_url,
+            principals=[P],
+            mcp_servers=configs(servers),
+            credentials={"mcp": TOKEN}.get,
+            scheduler=FAST,
+        )
     ) as bridge:
         await keeps_newest_checkpoints(bridge)
 

@@ -18,7 +18,7 @@ import anyio
 import pytest
 from agents import Agent, RunConfig, Runner, RunResult, set_tracing_disabled
 
-from bridge import Bridge, InlineResult, McpServerConfig, TaskStatus, WaitMode
+from bridge import Bridge, BridgeSettings, InlineResult, McpServerConfig, TaskStatus, WaitMode
 from bridge import events as ev
 from bridge.integrations.openai_agents import (
     STATE_NAME,
@@ -56,10 +56,10 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
 
 def _open(db: Path, servers: dict[str, ServerProcess], **kw: Any) -> Any:
     configs = [McpServerConfig(name=n, url=s.url, credential_ref="ex") for n, s in servers.items()]
-    return Bridge.open(
-        db, principals=[P], mcp_servers=configs, credentials={"ex": TOKEN}.get,
+    return Bridge.open(BridgeSettings(
+        ledger_url=db, principals=[P], mcp_servers=configs, credentials={"ex": TOKEN}.get,
         scheduler=FAST, **kw,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 @pytest.fixture

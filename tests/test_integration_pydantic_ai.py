@@ -23,7 +23,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
-from bridge import Bridge, InputRequest, LostReason, McpServerConfig, TaskStatus
+from bridge import Bridge, BridgeSettings, InputRequest, LostReason, McpServerConfig, TaskStatus
 from bridge import events as ev
 from bridge.integrations.pydantic_ai import STATE_NAME, BridgedRun, BridgedToolset
 from tests.support.bridging import FAST, served_run, wait_until
@@ -52,11 +52,13 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
 async def bridge(tmp_path: Path, servers: dict[str, ServerProcess]) -> AsyncIterator[Bridge]:
     configs = [McpServerConfig(name=n, url=s.url, credential_ref="t") for n, s in servers.items()]
     async with Bridge.open(
-        tmp_path / "ledger.db",
-        principals=[P],
-        mcp_servers=configs,
-        credentials={"t": TOKEN}.get,
-        scheduler=FAST,
+        BridgeSettings(
+            ledger_url=tmp_path / "ledger.db",
+            principals=[P],
+            mcp_servers=configs,
+            credentials={"t": TOKEN}.get,
+            scheduler=FAST,
+        )
     ) as opened:
         yield opened
 
@@ -211,7 +213,7 @@ async def test_a_sigkilled_harness_resumes_the_agent_run_and_pays_once(
     bridge: Bridge, servers: dict[str, ServerProcess], tmp_path: Path, mode: str
 ) -> None:
     db = tmp_path / "harness.db"
-    async with Bridge.open(db, principals=[P]) as harness_ledger:
+    async with Bridge.open(BridgeSettings(ledger_url=db, principals=[P])) as harness_ledger:
         run_ref = await _run_ref(harness_ledger)
     key = f"pay-{uuid.uuid4().hex[:8]}"
     url = servers["payments"].url

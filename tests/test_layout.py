@@ -35,6 +35,7 @@ RANKS: list[tuple[str, int]] = [
     ("bridge.uhp", 5),
     ("bridge.runtime", 6),
     ("bridge.run", 7),
+    ("bridge.settings", 7),
     ("bridge.facade", 8),
     ("bridge.gateway", 9),
     ("bridge.integrations", 9),

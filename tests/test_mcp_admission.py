@@ -15,7 +15,15 @@ from collections.abc import Iterator
 import pytest
 from mcp import Client
 
-from bridge import Admission, AdmissionChecks, Bridge, OperationView, Policies, ToolPolicy
+from bridge import (
+    Admission,
+    AdmissionChecks,
+    Bridge,
+    BridgeSettings,
+    OperationView,
+    Policies,
+    ToolPolicy,
+)
 from bridge import events as ev
 from bridge.errors import InvalidTransition
 from bridge.ids import digest_arguments
@@ -173,11 +181,13 @@ async def test_unknown_waits_for_the_host_and_then_retries_once(
     policies = Policies(default=ToolPolicy(unknown_outcomes=RETRY))
     async with Bridge(
         wall_ledger,
-        principals=[P],
-        mcp_servers=[_config(orders_server)],
-        scheduler=FAST,
-        policies=policies,
-        admission_checks=AdmissionChecks(per_server={"orders": check}),
+        BridgeSettings(
+            principals=[P],
+            mcp_servers=[_config(orders_server)],
+            scheduler=FAST,
+            policies=policies,
+            admission_checks=AdmissionChecks(per_server={"orders": check}),
+        ),
     ) as bridge:
         run = new_run(wall_ledger.for_principal(P))
         await _drop_next_reply(orders_server)

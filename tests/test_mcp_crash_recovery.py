@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge import Bridge
+from bridge import Bridge, BridgeSettings
 from bridge import events as ev
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState, TaskStatus
@@ -106,7 +106,9 @@ async def test_kill_at_each_step_then_recover(
 
     servers = [McpServerConfig(name="tasks", url=tasks_server.url)]
     # Recovery through the public facade: Bridge.recover() runs on start.
-    async with Bridge(ledger, principals=["acme"], mcp_servers=servers, scheduler=FAST) as bridge:
+    async with Bridge(
+        ledger, BridgeSettings(principals=["acme"], mcp_servers=servers, scheduler=FAST)
+    ) as bridge:
         report = bridge.last_recovery
         assert report is not None
         requester = bridge.requester

@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from bridge import Accept, Bridge, FormElicitation, InputHandlers, TaskPending, TaskStatus, WaitMode
+from bridge import (
+    Accept,
+    Bridge,
+    BridgeSettings,
+    FormElicitation,
+    InputHandlers,
+    TaskPending,
+    TaskStatus,
+    WaitMode,
+)
 from bridge.mcp.servers import McpServerConfig
 from bridge.mcp.wire.generations import EXPERIMENTAL_TASKS_VERSION
 from bridge.outcomes import InputRequest
@@ -32,11 +41,13 @@ QUESTION = "Approve a payment of {}?"
 
 def _open(path: Path, server: LegacyServerProcess, handlers: InputHandlers | None = None) -> Bridge:
     return Bridge.open(
-        path,
-        principals=[P],
-        mcp_servers=[McpServerConfig(name="legacy", url=server.url)],
-        scheduler=FAST,
-        input_handlers=handlers,
+        BridgeSettings(
+            ledger_url=path,
+            principals=[P],
+            mcp_servers=[McpServerConfig(name="legacy", url=server.url)],
+            scheduler=FAST,
+            input_handlers=handlers,
+        )
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from bridge import Bridge, WaitMode
+from bridge import Bridge, BridgeSettings, WaitMode
 from bridge.ledger.reads.views import RunView
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import DispatchState, LostReason, TaskStatus
@@ -184,7 +184,9 @@ async def test_a_restarted_bridge_resumes_a_legacy_handle(
     ledger_path = tmp_path / "bridge.db"
     servers = [McpServerConfig(name="legacy", url=legacy_server.url)]
     async with Bridge.open(
-        ledger_path, principals=[PRINCIPAL], mcp_servers=servers, scheduler=FAST
+        BridgeSettings(
+            ledger_url=ledger_path, principals=[PRINCIPAL], mcp_servers=servers, scheduler=FAST
+        )
     ) as first:
         run = await first.register_served_run(
             PRINCIPAL, response_id="resp_resume", session_id="hsess_resume", harness_id="chrn_t"
@@ -203,7 +205,9 @@ async def test_a_restarted_bridge_resumes_a_legacy_handle(
     finally:
         between.close()
     async with Bridge.open(
-        ledger_path, principals=[PRINCIPAL], mcp_servers=servers, scheduler=FAST
+        BridgeSettings(
+            ledger_url=ledger_path, principals=[PRINCIPAL], mcp_servers=servers, scheduler=FAST
+        )
     ) as second:
         await wait_until(
             lambda: not second.ledger.for_principal(PRINCIPAL).get_task(task_ref).is_open,

@@ -18,7 +18,7 @@ import pytest
 from _pytest.logging import LogCaptureFixture
 from sqlalchemy import select
 
-from bridge import Bridge
+from bridge import Bridge, BridgeSettings
 from bridge import events as ev
 from bridge.errors import (
     InputAlreadyAnswered,
@@ -64,7 +64,9 @@ def ledger_of_either_kind(request: pytest.FixtureRequest) -> Ledger:
 
 def _bridge(ledger: Ledger, server: ServerProcess, **options: Any) -> Bridge:
     servers = [McpServerConfig(name=SERVER, url=server.url)]
-    return Bridge(ledger, principals=[P], mcp_servers=servers, scheduler=FAST, **options)
+    return Bridge(
+        ledger, BridgeSettings(principals=[P], mcp_servers=servers, scheduler=FAST, **options)
+    )
 
 
 @pytest.fixture

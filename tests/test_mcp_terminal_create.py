@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bridge import Bridge, McpServerConfig, TaskSettled, TaskStatus
+from bridge import Bridge, BridgeSettings, McpServerConfig, TaskSettled, TaskStatus
 from bridge import events as ev
 from bridge.ledger.reads.views import TaskObservation
 from bridge.ledger.store import Ledger
@@ -29,7 +29,9 @@ P = "acme"
 @pytest.fixture
 async def bridge(wall_ledger: Ledger, adversarial_server: ServerProcess) -> AsyncIterator[Bridge]:
     server = McpServerConfig(name="fake", url=adversarial_server.url, request_timeout_s=5.0)
-    async with Bridge(wall_ledger, principals=[P], mcp_servers=[server], scheduler=FAST) as opened:
+    async with Bridge(
+        wall_ledger, BridgeSettings(principals=[P], mcp_servers=[server], scheduler=FAST)
+    ) as opened:
         yield opened
 
 

@@ -16,6 +16,7 @@ import pytest
 from bridge import (
     Accept,
     Bridge,
+    BridgeSettings,
     FormElicitation,
     InlineResult,
     InputHandlers,
@@ -55,11 +56,13 @@ def _bridge(
     policies = Policies(default=ASK.default, inputs=policy or InputPolicy())
     return Bridge(
         ledger,
-        principals=[P],
-        mcp_servers=[McpServerConfig(name=SERVER, url=server.url)],
-        scheduler=FAST,
-        policies=policies,
-        input_handlers=handlers,
+        BridgeSettings(
+            principals=[P],
+            mcp_servers=[McpServerConfig(name=SERVER, url=server.url)],
+            scheduler=FAST,
+            policies=policies,
+            input_handlers=handlers,
+        ),
     )
 
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from bridge import Bridge, McpServerConfig, WaitMode
+from bridge import Bridge, BridgeSettings, McpServerConfig, WaitMode
 from bridge.cli.app import app
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState
@@ -47,7 +47,9 @@ def _asking_call(db: Path, server: ServerProcess, amount: int) -> tuple[str, str
         ledger = Ledger.open(db)
         servers = [McpServerConfig(name="mrtr", url=server.url)]
         try:
-            async with Bridge(ledger, principals=[P], mcp_servers=servers, scheduler=FAST) as b:
+            async with Bridge(
+                ledger, BridgeSettings(principals=[P], mcp_servers=servers, scheduler=FAST)
+            ) as b:
                 run = new_run(ledger.for_principal(P))
                 pending = await b.run(P, run.ref).call_tool(
                     "mrtr", "approve_payment", {"amount": amount}, wait=WaitMode.WAIT

@@ -14,7 +14,15 @@ from sqlalchemy import select
 
 from bench.scale_out import PRINCIPAL as SEEDED_PRINCIPAL
 from bench.scale_out import seed_open_tasks
-from bridge import Bridge, McpServerConfig, OuterStatus, TaskStatus, UhpServerConfig, WaitMode
+from bridge import (
+    Bridge,
+    BridgeSettings,
+    McpServerConfig,
+    OuterStatus,
+    TaskStatus,
+    UhpServerConfig,
+    WaitMode,
+)
 from bridge import events as ev
 from bridge.ledger.coordination.leases import ReplicaRegistry, TenantLeases
 from bridge.ledger.coordination.replica import ReplicaConfig
@@ -45,12 +53,14 @@ def _replica(url: str, name: str, tasks_server: ServerProcess, **options: Any) -
     config = ReplicaConfig(name, lease_ms=1_500, claim_every_ms=100)
     return Bridge(
         Ledger.open(url),
-        principals=[P],
-        mcp_servers=[McpServerConfig(name="tasks", url=tasks_server.url)],
-        scheduler=FAST,
-        replica=config,
-        owns_ledger=True,
-        **options,
+        BridgeSettings(
+            principals=[P],
+            mcp_servers=[McpServerConfig(name="tasks", url=tasks_server.url)],
+            scheduler=FAST,
+            replica=config,
+            owns_ledger=True,
+            **options,
+        ),
     )
 
 
@@ -200,11 +210,13 @@ def _seeded_replica(pg_url: str, config: ReplicaConfig) -> Bridge:
     """A replica of the seeded principal whose MCP server is unreachable (claims only)."""
     return Bridge(
         Ledger.open(pg_url),
-        principals=[SEEDED_PRINCIPAL],
-        mcp_servers=[McpServerConfig(name="gone", url=UNREACHABLE_MCP)],
-        scheduler=FAST,
-        replica=config,
-        owns_ledger=True,
+        BridgeSettings(
+            principals=[SEEDED_PRINCIPAL],
+            mcp_servers=[McpServerConfig(name="gone", url=UNREACHABLE_MCP)],
+            scheduler=FAST,
+            replica=config,
+            owns_ledger=True,
+        ),
     )
 
 

@@ -13,7 +13,15 @@ import pytest
 from opentelemetry.trace import SpanKind
 from typer.testing import CliRunner
 
-from bridge import Bridge, McpServerConfig, OuterStatus, TaskPending, TaskSettled, WaitMode
+from bridge import (
+    Bridge,
+    BridgeSettings,
+    McpServerConfig,
+    OuterStatus,
+    TaskPending,
+    TaskSettled,
+    WaitMode,
+)
 from bridge.cli.app import app
 from bridge.ledger.store import Ledger
 from tests.support.bridging import FAST, finished_spans_text, wait_closed
@@ -57,7 +65,7 @@ async def test_trace_of_a_run_spanning_a_restart(
     db = tmp_path / "ledger.db"
     quick = {"quarter": "Q1", "sections": 1, "seconds_per_section": 0.1}
     slow = {"quarter": "Q2", "sections": 2, "seconds_per_section": 0.5}
-    async with Bridge.open(db, **_options(protected_server)) as first:
+    async with Bridge.open(BridgeSettings(ledger_url=db, **_options(protected_server))) as first:
         run = await first.register_served_run(
             P, response_id="resp_trace", session_id="hsess_trace", harness_id="chrn_trace"
         )
@@ -65,7 +73,7 @@ async def test_trace_of_a_run_spanning_a_restart(
         pending = await run.call_tool("reports", "generate_report", slow, wait=WaitMode.DETACH)
         assert isinstance(done, TaskSettled) and isinstance(pending, TaskPending)
     # The process is gone; a new one resumes the run and its trace.
-    async with Bridge.open(db, **_options(protected_server)) as second:
+    async with Bridge.open(BridgeSettings(ledger_url=db, **_options(protected_server))) as second:
         await wait_closed(second.ledger.for_principal(P), pending.task.ref)
         await second.run(P, run.ref).record_status(OuterStatus.COMPLETED)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from bridge import Bridge, RequestNotRepostable, UhpServerConfig
+from bridge import Bridge, BridgeSettings, RequestNotRepostable, UhpServerConfig
 from bridge.ledger.store import Ledger
 from bridge.uhp.client import UhpClient
 from bridge.uhp.request_record import REDACTED, RecordedRequest
@@ -83,7 +83,12 @@ async def test_recover_reports_the_unanswered_post_and_repost_gets_the_first_res
 
     config = UhpServerConfig(name="reports", base_url=_base(server), credential_ref="reports")
     async with Bridge.open(
-        db, principals=["acme"], uhp_servers=[config], credentials={"reports": TOKEN}.get
+        BridgeSettings(
+            ledger_url=db,
+            principals=["acme"],
+            uhp_servers=[config],
+            credentials={"reports": TOKEN}.get,
+        )
     ) as bridge:
         report = bridge.last_recovery
         assert report is not None

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from sqlalchemy import event
 
-from bridge import Bridge
+from bridge import Bridge, BridgeSettings
 from bridge import events as ev
 from bridge.ledger.coordination import waiters as notifier_module
 from bridge.ledger.coordination.commit_signals import CommitPublisher
@@ -70,7 +70,7 @@ def counted_statements(ledger: Ledger) -> Iterator[list[str]]:
 
 @asynccontextmanager
 async def bridge_on(ledger: Ledger) -> AsyncIterator[Bridge]:
-    async with Bridge(ledger, principals=[P], recover_on_start=False) as bridge:
+    async with Bridge(ledger, BridgeSettings(principals=[P], recover_on_start=False)) as bridge:
         yield bridge
 
 

@@ -70,15 +70,18 @@ def mcp_scope(
 
 def _bridge_for(ledger: Ledger, principal: str, servers: list[McpServerConfig]) -> Any:
     from bridge.facade import Bridge  # the MCP/UHP stack is only needed by these commands
+    from bridge.settings import BridgeSettings
 
     # No automatic recovery: a cancel or an answer must not settle another process's in-flight
     # calls. `bridge recover` runs recovery explicitly.
     return Bridge(
         ledger,
-        principals=[principal],
-        mcp_servers=servers,
-        credentials=resolve_credential,
-        recover_on_start=False,
+        BridgeSettings(
+            principals=[principal],
+            mcp_servers=servers,
+            credentials=resolve_credential,
+            recover_on_start=False,
+        ),
     )
 
 

@@ -15,6 +15,7 @@ from bridge.gateway.calls import GatewayCalls
 from bridge.gateway.config import GatewayConfig
 from bridge.gateway.server import build_server
 from bridge.mcp.servers import CredentialResolver
+from bridge.settings import BridgeSettings
 from harness_examples.port_report import listening_socket, uvicorn_server
 
 GRACEFUL_SHUTDOWN_S = 2
@@ -33,7 +34,12 @@ async def serve_gateway(
     whichever gateway opens the ledger next."""
     sock = listening_socket(host, port)
     async with Bridge.open(
-        db_url, principals=config.principals, mcp_servers=config.servers, credentials=credentials
+        BridgeSettings(
+            ledger_url=db_url,
+            principals=config.principals,
+            mcp_servers=config.servers,
+            credentials=credentials,
+        )
     ) as bridge:
         tokens = GatewayTokens(config.token_principals)
         server = build_server(GatewayCalls(bridge, config), tokens)
@@ -51,7 +57,12 @@ async def serve_gateway_stdio(
     went away); open tasks stay recorded and watched by whichever gateway opens the ledger
     next."""
     async with Bridge.open(
-        db_url, principals=(principal,), mcp_servers=config.servers, credentials=credentials
+        BridgeSettings(
+            ledger_url=db_url,
+            principals=(principal,),
+            mcp_servers=config.servers,
+            credentials=credentials,
+        )
     ) as bridge:
         tokens = GatewayTokens(config.token_principals)
         server = build_server(GatewayCalls(bridge, config), tokens, fixed_principal=principal)

@@ -8,12 +8,14 @@ import secrets
 
 import anyio
 
-from bridge import Bridge, InvalidTransition
+from bridge import Bridge, BridgeSettings, InvalidTransition
 
 
 async def main() -> None:
     history = [{"role": "user", "content": "pay ACME 120 EUR"}]
-    async with Bridge.open(os.environ["BRIDGE_EXAMPLE_DB"], principals=["acme"]) as bridge:
+    async with Bridge.open(
+        BridgeSettings(ledger_url=os.environ["BRIDGE_EXAMPLE_DB"], principals=["acme"])
+    ) as bridge:
         run = await bridge.register_served_run(
             "acme",
             response_id="resp_" + secrets.token_hex(8),
@@ -33,7 +35,9 @@ async def main() -> None:
             pass
         else:
             raise AssertionError("a stale writer was not refused")
-    async with Bridge.open(os.environ["BRIDGE_EXAMPLE_DB"], principals=["acme"]) as bridge:
+    async with Bridge.open(
+        BridgeSettings(ledger_url=os.environ["BRIDGE_EXAMPLE_DB"], principals=["acme"])
+    ) as bridge:
         reloaded = await bridge.run("acme", run.ref).agent_state("my-agent")  # a new process
         assert reloaded is not None and reloaded.version == 2
         print(len(reloaded.state["history"]), "messages")  # 2 messages

@@ -10,7 +10,7 @@ import secrets
 import anyio
 
 # --8<-- [start:open]
-from bridge import Bridge, McpServerConfig, Policies, ToolPolicy, WaitMode
+from bridge import Bridge, BridgeSettings, McpServerConfig, Policies, ToolPolicy, WaitMode
 
 servers = [
     McpServerConfig(
@@ -34,13 +34,14 @@ tokens = {"examples": os.environ["BRIDGE_EXAMPLE_TOKEN"]}
 
 async def main() -> None:
     # --8<-- [start:enter]
-    async with Bridge.open(
-        os.environ["BRIDGE_EXAMPLE_DB"],  # a SQLite path, or "postgresql://…"
+    settings = BridgeSettings(
+        ledger_url=os.environ["BRIDGE_EXAMPLE_DB"],  # a SQLite path, or "postgresql://…"
         principals=["acme"],  # this process's scope: every read and write is bound to it
         mcp_servers=servers,
         credentials=tokens.get,
         policies=policies,
-    ) as bridge:
+    )
+    async with Bridge.open(settings) as bridge:
         run = await bridge.register_served_run(
             "acme",
             response_id="resp_" + secrets.token_hex(8),

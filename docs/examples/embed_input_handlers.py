@@ -13,6 +13,7 @@ import mcp_types
 from bridge import (
     Accept,
     Bridge,
+    BridgeSettings,
     Decline,
     FormElicitation,
     InputHandlers,
@@ -63,12 +64,14 @@ policies = Policies(
 async def main() -> None:
     # --8<-- [start:open]
     async with Bridge.open(
-        os.environ["BRIDGE_EXAMPLE_DB"],
-        principals=["acme"],
-        mcp_servers=servers,
-        credentials=tokens.get,
-        input_handlers=handlers,
-        policies=policies,
+        BridgeSettings(
+            ledger_url=os.environ["BRIDGE_EXAMPLE_DB"],
+            principals=["acme"],
+            mcp_servers=servers,
+            credentials=tokens.get,
+            input_handlers=handlers,
+            policies=policies,
+        )
     ) as bridge:
         # --8<-- [end:open]
         run = await bridge.register_served_run(

@@ -12,6 +12,7 @@ import anyio
 from bridge import (
     AnswerRefused,
     Bridge,
+    BridgeSettings,
     InvalidInputAnswer,
     McpServerConfig,
     OuterStatus,
@@ -40,10 +41,12 @@ PAYMENT = {
 
 async def main() -> None:
     async with Bridge.open(
-        os.environ["BRIDGE_EXAMPLE_DB"],
-        principals=["acme"],
-        mcp_servers=servers,
-        credentials=tokens.get,
+        BridgeSettings(
+            ledger_url=os.environ["BRIDGE_EXAMPLE_DB"],
+            principals=["acme"],
+            mcp_servers=servers,
+            credentials=tokens.get,
+        )
     ) as bridge:
         run = await bridge.register_served_run(
             "acme",

@@ -13,6 +13,7 @@ import anyio
 from bridge import (
     Accept,
     Bridge,
+    BridgeSettings,
     FormElicitation,
     InlineResult,
     InputHandlers,
@@ -37,7 +38,9 @@ handlers = InputHandlers(form=approve_small_payments)  # tasks' inputs and calls
 async def main(url: str) -> None:
     servers = [McpServerConfig(name="payments", url=url)]
     db = os.environ["BRIDGE_EXAMPLE_DB"]
-    async with Bridge.open(db, principals=["acme"], mcp_servers=servers) as bridge:
+    async with Bridge.open(
+        BridgeSettings(ledger_url=db, principals=["acme"], mcp_servers=servers)
+    ) as bridge:
         run = await bridge.register_served_run(
             "acme",
             response_id="resp_" + secrets.token_hex(8),
@@ -57,7 +60,9 @@ async def main(url: str) -> None:
         assert receipt.outcome.text() == "paid 10", receipt
 
     async with Bridge.open(
-        db, principals=["acme"], mcp_servers=servers, input_handlers=handlers
+        BridgeSettings(
+            ledger_url=db, principals=["acme"], mcp_servers=servers, input_handlers=handlers
+        )
     ) as bridge:
         run = await bridge.register_served_run(
             "acme",

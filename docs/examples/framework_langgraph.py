@@ -18,7 +18,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 
-from bridge import Bridge, McpServerConfig, WaitMode
+from bridge import Bridge, BridgeSettings, McpServerConfig, WaitMode
 from bridge.integrations.langgraph import (
     ASKED_INPUT,
     BridgeCheckpointer,
@@ -93,10 +93,12 @@ async def main() -> None:
     ]
     tokens = {"examples": os.environ["BRIDGE_EXAMPLE_TOKEN"]}
     async with Bridge.open(
-        os.environ["BRIDGE_EXAMPLE_DB"],
-        principals=["acme"],
-        mcp_servers=servers,
-        credentials=tokens.get,
+        BridgeSettings(
+            ledger_url=os.environ["BRIDGE_EXAMPLE_DB"],
+            principals=["acme"],
+            mcp_servers=servers,
+            credentials=tokens.get,
+        )
     ) as bridge:
         run = await bridge.register_served_run(
             "acme",

@@ -14,7 +14,7 @@ import anyio
 from agents import Agent, RunConfig, Runner, RunResult, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from bridge import Bridge, McpServerConfig, Run, WaitMode
+from bridge import Bridge, BridgeSettings, McpServerConfig, Run, WaitMode
 from bridge.integrations.openai_agents import (
     BridgedMCPServer,
     ParkedCall,
@@ -38,10 +38,10 @@ async def main() -> None:
         )
     ]
     tokens = {"examples": os.environ["BRIDGE_EXAMPLE_TOKEN"]}
-    async with Bridge.open(
-        os.environ["BRIDGE_EXAMPLE_DB"], principals=["acme"], mcp_servers=servers,
+    async with Bridge.open(BridgeSettings(
+        ledger_url=os.environ["BRIDGE_EXAMPLE_DB"], principals=["acme"], mcp_servers=servers,
         credentials=tokens.get,
-    ) as bridge:  # fmt: skip
+    )) as bridge:  # fmt: skip
 
         async def new_run() -> Run:  # one agent run per bridged run (one saved state each)
             return await bridge.register_served_run(

@@ -15,7 +15,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
-from bridge import Bridge, InputRequest, McpServerConfig
+from bridge import Bridge, BridgeSettings, InputRequest, McpServerConfig
 from bridge.integrations.pydantic_ai import BridgedRun, BridgedToolset
 
 servers = [
@@ -60,7 +60,9 @@ async def main() -> None:
         "payment_key": secrets.token_hex(4),
     }
     async with Bridge.open(
-        DB, principals=["acme"], mcp_servers=servers, credentials=tokens.get
+        BridgeSettings(
+            ledger_url=DB, principals=["acme"], mcp_servers=servers, credentials=tokens.get
+        )
     ) as bridge:
         run_ref = await new_run(bridge)
         report = {"quarter": "Q3", "sections": 2, "seconds_per_section": 0.2}
@@ -93,7 +95,9 @@ async def main() -> None:
     payment = {**payment, "payment_key": secrets.token_hex(4)}
     model = scripted("approve_payment", payment)
     async with Bridge.open(
-        DB, principals=["acme"], mcp_servers=servers, credentials=tokens.get
+        BridgeSettings(
+            ledger_url=DB, principals=["acme"], mcp_servers=servers, credentials=tokens.get
+        )
     ) as bridge:
         run_ref = await new_run(bridge)
         payments = BridgedToolset(bridge, "acme", "payments", run=run_ref, mode="wait")
@@ -109,7 +113,9 @@ async def main() -> None:
             harness.cancel_scope.cancel()  # the process stops mid-task
     # --8<-- [start:resume]
     async with Bridge.open(
-        DB, principals=["acme"], mcp_servers=servers, credentials=tokens.get
+        BridgeSettings(
+            ledger_url=DB, principals=["acme"], mcp_servers=servers, credentials=tokens.get
+        )
     ) as bridge:
         payments = BridgedToolset(bridge, "acme", "payments", run=run_ref, mode="wait")
         agent = Agent(model, toolsets=[payments])

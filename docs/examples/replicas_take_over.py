@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from bridge import Bridge, McpServerConfig, ReplicaConfig, TaskPending, WaitMode
+from bridge import Bridge, BridgeSettings, McpServerConfig, ReplicaConfig, TaskPending, WaitMode
 
 PG_URL = os.environ["BRIDGE_EXAMPLE_PG_URL"]
 REPORTS_URL = os.environ["BRIDGE_EXAMPLE_REPORTS_URL"]
@@ -35,11 +35,15 @@ TAKE_OVER_DEADLINE_S = 30  # far above one lease period: only a broken take-over
 async def run_replica(replica_id: str, work: Callable[[Bridge], Awaitable[None]]) -> None:
     # --8<-- [start:open]
     async with Bridge.open(
-        PG_URL,
-        principals=["acme"],
-        mcp_servers=[McpServerConfig(name="reports", url=REPORTS_URL, credential_ref="reports")],
-        credentials=vault.get,
-        replica=ReplicaConfig(replica_id=replica_id, lease_ms=LEASE_MS),
+        BridgeSettings(
+            ledger_url=PG_URL,
+            principals=["acme"],
+            mcp_servers=[
+                McpServerConfig(name="reports", url=REPORTS_URL, credential_ref="reports")
+            ],
+            credentials=vault.get,
+            replica=ReplicaConfig(replica_id=replica_id, lease_ms=LEASE_MS),
+        )
     ) as bridge:
         await work(bridge)  # the same API as a single bridge
     # --8<-- [end:open]

@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from bridge import Bridge, McpServerConfig, OuterStatus, TaskPending, TaskSettled, WaitMode
+from bridge import (
+    Bridge,
+    BridgeSettings,
+    McpServerConfig,
+    OuterStatus,
+    TaskPending,
+    TaskSettled,
+    WaitMode,
+)
 from bridge.ledger.store import Ledger
 
 if TYPE_CHECKING:
@@ -57,7 +65,7 @@ def install_tracing() -> InMemorySpanExporter:
 async def run_across_a_restart() -> tuple[str, str]:
     quick = {"quarter": "Q1", "sections": 1, "seconds_per_section": 0.1}
     slow = {"quarter": "Q2", "sections": 2, "seconds_per_section": 0.5}
-    async with Bridge.open(LEDGER, **OPTIONS) as first:
+    async with Bridge.open(BridgeSettings(ledger_url=LEDGER, **OPTIONS)) as first:
         run = await first.register_served_run(
             "acme", response_id="resp_trace", session_id="hsess_trace", harness_id="chrn_trace"
         )
@@ -65,7 +73,9 @@ async def run_across_a_restart() -> tuple[str, str]:
         pending = await run.call_tool("reports", "generate_report", slow, wait=WaitMode.DETACH)
         if not (isinstance(done, TaskSettled) and isinstance(pending, TaskPending)):
             sys.exit(f"expected a settled and a pending task, got {done!r} and {pending!r}")
-    async with Bridge.open(LEDGER, **OPTIONS) as second:  # a restarted process
+    async with Bridge.open(
+        BridgeSettings(ledger_url=LEDGER, **OPTIONS)
+    ) as second:  # a restarted process
         with anyio.fail_after(30):
             async for event in second.run("acme", run.ref).subscribe():
                 if event.type == "task.terminal" and event.task_ref == pending.task.ref:

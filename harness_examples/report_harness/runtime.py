@@ -16,6 +16,7 @@ import pydantic_core
 
 from bridge import (
     Bridge,
+    BridgeSettings,
     McpServerConfig,
     OuterStatus,
     WaitMode,
@@ -145,10 +146,12 @@ class Runtime:
         ]
         unique = list({s.name: s for s in servers}.values())
         async with Bridge.open(
-            self.db_url,
-            principals=self.auth.principals,
-            mcp_servers=unique,
-            credentials=self.config.credentials.get,
+            BridgeSettings(
+                ledger_url=self.db_url,
+                principals=self.auth.principals,
+                mcp_servers=unique,
+                credentials=self.config.credentials.get,
+            )
         ) as bridge:
             self.bridge = bridge
             await self.resume_all()

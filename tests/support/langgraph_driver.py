@@ -21,7 +21,7 @@ import sys
 
 import anyio
 
-from bridge import Bridge, McpServerConfig, WaitMode
+from bridge import Bridge, BridgeSettings, McpServerConfig, WaitMode
 from bridge import events as ev
 from bridge.integrations.langgraph import bridge_tools, graph_config
 from tests.support.bridging import FAST
@@ -38,11 +38,13 @@ def _die() -> None:
 async def _run(args: argparse.Namespace) -> None:
     server = McpServerConfig(name="payments", url=args.payments_url, credential_ref="mcp")
     async with Bridge.open(
-        args.db,
-        principals=[P],
-        mcp_servers=[server],
-        credentials={"mcp": os.environ["LANGGRAPH_DRIVER_TOKEN"]}.get,
-        scheduler=FAST,
+        BridgeSettings(
+            ledger_url=args.db,
+            principals=[P],
+            mcp_servers=[server],
+            credentials={"mcp": os.environ["LANGGRAPH_DRIVER_TOKEN"]}.get,
+            scheduler=FAST,
+        )
     ) as bridge:
         run = await bridge.register_served_run(
             P, response_id="resp_crash", session_id="hsesscrash", harness_id="chrn_langgraph"

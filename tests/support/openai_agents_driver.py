@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from agents import Agent, RunConfig, RunResult, set_tracing_disabled
 
-from bridge import Bridge, McpServerConfig
+from bridge import Bridge, BridgeSettings, McpServerConfig
 from bridge.integrations.openai_agents import (
     BridgedMCPServer,
     ParkedCall,
@@ -58,11 +58,13 @@ async def _run(args: argparse.Namespace) -> None:
     model = PlannedToolsModel([PlannedCall("call_pay", "approve_payment", payment)])
     server = McpServerConfig(name="payments", url=args.payments_url, credential_ref="examples")
     async with Bridge.open(
-        args.db,
-        principals=[P],
-        mcp_servers=[server],
-        credentials={"examples": args.token}.get,
-        scheduler=FAST,
+        BridgeSettings(
+            ledger_url=args.db,
+            principals=[P],
+            mcp_servers=[server],
+            credentials={"examples": args.token}.get,
+            scheduler=FAST,
+        )
     ) as bridge:
         agent = Agent(name="clerk", model=model, mcp_servers=[BridgedMCPServer(bridge, "payments")])
         with bridged_run(args.run_ref, principal=P):

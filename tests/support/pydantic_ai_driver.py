@@ -24,7 +24,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
-from bridge import Bridge, InputRequest, McpServerConfig
+from bridge import Bridge, BridgeSettings, InputRequest, McpServerConfig
 from bridge.integrations.pydantic_ai import BridgedRun, BridgedToolset
 from tests.support.bridging import FAST
 
@@ -54,11 +54,13 @@ async def main(args: argparse.Namespace) -> None:
         await request.accept({"approve": True})
 
     async with Bridge.open(
-        args.db,
-        principals=[PRINCIPAL],
-        mcp_servers=[server],
-        credentials={"examples": args.token}.get,
-        scheduler=FAST,
+        BridgeSettings(
+            ledger_url=args.db,
+            principals=[PRINCIPAL],
+            mcp_servers=[server],
+            credentials={"examples": args.token}.get,
+            scheduler=FAST,
+        )
     ) as bridge:
         toolset = BridgedToolset(bridge, PRINCIPAL, "payments", run=args.run_ref, mode=args.mode)
         agent = Agent(

@@ -1,7 +1,7 @@
 """Typed handlers for the input requests a server asks (form and URL elicitation, sampling),
 and the one function that applies them: :meth:`InputHandlers.handle`.
 
-Register them on ``Bridge.open(..., input_handlers=InputHandlers(...))``, optionally per server.
+Register them as ``BridgeSettings(input_handlers=InputHandlers(...))``, optionally per server.
 Each kind is one of:
 
 * a **handler** — the bridge calls it when the request is first recorded and sends its answer;

@@ -73,7 +73,7 @@ _REQUIRED_FOR = {
 
 @dataclass(frozen=True, slots=True)
 class PushConfig:
-    """How the bridge follows pushed task states (``Bridge.open(..., push=PushConfig(...))``).
+    """How the bridge follows pushed task states (``BridgeSettings(push=PushConfig(...))``).
     How often a pushed handle is still polled is :attr:`SchedulerConfig.push_backstop_ms`."""
 
     max_task_ids: int = 256  # per server, over its streams; handles beyond these are only polled
