@@ -176,8 +176,8 @@ async def serve(args: argparse.Namespace) -> None:
                 credentials=lambda _ref: args.replica_id,
                 scheduler=scheduler,
                 replica=replica,
-                owns_ledger=True,
             ),
+            owns_ledger=True,
         ) as bridge:
             recovered_at.append(time.monotonic())
             bridge_box.append(bridge)

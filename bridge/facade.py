@@ -17,41 +17,39 @@ outer run is cancelled or ends while inner tasks are open), a policy the harness
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
-from opentelemetry import context as otel_context
 
 from bridge import events as ev
+from bridge.errors import BridgeError
 from bridge.ids import is_call_ref
 from bridge.ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge.ledger.coordination.waiters import CommitNotifier
 from bridge.ledger.runner import LedgerRunner
-from bridge.ledger.store import Ledger, TenantLedger
-from bridge.lifecycle import Admission, OuterStatus
-from bridge.mcp.inputs.task_input_handlers import task_input_request
+from bridge.ledger.store import Ledger
+from bridge.lifecycle import OuterStatus
 from bridge.mcp.polling.handle_resumption import ResumeReport
-from bridge.outcomes import AnswerReceipt, InputPending, InputRequest, TaskHandle
-from bridge.policies import WaitMode
+from bridge.outcomes import InputRequest
 from bridge.run import Run
-from bridge.runtime.agent_states import AgentStates
+from bridge.runtime import reads
 from bridge.runtime.compose import BridgeLeaseHolder, build_replica, build_requester, ledger_runner
 from bridge.runtime.outer_runs import OuterRuns
-from bridge.runtime.reads import BridgeReads
+from bridge.runtime.reads import BridgeServices
 from bridge.runtime.recovery_report import RecoveryReport
-from bridge.runtime.step_results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
-from bridge.runtime.waits import until_answered, until_closed
 from bridge.settings import BridgeSettings
 from bridge.telemetry.outer_spans import OuterSpans
 from bridge.uhp.client import ResponseFollower
 
+if TYPE_CHECKING:
+    import mcp_types
+
 LOCAL_SERVER_PREFIX = "local:"
 
 
-class Bridge(BridgeReads, AgentStates):
+class Bridge:
     """Open with ``async with Bridge.open(...)``; see docs/guides/embed-in-a-harness.md."""
 
     def __init__(
@@ -93,6 +91,15 @@ class Bridge(BridgeReads, AgentStates):
             task_group=lambda: self._tg,
             replica=lambda: self.replica,
             policies=lambda: self.policies,
+        )
+        self._services = BridgeServices(
+            ledger,
+            self._db,
+            self.requester,
+            self._spans,
+            self._outer,
+            policies=lambda: self.policies,
+            notifier=lambda: self._notifier,
         )
 
     @classmethod
@@ -187,15 +194,19 @@ class Bridge(BridgeReads, AgentStates):
         registration, an event or ``bridge runs`` gave it). Nothing is read until it is used:
         a run of another principal, or none, is ``NotFound`` then."""
         self._scope(principal)
-        return Run(self, principal, run_ref)
+        return Run(self._services, principal, run_ref)
 
     async def run_of(self, principal: str, ref: str) -> Run:
         """The handle of the run a task (``tk_…``) or a call (``op_…``) belongs to: for an
         operator or a gateway that holds such a reference and not its run (``NotFound`` for
         another principal's)."""
+        self._scope(principal)
+        tenant = self.ledger.for_principal(principal)
         if is_call_ref(ref):
-            return Run(self, principal, (await self._get_dispatch(principal, ref)).run_ref)
-        return Run(self, principal, (await self._get_task(principal, ref)).run_ref)
+            run_ref = (await self._db(tenant.get_dispatch, ref)).run_ref
+        else:
+            run_ref = (await self._db(tenant.get_task, ref)).run_ref
+        return Run(self._services, principal, run_ref)
 
     async def register_served_run(
         self,
@@ -219,19 +230,7 @@ class Bridge(BridgeReads, AgentStates):
             status=OuterStatus.IN_PROGRESS,
         )
         await self._spans.start(principal, run, served=True)
-        return Run(self, principal, run.ref)
-
-    async def _record_outer_status(
-        self, principal: str, run_ref: str, status: OuterStatus, *, error: Any = None
-    ) -> None:
-        """The harness reports its own response's status (served runs). Inner tasks are not
-        touched, except as the outer-cancel / outer-end policies say."""
-        self._scope(principal)
-        tenant = self.ledger.for_principal(principal)
-        decision = await self._db(tenant.observe_outer, run_ref, status, error=error)
-        if decision.records_status and status.is_terminal:
-            self._spans.end(run_ref, status)
-            await self._outer.apply_policies(principal, run_ref, status)
+        return Run(self._services, principal, run.ref)
 
     async def start_remote_run(
         self, principal: str, uhp_server: str, input: Any, **request: Any
@@ -251,95 +250,7 @@ class Bridge(BridgeReads, AgentStates):
         background, then apply the outer-end policies."""
         self._outer.follow(principal, follower)
 
-    # -- inner steps -------------------------------------------------------------------------
-    async def _call_tool(
-        self,
-        principal: str,
-        run_ref: str,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any] | None = None,
-        *,
-        operation_id: str | None = None,
-        wait: WaitMode | None = None,
-        wait_deadline_s: float | None = None,
-    ) -> StepOutcome:
-        """One bridged MCP tool call inside an outer run, waited for as the policy says."""
-        self._scope(principal)
-        policy = self.policies.for_tool(server, tool)
-        mode = wait or policy.wait
-        tenant = self.ledger.for_principal(principal)
-        parent = await self._spans.context(principal, run_ref)
-        token = otel_context.attach(parent) if parent is not None else None
-        try:
-            outcome = await self.requester.call_tool(
-                principal,
-                run_ref,
-                server,
-                tool,
-                arguments,
-                operation_id=operation_id,
-                unknown_outcomes=policy.unknown_outcomes,
-            )
-            while isinstance(outcome, InputPending) and mode is WaitMode.ASK:
-                # MRTR: pause for the host's answers like a task's input; then what the
-                # answered leg returned, read back (the operation is replayed, never re-sent).
-                op_id = await self._until_answered(tenant, run_ref, outcome.op_ref)
-                outcome = await self.requester.call_tool(
-                    principal, run_ref, server, tool, arguments, operation_id=op_id
-                )
-        finally:
-            if token is not None:
-                otel_context.detach(token)
-        if not isinstance(outcome, TaskHandle):
-            return outcome
-        task = outcome.task
-        if not task.is_open or mode is WaitMode.DETACH:
-            return (
-                TaskSettled(outcome.op_ref, task)
-                if not task.is_open
-                else (TaskPending(outcome.op_ref, task))
-            )
-        if mode is WaitMode.FAIL_RECOVERABLE:
-            reason = "the call became a task and the policy does not wait for tasks"
-            await self._db(tenant.record_step_failure, task.ref, reason)
-            return RecoverableFailure(outcome.op_ref, task, reason)
-        deadline = wait_deadline_s if wait_deadline_s is not None else policy.wait_deadline_s
-        assert self._notifier is not None
-        ask = mode is WaitMode.ASK
-        return await until_closed(
-            self._notifier, self._db, tenant, outcome.op_ref, task, deadline, ask
-        )
-
-    async def _until_answered(self, tenant: TenantLedger, run_ref: str, op_ref: str) -> str:
-        assert self._notifier is not None
-        return await until_answered(self._notifier, self._db, tenant, run_ref, op_ref)
-
-    # -- input requests ----------------------------------------------------------------------
-    async def _answer_input(
-        self, principal: str, task_ref: str, input_ref: str, response: Any
-    ) -> AnswerReceipt:
-        """Send a raw answer (the method's own result shape, unchecked) to an input request.
-        Prefer :meth:`InputRequest.accept` / ``decline`` / ``cancel`` for elicitations.
-
-        Recorded first (once per request: ``UnknownInputKey`` / ``InputAlreadyAnswered``
-        otherwise), then sent; the receipt says whether it was delivered, queued for
-        redelivery, or found the task lost."""
-        self._scope(principal)
-        return await self.requester.answer_input(principal, task_ref, input_ref, response)
-
-    def input_request(self, principal: str, event: ev.InputRequiredEvent) -> InputRequest:
-        """The typed request a ``task.input_required`` (or, MRTR, ``call.input_required``)
-        event announces."""
-        self._scope(principal)
-        if isinstance(event, ev.CallInputRequired):
-            return self.requester.rounds.input_request(
-                principal, event.op_ref, event.input_ref, event.method, event.params
-            )
-        return self._input_request(
-            principal, event.task_ref, event.input_ref, event.method, event.params
-        )
-
+    # -- across runs -----------------------------------------------------------------------
     async def pending_inputs(
         self, principal: str, run_ref: str | None = None
     ) -> list[InputRequest]:
@@ -347,66 +258,24 @@ class Bridge(BridgeReads, AgentStates):
         first, then those of calls waiting for input before any task (MRTR): offer them to
         the user (again, after a restart)."""
         self._scope(principal)
-        tenant = self.ledger.for_principal(principal)
-        views = await self._db(tenant.pending_input_requests)
-        if run_ref is not None:
-            of_run = {t.ref for t in await self._db(tenant.list_tasks, run_ref=run_ref)}
-            views = [v for v in views if v.task_ref in of_run]
-        calls = await self.requester.rounds.pending(principal, run_ref)
-        return [
-            self._input_request(principal, v.task_ref, v.ref, v.method, v.params) for v in views
-        ] + calls
+        return await reads.pending_inputs(self._services, principal, run_ref)
 
-    def _input_request(
-        self, principal: str, task_ref: str, input_ref: str, method: str, params: Any
-    ) -> InputRequest:
-        answer = self.requester.answer_input
-        return task_input_request(answer, principal, task_ref, input_ref, method, params)
-
-    # -- cancel, detach ----------------------------------------------------------------------
-
-    async def _cancel_task(self, principal: str, task_ref: str) -> bool:
-        """Ask the server to cancel the task ``task_ref`` (``tasks/cancel``, recorded first as
-        the host's intent). True when the server acknowledged it; False when the task had
-        already ended or the request was refused or could not be sent (then resent before the
-        next poll). An acknowledgement is not a stop: the task's status says that."""
+    def input_request(self, principal: str, event: ev.InputRequiredEvent) -> InputRequest:
+        """The typed request a ``task.input_required`` (or, MRTR, ``call.input_required``)
+        event announces."""
         self._scope(principal)
-        return await self.requester.cancel_task(principal, task_ref, "host")
+        return reads.input_request(self._services, principal, event)
 
-    async def _detach_task(self, principal: str, task_ref: str) -> bool:
-        """Stop watching a task without cancelling it."""
+    async def list_tools(self, principal: str, server: str) -> list[mcp_types.Tool]:
+        """The tools ``server`` lists, through the bridge's own connection and credentials
+        (the SDK's ``Tool``: name, description, input schema, annotations). Raises
+        ``UnknownServer`` or ``ServerConnectFailed``."""
         self._scope(principal)
-        return await self.requester.detach_task(principal, task_ref, "host")
+        return await self.requester.pool.connection(server).list_tools()
 
-    async def _resolve_unknown_outcome(
-        self, principal: str, op_ref: str, admission: Admission
-    ) -> None:
-        """Say whether a call whose outcome is unknown was admitted by its server (recorded
-        once, ``call.admission_checked`` by ``host``); see ``bridge.mcp.calls.admission``."""
-        self._scope(principal)
-        await self.requester.resolve_unknown_outcome(principal, op_ref, admission)
-
-    # -- events ------------------------------------------------------------------------------
-    async def _subscribe(
-        self, principal: str, run_ref: str, *, after_seq: int = 0
-    ) -> AsyncIterator[ev.BridgeEvent]:
-        """The run's events after ``after_seq``, in order, then live. Reconnect with the last
-        ``seq`` you saw: nothing is missed and nothing is seen twice."""
-        self._scope(principal)
-        assert self._notifier is not None
-        tenant = self.ledger.for_principal(principal)
-        last = after_seq
-        limit = 500
-        while True:
-            with self._notifier.watch(principal, run_ref) as change:  # armed, then read
-                batch = await self._db(tenant.events, run_ref, after_seq=last, limit=limit)
-                for event in batch:
-                    last = event.seq
-                    yield event
-                # A short batch was all there was when read; the watch was armed before the
-                # read, so a later commit has set it: wait here instead of reading again.
-                if len(batch) < limit:
-                    await change.wait(None)  # woken by a commit on the run (or the backstop)
+    def _scope(self, principal: str) -> None:
+        if principal not in self.principals:
+            raise BridgeError(f"principal {principal!r} is not in this bridge's scope")
 
     # -- recovery ----------------------------------------------------------------------------
     async def recover(self, *, settle_in_flight_dispatches: bool = True) -> RecoveryReport:

@@ -5,9 +5,11 @@
     async for event in run.subscribe(): ...
 
 Get one from :meth:`Bridge.register_served_run <bridge.facade.Bridge.register_served_run>`
-(a response the harness serves) or :meth:`Bridge.run <bridge.facade.Bridge.run>` (a run
-already recorded, e.g. after a restart). A handle holds no state of its own beyond the two
-names: it is cheap to make, and two handles of one run are interchangeable.
+(a response the harness serves), :meth:`Bridge.run <bridge.facade.Bridge.run>` (a run already
+recorded, e.g. after a restart) or :meth:`Bridge.run_of <bridge.facade.Bridge.run_of>` (the run
+of a task or call reference). A handle holds nothing of its own beyond the two names: it is
+cheap to make, two handles of one run are interchangeable, and it works while the bridge that
+made it is open.
 
 A task, input or call named to a handle must belong to its run: anything else is
 :class:`~bridge.errors.NotFound`, as another principal's records are.
@@ -16,100 +18,39 @@ A task, input or call named to a handle must belong to its run: anything else is
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol
+from typing import Any
+
+from opentelemetry import context as otel_context
 
 from bridge import events as ev
 from bridge.errors import NotFound
 from bridge.ids import is_call_ref
 from bridge.ledger.agent_states import AgentStateView
-from bridge.ledger.reads.views import DispatchView, RunView, TaskView
+from bridge.ledger.reads.views import RunView, TaskView
+from bridge.ledger.store import TenantLedger
 from bridge.lifecycle import Admission, OuterStatus
-from bridge.outcomes import AnswerReceipt, InputRequest
+from bridge.outcomes import AnswerReceipt, InputPending, InputRequest, TaskHandle
 from bridge.policies import WaitMode
-from bridge.runtime.step_results import OperationRecord, StepOutcome
-
-
-class RunOwner(Protocol):
-    """What a run handle needs from the bridge that made it (:class:`~bridge.facade.Bridge`
-    implements it; the principal-scoped operations it names are not public on their own)."""
-
-    async def _call_tool(
-        self,
-        principal: str,
-        run_ref: str,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any] | None,
-        *,
-        operation_id: str | None,
-        wait: WaitMode | None,
-        wait_deadline_s: float | None,
-    ) -> StepOutcome: ...
-
-    async def _record_outer_status(
-        self, principal: str, run_ref: str, status: OuterStatus, *, error: Any = None
-    ) -> None: ...
-
-    async def _answer_input(
-        self, principal: str, task_ref: str, input_ref: str, response: Any
-    ) -> AnswerReceipt: ...
-
-    async def pending_inputs(
-        self, principal: str, run_ref: str | None = None
-    ) -> list[InputRequest]: ...
-
-    def input_request(self, principal: str, event: ev.InputRequiredEvent) -> InputRequest: ...
-
-    async def _cancel_task(self, principal: str, task_ref: str) -> bool: ...
-
-    async def _detach_task(self, principal: str, task_ref: str) -> bool: ...
-
-    async def _resolve_unknown_outcome(
-        self, principal: str, op_ref: str, admission: Admission
-    ) -> None: ...
-
-    def _subscribe(
-        self, principal: str, run_ref: str, *, after_seq: int = 0
-    ) -> AsyncIterator[ev.BridgeEvent]: ...
-
-    async def _get_run(self, principal: str, run_ref: str) -> RunView: ...
-
-    async def _get_task(self, principal: str, task_ref: str) -> TaskView: ...
-
-    async def _get_dispatch(self, principal: str, op_ref: str) -> DispatchView: ...
-
-    async def _list_tasks(
-        self, principal: str, *, run_ref: str | None = None, open_only: bool = False
-    ) -> list[TaskView]: ...
-
-    async def _operation(self, principal: str, operation_id: str) -> OperationRecord | None: ...
-
-    async def _wait_for(
-        self, principal: str, task_refs: Sequence[str], timeout: float
-    ) -> list[TaskView]: ...
-
-    async def _save_agent_state(
-        self,
-        principal: str,
-        run_ref: str,
-        name: str,
-        state: Any,
-        *,
-        expected_version: int | None = None,
-    ) -> int: ...
-
-    async def _agent_state(
-        self, principal: str, run_ref: str, name: str
-    ) -> AgentStateView | None: ...
+from bridge.runtime import reads
+from bridge.runtime.reads import BridgeServices
+from bridge.runtime.step_results import (
+    OperationRecord,
+    RecoverableFailure,
+    StepOutcome,
+    TaskPending,
+    TaskSettled,
+)
+from bridge.runtime.waits import until_answered, until_closed
 
 
 class Run:
     """One outer run of one principal (``ref``: the bridge's ``run_…`` reference)."""
 
-    __slots__ = ("_owner", "principal", "ref")
+    __slots__ = ("_services", "_tenant", "principal", "ref")
 
-    def __init__(self, owner: RunOwner, principal: str, ref: str) -> None:
-        self._owner = owner
+    def __init__(self, services: BridgeServices, principal: str, ref: str) -> None:
+        self._services = services
+        self._tenant: TenantLedger = services.ledger.for_principal(principal)
         self.principal = principal
         self.ref = ref
 
@@ -120,7 +61,7 @@ class Run:
         return (
             isinstance(other, Run)
             and (other.principal, other.ref) == (self.principal, self.ref)
-            and other._owner is self._owner
+            and other._services is self._services
         )
 
     def __hash__(self) -> int:
@@ -129,12 +70,16 @@ class Run:
     # -- the outer response ------------------------------------------------------------------
     async def view(self) -> RunView:
         """The run as recorded now: its UHP ids, status, stream position and event count."""
-        return await self._owner._get_run(self.principal, self.ref)
+        return await self._services.db(self._tenant.get_run, self.ref)
 
     async def record_status(self, status: OuterStatus, *, error: Any = None) -> None:
         """The harness reports its own response's status (a served run). Inner tasks are not
         touched, except as the outer-cancel / outer-end policies say."""
-        await self._owner._record_outer_status(self.principal, self.ref, status, error=error)
+        services = self._services
+        decision = await services.db(self._tenant.observe_outer, self.ref, status, error=error)
+        if decision.records_status and status.is_terminal:
+            services.spans.end(self.ref, status)
+            await services.outer.apply_policies(self.principal, self.ref, status)
 
     # -- steps ---------------------------------------------------------------------------------
     async def call_tool(
@@ -151,108 +96,178 @@ class Run:
 
         With an ``operation_id`` the call is idempotent: calling again with the same id
         reports what the first call recorded and sends nothing (see :meth:`operation`)."""
-        return await self._owner._call_tool(
-            self.principal,
-            self.ref,
-            server,
-            tool,
-            arguments,
-            operation_id=operation_id,
-            wait=wait,
-            wait_deadline_s=wait_deadline_s,
+        services, principal, tenant = self._services, self.principal, self._tenant
+        policy = services.policies().for_tool(server, tool)
+        mode = wait or policy.wait
+        parent = await services.spans.context(principal, self.ref)
+        token = otel_context.attach(parent) if parent is not None else None
+        try:
+            outcome = await services.requester.call_tool(
+                principal,
+                self.ref,
+                server,
+                tool,
+                arguments,
+                operation_id=operation_id,
+                unknown_outcomes=policy.unknown_outcomes,
+            )
+            while isinstance(outcome, InputPending) and mode is WaitMode.ASK:
+                # MRTR: pause for the host's answers like a task's input; then what the
+                # answered leg returned, read back (the operation is replayed, never re-sent).
+                notifier = services.waker()
+                op_id = await until_answered(
+                    notifier, services.db, tenant, self.ref, outcome.op_ref
+                )
+                outcome = await services.requester.call_tool(
+                    principal, self.ref, server, tool, arguments, operation_id=op_id
+                )
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+        if not isinstance(outcome, TaskHandle):
+            return outcome
+        task = outcome.task
+        if not task.is_open:
+            return TaskSettled(outcome.op_ref, task)
+        if mode is WaitMode.DETACH:
+            return TaskPending(outcome.op_ref, task)
+        if mode is WaitMode.FAIL_RECOVERABLE:
+            reason = "the call became a task and the policy does not wait for tasks"
+            await services.db(tenant.record_step_failure, task.ref, reason)
+            return RecoverableFailure(outcome.op_ref, task, reason)
+        deadline = wait_deadline_s if wait_deadline_s is not None else policy.wait_deadline_s
+        ask = mode is WaitMode.ASK
+        return await until_closed(
+            services.waker(), services.db, tenant, outcome.op_ref, task, deadline, ask
         )
 
     async def operation(self, operation_id: str) -> OperationRecord | None:
         """What the call with this operation id recorded in this run (None: nothing). Reading
-        it sends nothing."""
-        record = await self._owner._operation(self.principal, operation_id)
-        if record is None or record.dispatch.run_ref != self.ref:
+        it sends nothing; calling :meth:`call_tool` again with the id replays it."""
+        db = self._services.db
+        dispatch = await db(self._tenant.find_dispatch, operation_id)
+        if dispatch is None or dispatch.run_ref != self.ref:
             return None
-        return record
+        task = None
+        if dispatch.task_ref is not None:
+            task = await db(self._tenant.get_task, dispatch.task_ref)
+        return OperationRecord(dispatch, task)
 
     async def resolve_unknown_outcome(self, op_ref: str, admission: Admission) -> None:
         """Say whether a call of this run whose outcome is unknown was admitted by its server
-        (recorded once, as the host's verdict)."""
+        (recorded once, ``call.admission_checked`` by ``host``; see
+        :mod:`bridge.mcp.calls.admission`)."""
         await self._owned_call(op_ref)
-        await self._owner._resolve_unknown_outcome(self.principal, op_ref, admission)
+        await self._services.requester.resolve_unknown_outcome(self.principal, op_ref, admission)
 
     # -- tasks ---------------------------------------------------------------------------------
     async def task(self, task_ref: str) -> TaskView:
         """One task handle of this run."""
-        task = await self._owner._get_task(self.principal, task_ref)
+        task = await self._services.db(self._tenant.get_task, task_ref)
         if task.run_ref != self.ref:
             raise NotFound("task", task_ref)
         return task
 
     async def tasks(self, *, open_only: bool = False) -> list[TaskView]:
         """This run's task handles, oldest first; ``open_only``: those still watched."""
-        return await self._owner._list_tasks(self.principal, run_ref=self.ref, open_only=open_only)
+        tenant = self._tenant
+        return await self._services.db(tenant.list_tasks, run_ref=self.ref, open_only=open_only)
 
     async def wait_for(self, task_refs: Sequence[str], timeout: float) -> list[TaskView]:
-        """Until every task is settled (terminal, or lost), then their views in the order asked;
-        :class:`~bridge.errors.WaitTimedOut` after ``timeout`` seconds (they stay watched)."""
+        """Until every task is settled — terminal, or lost (lost counts as final) — then their
+        views in the order asked. Woken by commits on this run, this process's or another's
+        (no polling). Raises :class:`~bridge.errors.WaitTimedOut` after ``timeout`` seconds;
+        the tasks go on being watched."""
         for task_ref in task_refs:
             await self.task(task_ref)
-        return await self._owner._wait_for(self.principal, task_refs, timeout)
+        return await reads.wait_for(self._services, self.principal, task_refs, timeout)
 
     async def cancel(self, task_ref: str) -> bool:
         """Ask the server to cancel a task of this run (``tasks/cancel``, recorded first as the
-        host's intent). True when the server acknowledged; the task's status says whether it
-        stopped."""
+        host's intent). True when the server acknowledged it; False when the task had already
+        ended or the request was refused or could not be sent (then resent before the next
+        poll). An acknowledgement is not a stop: the task's status says that."""
         await self.task(task_ref)
-        return await self._owner._cancel_task(self.principal, task_ref)
+        return await self._services.requester.cancel_task(self.principal, task_ref, "host")
 
     async def detach(self, task_ref: str) -> bool:
         """Stop watching a task of this run without cancelling it."""
         await self.task(task_ref)
-        return await self._owner._detach_task(self.principal, task_ref)
+        return await self._services.requester.detach_task(self.principal, task_ref, "host")
 
     # -- input requests ------------------------------------------------------------------------
     async def pending_inputs(self) -> list[InputRequest]:
         """This run's unanswered input requests (its tasks', then its calls' before any task),
         oldest first: answer each with ``accept`` / ``decline`` / ``cancel`` / ``respond``."""
-        return await self._owner.pending_inputs(self.principal, self.ref)
+        return await reads.pending_inputs(self._services, self.principal, self.ref)
 
     def input_request(self, event: ev.InputRequiredEvent) -> InputRequest:
         """The typed request an input-required event of this run announces."""
         if event.run_ref != self.ref:
             raise NotFound("input request", event.input_ref)
-        return self._owner.input_request(self.principal, event)
+        return reads.input_request(self._services, self.principal, event)
 
     async def answer(self, owner_ref: str, input_ref: str, response: Any) -> AnswerReceipt:
         """Send a raw answer (the method's own result shape, unchecked) to an input request of
         this run: of a task (``owner_ref``: its ``tk_…``) or of a call waiting for input before
         any task (MRTR: its ``op_…``). Prefer the typed request's ``accept`` / ``decline`` /
-        ``cancel``. Recorded first, once per request, then sent; the receipt says whether it
-        was delivered, queued for redelivery, or found the task lost."""
+        ``cancel``. Recorded first, once per request (``UnknownInputKey`` /
+        ``InputAlreadyAnswered`` otherwise), then sent; the receipt says whether it was
+        delivered, queued for redelivery, or found the task lost."""
         if is_call_ref(owner_ref):
             await self._owned_call(owner_ref)
         else:
             await self.task(owner_ref)
-        return await self._owner._answer_input(self.principal, owner_ref, input_ref, response)
+        requester = self._services.requester
+        return await requester.answer_input(self.principal, owner_ref, input_ref, response)
 
     # -- events --------------------------------------------------------------------------------
-    def subscribe(self, *, after_seq: int = 0) -> AsyncIterator[ev.BridgeEvent]:
+    async def subscribe(self, *, after_seq: int = 0) -> AsyncIterator[ev.BridgeEvent]:
         """The run's events after ``after_seq``, in order, then live. Reconnect with the last
         ``seq`` you saw: nothing is missed and nothing is seen twice."""
-        return self._owner._subscribe(self.principal, self.ref, after_seq=after_seq)
+        services = self._services
+        notifier = services.waker()
+        last = after_seq
+        limit = 500
+        while True:
+            with notifier.watch(self.principal, self.ref) as change:  # armed, then read
+                batch = await services.db(
+                    self._tenant.events, self.ref, after_seq=last, limit=limit
+                )
+                for event in batch:
+                    last = event.seq
+                    yield event
+                # A short batch was all there was when read; the watch was armed before the
+                # read, so a later commit has set it: wait here instead of reading again.
+                if len(batch) < limit:
+                    await change.wait(None)  # woken by a commit on the run (or the backstop)
 
     # -- agent state ---------------------------------------------------------------------------
     async def save_agent_state(
         self, name: str, state: Any, *, expected_version: int | None = None
     ) -> int:
-        """Durably store ``state`` (a JSON value) as ``name`` beside this run; the new version.
-        ``expected_version``: the version you loaded (0: none), refused if another writer saved
-        since."""
-        return await self._owner._save_agent_state(
-            self.principal, self.ref, name, state, expected_version=expected_version
+        """Durably store ``state`` (a JSON value: message history, tool-call ↔ task-ref map,
+        a serialised run state) as ``name`` beside this run; returns the new version.
+
+        ``expected_version`` is the version you loaded (``0`` when there was none): if another
+        writer saved since, :class:`~bridge.errors.InvalidTransition` is raised and nothing is
+        written. States over 4 MiB (:class:`~bridge.errors.AgentStateTooLarge`) or carrying a
+        credential-named field are refused: the ledger never stores bearer tokens.
+        """
+        save = self._tenant.save_agent_state
+        version: int = await self._services.db(
+            save, self.ref, name, state, expected_version=expected_version
         )
+        return version
 
     async def agent_state(self, name: str) -> AgentStateView | None:
         """The state saved as ``name`` beside this run (None: never saved)."""
-        return await self._owner._agent_state(self.principal, self.ref, name)
+        view: AgentStateView | None = await self._services.db(
+            self._tenant.agent_state, self.ref, name
+        )
+        return view
 
     async def _owned_call(self, op_ref: str) -> None:
-        dispatch = await self._owner._get_dispatch(self.principal, op_ref)
+        dispatch = await self._services.db(self._tenant.get_dispatch, op_ref)
         if dispatch.run_ref != self.ref:
             raise NotFound("call", op_ref)

@@ -62,11 +62,12 @@ def ledger_of_either_kind(request: pytest.FixtureRequest) -> Ledger:
     return cast(Ledger, request.getfixturevalue(fixture))
 
 
-def _bridge(ledger: Ledger, server: ServerProcess, **options: Any) -> Bridge:
+def _bridge(
+    ledger: Ledger, server: ServerProcess, *, owns_ledger: bool = False, **options: Any
+) -> Bridge:
     servers = [McpServerConfig(name=SERVER, url=server.url)]
-    return Bridge(
-        ledger, BridgeSettings(principals=[P], mcp_servers=servers, scheduler=FAST, **options)
-    )
+    settings = BridgeSettings(principals=[P], mcp_servers=servers, scheduler=FAST, **options)
+    return Bridge(ledger, settings, owns_ledger=owns_ledger)
 
 
 @pytest.fixture

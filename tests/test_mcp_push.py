@@ -245,7 +245,7 @@ async def test_a_dropped_listen_stream_leaves_polling_to_settle_then_listens_aga
     await wait_until(lambda: push.stats.listens >= 1, what="listening")
     lost_before = push.stats.lost
     async with Client(push_server.url) as operator:  # kill the listen connection, refuse 2 s
-        await operator.run("drop_listeners", {"refuse_s": 2.0}).call_tool()
+        await operator.call_tool("drop_listeners", {"refuse_s": 2.0})
     await wait_until(lambda: push.stats.lost > lost_before, what="stream loss noticed")
     await wait_closed(tenant, polled.task_ref, timeout=10)  # by polling: nobody pushes now
     assert tenant.get_task(polled.task_ref).status is TaskStatus.COMPLETED

@@ -58,9 +58,9 @@ def _replica(url: str, name: str, tasks_server: ServerProcess, **options: Any) -
             mcp_servers=[McpServerConfig(name="tasks", url=tasks_server.url)],
             scheduler=FAST,
             replica=config,
-            owns_ledger=True,
             **options,
         ),
+        owns_ledger=True,
     )
 
 
@@ -215,8 +215,8 @@ def _seeded_replica(pg_url: str, config: ReplicaConfig) -> Bridge:
             mcp_servers=[McpServerConfig(name="gone", url=UNREACHABLE_MCP)],
             scheduler=FAST,
             replica=config,
-            owns_ledger=True,
         ),
+        owns_ledger=True,
     )
 
 

@@ -64,9 +64,8 @@ async def main() -> None:
         done = await run.operation(step_7)
         assert done is not None and done.task is not None  # step 7 became a task…
         print(done.dispatch.state.value, done.task.status.value)  # …and it completed
-        again = await bridge.run(  # a replay: nothing is sent, the same outcome returns
-            "acme"
-        ).call_tool(run.ref, "reports", "generate_report", args, operation_id=step_7)
+        # a replay: nothing is sent, the same outcome returns
+        again = await run.call_tool("reports", "generate_report", args, operation_id=step_7)
         assert again.text() == step.text()
         # --8<-- [end:operation]
 
