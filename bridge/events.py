@@ -379,9 +379,6 @@ TaskEventLike = _TaskEvent
 # An input request for the host, of a task or of a call that has no task yet (MRTR).
 InputRequiredEvent = TaskInputRequired | CallInputRequired
 
-# Events written on a bridged call's critical path (built without re-validation there).
-CallPathEvent = CallResult | TaskCreated
-
 EVENT_ADAPTER: TypeAdapter[BridgeEvent] = TypeAdapter(BridgeEvent)
 
 

@@ -8,8 +8,7 @@ Get one from :meth:`Bridge.register_served_run <bridge.facade.Bridge.register_se
 (a response the harness serves), :meth:`Bridge.run <bridge.facade.Bridge.run>` (a run already
 recorded, e.g. after a restart) or :meth:`Bridge.run_of <bridge.facade.Bridge.run_of>` (the run
 of a task or call reference). A handle holds nothing of its own beyond the two names: it is
-cheap to make, two handles of one run are interchangeable, and it works while the bridge that
-made it is open.
+cheap to make, and works while the bridge that made it is open.
 
 A task, input or call named to a handle must belong to its run: anything else is
 :class:`~bridge.errors.NotFound`, as another principal's records are.
@@ -56,16 +55,6 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run(principal={self.principal!r}, ref={self.ref!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Run)
-            and (other.principal, other.ref) == (self.principal, self.ref)
-            and other._services is self._services
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.principal, self.ref))
 
     # -- the outer response ------------------------------------------------------------------
     async def view(self) -> RunView:

@@ -31,8 +31,8 @@ from bridge import (
     TaskStatus,
     WaitMode,
     WaitTimedOut,
+    events as ev,
 )
-from bridge import events as ev
 from tests.support.bridging import FAST, served_run, wait_until
 from tests.support.example_servers import example_servers as running_example_servers
 from tests.support.processes import ServerProcess

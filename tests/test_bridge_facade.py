@@ -24,8 +24,8 @@ from bridge import (
     TaskStatus,
     UhpServerConfig,
     WaitMode,
+    events as ev,
 )
-from bridge import events as ev
 from bridge.ledger.store import Ledger
 from tests.support.bridging import FAST, wait_closed, wait_until
 from tests.support.processes import ServerProcess

@@ -16,8 +16,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from bridge.gateway.calls import OPERATION_ID_META_KEY
-from tests.support.gateway import ALICE, Gateway, payment, payment_count
-from tests.support.gateway import text_of as text_of_result
+from tests.support.gateway import ALICE, Gateway, payment, payment_count, text_of as text_of_result
 from tests.support.mcp_client import connect
 
 DEADLINE_S = 30

@@ -34,8 +34,8 @@ from bridge import (
     UnansweredInput,
     UrlElicitation,
     WaitMode,
+    events as ev,
 )
-from bridge import events as ev
 from tests.support.bridging import FAST, wait_until
 from tests.support.processes import ServerProcess
 

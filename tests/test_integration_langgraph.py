@@ -18,8 +18,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 
-from bridge import Bridge, BridgeSettings, LostReason, McpServerConfig, WaitMode
-from bridge import events as ev
+from bridge import Bridge, BridgeSettings, LostReason, McpServerConfig, WaitMode, events as ev
 from bridge.integrations.langgraph import (
     ASKED_INPUT,
     PARKED_TASK,

@@ -18,8 +18,15 @@ import anyio
 import pytest
 from agents import Agent, RunConfig, Runner, RunResult, set_tracing_disabled
 
-from bridge import Bridge, BridgeSettings, InlineResult, McpServerConfig, TaskStatus, WaitMode
-from bridge import events as ev
+from bridge import (
+    Bridge,
+    BridgeSettings,
+    InlineResult,
+    McpServerConfig,
+    TaskStatus,
+    WaitMode,
+    events as ev,
+)
 from bridge.integrations.openai_agents import (
     STATE_NAME,
     BridgedMCPServer,

@@ -23,8 +23,15 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
-from bridge import Bridge, BridgeSettings, InputRequest, LostReason, McpServerConfig, TaskStatus
-from bridge import events as ev
+from bridge import (
+    Bridge,
+    BridgeSettings,
+    InputRequest,
+    LostReason,
+    McpServerConfig,
+    TaskStatus,
+    events as ev,
+)
 from bridge.integrations.pydantic_ai import STATE_NAME, BridgedRun, BridgedToolset
 from tests.support.bridging import FAST, served_run, wait_until
 from tests.support.example_servers import example_servers

@@ -25,8 +25,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from sqlalchemy import func
-from sqlalchemy import select as sql_select
+from sqlalchemy import func, select as sql_select
 
 from bridge.errors import LedgerUnavailable
 from bridge.ledger.coordination.availability import CALL_PATH_CHECK_EVERY, WriteLockBusy

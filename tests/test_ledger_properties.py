@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from bridge import events as ev
 from bridge.ledger.reads.views import TaskObservation, TaskView

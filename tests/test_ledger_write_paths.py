@@ -37,8 +37,7 @@ from typing import Any, TypeVar
 
 import anyio
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from sqlalchemy import select
 
 from bridge import events as ev

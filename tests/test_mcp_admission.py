@@ -23,8 +23,8 @@ from bridge import (
     OperationView,
     Policies,
     ToolPolicy,
+    events as ev,
 )
-from bridge import events as ev
 from bridge.errors import InvalidTransition
 from bridge.ids import digest_arguments
 from bridge.ledger.store import Ledger

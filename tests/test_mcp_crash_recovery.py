@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge import Bridge, BridgeSettings
-from bridge import events as ev
+from bridge import Bridge, BridgeSettings, events as ev
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import DispatchState, TaskStatus
 from bridge.mcp.calls.requester import TaskRequester

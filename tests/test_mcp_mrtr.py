@@ -18,8 +18,7 @@ import pytest
 from _pytest.logging import LogCaptureFixture
 from sqlalchemy import select
 
-from bridge import Bridge, BridgeSettings
-from bridge import events as ev
+from bridge import Bridge, BridgeSettings, events as ev
 from bridge.errors import (
     InputAlreadyAnswered,
     InvalidInputAnswer,

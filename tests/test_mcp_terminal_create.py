@@ -12,8 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bridge import Bridge, BridgeSettings, McpServerConfig, TaskSettled, TaskStatus
-from bridge import events as ev
+from bridge import Bridge, BridgeSettings, McpServerConfig, TaskSettled, TaskStatus, events as ev
 from bridge.ledger.reads.views import TaskObservation
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import LostReason

@@ -26,8 +26,8 @@ from bridge import (
     ToolPolicy,
     UnansweredInput,
     WaitMode,
+    events as ev,
 )
-from bridge import events as ev
 from bridge.ledger.store import Ledger, TenantLedger
 from bridge.lifecycle import DispatchState
 from bridge.outcomes import SAMPLING, InputPending

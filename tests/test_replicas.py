@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from bench.scale_out import PRINCIPAL as SEEDED_PRINCIPAL
-from bench.scale_out import seed_open_tasks
+from bench.scale_out import PRINCIPAL as SEEDED_PRINCIPAL, seed_open_tasks
 from bridge import (
     Bridge,
     BridgeSettings,
@@ -22,8 +21,8 @@ from bridge import (
     TaskStatus,
     UhpServerConfig,
     WaitMode,
+    events as ev,
 )
-from bridge import events as ev
 from bridge.ledger.coordination.leases import ReplicaRegistry, TenantLeases
 from bridge.ledger.coordination.replica import ReplicaConfig
 from bridge.ledger.store import TASKS, Ledger

@@ -22,8 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness_examples.report_harness.create import KNOWN_FIELDS
 from tests.support.processes import ServerProcess

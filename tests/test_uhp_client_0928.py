@@ -15,11 +15,14 @@ from bridge.ledger.store import Ledger
 from bridge.uhp.client import UhpClient
 from bridge.uhp.errors import UhpNotFound, UhpUnsupportedVersion
 from tests.support.processes import ServerProcess
-from tests.test_report_harness import TOKEN as HARNESS_TOKEN
-from tests.test_report_harness import _start
-from tests.test_uhp_client import HARNESS, TOKEN, _base
-from tests.test_uhp_client import client as client  # the fixtures, shared, not copied
-from tests.test_uhp_client import uhp_server as uhp_server
+from tests.test_report_harness import TOKEN as HARNESS_TOKEN, _start
+from tests.test_uhp_client import (
+    HARNESS,
+    TOKEN,
+    _base,
+    client as client,  # the fixtures, shared, not copied
+    uhp_server as uhp_server,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,7 @@ import anyio
 import pytest
 from sqlalchemy import event
 
-from bridge import Bridge, BridgeSettings
-from bridge import events as ev
+from bridge import Bridge, BridgeSettings, events as ev
 from bridge.ledger.coordination import waiters as notifier_module
 from bridge.ledger.coordination.commit_signals import CommitPublisher
 from bridge.ledger.coordination.waiters import PROBE_MAX_S, CommitNotifier

@@ -36,8 +36,7 @@ if TYPE_CHECKING:
 
 def load_mcp_config(path: Path) -> list[McpServerConfig]:
     """:func:`bridge.mcp.config_file.load_mcp_config`, its refusals as CLI errors."""
-    from bridge.mcp.config_file import McpConfigError
-    from bridge.mcp.config_file import load_mcp_config as load
+    from bridge.mcp.config_file import McpConfigError, load_mcp_config as load
 
     try:
         return load(path)

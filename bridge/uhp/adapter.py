@@ -20,7 +20,6 @@ from bridge import events as ev
 from bridge.ledger.reads.views import TaskView
 from bridge.ledger.store import TenantLedger
 
-VENDOR_PREFIX = "bridge."
 SUMMARY_KEY = "bridge_mcp_tasks"
 SUMMARY_TASK_LIMIT = 50
 

@@ -19,8 +19,8 @@ from bridge import (
     TaskPending,
     WaitMode,
     WaitTimedOut,
+    events as ev,
 )
-from bridge import events as ev
 
 servers = [
     McpServerConfig(

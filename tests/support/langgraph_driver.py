@@ -21,8 +21,7 @@ import sys
 
 import anyio
 
-from bridge import Bridge, BridgeSettings, McpServerConfig, WaitMode
-from bridge import events as ev
+from bridge import Bridge, BridgeSettings, McpServerConfig, WaitMode, events as ev
 from bridge.integrations.langgraph import bridge_tools, graph_config
 from tests.support.bridging import FAST
 from tests.support.langgraph_agent import agent_graph, pay

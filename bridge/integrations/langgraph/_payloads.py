@@ -81,10 +81,6 @@ def answer(
     }
 
 
-def is_bridge_interrupt(value: object) -> bool:
-    return isinstance(value, dict) and value.get("kind") in (PARKED_TASK, ASKED_INPUT)
-
-
 def asked_input(base: dict[str, str], request: InputRequest, note: str | None) -> AskedInput:
     return {
         "kind": "bridge.input",

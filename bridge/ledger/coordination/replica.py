@@ -124,10 +124,6 @@ class ReplicaLeases:
             raise RuntimeError("the replica has not registered yet")
         return self.membership
 
-    def claim_soon(self) -> None:
-        """Look for unheld work now (e.g. capacity was freed)."""
-        self._wake.set()
-
     # -- lifetime ------------------------------------------------------------------------------
     async def register(self) -> Membership:
         sent = self._monotonic()
