@@ -29,6 +29,9 @@ from bench.common import Report, cpu_seconds, stat_fields
 from bench.raw_task_calls import RawRound, raw_task_calls
 from tests.support.processes import ServerProcess
 
+# Section 10's CPU targets: harness CPU per response / the raw SDK's for the same MCP work.
+POLLED_CPU_RATIO_TARGET = 0.85
+PUSHED_CPU_RATIO_TARGET = 0.6
 TOKEN = "bench-waits-token"
 #: Tasks that outlive the window advertise a long interval (the bridge honours it). At 60 s
 #: the waiting alone is measured (3.3 polls/s for 200 handles); at 10 s the same window also
@@ -398,7 +401,7 @@ async def bench_concurrent_calls(runs: int, report: Report, rounds: int = 2) -> 
     report.add(
         f"| harness CPU over the rounds | **{_share(m.harness) * 100:.0f} % of one core** "
         f"({h_cpu * 1e3:.1f} ms per response) | **{_share(m.pushed) * 100:.0f} % of one core** "
-        f"({p_cpu * 1e3:.1f} ms per response) | ≤ 30 % |"
+        f"({p_cpu * 1e3:.1f} ms per response) | |"
     )
     raw_share = sum(r.cpu_s for r in m.raw) / sum(r.wall_s for r in m.raw)
     raw_per_call = sum(r.cpu_s for r in m.raw) / sum(r.calls for r in m.raw)
@@ -407,6 +410,14 @@ async def bench_concurrent_calls(runs: int, report: Report, rounds: int = 2) -> 
         f"| raw SDK CPU over its rounds: the MCP work alone (`tools/call` + "
         f"{raw_polls_each:.1f} `tasks/get` each) | {raw_share * 100:.0f} % of one core "
         f"({raw_per_call * 1e3:.1f} ms per call with its polls) | | |"
+    )
+    # The target, as restated for this round: the harness's CPU per response over the raw
+    # SDK's CPU for the same MCP work, measured in the same run (ratios travel between
+    # machines; a share of one core moves by half with the load).
+    report.add(
+        f"| **harness CPU ÷ raw SDK CPU** for the same MCP work, per response "
+        f"| **{h_cpu / raw_per_call:.2f}** | **{p_cpu / raw_per_call:.2f}** "
+        f"| ≤ {POLLED_CPU_RATIO_TARGET} polled, ≤ {PUSHED_CPU_RATIO_TARGET} pushed |"
     )
     report.add(f"| harness peak RSS | {m.peak_rss_mb:.0f} MB | | |")
     report.add()
