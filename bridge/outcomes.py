@@ -1,6 +1,7 @@
 """What a bridged ``tools/call`` returns, and the input requests a call or task asks.
 
-A call returns exactly one of five explicit outcomes (:data:`CallOutcome`). An
+A call returns one type, :class:`CallOutcome`: its ``kind`` (:class:`OutcomeKind`) says which of
+the explicit outcomes it is, and each outcome is a subclass an embedder can ``match`` on. An
 :class:`InputRequest` is one question a task or a call (MRTR) asks the host; answering it gives
 an :class:`AnswerReceipt`, whose ``outcome`` may again be a call outcome. The three refer to
 one another, so they live in one module.
@@ -26,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from bridge.errors import InvalidInputAnswer, NoToolResult
 from bridge.ledger.reads.views import TaskView
@@ -119,6 +120,39 @@ class InputRequest:
             raise InvalidInputAnswer(self.input_ref, f"{where}: {error.message}")
 
 
+class OutcomeKind(StrEnum):
+    """Which outcome a :class:`CallOutcome` is: one value per outcome class."""
+
+    TASK_CREATED = "task_created"  # TaskHandle: the server made a task; not waited for
+    RESULT = "result"  # InlineResult: an ordinary CallToolResult (possibly isError)
+    REJECTED = "rejected"  # RejectedCall: a JSON-RPC error refused the request
+    UNKNOWN_OUTCOME = "unknown_outcome"  # UnknownOutcome: sent, but nothing came back
+    INPUT_REQUIRED = "input_required"  # InputPending: the server asks before it acts (MRTR)
+    TASK_ENDED = "task_ended"  # TaskSettled: waited, and the task ended or was lost
+    TASK_OPEN = "task_open"  # TaskPending: detached; the task is watched, its end is an event
+    STOPPED_WAITING = "stopped_waiting"  # RecoverableFailure: the wait gave up; task kept
+
+
+class CallOutcome(ToolResultAccess):
+    """What a bridged call came to: the one type ``Run.call_tool`` returns.
+
+    Switch on ``kind``, or ``match`` on the outcome classes (each is a frozen dataclass)::
+
+        match outcome:
+            case TaskSettled(task=task): ...
+            case InlineResult(result=result): ...
+            case InputPending(inputs=inputs): ...
+            case UnknownOutcome(reason=reason): ...
+
+    Every outcome has the call's ``op_ref`` and reads its tool result the same way:
+    ``text()`` and ``to_call_tool_result()`` (which raise ``NoToolResult`` when there is none).
+    """
+
+    __slots__ = ()
+    kind: ClassVar[OutcomeKind]
+    op_ref: str
+
+
 # JSON-RPC error codes that mean "the server serves this tool only as a task": -32021 in the
 # final text, -32003 in older drafts (kept here, not in bridge.mcp.wire.shapes, so that reading a
 # result never loads the SDK).
@@ -126,9 +160,10 @@ MISSING_CAPABILITY_CODES = frozenset({-32021, -32003})
 
 
 @dataclass(frozen=True, slots=True)
-class TaskHandle(ToolResultAccess):
+class TaskHandle(CallOutcome):
     """The server created a task; the handle is committed to the ledger and being watched."""
 
+    kind: ClassVar[OutcomeKind] = OutcomeKind.TASK_CREATED
     op_ref: str
     task: TaskView
     replayed: bool = False  # the operation id had already reached this outcome
@@ -143,9 +178,10 @@ class TaskHandle(ToolResultAccess):
 
 
 @dataclass(frozen=True, slots=True)
-class InlineResult(ToolResultAccess):
+class InlineResult(CallOutcome):
     """The server answered with an ordinary ``CallToolResult`` (possibly ``isError``)."""
 
+    kind: ClassVar[OutcomeKind] = OutcomeKind.RESULT
     op_ref: str
     result: Any
     truncated: bool = False
@@ -161,9 +197,10 @@ class InlineResult(ToolResultAccess):
 
 
 @dataclass(frozen=True, slots=True)
-class RejectedCall(ToolResultAccess):
+class RejectedCall(CallOutcome):
     """The server answered with a JSON-RPC error: the request itself was refused."""
 
+    kind: ClassVar[OutcomeKind] = OutcomeKind.REJECTED
     op_ref: str
     error: Any
     replayed: bool = False
@@ -184,7 +221,7 @@ class RejectedCall(ToolResultAccess):
 
 
 @dataclass(frozen=True, slots=True)
-class UnknownOutcome(ToolResultAccess):
+class UnknownOutcome(CallOutcome):
     """The request may have reached the server, but neither a handle nor a result came back.
 
     An ``call.unknown_outcome`` event was written. Nothing was retried unless the policy allowed
@@ -192,6 +229,7 @@ class UnknownOutcome(ToolResultAccess):
     declared ``not_admitted`` (then ``retries`` holds what the retries returned).
     """
 
+    kind: ClassVar[OutcomeKind] = OutcomeKind.UNKNOWN_OUTCOME
     op_ref: str
     reason: str
     retries: tuple[CallOutcome, ...] = ()
@@ -207,7 +245,7 @@ class UnknownOutcome(ToolResultAccess):
 
 
 @dataclass(frozen=True, slots=True)
-class InputPending(ToolResultAccess):
+class InputPending(CallOutcome):
     """The server needs input before it does anything (MRTR: an ``InputRequiredResult`` to
     ``tools/call``, leg ``leg`` of the call). Nothing is in flight; the call is recorded
     ``input_required`` and one ``call.input_required`` event per input was written. Answer
@@ -215,6 +253,7 @@ class InputPending(ToolResultAccess):
     again with the answers and the server's state, and the last answer's receipt carries
     what that leg returned. Still listed by ``Bridge.pending_inputs`` after a restart."""
 
+    kind: ClassVar[OutcomeKind] = OutcomeKind.INPUT_REQUIRED
     op_ref: str
     leg: int
     inputs: tuple[InputRequest, ...]
@@ -222,9 +261,6 @@ class InputPending(ToolResultAccess):
 
     def _stored_result(self) -> Any:
         raise NoToolResult(f"the call {self.op_ref} waits for input (leg {self.leg})")
-
-
-CallOutcome = TaskHandle | InlineResult | RejectedCall | UnknownOutcome | InputPending
 
 
 class AnswerDelivery(StrEnum):

@@ -28,14 +28,13 @@ from bridge.ledger.agent_states import AgentStateView
 from bridge.ledger.reads.views import RunView, TaskView
 from bridge.ledger.store import TenantLedger
 from bridge.lifecycle import Admission, OuterStatus
-from bridge.outcomes import AnswerReceipt, InputPending, InputRequest, TaskHandle
+from bridge.outcomes import AnswerReceipt, CallOutcome, InputPending, InputRequest, TaskHandle
 from bridge.policies import WaitMode
 from bridge.runtime import reads
 from bridge.runtime.reads import BridgeServices
 from bridge.runtime.step_results import (
     OperationRecord,
     RecoverableFailure,
-    StepOutcome,
     TaskPending,
     TaskSettled,
 )
@@ -80,7 +79,7 @@ class Run:
         operation_id: str | None = None,
         wait: WaitMode | None = None,
         wait_deadline_s: float | None = None,
-    ) -> StepOutcome:
+    ) -> CallOutcome:
         """One bridged MCP tool call in this run, waited for as the policy (or ``wait``) says.
 
         With an ``operation_id`` the call is idempotent: calling again with the same id

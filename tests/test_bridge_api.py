@@ -25,6 +25,7 @@ from bridge import (
     LostReason,
     McpServerConfig,
     NoToolResult,
+    OutcomeKind,
     ServerConnectFailed,
     TaskPending,
     TaskSettled,
@@ -194,6 +195,7 @@ async def test_text_operation_and_lists(bridge: Bridge) -> None:
     )
     assert isinstance(step, TaskSettled) and step.status is TaskStatus.COMPLETED
     assert step.text().startswith("Quarterly report 2026-Q3\n")
+    assert step.kind is OutcomeKind.TASK_ENDED
     assert step.to_call_tool_result().content[0].type == "text"
 
     record = await bridge.run(P, run_ref).operation("op-report-1")
@@ -207,7 +209,7 @@ async def test_text_operation_and_lists(bridge: Bridge) -> None:
     pending = await bridge.run(P, run_ref).call_tool(
         "reports", "generate_report", args, wait=WaitMode.DETACH
     )
-    assert isinstance(pending, TaskPending)
+    assert isinstance(pending, TaskPending) and pending.kind is OutcomeKind.TASK_OPEN
     with pytest.raises(NoToolResult):
         pending.text()
 

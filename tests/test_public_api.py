@@ -4,6 +4,7 @@ drawn in ``bridge/errors.py``, and one vocabulary for event classes and their wi
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import typing
@@ -161,3 +162,28 @@ def test_the_docstring_check_finds_a_missing_one() -> None:
             pass
 
     assert _undocumented("Documented", Documented) == ["Documented.method"]
+
+
+def test_call_tool_returns_one_type_whose_kind_names_its_class() -> None:
+    """``Run.call_tool`` returns ``CallOutcome``; each outcome class has its own ``kind``, and
+    every ``OutcomeKind`` names exactly one class, so switching on ``kind`` misses nothing."""
+    hints = typing.get_type_hints(bridge.Run.call_tool)
+    assert hints["return"] is outcomes.CallOutcome
+    classes = [cls for cls in _subclasses(outcomes.CallOutcome) if not inspect.isabstract(cls)]
+    kinds = [cls.kind for cls in classes]
+    assert len(kinds) == len(set(kinds)), "two outcome classes share a kind"
+    assert set(kinds) == set(outcomes.OutcomeKind)
+    for cls in classes:
+        assert cls.__name__ in bridge.__all__, f"{cls.__name__} is not exported"
+    with pytest.raises(TypeError):
+        outcomes.CallOutcome()  # type: ignore[abstract]
+
+
+def _subclasses(cls: type) -> list[type]:
+    """Subclasses as their modules name them (``slots=True`` dataclasses leave the class they
+    replaced behind in ``__subclasses__`` until it is collected)."""
+    found = []
+    for sub in cls.__subclasses__():
+        if getattr(importlib.import_module(sub.__module__), sub.__name__, None) is sub:
+            found += [sub, *_subclasses(sub)]
+    return found

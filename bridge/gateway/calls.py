@@ -39,8 +39,9 @@ from bridge.gateway.naming import exposed_name, split_exposed
 from bridge.gateway.runs import GATEWAY_HARNESS, GatewayRuns
 from bridge.gateway.task_wire import task_body
 from bridge.mcp.wire.tool_result import error_result
+from bridge.outcomes import CallOutcome
 from bridge.policies import WaitMode
-from bridge.runtime.step_results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
+from bridge.runtime.step_results import RecoverableFailure, TaskPending, TaskSettled
 
 __all__ = ["OPERATION_ID_META_KEY", "GatewayCall", "GatewayCalls", "invalid_params"]
 
@@ -138,7 +139,7 @@ class GatewayCalls:
 
     async def _call(
         self, call: GatewayCall, run_ref: str, wait: WaitMode, deadline_s: float | None
-    ) -> StepOutcome:
+    ) -> CallOutcome:
         target = split_exposed(call.name)
         if target is None:
             raise invalid_params(f"unknown tool {call.name!r} (gateway tools are <server>__<tool>)")
@@ -158,7 +159,7 @@ class GatewayCalls:
                 " other arguments or another outer response"
             ) from None
 
-    def _plain_result(self, outcome: StepOutcome, op_id: str | None) -> mcp_types.CallToolResult:
+    def _plain_result(self, outcome: CallOutcome, op_id: str | None) -> mcp_types.CallToolResult:
         meta = {OPERATION_ID_META_KEY: op_id} if op_id else None
         if isinstance(outcome, TaskPending | RecoverableFailure):
             reason = outcome.reason if isinstance(outcome, RecoverableFailure) else "detached"

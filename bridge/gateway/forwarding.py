@@ -30,9 +30,8 @@ from mcp.shared.exceptions import MCPError
 from bridge import events as ev
 from bridge.errors import InputAlreadyAnswered, InvalidInputAnswer, UnknownInputKey
 from bridge.facade import Bridge
-from bridge.outcomes import ELICITATION, InputRequest
+from bridge.outcomes import ELICITATION, CallOutcome, InputRequest
 from bridge.run import Run
-from bridge.runtime.step_results import StepOutcome
 
 PROGRESS_INTERVAL_S = 1.0
 
@@ -126,12 +125,12 @@ class TaskCompanion:
         self._asked: set[str] = set()
 
     async def beside(
-        self, run_ref: str, after_seq: int, waiting: Callable[[], Awaitable[StepOutcome]]
-    ) -> StepOutcome | mcp_types.InputRequiredResult:
+        self, run_ref: str, after_seq: int, waiting: Callable[[], Awaitable[CallOutcome]]
+    ) -> CallOutcome | mcp_types.InputRequiredResult:
         """Run beside ``waiting()`` (the call waiting for the task): its outcome, or the
         client's next round of questions (the wait is then cut off; the task stays recorded
         and watched)."""
-        outcome: StepOutcome | mcp_types.InputRequiredResult | None = None
+        outcome: CallOutcome | mcp_types.InputRequiredResult | None = None
         try:
             async with anyio.create_task_group() as group:
 

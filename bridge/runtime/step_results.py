@@ -5,20 +5,20 @@ same way: ``text()`` and ``to_call_tool_result()``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from bridge.errors import NoToolResult
 from bridge.ledger.reads.views import DispatchView, TaskView
 from bridge.lifecycle import TaskStatus
-from bridge.mcp.wire.tool_result import ToolResultAccess, call_tool_result, error_result
-from bridge.outcomes import CallOutcome
+from bridge.mcp.wire.tool_result import call_tool_result, error_result
+from bridge.outcomes import CallOutcome, OutcomeKind
 
 if TYPE_CHECKING:
     import mcp_types
 
 
 @dataclass(frozen=True, slots=True)
-class TaskSettled(ToolResultAccess):
+class TaskSettled(CallOutcome):
     """The step waited and the task reached a terminal status (or was declared lost).
 
     ``text()`` needs a completed task's result. ``to_call_tool_result()`` always answers for a
@@ -27,6 +27,7 @@ class TaskSettled(ToolResultAccess):
     result and the text never pretends otherwise.
     """
 
+    kind: ClassVar[OutcomeKind] = OutcomeKind.TASK_ENDED
     op_ref: str
     task: TaskView
 
@@ -64,9 +65,10 @@ class TaskSettled(ToolResultAccess):
 
 
 @dataclass(frozen=True, slots=True)
-class TaskPending(ToolResultAccess):
+class TaskPending(CallOutcome):
     """``detach``: the handle is durable and watched; the result arrives later as an event."""
 
+    kind: ClassVar[OutcomeKind] = OutcomeKind.TASK_OPEN
     op_ref: str
     task: TaskView
 
@@ -75,19 +77,17 @@ class TaskPending(ToolResultAccess):
 
 
 @dataclass(frozen=True, slots=True)
-class RecoverableFailure(ToolResultAccess):
+class RecoverableFailure(CallOutcome):
     """The step stopped waiting (deadline, or ``fail_recoverable``). Not a result: the handle
     is kept and watched, a ``step.recoverable_failure`` event says so."""
 
+    kind: ClassVar[OutcomeKind] = OutcomeKind.STOPPED_WAITING
     op_ref: str
     task: TaskView
     reason: str
 
     def _stored_result(self) -> Any:
         raise NoToolResult(f"the step gave up waiting: {self.reason}")
-
-
-StepOutcome = CallOutcome | TaskSettled | TaskPending | RecoverableFailure
 
 
 @dataclass(frozen=True, slots=True)

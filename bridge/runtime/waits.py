@@ -14,7 +14,8 @@ from bridge.ledger.reads.views import TaskView
 from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import TenantLedger
 from bridge.lifecycle import DispatchState, TaskStatus
-from bridge.runtime.step_results import RecoverableFailure, StepOutcome, TaskSettled
+from bridge.outcomes import CallOutcome
+from bridge.runtime.step_results import RecoverableFailure, TaskSettled
 
 
 async def until_answered(
@@ -38,7 +39,7 @@ async def until_closed(
     task: TaskView,
     deadline_s: float,
     ask: bool,
-) -> StepOutcome:
+) -> CallOutcome:
     """Block until the task closes. ASK does not count time spent waiting for input."""
     budget = deadline_s
     while True:

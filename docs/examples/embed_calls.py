@@ -10,7 +10,19 @@ import secrets
 import anyio
 
 # --8<-- [start:open]
-from bridge import Bridge, BridgeSettings, McpServerConfig, Policies, ToolPolicy, WaitMode
+from bridge import (
+    Bridge,
+    BridgeSettings,
+    InlineResult,
+    InputPending,
+    McpServerConfig,
+    Policies,
+    RejectedCall,
+    TaskSettled,
+    ToolPolicy,
+    UnknownOutcome,
+    WaitMode,
+)
 
 servers = [
     McpServerConfig(
@@ -58,7 +70,16 @@ async def main() -> None:
         args = {"quarter": "Q3", "sections": 1, "seconds_per_section": 0.1}
         step_7 = f"{run.ref}:step-7"  # your stable name for this step: its operation id
         step = await run.call_tool("reports", "generate_report", args, operation_id=step_7)
-        print(type(step).__name__, step.text().splitlines()[0])  # TaskSettled Quarterly report Q3
+        print(step.kind, step.text().splitlines()[0])  # task_ended Quarterly report Q3
+        match step:  # one type, CallOutcome: match on its classes (or switch on step.kind)
+            case TaskSettled(lost=False, task=task):
+                print("task", task.status.value)  # completed, failed or cancelled
+            case TaskSettled() | UnknownOutcome():
+                print("outcome unknown: resolve it before acting on it")
+            case InputPending() | RejectedCall() | InlineResult():
+                print("answered at once:", step.kind)
+            case _:  # TaskPending, RecoverableFailure, TaskHandle: the task is still watched
+                print("still open:", step.kind)
         # --8<-- [end:call]
         # --8<-- [start:operation]
         done = await run.operation(step_7)

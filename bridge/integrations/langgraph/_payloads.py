@@ -9,8 +9,7 @@ from typing import Any, Literal, TypedDict
 from langchain_core.messages import ToolMessage
 
 from bridge.errors import NoToolResult
-from bridge.outcomes import InputRequest
-from bridge.runtime.step_results import StepOutcome
+from bridge.outcomes import CallOutcome, InputRequest
 
 PARKED_TASK = "bridge.task"
 ASKED_INPUT = "bridge.input"
@@ -111,7 +110,7 @@ def parked_task(base: dict[str, str], task_ref: str) -> ParkedTask:
     }
 
 
-def tool_message(outcome: StepOutcome, tool_call_id: str, tool: str) -> ToolMessage:
+def tool_message(outcome: CallOutcome, tool_call_id: str, tool: str) -> ToolMessage:
     """The step's tool result as the model sees it: the text content (other content as JSON),
     ``status="error"`` for an ``isError`` result or a step without one (a lost task, an
     unknown outcome, a deadline): its reason is the content, never an invented result."""

@@ -21,9 +21,9 @@ from bridge.integrations.langgraph._payloads import (
     parked_task,
     tool_message,
 )
-from bridge.outcomes import InputPending, InputRequest
+from bridge.outcomes import CallOutcome, InputPending, InputRequest
 from bridge.policies import WaitMode
-from bridge.runtime.step_results import StepOutcome, TaskPending
+from bridge.runtime.step_results import TaskPending
 
 if TYPE_CHECKING:
     import mcp_types
@@ -135,7 +135,7 @@ class _BridgedCall:
             note = await self._take(interrupt(payload), run_ref)
 
     async def _parking(
-        self, outcome: StepOutcome, base: dict[str, str], note: str | None
+        self, outcome: CallOutcome, base: dict[str, str], note: str | None
     ) -> BridgeInterrupt | None:
         """What the graph must wait for, or ``None`` when the outcome is the tool's result."""
         if isinstance(outcome, InputPending):

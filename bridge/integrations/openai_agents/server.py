@@ -28,9 +28,9 @@ from bridge.facade import Bridge
 from bridge.integrations.openai_agents._run import BridgedRun, current_run, operation_id
 from bridge.integrations.openai_agents._watch import Turn, settles_or_asks
 from bridge.mcp.wire.tool_result import error_result
-from bridge.outcomes import InlineResult, InputPending, RejectedCall, UnknownOutcome
+from bridge.outcomes import CallOutcome, InlineResult, InputPending, RejectedCall, UnknownOutcome
 from bridge.policies import WaitMode
-from bridge.runtime.step_results import RecoverableFailure, StepOutcome, TaskPending, TaskSettled
+from bridge.runtime.step_results import RecoverableFailure, TaskPending, TaskSettled
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -184,7 +184,7 @@ class BridgedMCPServer(MCPServer):
         raise UserError(f"{self.server}: prompts are not routed through the bridge ({name!r})")
 
 
-def model_visible_result(step: StepOutcome) -> mcp_types.CallToolResult:
+def model_visible_result(step: CallOutcome) -> mcp_types.CallToolResult:
     """What the model reads for a step: the tool result, or an ``isError`` result saying
     plainly why there is none (a lost task is reported as lost, never as a success)."""
     if isinstance(step, InlineResult | TaskSettled):

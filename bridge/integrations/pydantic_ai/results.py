@@ -14,13 +14,13 @@ from pydantic_ai.exceptions import ModelRetry, ToolFailed
 from pydantic_ai.messages import BinaryContent
 
 from bridge.errors import NoToolResult
-from bridge.outcomes import InlineResult, RejectedCall, UnknownOutcome
-from bridge.runtime.step_results import RecoverableFailure, StepOutcome, TaskSettled
+from bridge.outcomes import CallOutcome, InlineResult, RejectedCall, UnknownOutcome
+from bridge.runtime.step_results import RecoverableFailure, TaskSettled
 
 Failure = ToolFailed | ModelRetry
 
 
-def settled_value(step: StepOutcome) -> Any:
+def settled_value(step: CallOutcome) -> Any:
     """The value (or the ``ToolFailed`` / ``ModelRetry`` instance) a settled step gives the
     model. A step that is still open (``TaskPending``, ``InputPending``) is not settled:
     ``ValueError``."""
