@@ -76,8 +76,8 @@ def _clocks(polls: int) -> dict[str, float]:
 
 
 def _stats(bridge: Bridge, recovered_at: list[float], bridge_started: float) -> dict[str, Any]:
-    scheduler = bridge.requester.scheduler
-    replica = bridge.replica
+    scheduler = bridge._requester.scheduler
+    replica = bridge._replica
     assert replica is not None
     member = replica.membership
     return {
@@ -128,7 +128,7 @@ async def serve(args: argparse.Namespace) -> None:
         """Start no more polls; answer once those in flight have finished."""
         if not bridge_box:
             return JSONResponse({}, status_code=503)
-        scheduler = bridge_box[0].requester.scheduler
+        scheduler = bridge_box[0]._requester.scheduler
         scheduler.hold()
         held_at = _clocks(scheduler.stats.polls)
         while scheduler.in_flight:
@@ -138,7 +138,7 @@ async def serve(args: argparse.Namespace) -> None:
     async def release(_: Request) -> JSONResponse:
         if not bridge_box:
             return JSONResponse({}, status_code=503)
-        scheduler = bridge_box[0].requester.scheduler
+        scheduler = bridge_box[0]._requester.scheduler
         released_at = _clocks(scheduler.stats.polls)
         scheduler.release()
         return JSONResponse(released_at)
@@ -147,7 +147,7 @@ async def serve(args: argparse.Namespace) -> None:
         """POST: keep every poll's lateness from now on; GET: summarise what was kept."""
         if not bridge_box:
             return JSONResponse({}, status_code=503)
-        stats = bridge_box[0].requester.scheduler.stats
+        stats = bridge_box[0]._requester.scheduler.stats
         if request.method == "POST":
             stats.lateness = []
             stats.keep_lateness = True

@@ -64,7 +64,7 @@ class Bridge:
         self._owns_ledger = owns_ledger
         # The composition root: one ledger runner for every part, wired at construction.
         self._db = ledger_runner(ledger)
-        self.requester = build_requester(
+        self._requester = build_requester(
             ledger,
             self._db,
             settings.mcp_servers,
@@ -79,23 +79,23 @@ class Bridge:
         self._notifier: CommitNotifier | None = None
         self._spans = OuterSpans(ledger, self._db)
         self.last_recovery: RecoveryReport | None = None
-        self.replica: ReplicaLeases | None = None
+        self._replica: ReplicaLeases | None = None
         self._outer = OuterRuns(
             ledger,
             self._db,
             settings.uhp_servers,
             settings.credentials,
             settings.follow,
-            self.requester,
+            self._requester,
             self._spans,
             task_group=lambda: self._tg,
-            replica=lambda: self.replica,
+            replica=lambda: self._replica,
             policies=lambda: self.policies,
         )
         self._services = BridgeServices(
             ledger,
             self._db,
-            self.requester,
+            self._requester,
             self._spans,
             self._outer,
             policies=lambda: self.policies,
@@ -121,31 +121,31 @@ class Bridge:
 
     async def __aenter__(self) -> Bridge:
         self._notifier = CommitNotifier(self.ledger, self._db)
-        await self.requester.__aenter__()
+        await self._requester.__aenter__()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         await self._tg.start(self._notifier.run)  # wakes waiters on other processes' commits
         if self.settings.replica is not None:
             await self._join_replicas(self.settings.replica)
         if self.settings.recover_on_start:
-            scheduler = self.requester.scheduler
+            scheduler = self._requester.scheduler
             scheduler.hold()  # take everything back first, then poll it oldest due first
             try:
                 self.last_recovery = await self.recover()
             finally:
                 scheduler.release()
-        if self.replica is not None:
-            await self._tg.start(self.replica.run)
+        if self._replica is not None:
+            await self._tg.start(self._replica.run)
         return self
 
     async def _join_replicas(self, config: ReplicaConfig) -> None:
         outer = self._outer
-        holder = BridgeLeaseHolder(self.requester, outer.follows, outer.follow_claimed)
+        holder = BridgeLeaseHolder(self._requester, outer.follows, outer.follow_claimed)
         urls = outer.base_urls
         replica = build_replica(self.ledger, self._db, config, self.principals, holder, urls)
         await replica.register()
-        self.requester.attach_replica(replica)
-        self.replica = replica
+        self._requester.attach_replica(replica)
+        self._replica = replica
 
     async def __aexit__(
         self,
@@ -179,11 +179,11 @@ class Bridge:
             # Whatever the loops raised, unwind the rest in order (task groups are LIFO).
             try:
                 with anyio.CancelScope(shield=True):
-                    if self.replica is not None:
-                        await self.replica.retire()  # others take over now, not a lease later
+                    if self._replica is not None:
+                        await self._replica.retire()  # others take over now, not a lease later
                     await self._outer.aclose()
             finally:
-                await self.requester.__aexit__(exc_type, exc, tb)
+                await self._requester.__aexit__(exc_type, exc, tb)
                 self._notifier.close()
                 if self._owns_ledger:
                     self.ledger.close()
@@ -271,7 +271,7 @@ class Bridge:
         (the SDK's ``Tool``: name, description, input schema, annotations). Raises
         ``UnknownServer`` or ``ServerConnectFailed``."""
         self._scope(principal)
-        return await self.requester.pool.connection(server).list_tools()
+        return await self._requester.pool.connection(server).list_tools()
 
     def _scope(self, principal: str) -> None:
         if principal not in self.principals:
@@ -287,10 +287,10 @@ class Bridge:
         dispatching replica incarnation is gone — another replica's call may still be in
         flight.
         """
-        if self.replica is not None:
+        if self._replica is not None:
             report = await self._claim_everything_free()
         else:
-            resumed: ResumeReport = await self.requester.resume(
+            resumed: ResumeReport = await self._requester.resume(
                 self.principals, settle_in_flight_dispatches=settle_in_flight_dispatches
             )
             report = RecoveryReport(
@@ -307,27 +307,27 @@ class Bridge:
                 served = run.uhp_server.startswith(LOCAL_SERVER_PREFIX)
                 if served:
                     report.served_runs_open.append(run.ref)
-                elif self.replica is not None:
+                elif self._replica is not None:
                     continue  # followed by whichever replica claims it
                 if run.trace_id is not None:  # continue the run's trace in this process
                     await self._spans.start(principal, run, served=served)
                 resumable = not served and run.response_id is not None
                 if resumable and await self._outer.resume(principal, run):
                     report.remote_runs_resumed += 1
-            if self.replica is None:  # with replicas, another one's POST may be in flight
+            if self._replica is None:  # with replicas, another one's POST may be in flight
                 report.unanswered_posts.extend(await self._outer.unanswered_posts(principal))
         return report
 
     async def _claim_everything_free(self) -> RecoveryReport:
-        replica = self.replica
+        replica = self._replica
         assert replica is not None
-        before = self.requester.handover
+        before = self._requester.handover
         runs_before = replica.claimed_runs
-        unknown = await self.requester.settle_orphaned_dispatches(self.principals, replica)
+        unknown = await self._requester.settle_orphaned_dispatches(self.principals, replica)
         await replica.claim_everything()
-        taken = self.requester.handover - before
+        taken = self._requester.handover - before
         assert self._tg is not None  # answered MRTR legs never sent (one replica wins each)
-        legs = await self.requester.rounds.resume(self.principals, self._tg)
+        legs = await self._requester.rounds.resume(self.principals, self._tg)
         return RecoveryReport(
             tasks_watched=taken.tasks_watched,
             dispatches_marked_unknown=unknown,

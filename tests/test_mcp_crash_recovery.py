@@ -110,7 +110,7 @@ async def test_kill_at_each_step_then_recover(
     ) as bridge:
         report = bridge.last_recovery
         assert report is not None
-        requester = bridge.requester
+        requester = bridge._requester
         (dispatch,) = tenant.list_dispatches(run_ref=run.ref)
         if expected == "unknown":
             assert report.dispatches_marked_unknown == 1

@@ -133,7 +133,7 @@ async def test_accept_retries_with_answers_and_state_once(
     intruder = ledger_of_either_kind.for_principal("intruder")
     assert intruder.pending_call_inputs() == [] and intruder.calls_ready_to_retry() == []
     with pytest.raises(NotFound):  # another tenant's call is not there to answer
-        await bridge.requester.answer_input("intruder", pending.op_ref, "approval", {})
+        await bridge._requester.answer_input("intruder", pending.op_ref, "approval", {})
     with pytest.raises(InvalidInputAnswer):  # checked against the schema: nothing recorded
         await pending.inputs[0].accept({"approve": "yes"})
     receipt = await pending.inputs[0].accept(YES)

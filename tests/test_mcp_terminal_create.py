@@ -56,7 +56,7 @@ async def test_inline_completed_result_is_stored_returned_and_announced(
     assert len(terminal) == 1 and terminal[0].result == task.result
     assert terminal[0].status is TaskStatus.COMPLETED and not terminal[0].superseded_lost
     assert event_types(tenant, run.ref)[-2:] == ["task.created", "task.terminal"]
-    assert not bridge.requester.scheduler.is_watching(task.ref)
+    assert not bridge._requester.scheduler.is_watching(task.ref)
     assert await _gets(adversarial_server, "created_completed") == gets_before  # no poll
 
 
@@ -66,7 +66,7 @@ async def test_failed_with_inline_error_is_stored_at_creation(
     tenant = wall_ledger.for_principal(P)
     run = new_run(tenant)
     gets_before = await _gets(adversarial_server, "created_failed")
-    outcome = await bridge.requester.call_tool(P, run.ref, "fake", "created_failed", {})
+    outcome = await bridge._requester.call_tool(P, run.ref, "fake", "created_failed", {})
     assert isinstance(outcome, TaskHandle) and not outcome.task.is_open
     task = tenant.get_task(outcome.task_ref)
     assert task.status is TaskStatus.FAILED and task.result is None
@@ -81,12 +81,12 @@ async def test_completed_without_its_result_then_not_found_is_lost_not_forgotten
 ) -> None:
     tenant = wall_ledger.for_principal(P)
     run = new_run(tenant)
-    outcome = await bridge.requester.call_tool(P, run.ref, "fake", "created_completed_bare", {})
+    outcome = await bridge._requester.call_tool(P, run.ref, "fake", "created_completed_bare", {})
     assert isinstance(outcome, TaskHandle)
     created = outcome.task
     # No result came with it: still open and due, so tasks/get can fetch the result.
     assert created.status is TaskStatus.COMPLETED and created.is_open
-    assert bridge.requester.scheduler.is_watching(created.ref)
+    assert bridge._requester.scheduler.is_watching(created.ref)
     await wait_closed(tenant, created.ref)
     task = tenant.get_task(created.ref)
     assert task.lost_reason is LostReason.NOT_FOUND and task.result is None

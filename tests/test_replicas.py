@@ -76,8 +76,8 @@ async def test_a_subscriber_on_another_replica_sees_every_event_in_order(
         step = await run.call_tool("tasks", "slow_report", {"quarter": "Q1", "seconds": 0.5},
             wait=WaitMode.DETACH,
         )  # fmt: skip
-        assert a.requester.scheduler.is_watching(step.task.ref), "the creating replica holds it"
-        assert not b.requester.scheduler.is_watching(step.task.ref)
+        assert a._requester.scheduler.is_watching(step.task.ref), "the creating replica holds it"
+        assert not b._requester.scheduler.is_watching(step.task.ref)
         seen = []
         async for event in b.run(P, run.ref).subscribe():  # B's ledger never hears A's commits
             seen.append(event)
@@ -131,7 +131,7 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
         await wait_until(lambda: a.replica.current() != lapsed, what="A re-registered")
         # A counted the handle it lost: dropped when it found its membership lapsed, or refused
         # at its write if it polled first (the scale-out test excuses early polls by these).
-        lost = a.requester.scheduler.stats
+        lost = a._requester.scheduler.stats
         assert lost.dropped_on_lapse + lost.leases_lost >= 1
         await wait_until(
             lambda: tenant.get_run(follower.run_ref).status is OuterStatus.COMPLETED,
@@ -228,9 +228,9 @@ async def test_a_starting_replica_claims_the_oldest_due_handles_up_to_its_cap(
     config = ReplicaConfig("replica-r", lease_ms=60_000, claim_batch=1_000, max_tasks=2_200)
     bridge = _seeded_replica(pg_url, config)
     async with bridge:
-        assert bridge.replica is not None and bridge.last_recovery is not None
+        assert bridge._replica is not None and bridge.last_recovery is not None
         assert bridge.last_recovery.tasks_watched == 2_200
-        assert bridge.requester.scheduler.watched_count == 2_200
+        assert bridge._requester.scheduler.watched_count == 2_200
         with bridge.ledger.engine.connect() as conn:
             rows = conn.execute(select(TASKS.c.task_id, TASKS.c.lease_owner)).all()
     held = sorted(int(task_id.rsplit("-", 1)[1]) for task_id, owner in rows if owner)
@@ -249,7 +249,7 @@ async def test_an_even_share_claims_half_and_polls_each_handle_when_it_is_due(
     config = ReplicaConfig("replica-even", lease_ms=60_000, claim_batch=300, share_evenly=True)
     bridge = _seeded_replica(pg_url, config)
     async with bridge:
-        scheduler = bridge.requester.scheduler
+        scheduler = bridge._requester.scheduler
         assert scheduler.watched_count == 501, "ceil(1,001 / 2 live replicas)"
         with bridge.ledger.engine.connect() as conn:
             rows = conn.execute(

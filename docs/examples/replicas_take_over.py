@@ -89,7 +89,7 @@ async def take_over(bridge: Bridge) -> None:
     print(f"replica B recorded the terminal status {time.monotonic() - killed_at:.1f} s later")
     if [seq for seq, _ in seen] != list(range(1, len(seen) + 1)):
         sys.exit(f"the subscriber saw a gap or a repeat: {seen}")
-    if ("task.created" not in [t for _, t in seen]) or bridge.replica is None:
+    if ("task.created" not in [t for _, t in seen]) or bridge.settings.replica is None:
         sys.exit(f"expected A's task.created in B's view of the log: {seen}")
     print("events seen on replica B:", ", ".join(f"{seq} {kind}" for seq, kind in seen))
 
