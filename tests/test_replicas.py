@@ -110,8 +110,8 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
         tenant = b.ledger.for_principal(P)
         leases = TenantLeases(tenant)
         await wait_until(lambda: tenant.get_run(follower.run_ref).last_sequence, what="streaming")
-        assert a.replica is not None and b.replica is not None
-        lapsed = a.replica.current()
+        assert a._replica is not None and b._replica is not None
+        lapsed = a._replica.current()
         assert leases.holder("task", step.task.ref) == lapsed
         assert leases.holder("run", follower.run_ref) == lapsed
 
@@ -120,15 +120,15 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
         def taken_over() -> bool:
             # B claims at once; A's next renewal fails and it comes back as a new incarnation
             # that competes for claims too. Either way the lapsed incarnation holds nothing.
-            assert a.replica is not None and b.replica is not None
-            live = {a.replica.current(), b.replica.current()} - {lapsed}
+            assert a._replica is not None and b._replica is not None
+            live = {a._replica.current(), b._replica.current()} - {lapsed}
             return (
                 leases.holder("task", step.task.ref) in live
                 and leases.holder("run", follower.run_ref) in live
             )
 
         await wait_until(taken_over, what="live replicas hold both")
-        await wait_until(lambda: a.replica.current() != lapsed, what="A re-registered")
+        await wait_until(lambda: a._replica.current() != lapsed, what="A re-registered")
         # A counted the handle it lost: dropped when it found its membership lapsed, or refused
         # at its write if it polled first (the scale-out test excuses early polls by these).
         lost = a._requester.scheduler.stats
@@ -185,7 +185,7 @@ async def test_a_replica_rides_out_a_database_outage(tasks_server: ServerProcess
         with fresh_database(database.url()) as url:
             Ledger.open(url).close()
             async with _replica(url, "replica-a", tasks_server) as a:
-                assert a.replica is not None
+                assert a._replica is not None
                 run = await a.register_served_run(
                     P, response_id="resp_o", session_id="hsess_o", harness_id="h"
                 )
@@ -193,9 +193,9 @@ async def test_a_replica_rides_out_a_database_outage(tasks_server: ServerProcess
                     wait=WaitMode.DETACH,
                 )  # fmt: skip
                 database.kill_server()
-                await wait_until(lambda: not a.replica.can_act(), what="stopped acting")
+                await wait_until(lambda: not a._replica.can_act(), what="stopped acting")
                 database.start_server()
-                await wait_until(a.replica.can_act, timeout=30, what="acting again")
+                await wait_until(a._replica.can_act, timeout=30, what="acting again")
                 tenant = a.ledger.for_principal(P)
                 await wait_until(lambda: not tenant.get_task(step.task.ref).is_open, timeout=30)
                 assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
