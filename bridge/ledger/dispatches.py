@@ -18,8 +18,9 @@ proves every route writes the rows and events of the SQLAlchemy Core reference.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
 import pydantic_core
 from sqlalchemy import (
@@ -52,6 +53,23 @@ from bridge.lifecycle import DispatchState, TaskStatus, may_advance_dispatch
 from bridge.redaction import scrub_task_id
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _committed_alone(
+    stage: Callable[Concatenate[DispatchWrites, P], StagedCommit[Cursor, Any, T]], what: str
+) -> Callable[Concatenate[DispatchWrites, P], T]:
+    """The immediate form of a staged write: the same parameters, committed alone."""
+
+    def commit(self: DispatchWrites, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        # Looked up on self, as a method: an override (or a test's wrapper) serves both forms.
+        staged: StagedCommit[Cursor, Any, T] = getattr(self, stage.__name__)(*args, **kwargs)
+        return self._commit_alone(staged)
+
+    commit.__doc__ = (
+        f":meth:`{stage.__name__}` committed alone: {what} is durable when this returns."
+    )
+    return commit
 
 
 class DispatchWrites(RunWrites):
@@ -62,36 +80,6 @@ class DispatchWrites(RunWrites):
         self._call_path = call_path
 
     # -- dispatch intents ------------------------------------------------------------------
-    def begin_dispatch(
-        self,
-        run_ref: str,
-        *,
-        server_endpoint: str,
-        tool_name: str,
-        arguments: Any,
-        server_name: str | None = None,
-        operation_id: str | None = None,
-        sent: bool = False,
-        trace_id: str | None = None,
-        span_id: str | None = None,
-        dispatcher: Membership | None = None,
-    ) -> DispatchView:
-        """:meth:`stage_dispatch` committed alone: the intent is durable when this returns."""
-        return self._commit_alone(
-            self.stage_dispatch(
-                run_ref,
-                server_endpoint=server_endpoint,
-                tool_name=tool_name,
-                arguments=arguments,
-                server_name=server_name,
-                operation_id=operation_id,
-                sent=sent,
-                trace_id=trace_id,
-                span_id=span_id,
-                dispatcher=dispatcher,
-            )
-        )
-
     def stage_dispatch(
         self,
         run_ref: str,
@@ -145,6 +133,8 @@ class DispatchWrites(RunWrites):
         return StagedCommit.one_statement(
             statement, values, check, lambda _: intent_view(values), failed
         )
+
+    begin_dispatch = _committed_alone(stage_dispatch, "the intent")
 
     def _intent_conflict(self, values: dict[str, Any], error: Exception) -> DispatchView:
         """The intent's insert broke a unique constraint: a call made again with its operation
@@ -310,42 +300,6 @@ class DispatchWrites(RunWrites):
             return StagedCommit.one_statement(in_one, params, lambda r: check(r.row), settle)
         return StagedCommit(write, settle)
 
-    def record_task_created(
-        self,
-        op_ref: str,
-        *,
-        task_id: str,
-        status: TaskStatus,
-        status_message: str | None = None,
-        server_created_at: str | None = None,
-        server_updated_at: str | None = None,
-        ttl_ms: int | None = None,
-        poll_interval_ms: int | None = None,
-        next_poll_due_ms: int | None = None,
-        server_version: str | None = None,
-        credential_ref: str | None = None,
-        lease: Membership | None = None,
-        task_generation: str | None = None,
-    ) -> TaskView:
-        """:meth:`stage_task_created` committed alone: the handle is durable when this returns."""
-        return self._commit_alone(
-            self.stage_task_created(
-                op_ref,
-                task_id=task_id,
-                status=status,
-                status_message=status_message,
-                server_created_at=server_created_at,
-                server_updated_at=server_updated_at,
-                ttl_ms=ttl_ms,
-                poll_interval_ms=poll_interval_ms,
-                next_poll_due_ms=next_poll_due_ms,
-                server_version=server_version,
-                credential_ref=credential_ref,
-                lease=lease,
-                task_generation=task_generation,
-            )
-        )
-
     def stage_task_created(
         self,
         op_ref: str,
@@ -478,6 +432,8 @@ class DispatchWrites(RunWrites):
             raise DuplicateTaskHandle(f"dispatch {op_ref!r}: {detail}") from error
 
         return StagedCommit(write, settle, failed)
+
+    record_task_created = _committed_alone(stage_task_created, "the handle")
 
     def _advance_on_call_path(
         self,
