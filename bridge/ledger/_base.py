@@ -421,7 +421,7 @@ class TenantScope:
             raise NotFound(kind, ref)
         return SimpleNamespace(**columns)
 
-    def _update_row(self, tx: Tx, table: Table, ref: str, values: dict[str, Any]) -> None:
+    def _update_row(self, tx: Tx, table: Table, ref: str, /, **values: Any) -> None:
         """Set ``values`` on this principal's row ``ref`` of ``table``: an UPDATE of exactly
         those columns (each bound as ``v_<column>``), compiled once per set of columns."""
         names = tuple(sorted(values))

@@ -130,11 +130,7 @@ class RunWrites(TenantQueries):
                 updates[name] = offered
             if not updates:
                 return RunView.from_row(row)
-            tx.conn.execute(
-                update(RUNS)
-                .where(self._owned(RUNS), RUNS.c.ref == run_ref)
-                .values(updated_at_ms=self.now, **updates)
-            )
+            self._update_row(tx, RUNS, run_ref, updated_at_ms=self.now, **updates)
             self._append(
                 tx,
                 run_ref,
@@ -179,18 +175,14 @@ class RunWrites(TenantQueries):
                 if status.is_terminal:
                     self._append(tx, run_ref, ev.OuterTerminal(status=status, error=error))
             if values:
-                self._update_row(tx, RUNS, run_ref, {**values, "updated_at_ms": self.now})
+                self._update_row(tx, RUNS, run_ref, **values, updated_at_ms=self.now)
         return decision
 
     def record_trace_context(self, run_ref: str, trace_id: str, span_id: str) -> None:
         """Remember the run's outer span (W3C ids) so a later process continues its trace."""
         with self._write() as tx:
             self._run_row(tx.conn, run_ref)
-            tx.conn.execute(
-                update(RUNS)
-                .where(self._owned(RUNS), RUNS.c.ref == run_ref)
-                .values(trace_id=trace_id, span_id=span_id)
-            )
+            self._update_row(tx, RUNS, run_ref, trace_id=trace_id, span_id=span_id)
 
     def record_outer_sequence(
         self, run_ref: str, sequence: int, *, lease: Membership | None = None

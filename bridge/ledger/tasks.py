@@ -94,7 +94,7 @@ class TaskWrites(InputWrites):
                     appended.extend(
                         self._record_input_requests(tx, row, observation.input_requests)
                     )
-                self._update_row(tx, TASKS, task_ref, values)
+                self._update_row(tx, TASKS, task_ref, **values)
         return ObservationOutcome(decision, self.get_task(task_ref), tuple(appended))
 
     def _observation_values(self, row: Any, observation: TaskObservation) -> dict[str, Any]:
@@ -199,15 +199,14 @@ class TaskWrites(InputWrites):
                 TaskStatus(row.status), row.lost_reason is not None, outcome_stored=stored
             ):
                 return False
-            tx.conn.execute(
-                update(TASKS)
-                .where(self._owned(TASKS), TASKS.c.ref == task_ref)
-                .values(
-                    lost_reason=reason.value,
-                    lost_detail=detail,
-                    next_poll_due_ms=next_poll_due_ms,
-                    updated_at_ms=self.now,
-                )
+            self._update_row(
+                tx,
+                TASKS,
+                task_ref,
+                lost_reason=reason.value,
+                lost_detail=detail,
+                next_poll_due_ms=next_poll_due_ms,
+                updated_at_ms=self.now,
             )
             self._append_task_event(tx, row, ev.TaskLost, reason=reason, detail=detail)
         return True
@@ -219,11 +218,8 @@ class TaskWrites(InputWrites):
             if row.terminal_at_ms is not None:
                 return False
             if row.cancel_requested_at_ms is None:
-                tx.conn.execute(
-                    update(TASKS)
-                    .where(self._owned(TASKS), TASKS.c.ref == task_ref)
-                    .values(cancel_requested_at_ms=self.now, updated_at_ms=self.now)
-                )
+                now = self.now
+                self._update_row(tx, TASKS, task_ref, cancel_requested_at_ms=now, updated_at_ms=now)
             self._append_task_event(tx, row, ev.TaskCancelRequested, requested_by=requested_by)
         return True
 
@@ -233,10 +229,9 @@ class TaskWrites(InputWrites):
             row = self._task_row(tx.conn, task_ref, lock=True)
             if row.terminal_at_ms is not None or row.detached_at_ms is not None:
                 return False
-            tx.conn.execute(
-                update(TASKS)
-                .where(self._owned(TASKS), TASKS.c.ref == task_ref)
-                .values(detached_at_ms=self.now, next_poll_due_ms=None, updated_at_ms=self.now)
+            now = self.now
+            self._update_row(
+                tx, TASKS, task_ref, detached_at_ms=now, next_poll_due_ms=None, updated_at_ms=now
             )
             self._append_task_event(tx, row, ev.TaskDetached, requested_by=requested_by)
         return True
