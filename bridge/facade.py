@@ -339,12 +339,5 @@ class Bridge:
 
 def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
     """Does ``group`` (nested groups flattened) hold ``exc`` and nothing else?"""
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [group]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, BaseExceptionGroup):
-            stack.extend(item.exceptions)
-        else:
-            leaves.append(item)
-    return all(leaf is exc for leaf in leaves) and bool(leaves)
+    held, rest = group.split(lambda leaf: leaf is exc)
+    return held is not None and rest is None
