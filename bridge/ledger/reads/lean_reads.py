@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Select
 
-from bridge.ledger.commit.driver_sessions import CompiledStatement, SqliteDriverSession
+from bridge.ledger.commit.driver_sessions import CompiledStatement, Cursor, SqliteDriverSession
 
 #: Columns the SQLite driver hands back as integers that Core turns into ``bool``.
 TASK_BOOLEANS = ("outcome_truncated",)
@@ -31,6 +31,7 @@ T = TypeVar("T")
 
 
 def _as_booleans(columns: dict[str, Any], booleans: tuple[str, ...]) -> dict[str, Any]:
+    """Those columns as ``bool`` (a no-op on Core's columns: they already are)."""
     for name in booleans:
         value = columns[name]
         columns[name] = None if value is None else bool(value)
@@ -56,25 +57,13 @@ class LeanReads:
         self, params: dict[str, Any], core: Callable[[], dict[str, Any] | None]
     ) -> dict[str, Any] | None:
         """The task's columns as Core would give them (None: no such row)."""
-        cursor = self._session.held_cursor()
-        if cursor is None:
-            return core()
-        try:
-            columns = cursor.one(self._task_by_ref, params)
-        except sqlite3.Error:
-            return core()
+        columns = self._on_held_cursor(lambda cursor: cursor.one(self._task_by_ref, params), core)
         return None if columns is None else _as_booleans(columns, TASK_BOOLEANS)
 
     def event_payloads(self, params: dict[str, Any], core: Callable[[], list[str]]) -> list[str]:
         """The run's event payloads after ``w_after``, in order (at most ``w_limit`` if given)."""
-        cursor = self._session.held_cursor()
-        if cursor is None:
-            return core()
         statement = self._events_limited if "w_limit" in params else self._events
-        try:
-            return cursor.column(statement, params)
-        except sqlite3.Error:
-            return core()
+        return self._on_held_cursor(lambda cursor: cursor.column(statement, params), core)
 
     def rows(
         self,
@@ -85,14 +74,20 @@ class LeanReads:
     ) -> list[dict[str, Any]]:
         """The rows of ``query`` (built once, e.g. by a cached builder: it is compiled on first
         use and kept) as Core would give them, its ``booleans`` columns as ``bool``."""
+        found = self._on_held_cursor(
+            lambda cursor: cursor.rows(self._session.compiled(query), params), core
+        )
+        return [_as_booleans(columns, booleans) for columns in found]
+
+    def _on_held_cursor(self, read: Callable[[Cursor], T], core: Callable[[], T]) -> T:
+        """``read`` on the cursor this thread holds; Core's read without one, or on any error."""
         cursor = self._session.held_cursor()
         if cursor is None:
             return core()
         try:
-            found = cursor.rows(self._session.compiled(query), params)
+            return read(cursor)
         except sqlite3.Error:
             return core()
-        return [_as_booleans(columns, booleans) for columns in found]
 
     def snapshot(self, reads: Callable[[], T], core: Callable[[], T]) -> T:
         """``reads`` (lean reads of this thread) in one deferred transaction, so that they see
