@@ -31,11 +31,12 @@ from bridge.ledger.coordination.waiters import CommitNotifier
 from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import OuterStatus
+from bridge.mcp.calls.requester import TaskRequester
 from bridge.mcp.polling.handle_resumption import ResumeReport
 from bridge.outcomes import InputRequest
 from bridge.run import Run
 from bridge.runtime import reads
-from bridge.runtime.compose import BridgeLeaseHolder, build_replica, build_requester, ledger_runner
+from bridge.runtime.compose import BridgeLeaseHolder, ledger_runner
 from bridge.runtime.outer_runs import OuterRuns
 from bridge.runtime.reads import BridgeServices
 from bridge.runtime.recovery_report import RecoveryReport
@@ -64,13 +65,13 @@ class Bridge:
         self._owns_ledger = owns_ledger
         # The composition root: one ledger runner for every part, wired at construction.
         self._db = ledger_runner(ledger)
-        self._requester = build_requester(
+        self._requester = TaskRequester(
             ledger,
-            self._db,
             settings.mcp_servers,
-            settings.credentials,
-            settings.scheduler,
+            credentials=settings.credentials,
+            scheduler=settings.scheduler,
             push=settings.push,
+            db=self._db,
             input_handlers=settings.input_handlers,
             input_policy=self.policies.inputs,
             admission_checks=settings.admission_checks,
@@ -141,8 +142,9 @@ class Bridge:
     async def _join_replicas(self, config: ReplicaConfig) -> None:
         outer = self._outer
         holder = BridgeLeaseHolder(self._requester, outer.follows, outer.follow_claimed)
-        urls = outer.base_urls
-        replica = build_replica(self.ledger, self._db, config, self.principals, holder, urls)
+        replica = ReplicaLeases(
+            self.ledger, config, self.principals, self._db, holder, uhp_servers=outer.base_urls
+        )
         await replica.register()
         self._requester.attach_replica(replica)
         self._replica = replica

@@ -1,24 +1,18 @@
-"""The composition root: builds the shared ledger runner once and wires the bridge's parts
-(requester, replica leases) through their constructors, not by overwriting callbacks."""
+"""The composition root: the one ledger runner every part of a bridge shares, and the lease
+holder that wires a replica's claims to the requester and the followers through constructors,
+not by overwriting callbacks."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 import anyio
 
 from bridge.ledger.coordination.fencing import Membership
-from bridge.ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge.ledger.reads.views import RunView, TaskView
 from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import Ledger
-from bridge.mcp.calls.admission import AdmissionChecks
 from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.inputs.handlers import InputHandlers
-from bridge.mcp.polling.push import PushConfig
-from bridge.mcp.polling.watches import SchedulerConfig
-from bridge.mcp.servers import CredentialResolver, McpServerConfig
-from bridge.policies import InputPolicy
 
 RunsClaimed = Callable[[str, Membership, list[RunView]], Awaitable[None]]
 
@@ -26,31 +20,6 @@ RunsClaimed = Callable[[str, Membership, list[RunView]], Awaitable[None]]
 def ledger_runner(ledger: Ledger) -> LedgerRunner:
     """The one runner every part of a bridge uses (inline for an embedded SQLite ledger)."""
     return LedgerRunner(inline=ledger.dialect.runs_calls_inline)
-
-
-def build_requester(
-    ledger: Ledger,
-    db: LedgerRunner,
-    servers: Sequence[McpServerConfig],
-    credentials: CredentialResolver,
-    scheduler: SchedulerConfig | None,
-    *,
-    push: PushConfig | None = None,
-    input_handlers: InputHandlers | None = None,
-    input_policy: InputPolicy | None = None,
-    admission_checks: AdmissionChecks | None = None,
-) -> TaskRequester:
-    return TaskRequester(
-        ledger,
-        servers,
-        credentials=credentials,
-        scheduler=scheduler,
-        push=push,
-        db=db,
-        input_handlers=input_handlers,
-        input_policy=input_policy,
-        admission_checks=admission_checks,
-    )
 
 
 class BridgeLeaseHolder:
@@ -83,14 +52,3 @@ class BridgeLeaseHolder:
 
     def followed_runs(self) -> int:
         return len(self._follows)
-
-
-def build_replica(
-    ledger: Ledger,
-    db: LedgerRunner,
-    config: ReplicaConfig,
-    principals: Sequence[str],
-    holder: BridgeLeaseHolder,
-    uhp_base_urls: Sequence[str],
-) -> ReplicaLeases:
-    return ReplicaLeases(ledger, config, principals, db, holder, uhp_servers=uhp_base_urls)
