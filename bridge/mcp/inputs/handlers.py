@@ -276,26 +276,15 @@ async def _answer_with(kind: InputKind, handler: Any, request: InputRequest, ser
             raise _HandlerFailed("invalid_answer", detail)
         await request.respond(result.model_dump(by_alias=True, mode="json", exclude_none=True))
         return
+    asked_by = (server, request.task_ref, request.input_ref, request.op_ref)
     if kind is InputKind.URL_ELICITATION:
         url_params = _parse(mcp_types.ElicitRequestURLParams, request.params)
         asked: FormElicitation | UrlElicitation = UrlElicitation(
-            url_params.message,
-            url_params.url,
-            server,
-            request.task_ref,
-            request.input_ref,
-            request.op_ref,
+            url_params.message, url_params.url, *asked_by
         )
     else:
         form_params = _parse(mcp_types.ElicitRequestFormParams, request.params)
-        asked = FormElicitation(
-            form_params.message,
-            form_params.requested_schema,
-            server,
-            request.task_ref,
-            request.input_ref,
-            request.op_ref,
-        )
+        asked = FormElicitation(form_params.message, form_params.requested_schema, *asked_by)
     answer = await _call(handler, asked)
     try:
         if isinstance(answer, Accept):
