@@ -29,7 +29,6 @@ from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import Ledger
 from bridge.mcp.inputs.call_rounds import CallRounds
 from bridge.mcp.inputs.handlers import (
-    HandlerFailure,
     InputDecisions,
     InputHandlers,
     handle_in_background,
@@ -38,14 +37,19 @@ from bridge.outcomes import InputRequest
 from bridge.policies import InputPolicy
 
 
-class CallInputDecisions:
+class CallInputDecisions(InputDecisions):
     """Records the bridge's decisions about one principal's MRTR inputs."""
 
     def __init__(self, ledger: Ledger, db: LedgerRunner, rounds: CallRounds, principal: str):
         self._principal = principal
         self._tenant = ledger.for_principal(principal)
-        self._db = db
+        super().__init__(db, self._tenant.record_call_input_handler_failed)
         self._rounds = rounds
+
+    def owner_of(self, request: InputRequest) -> str:
+        if request.op_ref is None or request.task_ref is not None:
+            raise ValueError(f"{request.input_ref} is not a call's input request")
+        return request.op_ref
 
     async def decline(
         self,
@@ -53,28 +57,12 @@ class CallInputDecisions:
         reason: ev.DeclineReason,
         answer: dict[str, Any] | None,
     ) -> None:
-        op_ref = _op_ref_of(request)
+        op_ref = self.owner_of(request)
         _, ready = await self._db(
             self._tenant.record_call_input_declined, op_ref, request.input_ref, reason, answer
         )
         if ready:  # the decline completed the leg: the call goes out again with it
             await self._rounds.send_pending(self._principal, op_ref)
-
-    async def handler_failed(
-        self,
-        request: InputRequest,
-        failure: HandlerFailure,
-        detail: str,
-        action: ev.HandlerFailedAction,
-    ) -> None:
-        await self._db(
-            self._tenant.record_call_input_handler_failed,
-            _op_ref_of(request),
-            request.input_ref,
-            failure,
-            detail,
-            action,
-        )
 
 
 class CallInputs:
@@ -102,15 +90,7 @@ class CallInputs:
             self._tg.start_soon(self._handle, principal, server, request)
 
     async def _handle(self, principal: str, server: str, request: InputRequest) -> None:
-        decisions: InputDecisions = CallInputDecisions(
-            self._ledger, self._db, self._rounds, principal
-        )
+        decisions = CallInputDecisions(self._ledger, self._db, self._rounds, principal)
         await handle_in_background(
             self._handlers, request, server=server, policy=self._policy, decisions=decisions
         )
-
-
-def _op_ref_of(request: InputRequest) -> str:
-    if request.op_ref is None or request.task_ref is not None:
-        raise ValueError(f"{request.input_ref} is not a call's input request")
-    return request.op_ref

@@ -32,16 +32,18 @@ host).
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, TypeVar
 
 import mcp_types
 import pydantic
 
 from bridge import events as ev
 from bridge.errors import BridgeError, InvalidInputAnswer
+from bridge.ledger.runner import LedgerRunner
 from bridge.mcp.wire.input_capabilities import InputCapabilities
 from bridge.outcomes import ELICITATION, SAMPLING, InputRequest
 from bridge.policies import InputPolicy, UnansweredInput
@@ -149,17 +151,31 @@ class InputHandling(StrEnum):
 HandlerFailure = ev.HandlerFailure  # re-exported: handlers and decisions name it
 
 
-class InputDecisions(Protocol):
+# (owner ref, input ref, failure, detail, action): the ledger's record of a failed handler
+RecordHandlerFailed = Callable[[str, str, HandlerFailure, str, ev.HandlerFailedAction], None]
+
+
+class InputDecisions(ABC):
     """Where the bridge's own decisions about one request are recorded: the task's
     (:mod:`bridge.mcp.inputs.task_input_handlers`) or, for an MRTR input, the call's
     (:mod:`bridge.mcp.inputs.call_round_handlers`)."""
 
+    def __init__(self, db: LedgerRunner, record_handler_failed: RecordHandlerFailed) -> None:
+        self._db = db
+        self._record_handler_failed = record_handler_failed
+
+    @abstractmethod
+    def owner_of(self, request: InputRequest) -> str:
+        """The reference the request is recorded under (its task's, or its call's)."""
+
+    @abstractmethod
     async def decline(
         self,
         request: InputRequest,
         reason: ev.DeclineReason,
         answer: dict[str, Any] | None,
-    ) -> None: ...
+    ) -> None:
+        """Record the bridge's decline (``answer``: the kind's wire decline, if it has one)."""
 
     async def handler_failed(
         self,
@@ -167,7 +183,10 @@ class InputDecisions(Protocol):
         failure: HandlerFailure,
         detail: str,
         action: ev.HandlerFailedAction,
-    ) -> None: ...
+    ) -> None:
+        """Record that the host's handler gave no usable answer, and what the policy did."""
+        record, owner = self._record_handler_failed, self.owner_of(request)
+        await self._db(record, owner, request.input_ref, failure, detail, action)
 
 
 class _HandlerFailed(Exception):

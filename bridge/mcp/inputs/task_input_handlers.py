@@ -21,7 +21,7 @@ from bridge.ledger.coordination.fencing import Membership
 from bridge.ledger.reads.views import TaskView
 from bridge.ledger.runner import LedgerRunner
 from bridge.ledger.store import Ledger
-from bridge.mcp.inputs.handlers import HandlerFailure, InputHandlers, handle_in_background
+from bridge.mcp.inputs.handlers import InputDecisions, InputHandlers, handle_in_background
 from bridge.mcp.inputs.stuck_deadline import CancelTask, StuckInputs
 from bridge.mcp.polling.scheduler import PollScheduler
 from bridge.mcp.servers import ServerPool
@@ -42,15 +42,20 @@ def task_input_request(
     return InputRequest(principal, task_ref, input_ref, method, fields, send)
 
 
-class TaskInputDecisions:
+class TaskInputDecisions(InputDecisions):
     """Records the bridge's decisions about one principal's task input requests."""
 
     def __init__(
         self, ledger: Ledger, db: LedgerRunner, scheduler: PollScheduler, principal: str
     ) -> None:
         self._tenant = ledger.for_principal(principal)
-        self._db = db
+        super().__init__(db, self._tenant.record_input_handler_failed)
         self._scheduler = scheduler
+
+    def owner_of(self, request: InputRequest) -> str:
+        if request.task_ref is None:  # a call's input (MRTR) is decided by its own rounds
+            raise ValueError(f"{request.input_ref} is not a task's input request")
+        return request.task_ref
 
     async def decline(
         self,
@@ -58,28 +63,12 @@ class TaskInputDecisions:
         reason: ev.DeclineReason,
         answer: dict[str, Any] | None,
     ) -> None:
-        task_ref = _task_ref_of(request)
+        task_ref = self.owner_of(request)
         await self._db(
             self._tenant.record_input_declined, task_ref, request.input_ref, reason, answer
         )
         if answer is not None:  # sent with tasks/update before the task's next poll
             self._scheduler.mark_undelivered_answers(task_ref)
-
-    async def handler_failed(
-        self,
-        request: InputRequest,
-        failure: HandlerFailure,
-        detail: str,
-        action: ev.HandlerFailedAction,
-    ) -> None:
-        await self._db(
-            self._tenant.record_input_handler_failed,
-            _task_ref_of(request),
-            request.input_ref,
-            failure,
-            detail,
-            action,
-        )
 
 
 class TaskInputs:
@@ -140,9 +129,3 @@ class TaskInputs:
     def forget(self, task_ref: str) -> None:
         if self._stuck is not None:
             self._stuck.forget(task_ref)
-
-
-def _task_ref_of(request: InputRequest) -> str:
-    if request.task_ref is None:  # a call's input (MRTR) is decided by its own rounds
-        raise ValueError(f"{request.input_ref} is not a task's input request")
-    return request.task_ref
