@@ -325,7 +325,7 @@ class Bridge:
         assert replica is not None
         before = self._requester.handover
         runs_before = replica.claimed_runs
-        unknown = await self._requester.settle_orphaned_dispatches(self.principals, replica)
+        unknown = await self._requester.settle_orphaned_dispatches(self.principals)
         await replica.claim_everything()
         taken = self._requester.handover - before
         assert self._tg is not None  # answered MRTR legs never sent (one replica wins each)

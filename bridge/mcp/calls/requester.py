@@ -405,9 +405,7 @@ class TaskRequester:
         tenant = self.ledger.for_principal(principal)
         self.handover += await self._resumption.watch_all(tenant, tasks, lease=member)
 
-    async def settle_orphaned_dispatches(
-        self, principals: Sequence[str], replica: ReplicaLeases
-    ) -> int:
+    async def settle_orphaned_dispatches(self, principals: Sequence[str]) -> int:
         """Leased mode: dispatches a dead replica incarnation left in flight become unknown."""
         return await self._resumption.settle_orphaned(principals)
 
