@@ -22,6 +22,21 @@ def input_request_digest(method: str, params: Any) -> str:
     return sha256_hex(canonical_json({"method": method, "params": params}))
 
 
+def write_answer(tx: Tx, request_id: int, response: Any, now: int) -> None:
+    """Record ``response`` as the answer to an input request (a task's or a call's), kept until
+    the server has it."""
+    encoded = canonical_json(response)
+    tx.conn.execute(
+        update(INPUTS)
+        .where(INPUTS.c.id == request_id)
+        .values(
+            answer_digest=sha256_hex(encoded),
+            answer_json=encoded.decode("utf-8"),
+            answered_at_ms=now,
+        )
+    )
+
+
 class InputWrites(TenantQueries):
     """Writes of input requests and their answers."""
 
@@ -95,7 +110,7 @@ class InputWrites(TenantQueries):
         with self._write() as tx:
             row = self._task_row(tx.conn, task_ref, lock=True)
             request = self._unanswered_input(tx, task_ref, input_ref)
-            self._write_answer(tx, request.id, response)
+            write_answer(tx, request.id, response, self.now)
             self._append_task_event(tx, row, ev.TaskInputAnswered, input_ref=request.ref)
         return self._input_view(task_ref, request.ref)
 
@@ -120,7 +135,7 @@ class InputWrites(TenantQueries):
                 update(INPUTS).where(INPUTS.c.id == request.id).values(declined_at_ms=self.now)
             )
             if answer is not None:
-                self._write_answer(tx, request.id, answer)
+                write_answer(tx, request.id, answer, self.now)
             self._append_task_event(
                 tx,
                 row,
@@ -213,17 +228,6 @@ class InputWrites(TenantQueries):
         if request.answered_at_ms is not None or request.declined_at_ms is not None:
             raise InputAlreadyAnswered(f"input request {request.ref} was already answered")
         return request
-
-    def _write_answer(self, tx: Tx, request_id: int, response: Any) -> None:
-        tx.conn.execute(
-            update(INPUTS)
-            .where(INPUTS.c.id == request_id)
-            .values(
-                answer_digest=sha256_hex(canonical_json(response)),
-                answer_json=canonical_json(response).decode("utf-8"),
-                answered_at_ms=self.now,
-            )
-        )
 
     def _input_view(self, task_ref: str, ref: str) -> InputRequestView:
         return next(r for r in self.input_requests(task_ref) if r.ref == ref)

@@ -20,9 +20,9 @@ from sqlalchemy import Connection, Table, func, insert, or_, select, update
 
 from bridge import events as ev
 from bridge.errors import InputAlreadyAnswered, InvalidTransition, UnknownInputKey
-from bridge.ids import INPUT_PREFIX, canonical_json, new_ref, sha256_hex
+from bridge.ids import INPUT_PREFIX, canonical_json, new_ref
 from bridge.ledger._base import DISPATCHES, INPUTS, Tx
-from bridge.ledger.inputs import input_request_digest
+from bridge.ledger.inputs import input_request_digest, write_answer
 from bridge.ledger.reads.queries import TenantQueries
 from bridge.ledger.reads.views import CallInputView, DispatchView
 from bridge.ledger.schema.models import CallRound
@@ -196,16 +196,7 @@ class CallRoundWrites(TenantQueries):
 
     def _write_call_answer(self, tx: Tx, row: Any, leg: int, request: Any, response: Any) -> bool:
         """Record ``response`` for ``request``; is every input of the leg now answered?"""
-        encoded = canonical_json(response)
-        tx.conn.execute(
-            update(INPUTS)
-            .where(INPUTS.c.id == request.id)
-            .values(
-                answer_digest=sha256_hex(encoded),
-                answer_json=encoded.decode("utf-8"),
-                answered_at_ms=self.now,
-            )
-        )
+        write_answer(tx, request.id, response, self.now)
         self._append(
             tx, row.run_ref, ev.CallInputAnswered(**self._call_input_fields(row, leg, request))
         )
