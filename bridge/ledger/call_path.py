@@ -47,7 +47,6 @@ from bridge.ledger.commit.driver_sessions import (
 )
 from bridge.ledger.coordination.commit_signals import CHANNEL
 from bridge.ledger.coordination.fencing import Membership
-from bridge.ledger.reads.views import DispatchView
 from bridge.lifecycle import DispatchState
 
 # The encoding of bridge.ids.canonical_json, with the encoder built once for the call path
@@ -71,29 +70,6 @@ def event_tail(event: dict[str, Any]) -> str:
     back (``parse_event``) as the model would have written it.
     """
     return "," + pydantic_core.to_json(event)[1:].decode()
-
-
-def intent_view(values: dict[str, Any]) -> DispatchView:
-    """The view of an intent just written from ``values`` (its row), without reading it back."""
-    return DispatchView(
-        ref=values["ref"],
-        principal=values["principal"],
-        run_ref=values["run_ref"],
-        operation_id=values["operation_id"],
-        server_endpoint=values["server_endpoint"],
-        server_name=values["server_name"],
-        tool_name=values["tool_name"],
-        args_digest=values["args_digest"],
-        state=DispatchState(values["state"]),
-        unknown_reason=None,
-        result=None,
-        result_truncated=False,
-        task_ref=None,
-        trace_id=values["trace_id"],
-        span_id=values["span_id"],
-        created_at_ms=values["created_at_ms"],
-        updated_at_ms=values["updated_at_ms"],
-    )
 
 
 def intent_row(

@@ -41,7 +41,6 @@ from bridge.ledger.call_path import (
     CallPathStatements,
     event_tail,
     intent_row,
-    intent_view,
 )
 from bridge.ledger.commit.driver_sessions import Cursor, StatementResult
 from bridge.ledger.commit.group_commit import StagedCommit
@@ -131,7 +130,7 @@ class DispatchWrites(RunWrites):
             raise error
 
         return StagedCommit.one_statement(
-            statement, values, check, lambda _: intent_view(values), failed
+            statement, values, check, lambda _: DispatchView.from_columns(values), failed
         )
 
     begin_dispatch = _committed_alone(stage_dispatch, "the intent")
