@@ -23,10 +23,6 @@ from types import SimpleNamespace
 from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
 import pydantic_core
-from sqlalchemy import (
-    Connection,
-    update,
-)
 
 from bridge import events as ev
 from bridge.errors import DuplicateTaskHandle, InvalidTransition, NotFound, OperationReused
@@ -34,6 +30,7 @@ from bridge.ids import TASK_PREFIX, new_ref
 from bridge.ledger._base import (
     DISPATCHES,
     LedgerCore,
+    Tx,
 )
 from bridge.ledger.call_path import (
     RESULT_EVENT,
@@ -173,7 +170,7 @@ class DispatchWrites(RunWrites):
         with self._write() as tx:
             row = self._dispatch_row(tx.conn, op_ref, lock=True)
             previous = DispatchState(row.state)
-            self._advance_dispatch(tx.conn, row, DispatchState.UNKNOWN, unknown_reason=reason)
+            self._advance_dispatch(tx, row, DispatchState.UNKNOWN, unknown_reason=reason)
             self._append(
                 tx,
                 row.run_ref,
@@ -476,16 +473,12 @@ class DispatchWrites(RunWrites):
         """
         return self._settle_with_result(op_ref, {"error": error}, rpc_error=True)
 
-    def _advance_dispatch(
-        self, conn: Connection, row: Any, target: DispatchState, **values: Any
-    ) -> None:
+    def _advance_dispatch(self, tx: Tx, row: Any, target: DispatchState, **values: Any) -> None:
         current = DispatchState(row.state)
         if not may_advance_dispatch(current, target):
             raise InvalidTransition(
                 f"dispatch {row.ref!r} cannot go from {current.value} to {target.value}"
             )
-        conn.execute(
-            update(DISPATCHES)
-            .where(self._owned(DISPATCHES), DISPATCHES.c.ref == row.ref)
-            .values(state=target.value, updated_at_ms=self.now, **values)
+        self._update_row(
+            tx, DISPATCHES, row.ref, state=target.value, updated_at_ms=self.now, **values
         )

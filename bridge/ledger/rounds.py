@@ -57,7 +57,7 @@ class CallRoundWrites(TenantQueries):
         inputs once, and move the dispatch to ``input_required`` — one transaction."""
         with self._write() as tx:
             row = self._dispatch_row(tx.conn, op_ref, lock=True)
-            self._move(tx.conn, row, DispatchState.SENT, DispatchState.INPUT_REQUIRED)
+            self._move(tx, row, DispatchState.SENT, DispatchState.INPUT_REQUIRED)
             leg = self._last_leg(tx.conn, op_ref) + 1
             now = self.now
             tx.conn.execute(
@@ -246,7 +246,7 @@ class CallRoundWrites(TenantQueries):
                 .where(self._owned(INPUTS), INPUTS.c.op_ref == op_ref, INPUTS.c.leg == leg)
                 .values(delivered_at_ms=now, answer_json=None)
             )
-            self._move(tx.conn, row, DispatchState.INPUT_REQUIRED, DispatchState.SENT)
+            self._move(tx, row, DispatchState.INPUT_REQUIRED, DispatchState.SENT)
         return RetryLeg(
             dispatch=self.get_dispatch(op_ref),
             leg=leg + 1,
@@ -321,15 +321,9 @@ class CallRoundWrites(TenantQueries):
             ).scalar_one()
         )
 
-    def _move(
-        self, conn: Connection, row: Any, expected: DispatchState, target: DispatchState
-    ) -> None:
+    def _move(self, tx: Tx, row: Any, expected: DispatchState, target: DispatchState) -> None:
         if row.state != expected.value or not may_advance_dispatch(expected, target):
             raise InvalidTransition(
                 f"dispatch {row.ref!r} cannot go from {row.state} to {target.value}"
             )
-        conn.execute(
-            update(DISPATCHES)
-            .where(self._owned(DISPATCHES), DISPATCHES.c.ref == row.ref)
-            .values(state=target.value, updated_at_ms=self.now)
-        )
+        self._update_row(tx, DISPATCHES, row.ref, state=target.value, updated_at_ms=self.now)
