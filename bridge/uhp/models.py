@@ -27,10 +27,6 @@ class Discovery(_Open):
     conformance_class: str | None = None
     capabilities: dict[str, Any] = Field(default_factory=dict)
 
-    def supports(self, capability: str) -> bool:
-        """An absent capability is false."""
-        return self.capabilities.get(capability) is True
-
 
 class Harness(_Open):
     id: str
