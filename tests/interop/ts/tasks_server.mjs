@@ -14,7 +14,7 @@
 // this server knows, then `notifications/tasks` on every change. Without it the SDK answers
 // such a listen itself (an acknowledgement that honours no task id).
 //
-// Tools: echo (inline), fail_inline (inline isError), report (a task: steps, pollIntervalMs
+// Tools: echo (inline), sleep_inline (inline, slow), fail_inline (inline isError), report (a task: steps, pollIntervalMs
 // and ttlMs that can change on the way), approve (input_required, answered through
 // tasks/update; several questions when asked), wait_for_cancel, fail (a completed isError
 // result, or a failed task), task_only (-32021 to a request that did not declare the Tasks
@@ -166,6 +166,7 @@ function later(task, ms, fn) {
 const text = (value) => ({ content: [{ type: "text", text: value }] });
 
 function created(task) {
+  record({ kind: "created", task_id: task.taskId, tool: task.tool, pollIntervalMs: task.pollIntervalMs, ttlMs: task.ttlMs });
   return checked("CreateTaskResultV2", v2.CreateTaskResultV2Schema, {
     resultType: "task",
     ...wire(task),
@@ -180,6 +181,11 @@ const TOOLS = {
     description: "Inline: echoes its text.",
     properties: { text: { type: "string" } },
     call: (args) => text(String(args.text ?? "")),
+  },
+  sleep_inline: {
+    description: "Inline: answers after `ms` milliseconds, sending nothing meanwhile.",
+    properties: { ms: { type: "integer" } },
+    call: (args) => new Promise((resolve) => setTimeout(() => resolve(text("slept")), int(args.ms, 1000))),
   },
   fail_inline: {
     description: "Inline: a tool result with isError.",
@@ -292,7 +298,9 @@ const TOOLS = {
 
 // -- the SDK server -------------------------------------------------------------------------
 const TaskIdParams = z.looseObject({ taskId: z.string() });
-const UpdateParams = z.looseObject({ taskId: z.string(), inputResponses: z.record(z.string(), z.unknown()) });
+// The SDK lifts `inputResponses` off every request's params (its multi-round-trip field has
+// the same name) and hands it over as `ctx.mcpReq.inputResponses`.
+const UpdateParams = z.looseObject({ taskId: z.string() });
 
 function known(taskId) {
   const task = tasks.get(taskId);
@@ -308,7 +316,8 @@ function declaresTasks(ctx) {
 function buildServer() {
   const server = new Server(
     { name: "ts-ext-tasks-server", version: "1.0.0" },
-    { capabilities: { tools: {}, extensions: { [TASKS]: {} } } },
+    // listChanged: the SDK then serves `subscriptions/listen` (a client learns that from it).
+    { capabilities: { tools: { listChanged: true }, extensions: { [TASKS]: {} } } },
   );
   server.setRequestHandler("tools/list", async () => ({
     tools: Object.entries(TOOLS).map(([name, tool]) => ({
@@ -330,13 +339,20 @@ function buildServer() {
     }
     return created(tool.task(args));
   });
-  server.setRequestHandler("tasks/get", { params: TaskIdParams }, async (params) =>
-    checked("GetTaskResultV2", v2.GetTaskResultV2Schema, { resultType: "complete", ...wire(known(params.taskId)) }),
-  );
-  server.setRequestHandler("tasks/update", { params: UpdateParams }, async (params) => {
+  server.setRequestHandler("tasks/get", { params: TaskIdParams }, async (params) => {
+    const body = wire(known(params.taskId));
+    // What each poll was told: the interval the next poll must honour.
+    record({ kind: "reply", task_id: body.taskId, status: body.status, pollIntervalMs: body.pollIntervalMs, ttlMs: body.ttlMs });
+    return checked("GetTaskResultV2", v2.GetTaskResultV2Schema, { resultType: "complete", ...body });
+  });
+  server.setRequestHandler("tasks/update", { params: UpdateParams }, async (params, ctx) => {
     const task = known(params.taskId);
+    const responses = ctx.mcpReq?.inputResponses ?? params.inputResponses;
+    if (responses === null || typeof responses !== "object") {
+      throw new ProtocolError(INVALID_PARAMS, "tasks/update needs inputResponses");
+    }
     let fresh = 0;
-    for (const [key, response] of Object.entries(params.inputResponses)) {
+    for (const [key, response] of Object.entries(responses)) {
       if (key in task.inputRequests) {
         task.answered[key] = response;
         delete task.inputRequests[key];
