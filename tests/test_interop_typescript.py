@@ -43,6 +43,7 @@ from bridge.gateway.identity import OPERATION_ID_META_KEY
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import LostReason, TaskStatus
 from bridge.mcp.polling.watches import SchedulerConfig
+from bridge.mcp.wire.shapes import RELATED_TASK_IDS_META_KEY
 from bridge.run import Run
 from tests.support.bridging import FAST, wait_until
 from tests.support.builders import new_run
@@ -87,12 +88,17 @@ def ts_server(ts_peers: None) -> Iterator[TsTasksServer]:
 
 @asynccontextmanager
 async def opened(
-    db: Path, url: str, *, name: str = "ts", scheduler: SchedulerConfig = AS_SHIPPED
+    db: Path,
+    url: str,
+    *,
+    name: str = "ts",
+    scheduler: SchedulerConfig = AS_SHIPPED,
+    servers: list[McpServerConfig] | None = None,
 ) -> AsyncIterator[Bridge]:
     settings = BridgeSettings(
         ledger_url=str(db),
         principals=[PRINCIPAL],
-        mcp_servers=[McpServerConfig(name=name, url=url)],
+        mcp_servers=servers or [McpServerConfig(name=name, url=url)],
         scheduler=scheduler,
     )
     async with Bridge.open(settings) as bridge:
@@ -385,6 +391,45 @@ async def test_pushed_states_settle_the_task_before_the_next_poll(
     assert ts_server.wire().about(task_id, "tasks/get") and not ts_server.wire().of_kind(
         "push", task_id
     )
+
+
+@compat(
+    SERVER,
+    "the draft `io.modelcontextprotocol/relatedTaskIds` `_meta` (opt-in per server, off by "
+    "default): a call names its run's earlier tasks on that same server, never another's",
+)
+async def test_related_task_ids_name_earlier_tasks_of_the_run_on_that_server(
+    ts_server: TsTasksServer, tmp_path: Path
+) -> None:
+    def meta_of(wire: WireLog, text: str) -> dict[str, Any]:
+        (call,) = [
+            r for r in wire.requests("tools/call") if r["params"]["arguments"] == {"text": text}
+        ]
+        meta: dict[str, Any] = call["params"]["_meta"]
+        return meta
+
+    quick = {"steps": 1, "step_ms": 50}
+    async with opened(tmp_path / "off.db", ts_server.url) as bridge:  # as shipped: off
+        run = await served(bridge)
+        await run.call_tool("ts", "report", quick, wait=DETACH)
+        await run.call_tool("ts", "echo", {"text": "related-off"})
+    assert RELATED_TASK_IDS_META_KEY not in meta_of(ts_server.wire(), "related-off")
+
+    with TsTasksServer() as other:
+        servers = [
+            McpServerConfig(name="ts", url=ts_server.url, related_task_ids=True),
+            McpServerConfig(name="other", url=other.url, related_task_ids=True),
+        ]
+        async with opened(tmp_path / "on.db", "", servers=servers) as bridge:
+            run = await served(bridge)
+            first = await run.call_tool("ts", "report", quick, wait=DETACH)
+            await run.call_tool("ts", "echo", {"text": "related-on"})
+            await run.call_tool("other", "echo", {"text": "related-elsewhere"})
+        assert RELATED_TASK_IDS_META_KEY not in meta_of(other.wire(), "related-elsewhere")
+    assert isinstance(first, TaskPending)
+    assert meta_of(ts_server.wire(), "related-on")[RELATED_TASK_IDS_META_KEY] == [
+        first.task.task_id
+    ]
 
 
 # -- the MCP Inspector CLI through bridge gateway -----------------------------------------------
