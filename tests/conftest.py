@@ -26,6 +26,7 @@ LONGEST_FILES = (
     "test_docs_examples.py",
     "test_bench_smoke_hundred_k.py",
     "test_gateway_clients.py",
+    "test_interop_typescript.py",
     "test_bench_smoke_replicas.py",
     "test_bench_smoke.py",
     "test_gateway.py",

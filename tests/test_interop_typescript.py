@@ -64,6 +64,7 @@ PRINCIPAL = "acme"
 DEADLINE_S = 20
 SERVER = "TypeScript SDK server + ext-tasks"
 INSPECTOR = "MCP Inspector CLI (through `bridge gateway`)"
+TS_CLIENT = "TypeScript SDK client (through `bridge gateway`)"
 # The server's clock stamps a request when it arrives; the bridge counts an interval from the
 # reply it read: a poll may arrive this much "early" by the server's clock, never more.
 SLACK_MS = 25
@@ -523,6 +524,40 @@ def test_inspector_accepts_every_gateway_result(
         if not again.get("isError"):
             break
     assert text_of(again) == "report of 3 steps" and again["_meta"][key] == op_id
+
+
+def ts_client(url: str, tool: str, arguments: dict[str, Any], timeout_ms: int) -> dict[str, Any]:
+    """One ``tools/call`` by the official TypeScript client (``client_call.mjs``): its result
+    and the progress messages it heard, or its error."""
+    done = subprocess.run(
+        [
+            *("node", str(TS_DIR / "client_call.mjs"), "--url", url, "--token", GATEWAY_TOKEN),
+            *("--tool", tool, "--args", json.dumps(arguments), "--timeout-ms", str(timeout_ms)),
+        ],
+        cwd=TS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+@compat(
+    TS_CLIENT,
+    "`tools/call` without the Tasks extension, its request timeout (1 s) reset by progress: "
+    "a task-backed call outlasting it is kept alive by the gateway's progress and returns its "
+    "result; an inline call that sends nothing for longer times out (the control)",
+)
+def test_ts_client_waits_past_its_timeout_on_the_gateways_progress(
+    gateway: ServerProcess,
+) -> None:
+    waited = ts_client(gateway.url, "ts__report", LONG, timeout_ms=1_000)
+    assert "result" in waited, waited
+    assert text_of(waited["result"]) == "report of 3 steps"
+    assert any(m.startswith("working") for m in waited["progress"])  # the gateway's messages
+    silent = ts_client(gateway.url, "ts__sleep_inline", {"ms": 2_500}, timeout_ms=1_000)
+    assert silent.get("error", {}).get("code") == "REQUEST_TIMEOUT", silent
 
 
 # -- the table ----------------------------------------------------------------------------------

@@ -42,6 +42,9 @@ PEERS: dict[str, Callable[[], str]] = {
     "TypeScript SDK server + ext-tasks": lambda: (
         f"{_npm('@modelcontextprotocol/server')}, {_npm('@modelcontextprotocol/ext-tasks')}"
     ),
+    "TypeScript SDK client (through `bridge gateway`)": lambda: (
+        f"{_npm('@modelcontextprotocol/client')}; gateway on `mcp` {version('mcp')}"
+    ),
     "MCP Inspector CLI (through `bridge gateway`)": lambda: (
         f"{_npm('@modelcontextprotocol/inspector')}; gateway on `mcp` {version('mcp')}"
     ),
