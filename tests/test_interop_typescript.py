@@ -136,7 +136,7 @@ async def server_stats(run: Run) -> dict[str, Any]:
 async def test_task_is_polled_at_the_interval_the_server_asks(
     ts_server: TsTasksServer, tmp_path: Path
 ) -> None:
-    args = {"steps": 4, "step_ms": 300, "poll_ms": 150, "poll_ms_later": 350}
+    args = {"steps": 4, "step_ms": 300, "poll_ms": 200, "poll_ms_later": 400}
     args |= {"ttl_ms": 60_000, "ttl_ms_later": 90_000}
     async with opened(tmp_path / "ledger.db", ts_server.url) as bridge:
         run = await served(bridge)
@@ -144,7 +144,7 @@ async def test_task_is_polled_at_the_interval_the_server_asks(
         assert isinstance(step, TaskSettled) and step.task.status is TaskStatus.COMPLETED
         assert step.text() == "report of 4 steps"
     task = step.task
-    assert (task.poll_interval_ms, task.ttl_ms) == (350, 90_000)  # the values last given
+    assert (task.poll_interval_ms, task.ttl_ms) == (400, 90_000)  # the values last given
 
     wire = ts_server.wire()
     (created,) = wire.of_kind("created", task.task_id)
@@ -152,12 +152,13 @@ async def test_task_is_polled_at_the_interval_the_server_asks(
     gets = wire.about(task.task_id, "tasks/get")
     assert len(gets) == len(replies) >= 3
     asked = [created["pollIntervalMs"]] + [r["pollIntervalMs"] for r in replies[:-1]]
-    assert {150, 350} <= set(asked)
+    assert {200, 400} <= set(asked)
     times = [created["at_ms"]] + [g["at_ms"] for g in gets]
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     assert all(gap >= ms - SLACK_MS for gap, ms in zip(gaps, asked, strict=True)), (gaps, asked)
-    # Honoured, not just respected: the polls came about when asked (jitter adds up to 10%).
-    assert statistics.median(g / ms for g, ms in zip(gaps, asked, strict=True)) < 1.6
+    # Honoured, not just respected: about when asked (jitter adds up to 10%, a loaded machine
+    # more), never at the bridge's own 1 s default for a server that names no interval.
+    assert statistics.median(g / ms for g, ms in zip(gaps, asked, strict=True)) < 2.0
     assert_clean_wire(wire)
 
 
@@ -355,7 +356,8 @@ async def test_a_new_bridge_resumes_the_handle_of_a_killed_one(
 async def test_pushed_states_settle_the_task_before_the_next_poll(
     ts_peers: None, ts_server: TsTasksServer, tmp_path: Path
 ) -> None:
-    slow_polls = {"steps": 3, "step_ms": 150, "poll_ms": 4_000}
+    # Long enough for the listen to be open before the end; the first poll would be at 8 s.
+    slow_polls = {"steps": 3, "step_ms": 400, "poll_ms": 8_000}
     with TsTasksServer(push=True) as pushing:
         async with opened(tmp_path / "push.db", pushing.url) as bridge:
             run = await served(bridge)
@@ -365,7 +367,7 @@ async def test_pushed_states_settle_the_task_before_the_next_poll(
             (done,) = await run.wait_for([step.task.ref], timeout=DEADLINE_S)
             took = anyio.current_time() - started
         wire = pushing.wire()
-    assert done.status is TaskStatus.COMPLETED and took < 3.0  # before the 4 s poll was due
+    assert done.status is TaskStatus.COMPLETED and took < 5.0  # before the 8 s poll was due
     assert [p["status"] for p in wire.of_kind("push", done.task_id)][-1] == "completed"
     (listen,) = [r for r in wire.requests("subscriptions/listen")]
     assert [s["name"] for s in listen["schemas"]] == ["TaskSubscriptionNotificationsV2"]
@@ -545,18 +547,19 @@ def ts_client(url: str, tool: str, arguments: dict[str, Any], timeout_ms: int) -
 
 @compat(
     TS_CLIENT,
-    "`tools/call` without the Tasks extension, its request timeout (1 s) reset by progress: "
+    "`tools/call` without the Tasks extension, its request timeout (2 s) reset by progress: "
     "a task-backed call outlasting it is kept alive by the gateway's progress and returns its "
     "result; an inline call that sends nothing for longer times out (the control)",
 )
 def test_ts_client_waits_past_its_timeout_on_the_gateways_progress(
     gateway: ServerProcess,
 ) -> None:
-    waited = ts_client(gateway.url, "ts__report", LONG, timeout_ms=1_000)
+    # Progress comes on each status change and at least once a second: twice the margin.
+    waited = ts_client(gateway.url, "ts__report", {"steps": 4, "step_ms": 900}, timeout_ms=2_000)
     assert "result" in waited, waited
-    assert text_of(waited["result"]) == "report of 3 steps"
+    assert text_of(waited["result"]) == "report of 4 steps"
     assert any(m.startswith("working") for m in waited["progress"])  # the gateway's messages
-    silent = ts_client(gateway.url, "ts__sleep_inline", {"ms": 2_500}, timeout_ms=1_000)
+    silent = ts_client(gateway.url, "ts__sleep_inline", {"ms": 4_000}, timeout_ms=2_000)
     assert silent.get("error", {}).get("code") == "REQUEST_TIMEOUT", silent
 
 
