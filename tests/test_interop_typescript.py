@@ -39,6 +39,7 @@ from bridge import (
     events as ev,
 )
 from bridge.errors import InputAlreadyAnswered
+from bridge.gateway.config import GatewayConfigError, parse_gateway_config
 from bridge.gateway.identity import OPERATION_ID_META_KEY
 from bridge.ledger.store import Ledger
 from bridge.lifecycle import LostReason, TaskStatus
@@ -561,6 +562,20 @@ def test_ts_client_waits_past_its_timeout_on_the_gateways_progress(
     assert any(m.startswith("working") for m in waited["progress"])  # the gateway's messages
     silent = ts_client(gateway.url, "ts__sleep_inline", {"ms": 4_000}, timeout_ms=2_000)
     assert silent.get("error", {}).get("code") == "REQUEST_TIMEOUT", silent
+
+
+def test_silent_wait_caps_only_a_call_that_hears_no_progress() -> None:
+    digest = hashlib.sha256(GATEWAY_TOKEN.encode()).hexdigest()
+    data = {"principals": {PRINCIPAL: {"token_sha256": digest}}, "toolDeadlinesS": {"a__b": 600}}
+    config = parse_gateway_config(data, [])
+    assert config.silent_wait_s == 50.0  # under the 60 s the TypeScript SDK waits in silence
+    assert config.deadline_for("a__b", hears_progress=False) == 50.0
+    assert config.deadline_for("a__b", hears_progress=True) == 600.0
+    assert config.deadline_for("x__y", hears_progress=False) == 50.0  # waitDeadlineS: 120
+    short = parse_gateway_config({**data, "silentWaitS": 5}, [])
+    assert short.deadline_for("a__b", hears_progress=False) == 5.0
+    with pytest.raises(GatewayConfigError, match="silentWaitS"):
+        parse_gateway_config({**data, "silentWaitS": 0}, [])
 
 
 # -- the table ----------------------------------------------------------------------------------
