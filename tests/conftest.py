@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bridge.ledger.store import Ledger
+from tests.support.compat import record_outcome
 from tests.support.example_servers import example_servers
 from tests.support.gateway import UPSTREAM_TOKEN, Gateway, running_gateway
 from tests.support.postgres import ThrowawayPostgres, fresh_database
@@ -25,6 +26,7 @@ LONGEST_FILES = (
     "test_docs_examples.py",
     "test_bench_smoke_hundred_k.py",
     "test_gateway_clients.py",
+    "test_interop_typescript.py",
     "test_bench_smoke_replicas.py",
     "test_bench_smoke.py",
     "test_gateway.py",
@@ -37,6 +39,16 @@ LONGEST_FILES = (
     "test_integration_openai_agents.py",
     "test_integration_langgraph.py",
 )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A ``@compat`` test's outcome is kept for ``docs/compatibility.md``'s table."""
+    report = yield
+    record_outcome(item, report)
+    return report
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -124,7 +124,7 @@ class GatewayCalls:
             pending = await self._inputs(call.principal, task_ref)
             await deliver_responses(pending, channel.input_responses)
             companion = TaskCompanion(self.bridge, call.principal, task_ref, channel, call.op_id)
-            deadline = self.config.deadline_for(call.name)
+            deadline = self.config.deadline_for(call.name, hears_progress=channel.hears_progress)
             waited = await companion.beside(
                 run_ref, after_seq, partial(self._call, call, run_ref, WaitMode.WAIT, deadline)
             )

@@ -37,6 +37,7 @@ def client_channel(
         raise MCPError(code=mcp_types.INVALID_PARAMS, message="invalid requestState")
     return ClientChannel(
         progress=progress,
+        hears_progress=(params.meta or {}).get("progress_token") is not None,
         elicits=_takes_form_elicitation(ctx),
         inline=inline if session.can_send_request else None,
         input_responses=dict(params.input_responses or {}),

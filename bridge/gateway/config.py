@@ -9,8 +9,13 @@ gateway adds who may call it and how long a plain ``tools/call`` waits::
       "principals": {"alice": {"token_sha256": "<hex SHA-256 of alice's bearer token>"}},
       "waitDeadlineS": 120,
       "toolDeadlinesS": {"payments__approve_payment": 30},
+      "silentWaitS": 50,
       "stdioPrincipal": "alice"
     }
+
+``silentWaitS`` caps the wait of a call that sent no ``progressToken``: such a client hears
+nothing while it waits, and the official TypeScript SDK (so the MCP Inspector CLI) gives up
+after 60 s of silence. It gets the "still running" answer, with its operation id, in time.
 
 ``stdioPrincipal`` (optional, one of ``principals``) is who ``bridge gateway --stdio`` serves
 when no ``--principal`` is given: stdio carries no bearer token.
@@ -28,6 +33,7 @@ from typing import Any
 from bridge.mcp.servers import McpServerConfig
 
 DEFAULT_WAIT_DEADLINE_S = 120.0
+DEFAULT_SILENT_WAIT_S = 50.0  # under the 60 s request timeout of the official TypeScript SDK
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -42,6 +48,7 @@ class GatewayConfig:
     wait_deadline_s: float = DEFAULT_WAIT_DEADLINE_S
     tool_deadlines_s: Mapping[str, float] = field(default_factory=dict)
     stdio_principal: str | None = None
+    silent_wait_s: float = DEFAULT_SILENT_WAIT_S
 
     @property
     def principals(self) -> tuple[str, ...]:
@@ -53,9 +60,11 @@ class GatewayConfig:
             raise GatewayConfigError(f"principal {principal!r} is not in the config")
         return principal
 
-    def deadline_for(self, exposed_tool: str) -> float:
-        """How long a plain ``tools/call`` of ``exposed_tool`` waits for its task."""
-        return self.tool_deadlines_s.get(exposed_tool, self.wait_deadline_s)
+    def deadline_for(self, exposed_tool: str, *, hears_progress: bool = True) -> float:
+        """How long a plain ``tools/call`` of ``exposed_tool`` waits for its task; at most
+        :attr:`silent_wait_s` for a client that is sent no progress meanwhile."""
+        deadline = self.tool_deadlines_s.get(exposed_tool, self.wait_deadline_s)
+        return deadline if hears_progress else min(deadline, self.silent_wait_s)
 
 
 def parse_gateway_config(data: Any, servers: Sequence[McpServerConfig]) -> GatewayConfig:
@@ -92,6 +101,7 @@ def parse_gateway_config(data: Any, servers: Sequence[McpServerConfig]) -> Gatew
             name: _seconds(value, f"toolDeadlinesS.{name}")
             for name, value in (data.get("toolDeadlinesS") or {}).items()
         },
+        silent_wait_s=_seconds(data.get("silentWaitS", DEFAULT_SILENT_WAIT_S), "silentWaitS"),
     )
 
 

@@ -52,6 +52,7 @@ class ClientChannel:
     """What the gateway may do towards the client of one plain ``tools/call``."""
 
     progress: ProgressSender = _no_progress
+    hears_progress: bool = False  # the call carried a progressToken: progress reaches it
     elicits: bool = False  # the client declared the elicitation capability
     inline: InlineElicitor | None = None  # set when the connection carries server requests
     input_responses: dict[str, Any] = field(default_factory=dict)  # an MRTR round's answers

@@ -14,6 +14,7 @@ import mcp_types
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bridge.gateway.auth import GatewayTokens
 from bridge.gateway.calls import GatewayCall, GatewayCalls
@@ -53,6 +54,13 @@ def _session(ctx: ServerRequestContext[Any, Any]) -> str:
 
 
 def _declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether this call may be answered with a bridge-issued handle. A ``CreateTaskResult``
+    exists on the 2026-07-28 wire only: a handshake-era client that names the Tasks extension
+    in its ``initialize`` capabilities (the MCP Inspector's default) could not be sent one (the
+    SDK refuses it as "Handler returned an invalid result"), so it is served as a plain
+    ``tools/call`` that waits, with progress."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
     capabilities = ctx.session.client_capabilities
     declared = capabilities.extensions if capabilities is not None else None
     return bool(declared) and TASKS_EXTENSION in (declared or {})

@@ -71,6 +71,9 @@ class McpServerConfig:
     # Opt-in: the server accepts a duplicate-prevention key; every tools/call carries the
     # operation id in params._meta under this name (retries: the original call's id).
     operation_id_meta_key: str | None = None
+    # Opt-in, a draft: every tools/call names this run's earlier tasks on this server in
+    # params._meta["io.modelcontextprotocol/relatedTaskIds"] (bridge.mcp.wire.shapes).
+    related_task_ids: bool = False
     request_timeout_s: float = 30.0
     connect_timeout_s: float = 10.0
     # Listen for pushed task states (subscriptions/listen) when the server supports it.

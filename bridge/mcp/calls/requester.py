@@ -57,9 +57,7 @@ from bridge.mcp.servers import (
 )
 from bridge.mcp.wire import legacy_shapes as legacy_wire
 from bridge.mcp.wire.generations import TaskGeneration, negotiated_generation
-from bridge.mcp.wire.shapes import (
-    CreateTaskResult,
-)
+from bridge.mcp.wire.shapes import CreateTaskResult, with_related_task_ids
 from bridge.outcomes import (
     AnswerReceipt,
     CallOutcome,
@@ -290,6 +288,8 @@ class TaskRequester:
             )
             if connection.declare_tasks:
                 generation = negotiated_generation(session)
+            if config.related_task_ids and generation is TaskGeneration.EXTENSION:
+                meta = with_related_task_ids(meta, await self._earlier_tasks(tenant, intent))
             if generation is TaskGeneration.EXPERIMENTAL_2025_11_25:
                 reply: Any = await legacy_wire.call_tool(
                     connection, session, tool, arguments, meta=meta
@@ -331,6 +331,11 @@ class TaskRequester:
         staged = tenant.stage_immediate_result(result, intent=intent)
         settled = await self.db.commit(tenant.group_commit, staged)
         return InlineResult(intent.ref, settled.result, truncated=settled.result_truncated)
+
+    async def _earlier_tasks(self, tenant: TenantLedger, intent: DispatchView) -> list[str]:
+        """The raw ids of the tasks this call's run created on its server, oldest first."""
+        tasks = await self.db(tenant.list_tasks, run_ref=intent.run_ref)
+        return [t.task_id for t in tasks if t.server_endpoint == intent.server_endpoint]
 
     async def resolve_unknown_outcome(
         self, principal: str, op_ref: str, admission: Admission

@@ -13,6 +13,11 @@ import mcp_types
 from pydantic import ConfigDict
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+# A draft (the Agents WG's "related task IDs", not in the 2026-07-28 schema): a request names
+# earlier tasks it follows on, so the server can connect them. Sent only where a server opted
+# in (``McpServerConfig.related_task_ids``), only to the server that issued those ids.
+RELATED_TASK_IDS_META_KEY = "io.modelcontextprotocol/relatedTaskIds"
+MAX_RELATED_TASK_IDS = 16  # the most recent; keeps the request's _meta bounded
 
 INVALID_PARAMS = -32602  # unknown or expired taskId
 INTERNAL_ERROR = -32603
@@ -95,3 +100,13 @@ class TaskStatusPush(mcp_types.NotificationParams):
     the SDK's validation before anyone sees it."""
 
     model_config = ConfigDict(extra="allow")
+
+
+def with_related_task_ids(
+    meta: dict[str, Any] | None, task_ids: list[str]
+) -> dict[str, Any] | None:
+    """``meta`` plus :data:`RELATED_TASK_IDS_META_KEY` naming the last of ``task_ids`` (oldest
+    first); unchanged when there are none."""
+    if not task_ids:
+        return meta
+    return {**(meta or {}), RELATED_TASK_IDS_META_KEY: task_ids[-MAX_RELATED_TASK_IDS:]}
