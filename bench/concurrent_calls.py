@@ -162,7 +162,7 @@ async def compare(
             await raw_call(0)
             outcome = await bridged_call(0)
             assert isinstance(outcome, InlineResult), outcome
-        group = bridge.ledger.group_commit
+        group = bridge._ledger.group_commit
         counted = Commits.of(group)
         for pair in range(pairs):
             sides = [

@@ -59,7 +59,7 @@ class Bridge:
         """A bridge on a ledger already open (``settings.ledger_url`` is not used); prefer
         :meth:`open`. ``owns_ledger``: the bridge closes the ledger when it closes."""
         self.settings = settings
-        self.ledger = ledger
+        self._ledger = ledger
         self.principals = tuple(settings.principals)
         self.policies = settings.policies
         self._owns_ledger = owns_ledger
@@ -121,7 +121,7 @@ class Bridge:
         return self._db
 
     async def __aenter__(self) -> Bridge:
-        self._notifier = CommitNotifier(self.ledger, self._db)
+        self._notifier = CommitNotifier(self._ledger, self._db)
         await self._requester.__aenter__()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
@@ -143,7 +143,7 @@ class Bridge:
         outer = self._outer
         holder = BridgeLeaseHolder(self._requester, outer.follows, outer.follow_claimed)
         replica = ReplicaLeases(
-            self.ledger, config, self.principals, self._db, holder, uhp_servers=outer.base_urls
+            self._ledger, config, self.principals, self._db, holder, uhp_servers=outer.base_urls
         )
         await replica.register()
         self._requester.attach_replica(replica)
@@ -188,7 +188,7 @@ class Bridge:
                 await self._requester.__aexit__(exc_type, exc, tb)
                 self._notifier.close()
                 if self._owns_ledger:
-                    self.ledger.close()
+                    self._ledger.close()
 
     # -- outer runs ------------------------------------------------------------------------
     def run(self, principal: str, run_ref: str) -> Run:
@@ -203,7 +203,7 @@ class Bridge:
         operator or a gateway that holds such a reference and not its run (``NotFound`` for
         another principal's)."""
         self._scope(principal)
-        tenant = self.ledger.for_principal(principal)
+        tenant = self._ledger.for_principal(principal)
         if is_call_ref(ref):
             run_ref = (await self._db(tenant.get_dispatch, ref)).run_ref
         else:
@@ -222,7 +222,7 @@ class Bridge:
         """Record a response this harness serves itself (it already knows its ids); its
         handle, through which every step of it goes."""
         self._scope(principal)
-        tenant = self.ledger.for_principal(principal)
+        tenant = self._ledger.for_principal(principal)
         run = await self._db(
             tenant.open_run,
             LOCAL_SERVER_PREFIX + harness,
@@ -243,7 +243,7 @@ class Bridge:
         self._scope(principal)
         client = await self._outer.client(principal, uhp_server)
         follower = await client.stream_response(input, **request)
-        run = await self._db(self.ledger.for_principal(principal).get_run, follower.run_ref)
+        run = await self._db(self._ledger.for_principal(principal).get_run, follower.run_ref)
         await self._spans.start(principal, run, served=False)
         return follower
 
@@ -302,7 +302,7 @@ class Bridge:
                 cancels_to_resend=resumed.cancels_to_resend,
             )
         for principal in self.principals:
-            tenant = self.ledger.for_principal(principal)
+            tenant = self._ledger.for_principal(principal)
             report.pending_inputs.extend(await self._db(tenant.pending_input_requests))
             report.pending_call_inputs.extend(await self._db(tenant.pending_call_inputs))
             for run in await self._db(tenant.list_runs, open_only=True, limit=10_000):

@@ -44,7 +44,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 if event.is_final:  # task.terminal or task.lost
                     break
         await run.record_status(OuterStatus.COMPLETED)
-        final = bridge.ledger.for_principal(PRINCIPAL).get_run(run.ref)
+        final = await run.view()
         print(f"run {run.ref}: outer {final.status}")
 
 

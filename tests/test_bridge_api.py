@@ -215,7 +215,7 @@ async def test_text_operation_and_lists(bridge: Bridge) -> None:
 
 
 async def _events(bridge: Bridge, run_ref: str) -> list[Any]:
-    return bridge.ledger.for_principal(P).events(run_ref)
+    return bridge._ledger.for_principal(P).events(run_ref)
 
 
 async def test_errors_inside_async_with_are_not_wrapped(tmp_path: Path) -> None:
@@ -235,7 +235,7 @@ async def test_sqlite_synchronous_reaches_the_ledger(
     async with Bridge.open(
         BridgeSettings(ledger_url=tmp_path / "s.db", principals=[P], sqlite_synchronous=mode)
     ) as b:
-        with b.ledger.engine.connect() as conn:
+        with b._ledger.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == pragma
     with closing(sqlite3.connect(tmp_path / "s.db")) as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)

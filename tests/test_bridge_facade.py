@@ -265,7 +265,7 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
             wait=WaitMode.DETACH,
         )
         assert isinstance(step, TaskPending)
-        tenant = first.ledger.for_principal(P)
+        tenant = first._ledger.for_principal(P)
         (asked,) = await wait_until(lambda: tenant.input_requests(step.task.ref))
     # A new process (here: a new bridge on the same ledger file) recovers.
     async with Bridge.open(
@@ -281,12 +281,12 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
         assert (
             await (await second.run_of(P, step.task.ref)).answer(step.task.ref, asked.ref, answer)
         ).delivered
-        tenant = second.ledger.for_principal(P)
+        tenant = second._ledger.for_principal(P)
         await wait_closed(tenant, step.task.ref)
         assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
         types = [e.type for e in tenant.events(run_ref)]
         assert types.count("task.input_required") == 1  # surfaced once across the restart
-        _gapless(second.ledger, run_ref)
+        _gapless(second._ledger, run_ref)
 
 
 @pytest.fixture(scope="module")
@@ -320,7 +320,7 @@ async def test_remote_outer_run_is_reconciled_and_resumed_after_restart(
     async with Bridge.open(BridgeSettings(ledger_url=db, **options)) as second:
         assert second.last_recovery is not None
         assert second.last_recovery.remote_runs_resumed == 1
-        tenant = second.ledger.for_principal(P)
+        tenant = second._ledger.for_principal(P)
         await wait_until(lambda: tenant.get_run(run_ref).status is OuterStatus.COMPLETED)
         resumed = [e for e in tenant.events(run_ref) if isinstance(e, ev.OuterResumed)]
         assert resumed and resumed[0].after_sequence == 5

@@ -284,13 +284,13 @@ async def test_a_recorded_operation_keeps_its_run_across_client_sessions(tmp_pat
     ) as bridge:
         runs = GatewayRuns(bridge)
         first = await runs.run_for("alice", "session-1", None, None)
-        bridge.ledger.for_principal("alice").begin_dispatch(
+        bridge._ledger.for_principal("alice").begin_dispatch(
             first, server_endpoint="http://x/mcp", tool_name="t", arguments={}, operation_id="k"
         )
         assert await runs.run_for("alice", "session-2", None, "k") == first
         assert await runs.run_for("alice", "session-2", None, "other") != first
         bobs = await runs.run_for("bob", "session-1", None, "k")
-        assert bobs != first and bridge.ledger.for_principal("bob").find_dispatch("k") is None
+        assert bobs != first and bridge._ledger.for_principal("bob").find_dispatch("k") is None
         outer = OuterIdentity("resp_known01", None)  # an outer identity wins over the record
         assert await runs.run_for("alice", "session-2", outer, "k") != first
 

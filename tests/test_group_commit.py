@@ -153,8 +153,8 @@ async def test_a_bridge_on_postgresql_commits_through_its_ledgers_group_commit(
 ) -> None:
     url = pg_ledger.engine.url.render_as_string(hide_password=False)
     async with Bridge.open(BridgeSettings(ledger_url=url, principals=["acme"])) as bridge:
-        tenant = bridge.ledger.for_principal("acme")
-        group = bridge.ledger.group_commit
+        tenant = bridge._ledger.for_principal("acme")
+        group = bridge._ledger.group_commit
         view = await LedgerRunner(inline=False).commit(
             group, _intent(tenant, new_run(tenant).ref, 1)
         )

@@ -86,7 +86,7 @@ def _assert_asked_typed(request: InputRequest, task_ref: str, amount: str) -> No
 
 
 def _no_raw_task_id(bridge: Bridge, run_ref: str, task_ref: str) -> None:
-    tenant = bridge.ledger.for_principal(P)
+    tenant = bridge._ledger.for_principal(P)
     raw = tenant.get_task(task_ref).task_id
     assert all(raw not in repr(event) for event in tenant.events(run_ref))
 
@@ -98,7 +98,7 @@ async def test_the_host_answers_a_legacy_question_and_the_task_completes(
         run_ref, task_ref = await _start_payment(bridge, "40 EUR")
         request = await _pending_one(bridge, run_ref)
         _assert_asked_typed(request, task_ref, "40 EUR")
-        tenant = bridge.ledger.for_principal(P)
+        tenant = bridge._ledger.for_principal(P)
         assert tenant.get_task(task_ref).status is TaskStatus.INPUT_REQUIRED
         [recorded] = tenant.input_requests(task_ref)
         assert recorded.key.startswith("elicitation/create#")  # derived: no inputRequests key
@@ -136,7 +136,7 @@ async def test_a_registered_form_handler_answers_without_the_host(
         run_ref, task_ref = await _start_payment(bridge, "12 EUR")
         assert await _settled_text(bridge, task_ref) == "payment of 12 EUR approved by policy"
         assert await bridge.pending_inputs(P, run_ref) == []
-        types = event_types(bridge.ledger.for_principal(P), run_ref)
+        types = event_types(bridge._ledger.for_principal(P), run_ref)
         assert types.count("task.input_required") == types.count("task.input_answered") == 1
     [asked] = seen
     assert asked.message == QUESTION.format("12 EUR") and asked.task_ref == task_ref
@@ -163,7 +163,7 @@ async def test_a_restarted_bridge_still_lists_the_question_and_its_answer_comple
         assert [r.input_ref for r in await second.pending_inputs(P, run_ref)] == [before.input_ref]
         await again.accept({"approve": True})
         assert await _settled_text(second, task_ref) == "payment of 7 EUR approved"
-        tenant = second.ledger.for_principal(P)
+        tenant = second._ledger.for_principal(P)
         types = event_types(tenant, run_ref)
         assert types.count("task.input_required") == 1  # the re-ask is the same request
         _no_raw_task_id(second, run_ref, task_ref)

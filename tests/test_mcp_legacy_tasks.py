@@ -210,7 +210,7 @@ async def test_a_restarted_bridge_resumes_a_legacy_handle(
         )
     ) as second:
         await wait_until(
-            lambda: not second.ledger.for_principal(PRINCIPAL).get_task(task_ref).is_open,
+            lambda: not second._ledger.for_principal(PRINCIPAL).get_task(task_ref).is_open,
             what="resumed handle settled",
         )
         done = await second.run(PRINCIPAL, run.ref).task(task_ref)

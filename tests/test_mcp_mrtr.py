@@ -268,7 +268,7 @@ async def test_a_fresh_bridge_lists_and_answers_the_pending_input(
 ) -> None:
     db = tmp_path / "ledger.db"
     async with _bridge(Ledger.open(db), mrtr_server, owns_ledger=True) as first:
-        run = new_run(first.ledger.for_principal(P))
+        run = new_run(first._ledger.for_principal(P))
         pending = await first.run(P, run.ref).call_tool(SERVER, "approve_payment", {"amount": 15})
         assert isinstance(pending, InputPending)
     async with _bridge(Ledger.open(db), mrtr_server, owns_ledger=True) as second:

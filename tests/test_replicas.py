@@ -107,7 +107,7 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
             P, "remote", "words=80 delay_ms=40", harness_id="chrn_test"
         )
         a.follow_remote_run(P, follower)
-        tenant = b.ledger.for_principal(P)
+        tenant = b._ledger.for_principal(P)
         leases = TenantLeases(tenant)
         await wait_until(lambda: tenant.get_run(follower.run_ref).last_sequence, what="streaming")
         assert a._replica is not None and b._replica is not None
@@ -115,7 +115,7 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
         assert leases.holder("task", step.task.ref) == lapsed
         assert leases.holder("run", follower.run_ref) == lapsed
 
-        ReplicaRegistry(b.ledger).renew(lapsed, 0)  # A's membership lapses (a long pause)
+        ReplicaRegistry(b._ledger).renew(lapsed, 0)  # A's membership lapses (a long pause)
 
         def taken_over() -> bool:
             # B claims at once; A's next renewal fails and it comes back as a new incarnation
@@ -196,7 +196,7 @@ async def test_a_replica_rides_out_a_database_outage(tasks_server: ServerProcess
                 await wait_until(lambda: not a._replica.can_act(), what="stopped acting")
                 database.start_server()
                 await wait_until(a._replica.can_act, timeout=30, what="acting again")
-                tenant = a.ledger.for_principal(P)
+                tenant = a._ledger.for_principal(P)
                 await wait_until(lambda: not tenant.get_task(step.task.ref).is_open, timeout=30)
                 assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
                 terminals = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskTerminal)]
@@ -231,7 +231,7 @@ async def test_a_starting_replica_claims_the_oldest_due_handles_up_to_its_cap(
         assert bridge._replica is not None and bridge.last_recovery is not None
         assert bridge.last_recovery.tasks_watched == 2_200
         assert bridge._requester.scheduler.watched_count == 2_200
-        with bridge.ledger.engine.connect() as conn:
+        with bridge._ledger.engine.connect() as conn:
             rows = conn.execute(select(TASKS.c.task_id, TASKS.c.lease_owner)).all()
     held = sorted(int(task_id.rsplit("-", 1)[1]) for task_id, owner in rows if owner)
     assert held == list(range(2_200)), "the 2,200 oldest due, each once"
@@ -251,7 +251,7 @@ async def test_an_even_share_claims_half_and_polls_each_handle_when_it_is_due(
     async with bridge:
         scheduler = bridge._requester.scheduler
         assert scheduler.watched_count == 501, "ceil(1,001 / 2 live replicas)"
-        with bridge.ledger.engine.connect() as conn:
+        with bridge._ledger.engine.connect() as conn:
             rows = conn.execute(
                 select(TASKS.c.ref, TASKS.c.next_poll_due_ms).where(
                     TASKS.c.lease_owner.is_not(None)

@@ -74,7 +74,7 @@ async def test_trace_of_a_run_spanning_a_restart(
         assert isinstance(done, TaskSettled) and isinstance(pending, TaskPending)
     # The process is gone; a new one resumes the run and its trace.
     async with Bridge.open(BridgeSettings(ledger_url=db, **_options(protected_server))) as second:
-        await wait_closed(second.ledger.for_principal(P), pending.task.ref)
+        await wait_closed(second._ledger.for_principal(P), pending.task.ref)
         await second.run(P, run.ref).record_status(OuterStatus.COMPLETED)
 
     spans = [

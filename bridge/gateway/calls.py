@@ -101,7 +101,7 @@ class GatewayCalls:
         if not isinstance(outcome, TaskPending | TaskSettled):
             return self._plain_result(outcome, call.op_id)
         handle = secrets.token_urlsafe(HANDLE_BYTES)
-        tenant = self.bridge.ledger.for_principal(call.principal)
+        tenant = self.bridge._ledger.for_principal(call.principal)
         await self._db(tenant.record_gateway_handle, handle, outcome.task.ref, outcome.op_ref)
         inputs = await self._inputs(call.principal, outcome.task.ref)
         return {"resultType": "task", **task_body(handle, outcome.task, inputs)}
@@ -116,7 +116,7 @@ class GatewayCalls:
         call = replace(call, op_id=call.op_id or channel.request_state or secrets.token_urlsafe(16))
         assert call.op_id is not None
         run_ref = await self._run_of(call)
-        tenant = self.bridge.ledger.for_principal(call.principal)
+        tenant = self.bridge._ledger.for_principal(call.principal)
         after_seq = (await self._db(tenant.run_event_seqs, [run_ref])).get(run_ref, 0)
         outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
         if isinstance(outcome, TaskPending):
@@ -198,7 +198,7 @@ class GatewayCalls:
         await (await self.bridge.run_of(principal, task_ref)).cancel(task_ref)
 
     async def _task_ref(self, principal: str, handle: str) -> str:
-        tenant = self.bridge.ledger.for_principal(principal)
+        tenant = self.bridge._ledger.for_principal(principal)
         task_ref = await self._db(tenant.gateway_handle_task, handle)
         if task_ref is None:  # unknown, or another principal's: indistinguishable
             raise invalid_params("Task not found")

@@ -36,14 +36,14 @@ class GatewayRuns:
         if outer is not None:
             return await self._outer_run(principal, outer)
         if operation_id is not None:
-            tenant = self.bridge.ledger.for_principal(principal)
+            tenant = self.bridge._ledger.for_principal(principal)
             recorded = await self._db(tenant.find_dispatch, operation_id)
             if recorded is not None:
                 return recorded.run_ref
         return await self._registered(principal, f"{GATEWAY_HARNESS}:{session}", None)
 
     async def _outer_run(self, principal: str, outer: OuterIdentity) -> str:
-        tenant = self.bridge.ledger.for_principal(principal)
+        tenant = self.bridge._ledger.for_principal(principal)
         runs = await self._db(tenant.find_runs_by_response_id, outer.response_id)
         if len(runs) > 1:
             raise invalid_params(

@@ -23,6 +23,7 @@ from bridge import (
 )
 from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, ServerConnectFailed
 from bridge.ledger.host_tables import Cursor, GroupCommit, LedgerRunner, StagedCommit
+from bridge.ledger.store import Ledger
 from bridge.uhp.adapter import nested_tasks_summary, to_uhp_event
 from bridge.uhp.serving import (
     BearerAuth,
@@ -99,6 +100,7 @@ class Runtime:
         self.live: dict[str, LiveRun] = {}
         self.create_lock = asyncio.Lock()
         self.bridge: Bridge | None = None
+        self.bridge_ledger: Ledger | None = None
         self.shutting_down = False
         self.resumed: list[str] = []
         #: Runs whose terminal state could not be stored: their streams end, their waiting
@@ -145,14 +147,16 @@ class Runtime:
             if s.enabled  # disabled servers are never contacted, not even by recovery
         ]
         unique = list({s.name: s for s in servers}.values())
-        async with Bridge.open(
-            BridgeSettings(
-                ledger_url=self.db_url,
-                principals=self.auth.principals,
-                mcp_servers=unique,
-                credentials=self.config.credentials.get,
-            )
-        ) as bridge:
+        settings = BridgeSettings(
+            ledger_url=self.db_url,
+            principals=self.auth.principals,
+            mcp_servers=unique,
+            credentials=self.config.credentials.get,
+        )
+        # The harness holds the ledger it shares with the bridge (its own tables live beside
+        # the bridge's): its reads of the bridge's records go through that handle.
+        self.bridge_ledger = Ledger.open(self.db_url)
+        async with Bridge(self.bridge_ledger, settings, owns_ledger=True) as bridge:
             self.bridge = bridge
             await self.resume_all()
             try:
@@ -164,6 +168,7 @@ class Runtime:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 self.bridge = None
+                self.bridge_ledger = None
 
     async def resume_all(self) -> None:
         """Responses left ``in_progress`` by an earlier process are resumed from their
@@ -506,9 +511,9 @@ class Runtime:
             run.forwarder.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await run.forwarder
-        if run.run_ref is None or self.bridge is None:
+        if run.run_ref is None or self.bridge_ledger is None:
             return
-        tenant = self.bridge.ledger.for_principal(run.principal)
+        tenant = self.bridge_ledger.for_principal(run.principal)
         events: list[tuple[str, dict[str, Any]]] = []
         last_seq = 0
         for event in await self.ledger(tenant.events, run.run_ref, after_seq=run.bridge_cursor):
@@ -546,7 +551,9 @@ class Runtime:
                 OuterStatus(status), error=error
             )
         await self._drain(run)
-        tenant = self.bridge.ledger.for_principal(run.principal)
+        if self.bridge_ledger is None:
+            return
+        tenant = self.bridge_ledger.for_principal(run.principal)
         summary = await self.ledger(nested_tasks_summary, tenant, run.run_ref)
         run.body["metadata"].update(summary)
 
