@@ -475,7 +475,7 @@ async def answered_then_asked_again(
     task's end: the run, its settled task, its events and the updates the server received."""
     async with opened(tmp_path / "ledger.db", server.url) as bridge:
         run = await served(bridge)
-        step = await run.call_tool("ts", tool, {"hold_ms": 1500}, wait=DETACH)
+        step = await run.call_tool("ts", tool, {"hold_ms": 2500}, wait=DETACH)
         assert isinstance(step, TaskPending)
         task_id = step.task.task_id
         (request,) = await wait_until(run.pending_inputs, timeout=DEADLINE_S)
