@@ -19,12 +19,14 @@ import signal
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from bridge import (
@@ -38,11 +40,11 @@ from bridge import (
     WaitMode,
     events as ev,
 )
-from bridge.errors import InputAlreadyAnswered
+from bridge.errors import InputAlreadyAnswered, InvalidTaskResponse
 from bridge.gateway.config import GatewayConfigError, parse_gateway_config
 from bridge.gateway.identity import OPERATION_ID_META_KEY
 from bridge.ledger.store import Ledger
-from bridge.lifecycle import LostReason, TaskStatus
+from bridge.lifecycle import DispatchState, LostReason, TaskStatus
 from bridge.mcp.polling.watches import SchedulerConfig
 from bridge.mcp.wire.shapes import RELATED_TASK_IDS_META_KEY
 from bridge.run import Run
@@ -66,6 +68,7 @@ DEADLINE_S = 20
 SERVER = "TypeScript SDK server + ext-tasks"
 INSPECTOR = "MCP Inspector CLI (through `bridge gateway`)"
 TS_CLIENT = "TypeScript SDK client (through `bridge gateway`)"
+CAPS_META_KEY = "io.modelcontextprotocol/clientCapabilities"
 # The server's clock stamps a request when it arrives; the bridge counts an interval from the
 # reply it read: a poll may arrive this much "early" by the server's clock, never more.
 SLACK_MS = 25
@@ -114,11 +117,26 @@ async def served(bridge: Bridge) -> Run:
     )
 
 
-def assert_clean_wire(wire: WireLog) -> None:
+def assert_clean_wire(wire: WireLog) -> int:
     """Every shape the bridge sent passed ext-tasks' schema; every ``tasks/*`` request carried
-    ``Mcp-Method`` and ``Mcp-Name`` naming its task."""
+    ``Mcp-Method`` and ``Mcp-Name`` naming its task. Returns how many ``tasks/*`` requests
+    that was (counted server-side)."""
     assert wire.schema_problems() == []
     assert wire.header_problems() == []
+    return len(wire.tasks_requests())
+
+
+@pytest.fixture(autouse=True)
+def wire_checked_after_each_test() -> Iterator[None]:
+    """Whatever a test asserts, what the bridge sent during it to any TypeScript server must
+    pass ext-tasks' schemas and carry ``Mcp-Name`` on every ``tasks/*`` request: a refused
+    shape fails the test (the server only logs it)."""
+    since_ms = int(time.time() * 1000)
+    yield
+    for server in TsTasksServer.started:
+        wire = server.wire().after(since_ms)
+        problems = wire.schema_problems() + wire.header_problems()
+        assert problems == [], f"{server.url}: {problems}"
 
 
 async def server_stats(run: Run) -> dict[str, Any]:
@@ -160,7 +178,7 @@ async def test_task_is_polled_at_the_interval_the_server_asks(
     # Honoured, not just respected: about when asked (jitter adds up to 10%, a loaded machine
     # more), never at the bridge's own 1 s default for a server that names no interval.
     assert statistics.median(g / ms for g, ms in zip(gaps, asked, strict=True)) < 2.0
-    assert_clean_wire(wire)
+    assert assert_clean_wire(wire) >= len(gets)  # each of them carried Mcp-Name
 
 
 @compat(
@@ -207,6 +225,7 @@ async def test_each_input_request_is_answered_exactly_once(
     updates = ts_server.wire().about(task_id, "tasks/update")
     keys = [key for u in updates for key in u["params"]["inputResponses"]]
     assert len(updates) == 2 and len(set(keys)) == 2  # one key per update, none twice
+    assert {u["headers"]["mcp-name"] for u in updates} == {task_id}
     assert events.count("task.input_required") == 2 and events.count("task.input_answered") == 2
     assert_clean_wire(ts_server.wire())
 
@@ -231,7 +250,8 @@ async def test_cancel_is_sent_once_and_observed(ts_server: TsTasksServer, tmp_pa
         assert done.status is TaskStatus.CANCELLED
         stats = await server_stats(run)
     assert stats["cancels"][done.task_id] == 1
-    assert len(ts_server.wire().about(done.task_id, "tasks/cancel")) == 1
+    (cancel,) = ts_server.wire().about(done.task_id, "tasks/cancel")
+    assert cancel["headers"]["mcp-name"] == done.task_id
     assert_clean_wire(ts_server.wire())
 
 
@@ -436,6 +456,156 @@ async def test_related_task_ids_name_earlier_tasks_of_the_run_on_that_server(
     ]
 
 
+# -- the ADVERSARIAL mode of the TypeScript server -----------------------------------------------
+@pytest.fixture(scope="module")
+def adversarial_ts_server(ts_peers: None) -> Iterator[TsTasksServer]:
+    """The TypeScript server with its ``adversarial_*`` tools (wire no honest server sends)."""
+    with TsTasksServer(adversarial=True) as server:
+        yield server
+
+
+async def anomalies(run: Run) -> list[ev.Anomaly]:
+    return [e for e in await collect_events(run) if isinstance(e, ev.Anomaly)]
+
+
+async def answered_then_asked_again(
+    server: TsTasksServer, tmp_path: Path, tool: str
+) -> tuple[Run, Any, list[ev.BridgeEvent], dict[str, Any]]:
+    """Call ``tool`` (one key, asked again once answered), answer it once, and wait for the
+    task's end: the run, its settled task, its events and the updates the server received."""
+    async with opened(tmp_path / "ledger.db", server.url) as bridge:
+        run = await served(bridge)
+        step = await run.call_tool("ts", tool, {"hold_ms": 2500}, wait=DETACH)
+        assert isinstance(step, TaskPending)
+        task_id = step.task.task_id
+        (request,) = await wait_until(run.pending_inputs, timeout=DEADLINE_S)
+        await request.accept({"approve": True})
+        # The server shows the answered key again on the polls that follow.
+        await wait_until(
+            lambda: [
+                r
+                for r in server.wire().of_kind("reply", task_id)
+                if r["status"] == "input_required"
+                and r["at_ms"] > server.wire().about(task_id, "tasks/update")[0]["at_ms"]
+            ],
+            timeout=DEADLINE_S,
+        )
+        assert await run.pending_inputs() == []  # nothing asked of the host again
+        (done,) = await run.wait_for([step.task.ref], timeout=DEADLINE_S)
+        events = await collect_events(run)
+    updates = server.wire().about(task_id, "tasks/update")
+    answers = [key for u in updates for key in u["params"]["inputResponses"]]
+    return run, done, events, {"answers": answers, "task_id": task_id}
+
+
+@compat(
+    SERVER,
+    "ADVERSARIAL mode: an answered `inputRequests` key asked again with a different question: "
+    "one `anomaly` (`reused_input_key`), the new question never surfaced, the key answered "
+    "once (one `tasks/update`); the task's result still read",
+)
+async def test_a_key_reused_for_another_question_is_an_anomaly_never_a_second_answer(
+    adversarial_ts_server: TsTasksServer, tmp_path: Path
+) -> None:
+    _, done, events, sent = await answered_then_asked_again(
+        adversarial_ts_server, tmp_path, "adversarial_reused_key"
+    )
+    assert sent["answers"] == ["approve"]  # one tasks/update, one key, never again
+    kinds = [e.kind for e in events if isinstance(e, ev.Anomaly)]
+    assert kinds == ["reused_input_key"]
+    (anomaly,) = [e for e in events if isinstance(e, ev.Anomaly)]
+    assert anomaly.task_ref == done.ref and sent["task_id"] not in anomaly.detail
+    assert [e.type for e in events].count("task.input_required") == 1
+    assert done.status is TaskStatus.COMPLETED
+    assert_clean_wire(adversarial_ts_server.wire())
+
+
+@compat(
+    SERVER,
+    "ADVERSARIAL mode: an answered `inputRequests` key shown again with the same question "
+    "after its `tasks/update`: not surfaced again, not answered again",
+)
+async def test_an_answered_key_shown_again_is_not_answered_twice(
+    adversarial_ts_server: TsTasksServer, tmp_path: Path
+) -> None:
+    _, done, events, sent = await answered_then_asked_again(
+        adversarial_ts_server, tmp_path, "adversarial_repeat_answered"
+    )
+    assert sent["answers"] == ["approve"]
+    assert [e.type for e in events].count("task.input_required") == 1
+    assert [e.type for e in events].count("task.input_answered") == 1
+    assert done.status is TaskStatus.COMPLETED
+    assert_clean_wire(adversarial_ts_server.wire())
+
+
+@compat(
+    SERVER,
+    "ADVERSARIAL mode: a `resultType` no spec defines, on `tools/call` and on `tasks/get`: a "
+    "typed error and an `anomaly` (`malformed_reply`), the handle kept open; never a result",
+)
+async def test_an_unknown_result_type_is_a_typed_anomaly_never_a_result(
+    adversarial_ts_server: TsTasksServer, tmp_path: Path
+) -> None:
+    async with opened(tmp_path / "ledger.db", adversarial_ts_server.url) as bridge:
+        run = await served(bridge)
+        with anyio.fail_after(DEADLINE_S), pytest.raises(InvalidTaskResponse):  # not a hang
+            await run.call_tool("ts", "adversarial_unknown_result_type", {}, operation_id="rt-1")
+        call = await run.operation("rt-1")
+        step = await run.call_tool("ts", "adversarial_get_result_type", {}, wait=DETACH)
+        assert isinstance(step, TaskPending)
+        task_id = step.task.task_id
+        await wait_until(
+            lambda: len(adversarial_ts_server.wire().of_kind("adversarial_reply", task_id)) >= 3,
+            timeout=DEADLINE_S,
+        )
+        (task,) = [t for t in await run.tasks() if t.ref == step.task.ref]
+        found = await anomalies(run)
+    assert call is not None and call.task is None
+    assert call.dispatch.state is DispatchState.UNKNOWN  # the server may have acted; no result
+    assert task.is_open and task.status is TaskStatus.WORKING and task.result is None
+    kinds = [a.kind for a in found]
+    assert kinds.count("malformed_reply") == 2, [
+        (a.kind, a.detail) for a in found
+    ]  # the call's, then the task's (once)
+    assert all(task_id not in a.detail for a in found)
+    assert_clean_wire(adversarial_ts_server.wire())
+
+
+def test_the_wire_checks_catch_what_they_check(ts_peers: None) -> None:
+    """The server-side checks can fail: requests sent by hand that ext-tasks' schemas refuse
+    and a ``tasks/get`` without ``Mcp-Name`` are each reported."""
+    tasks = {"extensions": {"io.modelcontextprotocol/tasks": {"unexpected": True}}}
+    bad = [
+        ({"method": "tasks/get", "params": {"taskId": 5}}, {}),
+        ({"method": "tasks/list", "params": {}}, {"Mcp-Name": "x"}),
+        ({"method": "tasks/update", "params": {"taskId": "t", "inputResponses": []}}, {}),
+        (
+            {
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {}, "_meta": {CAPS_META_KEY: tasks}},
+            },
+            {},
+        ),
+    ]
+    with TsTasksServer() as server:
+        for n, (message, headers) in enumerate(bad):
+            httpx.post(
+                server.url,
+                json={"jsonrpc": "2.0", "id": n, **message},
+                headers={"Accept": "application/json, text/event-stream", **headers},
+                timeout=DEADLINE_S,
+            )
+        wire = server.wire()
+        TsTasksServer.started.remove(server)  # its wire is bad on purpose
+    refused = [p.split(" ", 1)[0] for p in wire.schema_problems()]
+    assert refused == ["tasks/get", "tasks/list", "tasks/update", "tools/call"]
+    assert wire.header_problems() == [
+        *("tasks/get: Mcp-Method None", "tasks/get: Mcp-Name does not name the task"),
+        *("tasks/list: Mcp-Method None", "tasks/list: Mcp-Name does not name the task"),
+        *("tasks/update: Mcp-Method None", "tasks/update: Mcp-Name does not name the task"),
+    ]
+
+
 # -- the MCP Inspector CLI through bridge gateway -----------------------------------------------
 GATEWAY_TOKEN = "inspector-token"
 SHORT = {"steps": 2, "step_ms": 100}
@@ -548,13 +718,20 @@ def ts_client(url: str, tool: str, arguments: dict[str, Any], timeout_ms: int) -
 
 @compat(
     TS_CLIENT,
-    "`tools/call` without the Tasks extension, its request timeout (2 s) reset by progress: "
-    "a task-backed call outlasting it is kept alive by the gateway's progress and returns its "
-    "result; an inline call that sends nothing for longer times out (the control)",
+    "`tools/call` without the Tasks extension: an inline and a short task-backed call answered "
+    "as plain results; with its request timeout (2 s) reset by progress, a task-backed call "
+    "outlasting it is kept alive by the gateway's progress and returns its result; an inline "
+    "call that sends nothing for longer times out (the control)",
 )
 def test_ts_client_waits_past_its_timeout_on_the_gateways_progress(
     gateway: ServerProcess,
 ) -> None:
+    inline = ts_client(gateway.url, "ts__echo", {"text": "hi"}, timeout_ms=20_000)
+    assert "result" in inline, inline
+    assert text_of(inline["result"]) == "hi"
+    short = ts_client(gateway.url, "ts__report", SHORT, timeout_ms=20_000)
+    assert "result" in short, short
+    assert text_of(short["result"]) == "report of 2 steps"
     # Progress comes on each status change and at least once a second: twice the margin.
     waited = ts_client(gateway.url, "ts__report", {"steps": 4, "step_ms": 900}, timeout_ms=2_000)
     assert "result" in waited, waited

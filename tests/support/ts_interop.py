@@ -82,12 +82,23 @@ def node_bin(name: str) -> Path:
 
 class TsTasksServer(ServerProcess):
     """``node tasks_server.mjs``: an MCP Tasks server on the official TypeScript SDK v2 and
-    ext-tasks, restartable on the same port (its tasks live in memory: a restart loses them)."""
+    ext-tasks, restartable on the same port (its tasks live in memory: a restart loses them).
+    ``adversarial``: the ADVERSARIAL mode, adding the ``adversarial_*`` tools that break the
+    Tasks spec on purpose.
 
-    def __init__(self, *, push: bool = False, port: int | None = None) -> None:
+    Every instance started is kept in :attr:`started`, so a test module can check the wire of
+    each one the bridge talked to (:func:`wire_problems`)."""
+
+    started: list[TsTasksServer] = []  # noqa: RUF012 - the registry of this test process
+
+    def __init__(
+        self, *, push: bool = False, adversarial: bool = False, port: int | None = None
+    ) -> None:
         super().__init__("ts_tasks_server", port=port)
         self.push = push
+        self.adversarial = adversarial
         self.wire_log = self.log_dir / "wire.jsonl"
+        TsTasksServer.started.append(self)
 
     def command(self) -> list[str]:
         return [
@@ -95,6 +106,7 @@ class TsTasksServer(ServerProcess):
             *("--port", str(self._port or 0), "--port-file", str(self.port_file)),
             *("--log-file", str(self.wire_log)),
             *(["--push"] if self.push else []),
+            *(["--adversarial"] if self.adversarial else []),
         ]
 
     def wire(self) -> WireLog:
@@ -121,6 +133,16 @@ class WireLog:
     def of_kind(self, kind: str, task_id: str) -> list[dict[str, Any]]:
         return [e for e in self.entries if e["kind"] == kind and e.get("task_id") == task_id]
 
+    def after(self, at_ms: int) -> WireLog:
+        """The entries logged at or after ``at_ms`` (the server's wall clock)."""
+        return WireLog([e for e in self.entries if e["at_ms"] >= at_ms])
+
+    def tasks_requests(self) -> list[dict[str, Any]]:
+        """Every request whose method is a ``tasks/*`` one, known to the spec or not."""
+        return [
+            e for e in self.entries if e["kind"] == "request" and e["method"].startswith("tasks/")
+        ]
+
     def schema_problems(self) -> list[str]:
         """Every request whose shape ext-tasks' own schema refused (method and issues)."""
         return [
@@ -134,7 +156,7 @@ class WireLog:
         """Every ``tasks/*`` request whose ``Mcp-Method`` / ``Mcp-Name`` headers do not
         mirror its method and ``params.taskId`` (SEP-2663's Streamable HTTP binding)."""
         problems = []
-        for r in self.requests("tasks/get", "tasks/update", "tasks/cancel"):
+        for r in self.tasks_requests():
             headers = r["headers"]
             if headers["mcp-method"] != r["method"]:
                 problems.append(f"{r['method']}: Mcp-Method {headers['mcp-method']!r}")

@@ -4,14 +4,15 @@
 (:mod:`bridge.mcp.wire.task_ids`),
   the handle committed, and only then watched and handed out; a task created terminal with its
   outcome included is closed at once, without a poll.
-* A reply that failed validation: the dispatch becomes ``unknown`` with an anomaly on its run,
-  and :class:`~bridge.errors.InvalidTaskResponse` is raised.
+* A reply that failed validation, or a result whose ``resultType`` no spec defines: the
+  dispatch becomes ``unknown`` with an anomaly on its run, and
+  :class:`~bridge.errors.InvalidTaskResponse` is raised.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import pydantic
 
@@ -128,6 +129,19 @@ class CallReplies:
             detail = "server returned a task to a tools/call that did not declare tasks support"
         else:
             kind, detail = "malformed_reply", f"tools/call: {failure.detail}"
+        await self._refuse(tenant, intent, kind, detail)
+
+    async def unknown_result_type(
+        self, tenant: TenantLedger, intent: DispatchView, result_type: str
+    ) -> NoReturn:
+        """A ``CallToolResult`` whose ``resultType`` is none the bridge knows: recorded as
+        unknown with its anomaly (the server may have acted), then raised; never a result."""
+        detail = f"tools/call: unknown resultType {result_type[:40]!r}"
+        await self._refuse(tenant, intent, "malformed_reply", detail)
+
+    async def _refuse(
+        self, tenant: TenantLedger, intent: DispatchView, kind: str, detail: str
+    ) -> NoReturn:
         await self._db(tenant.mark_dispatch_unknown, intent.ref, detail)
         await self._db(tenant.record_anomaly, intent.run_ref, kind, detail, op_ref=intent.ref)
         raise InvalidTaskResponse(intent.ref, detail) from None

@@ -327,6 +327,9 @@ class TaskRequester:
                 )
             if isinstance(reply, mcp_types.InputRequiredResult):
                 return await self.rounds.received(tenant, connection, intent, reply, arguments)
+        elif reply.result_type != "complete":
+            # A resultType no spec defines: its content is not a result the bridge may hand out.
+            await self._replies.unknown_result_type(tenant, intent, reply.result_type)
         result = _dump(reply)
         staged = tenant.stage_immediate_result(result, intent=intent)
         settled = await self.db.commit(tenant.group_commit, staged)

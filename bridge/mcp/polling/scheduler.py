@@ -479,6 +479,9 @@ class PollScheduler:
             problem = "tasks/get answered for a different task id"
         elif status is None:
             problem = f"tasks/get reported an unknown status {reply.status[:40]!r}"
+        elif reply.result_type not in (None, "complete"):
+            # A task body under a resultType no spec defines: not a state to record.
+            problem = f"tasks/get answered with an unknown resultType {reply.result_type[:40]!r}"
         if problem is not None:
             await self._on_failure(watch, Failure(FailureKind.MALFORMED, problem))
             return
