@@ -185,6 +185,10 @@ def test_cross_site_posts_are_recognised() -> None:
     assert cross_origin_reason(_request({"sec-fetch-site": "cross-site"})) is not None
     assert cross_origin_reason(_request({"sec-fetch-site": "same-site"})) is not None
     assert cross_origin_reason(_request({"origin": "null"})) is not None
+    # A browser's Sec-Fetch-Site decides over an Origin it nulled (a referrer policy).
+    assert (
+        cross_origin_reason(_request({"origin": "null", "sec-fetch-site": "same-origin"})) is None
+    )
 
 
 def test_resume_point() -> None:

@@ -82,6 +82,10 @@ class ConsoleActions:
             )
         return items
 
+    async def waiting(self, principal: str) -> int:
+        """How many items wait for ``principal``."""
+        return len(await self.items(principal))
+
     async def with_count(self, frame: Frame) -> Frame:
         """The frame with the number of items waiting (shown in the navigation)."""
         return replace(frame, attention_count=len(await self.items(frame.principal)))

@@ -42,7 +42,8 @@ SECURITY_HEADERS = [
         b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     ),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # Not no-referrer: under it a browser sends "Origin: null" even on same-origin POSTs.
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-store"),
 ]
@@ -204,7 +205,9 @@ class Console:
             request.query_params.get("after"), request.headers.get("last-event-id")
         )
         return EventSourceResponse(
-            timeline_updates(self.reads, frame, run_ref, after), ping=15, send_timeout=30
+            timeline_updates(self.reads, frame, run_ref, after, self.actions.waiting),
+            ping=15,
+            send_timeout=30,
         )
 
     async def inbox(self, request: Request, frame: Frame) -> Response:

@@ -11,7 +11,7 @@ sends it back (``Last-Event-ID``) and the stream goes on after it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from bridge.console.pages import Frame
@@ -29,9 +29,14 @@ def resume_point(after: str | None, last_event_id: str | None) -> int:
 
 
 async def timeline_updates(
-    reads: ConsoleReads, frame: Frame, run_ref: str, after: int
+    reads: ConsoleReads,
+    frame: Frame,
+    run_ref: str,
+    after: int,
+    waiting: Callable[[str], Awaitable[int]],
 ) -> AsyncIterator[dict[str, Any]]:
-    """SSE messages (``sse_starlette`` dicts) for the run's changes after ``after``."""
+    """SSE messages (``sse_starlette`` dicts) for the run's changes after ``after``;
+    ``waiting``: how many items wait in the principal's inbox (the navigation's count)."""
     run = reads.bridge.run(frame.principal, run_ref)
     shown = after
     async for event in run.subscribe(after_seq=after):
@@ -43,6 +48,7 @@ async def timeline_updates(
         data = {
             "seq": shown,
             "status": status,
+            "attention": await waiting(frame.principal),
             "html": str(live_fragment(snapshot, timeline, frame)),
         }
         yield {"event": "timeline", "id": str(shown), "data": json.dumps(data)}

@@ -41,10 +41,10 @@ def layout(title: str, body: Markup, frame: Frame | None, *, flash: str | None =
     """A whole page: head (stylesheet and script of this console only), nav, flash, body."""
     nav: Markup = html("")
     if frame is not None:
-        count = (
-            html(' <span class="count" id="attention-count">{}</span>', frame.attention_count)
-            if frame.attention_count
-            else ""
+        count = html(
+            ' <span class="count" id="attention-count"{}>{}</span>',
+            attrs(hidden=not frame.attention_count),
+            frame.attention_count or 0,
         )
         nav = html(
             '<nav><a href="/inbox">Inbox{}</a> <a href="/runs">Runs</a>'

@@ -24,6 +24,11 @@ CONSOLE_JS = """\
     live.dataset.after = String(update.seq);
     live.dataset.updates = String(Number(live.dataset.updates || "0") + 1);
     if (state) { state.textContent = "live: updated at event #" + update.seq; }
+    const count = document.getElementById("attention-count");
+    if (count) {
+      count.textContent = String(update.attention);
+      count.hidden = update.attention === 0;
+    }
   });
   source.addEventListener("error", function () {
     if (state) { state.textContent = "live: reconnecting…"; }
