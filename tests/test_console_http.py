@@ -138,6 +138,13 @@ def test_another_principal_sees_nothing(served: tuple[Scenario, ServerProcess]) 
         assert http.post(cancel, data={"csrf": token}).status_code == 404
         resolve = f"/runs/{scenario.run_ref}/calls/{scenario.unknown_op}/resolve"
         assert http.post(resolve, data={"csrf": token, "admission": "admitted"}).status_code == 404
+        answer = (
+            f"/runs/{scenario.run_ref}/inputs/{scenario.waiting_ref}/{scenario.input_ref}/answer"
+        )
+        form = {"csrf": token, "action": "decline"}
+        assert http.post(answer, data=form).status_code == 404
+    with client(proc, PRINCIPAL) as http:  # still waiting for its own principal
+        assert scenario.input_ref in http.get("/inbox").text
 
 
 def test_runs_search_and_filter(served: tuple[Scenario, ServerProcess]) -> None:

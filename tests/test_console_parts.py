@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from starlette.requests import Request
 
+from bridge.cli.records import load_snapshot
+from bridge.cli.timeline import build_timeline
+from bridge.console.actions import InboxItem
 from bridge.console.auth import (
     ConsoleAuthError,
     ConsoleTokens,
@@ -17,8 +20,15 @@ from bridge.console.auth import (
 )
 from bridge.console.csrf import cross_origin_reason
 from bridge.console.forms import form_fields, posted_values, render_fields
+from bridge.console.inbox import inbox_page
 from bridge.console.live import resume_point
 from bridge.console.markup import Markup, attrs, html, join
+from bridge.console.pages import Frame, RunRow, runs_page
+from bridge.console.run_page import run_page
+from bridge.ledger.reads.views import TaskObservation
+from bridge.ledger.store import Ledger
+from bridge.lifecycle import TaskStatus
+from tests.support.builders import new_run, new_task
 
 HOSTILE = '<script>alert("x")</script>&\'"'
 
@@ -196,3 +206,40 @@ def test_resume_point() -> None:
     assert resume_point("4", None) == 4
     assert resume_point("4", "9") == 9
     assert resume_point("x", "-3") == 0
+
+
+# -- pages ------------------------------------------------------------------------------------
+def test_pages_escape_what_servers_and_callers_wrote(sqlite_ledger: Ledger) -> None:
+    tenant = sqlite_ledger.for_principal("acme")
+    run = new_run(tenant, response_id="resp_<b>x</b>")
+    raw = "raw-task-id-" + "9f" * 10
+    task = new_task(tenant, run.ref, task_id=raw, tool="<script>alert(1)</script>")
+    tenant.observe_task(
+        task.ref, TaskObservation(TaskStatus.WORKING, status_message=f"{HOSTILE} on {raw}")
+    )
+    snapshot = load_snapshot(tenant, run.ref)
+    frame = Frame("acme", "csrf-value")
+    page = run_page(snapshot, build_timeline(snapshot), frame)
+    rows = runs_page(frame, [RunRow(snapshot.run, 1, 1, 0)], query=HOSTILE, status="any", scanned=1)
+    for text in (page, rows):
+        assert "<script>" not in text and "<b>x</b>" not in text
+    assert raw not in page and f"[{task.ref}]" in page  # a raw id in server text is redacted
+    assert 'name="csrf" value="csrf-value"' in page
+
+
+def test_the_inbox_escapes_request_text() -> None:
+    item = InboxItem(
+        kind="input_required",
+        run_ref="run_1",
+        response_id=None,
+        subject_ref="tk_1",
+        input_ref="in_1",
+        summary=HOSTILE,
+        requested_schema={"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        since_ms=0,
+        next_step="answer",
+    )
+    page = inbox_page(Frame("acme", "t"), [item])
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert 'action="/runs/run_1/inputs/tk_1/in_1/answer"' in page
+    assert "Nothing waits" in inbox_page(Frame("acme", "t"), [])
