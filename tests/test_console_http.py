@@ -5,7 +5,10 @@ token in anything it answers or logs."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +18,7 @@ import pytest
 from bridge.ledger.store import Ledger
 from tests.conftest import FakeClock
 from tests.support.console import base_url, console_process
-from tests.support.processes import ServerProcess
+from tests.support.processes import REPO_ROOT, ServerProcess
 from tests.test_cli import PRINCIPAL, Scenario, populate
 
 TOKENS = {PRINCIPAL: "acme-console-token-0123456789", "globex": "globex-console-token-987654"}
@@ -204,3 +207,34 @@ def test_the_verdict_on_an_unknown_outcome_is_recorded_once(
     finally:
         ledger.close()
     no_secrets(scenario, proc.log_path.read_text())
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--db", "missing.db", "--tokens", "t.json"], "no ledger at missing.db"),
+        (["--db", "ledger.db"], "no console tokens"),
+        (["--db", "ledger.db", "--tokens", "bad.json"], "token_sha256 must be 64"),
+        (["--db", "ledger.db", "--tokens", "t.json", "--listen", "host:port"], "HOST:PORT"),
+        (["--db", "ledger.db", "--tokens", "t.json", "--port", "0"], "--port-file"),
+    ],
+)
+def test_the_command_refuses_a_bad_start_in_one_line(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    (tmp_path / "ledger.db").touch()
+    (tmp_path / "t.json").write_text(
+        '{"principals": {"acme": {"token_sha256": "' + "a" * 64 + '"}}}'
+    )
+    (tmp_path / "bad.json").write_text('{"principals": {"acme": {"token_sha256": "short"}}}')
+    env = {k: v for k, v in os.environ.items() if k != "BRIDGE_CONSOLE_TOKENS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "console", *args],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and says in done.stderr, done.stderr

@@ -17,8 +17,10 @@ import anyio
 
 from bridge.console.auth import TOKENS_ENV, ConsoleAuthError, ConsoleTokens
 from bridge.console.serve import serve_console
+from bridge.errors import LedgerUnavailable
 from bridge.gateway.event_loop import backend_options
 from bridge.mcp.config_file import McpConfigError, load_mcp_config, resolve_credential
+from bridge.mcp.servers import McpServerConfig
 
 DEFAULT_LISTEN = "127.0.0.1:8780"
 
@@ -56,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         port = args.port
     if port == 0 and args.port_file is None:
         parser.error("port 0 needs --port-file PATH to report the port it bound")
+    if "://" not in args.db and not Path(args.db).exists():
+        print(f"error: no ledger at {args.db} (file not found)", file=sys.stderr)
+        raise SystemExit(2)
     try:
         if args.tokens is not None:
             tokens = ConsoleTokens.from_file(args.tokens)
@@ -67,6 +72,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (ConsoleAuthError, McpConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    try:
+        _serve(args, host, port, tokens, servers)
+    except LedgerUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _serve(
+    args: argparse.Namespace,
+    host: str,
+    port: int,
+    tokens: ConsoleTokens,
+    servers: list[McpServerConfig],
+) -> None:
     anyio.run(
         lambda: serve_console(
             args.db,
