@@ -33,6 +33,16 @@ def served(
         yield scenario, proc
 
 
+@pytest.fixture
+def served_on_each_backend(
+    ledger: Ledger, db_url: str, clock: FakeClock, tmp_path: Path
+) -> Iterator[tuple[Scenario, ServerProcess]]:
+    """The same scenario on SQLite and on the suite's PostgreSQL."""
+    scenario = populate(ledger, clock, db_url)  # type: ignore[arg-type]
+    with console_process(tmp_path, db_url, TOKENS) as proc:
+        yield scenario, proc
+
+
 def client(proc: ServerProcess, principal: str | None = None) -> httpx.Client:
     headers = {"Authorization": f"Bearer {TOKENS[principal]}"} if principal else {}
     return httpx.Client(base_url=base_url(proc), headers=headers, timeout=20)
@@ -165,8 +175,10 @@ def test_runs_search_and_filter(served: tuple[Scenario, ServerProcess]) -> None:
         assert "<script>x" not in escaped and "&lt;script&gt;x" in escaped
 
 
-def test_run_page_shows_both_lanes_without_raw_ids(served: tuple[Scenario, ServerProcess]) -> None:
-    scenario, proc = served
+def test_run_page_shows_both_lanes_without_raw_ids(
+    served_on_each_backend: tuple[Scenario, ServerProcess],
+) -> None:
+    scenario, proc = served_on_each_backend
     with client(proc, PRINCIPAL) as http:
         page = http.get(f"/runs/{scenario.run_ref}").text
         assert 'data-lane="outer"' in page
@@ -189,9 +201,9 @@ def test_run_page_shows_both_lanes_without_raw_ids(served: tuple[Scenario, Serve
 
 
 def test_the_verdict_on_an_unknown_outcome_is_recorded_once(
-    served: tuple[Scenario, ServerProcess],
+    served_on_each_backend: tuple[Scenario, ServerProcess], ledger: Ledger
 ) -> None:
-    scenario, proc = served
+    scenario, proc = served_on_each_backend
     resolve = f"/runs/{scenario.run_ref}/calls/{scenario.unknown_op}/resolve"
     with client(proc, PRINCIPAL) as http:
         token = csrf_of(http.get(f"/runs/{scenario.run_ref}").text)
@@ -199,13 +211,9 @@ def test_the_verdict_on_an_unknown_outcome_is_recorded_once(
         done = http.post(resolve, data={"csrf": token, "admission": "admitted"})
         assert done.status_code == 303
         assert "Verdict recorded" in http.get(done.headers["location"]).text
-    ledger = Ledger.open(scenario.db)
-    try:
-        events = ledger.for_principal(PRINCIPAL).events(scenario.run_ref)
-        checked = [e for e in events if e.type == "call.admission_checked"]
-        assert [e.admission for e in checked] == ["admitted"]  # type: ignore[attr-defined]
-    finally:
-        ledger.close()
+    events = ledger.for_principal(PRINCIPAL).events(scenario.run_ref)
+    checked = [e for e in events if e.type == "call.admission_checked"]
+    assert [e.admission for e in checked] == ["admitted"]  # type: ignore[attr-defined]
     no_secrets(scenario, proc.log_path.read_text())
 
 
