@@ -19,7 +19,7 @@ from bridge.console.auth import (
     token_digest,
 )
 from bridge.console.csrf import cross_origin_reason
-from bridge.console.forms import form_fields, posted_values, render_fields
+from bridge.console.forms import coerce_values, form_fields, posted_values, render_fields
 from bridge.console.inbox import inbox_page
 from bridge.console.live import resume_point
 from bridge.console.markup import Markup, attrs, html, join
@@ -108,6 +108,27 @@ def test_posted_values_keep_given_fields_only() -> None:
     fields = form_fields(SCHEMA)
     form = {"f.approve": "true", "f.amount": " 7 ", "f.note": "  spaced  ", "f.ratio": "", "x": "1"}
     assert posted_values(fields, form) == {"approve": "true", "amount": "7", "note": "  spaced  "}
+
+
+def test_posted_texts_become_the_schemas_types_or_a_field_message() -> None:
+    fields = form_fields(SCHEMA)
+    good = {"approve": "false", "amount": "7", "ratio": "0.5", "tier": "gold", "size": "s"}
+    assert coerce_values(fields, good) == (
+        {"approve": False, "amount": 7, "ratio": 0.5, "tier": "gold", "size": "s"},
+        {},
+    )
+    content, errors = coerce_values(
+        fields, {"approve": "maybe", "amount": "12x", "ratio": "nan", "tier": "bronze"}
+    )
+    assert content == {}
+    assert set(errors) == {"approve", "amount", "ratio", "tier"}
+    assert "12x" in errors["amount"] and "choices" in errors["tier"]
+    assert coerce_values(fields, {})[1] == {
+        "approve": "required: give a value",
+        "amount": "required: give a value",
+    }
+    numbers = {"type": "object", "properties": {"n": {"type": "integer", "enum": [1, 2]}}}
+    assert coerce_values(form_fields(numbers), {"n": "2"}) == ({"n": 2}, {})
 
 
 # -- tokens and sessions ----------------------------------------------------------------------

@@ -3,9 +3,10 @@ cancelling a task, giving the verdict on a call whose outcome is unknown.
 
 Every action goes through the bridge's public API (:class:`~bridge.facade.Bridge`,
 :class:`~bridge.run.Run`), bound to the signed-in principal. An answer is built from the posted
-form by :mod:`bridge.answers` (``coerce_fields`` turns the texts into the schema's types,
-``build_answer`` checks the whole answer); a refused answer re-renders the form with a message
-next to each field and sends nothing.
+form: :func:`bridge.console.forms.coerce_values` turns the texts into the schema's types, and
+the request's own ``accept`` checks the content against the whole schema before anything is
+recorded; a refused answer re-renders the form with a message next to each field and sends
+nothing.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from typing import Any
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from bridge.answers import InvalidAnswer, build_answer, coerce_fields
-from bridge.console.forms import form_fields, posted_values
+from bridge.console.forms import coerce_values, form_fields, posted_values
 from bridge.console.inbox import FormProblem, inbox_page
 from bridge.console.pages import Frame, message_page
 from bridge.console.reads import ConsoleReads
-from bridge.errors import AnswerRefused, InputAlreadyAnswered
+from bridge.errors import AnswerRefused, InputAlreadyAnswered, InvalidInputAnswer
 from bridge.facade import Bridge
 from bridge.lifecycle import Admission
-from bridge.outcomes import AnswerDelivery, InputRequest
+from bridge.outcomes import AnswerDelivery, AnswerReceipt, InputRequest
 
 log = logging.getLogger("bridge.console")
 
@@ -45,6 +45,14 @@ class InboxItem:
     requested_schema: dict[str, Any] | None
     since_ms: int
     next_step: str
+
+
+class _Refused(Exception):
+    """An answer refused before anything was recorded: one message per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
 
 
 class ConsoleActions:
@@ -127,22 +135,15 @@ class ConsoleActions:
             )
         fields = form_fields(request.requested_schema)
         posted = posted_values(fields, form)
-        content = None
         try:
-            if action == "accept" and request.requested_schema is not None:
-                content = coerce_fields(request.requested_schema, posted)
-            answer = build_answer(request, str(action), content)  # type: ignore[arg-type]
-        except InvalidAnswer as exc:
-            return await self._refused_answer(frame, input_ref, posted, exc.problems, fields)
-        run = self.bridge.run(frame.principal, run_ref)
-        try:
-            receipt = await run.answer(owner_ref, input_ref, answer)
+            receipt = await self._send(request, str(action), fields, posted)
+        except _Refused as refused:
+            return await self._refused_answer(frame, input_ref, posted, refused.problems, fields)
         except InputAlreadyAnswered:
             return RedirectResponse("/inbox?done=answered", status_code=303)
         except AnswerRefused as exc:
-            return await self._refused_answer(
-                frame, input_ref, posted, [f"The server refused the answer: {exc}"]
-            )
+            problems = [f"The server refused the answer: {exc}"]
+            return await self._refused_answer(frame, input_ref, posted, problems)
         log.info(
             "console answer %s on %s by %s: %s",
             input_ref,
@@ -154,6 +155,24 @@ class ConsoleActions:
         if receipt.delivery is AnswerDelivery.TASK_LOST:
             done = "lost"
         return RedirectResponse(f"/inbox?done={done}", status_code=303)
+
+    async def _send(
+        self, request: InputRequest, action: str, fields: list[Any], posted: dict[str, str]
+    ) -> AnswerReceipt:
+        """Check, record and send one answer (``_Refused``: nothing was recorded)."""
+        try:
+            if action == "decline":
+                return await request.decline()
+            if action == "cancel":
+                return await request.cancel()
+            if request.requested_schema is None:
+                return await request.accept()
+            content, errors = coerce_values(fields, posted)
+            if errors:
+                raise _Refused([f"{name}: {text}" for name, text in errors.items()])
+            return await request.accept(content)
+        except InvalidInputAnswer as exc:
+            raise _Refused([exc.detail]) from None
 
     async def _refused_answer(
         self,

@@ -245,6 +245,7 @@ FLASHES = {
     "queued": "Answer recorded; not acknowledged yet: it is sent again before the next poll.",
     "cancel": "Cancel requested (recorded as intent). The task's status says when it stops.",
     "resolved": "Verdict recorded.",
+    "lost": "Answer recorded, NOT delivered: the server no longer knows the task (now lost).",
 }
 
 

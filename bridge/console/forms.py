@@ -26,6 +26,7 @@ class Choice:
 
     value: str
     label: str
+    raw: Any = None  # the schema's own value (a number stays a number)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +53,15 @@ def _choices(spec: Mapping[str, Any]) -> tuple[Choice, ...]:
         names = spec.get("enumNames")
         labels = names if isinstance(names, list) and len(names) == len(spec["enum"]) else None
         return tuple(
-            Choice(_text(value), _text(labels[i]) if labels else _text(value))
+            Choice(_text(value), _text(labels[i]) if labels else _text(value), value)
             for i, value in enumerate(spec["enum"])
         )
     options = spec.get("oneOf") or spec.get("anyOf")
     if isinstance(options, list) and all(isinstance(o, dict) and "const" in o for o in options):
-        return tuple(Choice(_text(o["const"]), _text(o.get("title", o["const"]))) for o in options)
+        return tuple(
+            Choice(_text(o["const"]), _text(o.get("title", o["const"])), o["const"])
+            for o in options
+        )
     return ()
 
 
@@ -112,6 +116,55 @@ def posted_values(fields: list[FormField], form: Mapping[str, Any]) -> dict[str,
         if isinstance(raw, str) and raw.strip() != "":
             values[item.name] = raw if item.kind == "string" else raw.strip()
     return values
+
+
+def coerce_values(
+    fields: list[FormField], posted: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The posted texts as the schema's types, and a message for each field refused (a
+    required field not given, a text that is no number, a value outside the choices). The
+    content is then checked against the whole schema when it is answered."""
+    content: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for item in fields:
+        text = posted.get(item.name)
+        if text is None:
+            if item.required:
+                errors[item.name] = "required: give a value"
+            continue
+        try:
+            content[item.name] = _coerce(item, text)
+        except ValueError as exc:
+            errors[item.name] = str(exc)
+    return content, errors
+
+
+def _coerce(item: FormField, text: str) -> Any:
+    if item.kind == "boolean":
+        if text not in ("true", "false"):
+            raise ValueError(f"choose Yes or No (got {text!r})")
+        return text == "true"
+    if item.kind == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"not a whole number: {text!r}") from None
+    if item.kind == "number":
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError(f"not a number: {text!r}") from None
+        if number != number or number in (float("inf"), float("-inf")):
+            raise ValueError(f"not a finite number: {text!r}")
+        return int(number) if number.is_integer() and "." not in text else number
+    if item.kind == "enum":
+        for choice in item.choices:
+            if choice.value == text:
+                return choice.raw
+        raise ValueError(f"not one of the choices: {text!r}")
+    if item.kind == "unsupported":
+        raise ValueError("this field type cannot be filled here")
+    return text
 
 
 def _initial(item: FormField, values: Mapping[str, str] | None) -> str:
