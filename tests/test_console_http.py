@@ -206,11 +206,18 @@ def test_the_verdict_on_an_unknown_outcome_is_recorded_once(
     scenario, proc = served_on_each_backend
     resolve = f"/runs/{scenario.run_ref}/calls/{scenario.unknown_op}/resolve"
     with client(proc, PRINCIPAL) as http:
-        token = csrf_of(http.get(f"/runs/{scenario.run_ref}").text)
+        inbox = http.get("/inbox").text
+        assert f'data-kind="unknown_outcome" data-subject="{scenario.unknown_op}"' in inbox
+        token = csrf_of(inbox)
         assert http.post(resolve, data={"csrf": token, "admission": "maybe"}).status_code == 422
         done = http.post(resolve, data={"csrf": token, "admission": "admitted"})
         assert done.status_code == 303
-        assert "Verdict recorded" in http.get(done.headers["location"]).text
+        page = http.get(done.headers["location"]).text
+        assert "Verdict recorded" in page
+        assert f'data-call="{scenario.unknown_op}" data-verdict="admitted"' in page
+        assert scenario.unknown_op not in http.get("/inbox").text
+        again = http.post(resolve, data={"csrf": token, "admission": "not_admitted"})
+        assert again.status_code == 409 and "already resolved as admitted" in again.text
     events = ledger.for_principal(PRINCIPAL).events(scenario.run_ref)
     checked = [e for e in events if e.type == "call.admission_checked"]
     assert [e.admission for e in checked] == ["admitted"]  # type: ignore[attr-defined]

@@ -63,7 +63,8 @@ class ConsoleActions:
         self.reads = reads
 
     async def items(self, principal: str) -> list[InboxItem]:
-        """What waits for ``principal``, oldest first, redacted."""
+        """What waits for ``principal``, redacted: its input requests (oldest first), then its
+        calls of unknown outcome with no final verdict."""
         redactor = await self.reads.redactor(principal)
         tenant = self.bridge._ledger.for_principal(principal)
         items = []
@@ -86,6 +87,23 @@ class ConsoleActions:
                     requested_schema=request.requested_schema,
                     since_ms=since,
                     next_step="answer the form, or decline / dismiss the request",
+                )
+            )
+        for call in await self.reads.unresolved_calls(principal):
+            items.append(
+                InboxItem(
+                    kind="unknown_outcome",
+                    run_ref=call.run_ref,
+                    response_id=None,
+                    subject_ref=call.ref,
+                    input_ref=None,
+                    summary=redactor.text(
+                        f"{call.server_name or call.server_endpoint}.{call.tool_name}: "
+                        f"{call.unknown_reason or 'no reply'}"
+                    ),
+                    requested_schema=None,
+                    since_ms=call.updated_at_ms,
+                    next_step="say whether the server ran the call (never resent until then)",
                 )
             )
         return items

@@ -30,7 +30,7 @@ from bridge.console.pages import Frame, login_page, message_page, runs_page
 from bridge.console.reads import ConsoleReads, RunsQuery
 from bridge.console.run_page import run_page
 from bridge.console.static import CONSOLE_CSS, CONSOLE_JS
-from bridge.errors import NotFound
+from bridge.errors import InvalidTransition, NotFound
 from bridge.facade import Bridge
 
 log = logging.getLogger("bridge.console")
@@ -136,9 +136,12 @@ class Console:
             return await handler(request, frame)
         except NotFound as exc:
             return self._refused(frame, 404, f"No {exc.kind} {exc.ref} for {frame.principal}.")
+        except InvalidTransition as exc:  # e.g. a verdict given twice: nothing was written
+            return self._refused(frame, 409, f"Not done: {exc}.")
 
     def _refused(self, frame: Frame | None, status: int, text: str) -> Response:
-        title = {401: "Not signed in", 403: "Refused", 404: "Not found"}.get(status, "Error")
+        titles = {401: "Not signed in", 403: "Refused", 404: "Not found", 409: "Already done"}
+        title = titles.get(status, "Error")
         return HTMLResponse(message_page(frame, title, text), status_code=status)
 
     # -- sign in and out -----------------------------------------------------------------
@@ -193,9 +196,10 @@ class Console:
         snapshot, timeline = await self.reads.snapshot(
             frame.principal, request.path_params["run_ref"]
         )
+        verdicts = await self.reads.verdicts(frame.principal, snapshot)
         frame = await self.actions.with_count(frame)
-        flash = request.query_params.get("done")
-        return HTMLResponse(run_page(snapshot, timeline, frame, flash=_flash(flash)))
+        flash = _flash(request.query_params.get("done"))
+        return HTMLResponse(run_page(snapshot, timeline, frame, verdicts=verdicts, flash=flash))
 
     async def stream(self, request: Request, frame: Frame) -> Response:
         """``GET /runs/{run_ref}/stream``: the live area over SSE."""

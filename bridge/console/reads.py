@@ -13,7 +13,9 @@ from bridge.cli.records import Redactor, RunSnapshot, load_snapshot
 from bridge.cli.timeline import Timeline, build_timeline
 from bridge.console.pages import RunRow
 from bridge.facade import Bridge
+from bridge.ledger.reads.views import DispatchView
 from bridge.ledger.store import TenantLedger
+from bridge.lifecycle import DispatchState
 
 RUNS_SCANNED = 500  # the search looks at this many most recently updated runs
 
@@ -42,6 +44,22 @@ class ConsoleReads:
         snapshot = await self.bridge._runner(load_snapshot, self._tenant(principal), run_ref)
         return snapshot, build_timeline(snapshot)
 
+    async def verdicts(self, principal: str, snapshot: RunSnapshot) -> dict[str, str]:
+        """The final admission verdicts given on the run's calls of unknown outcome."""
+        tenant = self._tenant(principal)
+        found: dict[str, str] = {}
+        for call in snapshot.dispatches:
+            if call.state is DispatchState.UNKNOWN:
+                verdict = await self.bridge._runner(tenant.admission_of, call.ref)
+                if verdict is not None and verdict.is_final:
+                    found[call.ref] = verdict.value
+        return found
+
+    async def unresolved_calls(self, principal: str) -> list[DispatchView]:
+        """The principal's calls of unknown outcome with no final verdict yet, oldest first."""
+        tenant = self._tenant(principal)
+        return await self.bridge._runner(_unresolved, tenant)
+
     async def redactor(self, principal: str) -> Redactor:
         """Replaces the raw ids of the principal's open tasks (what the inbox is about)."""
         tenant = self._tenant(principal)
@@ -51,6 +69,16 @@ class ConsoleReads:
         """The runs matching ``query`` among the most recently updated, and how many were
         looked at."""
         return await self.bridge._runner(_matching_runs, self._tenant(principal), query)
+
+
+def _unresolved(tenant: TenantLedger) -> list[DispatchView]:
+    calls = tenant.list_dispatches(states=[DispatchState.UNKNOWN])
+    open_calls = []
+    for call in calls:
+        verdict = tenant.admission_of(call.ref)
+        if verdict is None or not verdict.is_final:
+            open_calls.append(call)
+    return sorted(open_calls, key=lambda c: c.updated_at_ms)
 
 
 def _matching_runs(tenant: TenantLedger, query: RunsQuery) -> tuple[list[RunRow], int]:

@@ -9,6 +9,8 @@ the page shows inside its live area and what the SSE stream sends again after ea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from bridge.cli.html_timeline import render_svg
 from bridge.cli.records import RunSnapshot, relative, short_time, task_verdicts
 from bridge.cli.timeline import Timeline
@@ -59,10 +61,25 @@ def _task_rows(snapshot: RunSnapshot, frame: Frame) -> Markup:
     )
 
 
-def _unknown_calls(snapshot: RunSnapshot, frame: Frame) -> Markup:
+def _unknown_calls(snapshot: RunSnapshot, frame: Frame, verdicts: Mapping[str, str]) -> Markup:
     rows = []
     for call in snapshot.dispatches:
         if call.state is not DispatchState.UNKNOWN:
+            continue
+        if call.ref in verdicts:  # given once: shown, not asked again
+            rows.append(
+                html(
+                    '<tr data-call="{}" data-verdict="{}"><td>{}</td><td>{}.{}</td><td>{}</td>'
+                    "<td>verdict: <b>{}</b></td></tr>",
+                    call.ref,
+                    verdicts[call.ref],
+                    call.ref,
+                    call.server_name or call.server_endpoint,
+                    call.tool_name,
+                    snapshot.redactor.text(call.unknown_reason or "-"),
+                    verdicts[call.ref],
+                )
+            )
             continue
         rows.append(
             html(
@@ -111,7 +128,12 @@ def _events_table(timeline: Timeline) -> Markup:
     )
 
 
-def live_fragment(snapshot: RunSnapshot, timeline: Timeline, frame: Frame) -> Markup:
+def live_fragment(
+    snapshot: RunSnapshot,
+    timeline: Timeline,
+    frame: Frame,
+    verdicts: Mapping[str, str] | None = None,
+) -> Markup:
     """Everything on the run page that changes: status line, tasks, calls, timeline, events."""
     run = snapshot.run
     red = snapshot.redactor.text
@@ -129,7 +151,7 @@ def live_fragment(snapshot: RunSnapshot, timeline: Timeline, frame: Frame) -> Ma
         run.event_count,
         short_time(run.updated_at_ms),
         _task_rows(snapshot, frame),
-        _unknown_calls(snapshot, frame),
+        _unknown_calls(snapshot, frame, verdicts or {}),
         run.event_count,
         Markup(render_svg(timeline)),  # the CLI's renderer: every text in it is escaped
         _events_table(timeline),
@@ -137,7 +159,12 @@ def live_fragment(snapshot: RunSnapshot, timeline: Timeline, frame: Frame) -> Ma
 
 
 def run_page(
-    snapshot: RunSnapshot, timeline: Timeline, frame: Frame, *, flash: str | None = None
+    snapshot: RunSnapshot,
+    timeline: Timeline,
+    frame: Frame,
+    *,
+    verdicts: Mapping[str, str] | None = None,
+    flash: str | None = None,
 ) -> str:
     """The whole run page; its live area follows ``/runs/<ref>/stream`` (SSE)."""
     run = snapshot.run
@@ -147,6 +174,6 @@ def run_page(
         run.ref,
         run.ref,
         run.event_count,
-        live_fragment(snapshot, timeline, frame),
+        live_fragment(snapshot, timeline, frame, verdicts),
     )
     return layout(f"Run {run.ref}", body, frame, flash=flash)
