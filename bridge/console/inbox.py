@@ -2,8 +2,8 @@
 
 An input request with a form schema gets a form generated from that schema
 (:mod:`bridge.console.forms`) and three answers: accept (with the form's content), decline,
-dismiss. A call whose outcome is unknown gets the two verdicts an operator can give; a lost
-task gets its resolution; the rest (anomalies, tasks nobody watches) link to their run.
+dismiss. A call whose outcome is unknown gets the two verdicts an operator can give; any other
+kind links to its run.
 """
 
 from __future__ import annotations
