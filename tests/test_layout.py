@@ -39,7 +39,8 @@ RANKS: list[tuple[str, int]] = [
     ("bridge.facade", 8),
     ("bridge.gateway", 9),
     ("bridge.integrations", 9),
-    ("bridge.cli", 10),  # the CLI starts the gateway too
+    ("bridge.console", 10),  # the web console draws the CLI's timeline model
+    ("bridge.cli", 10),  # the CLI starts the gateway and the console too
     ("bridge", 11),  # the package itself: the public names, exported lazily
 ]
 

@@ -286,6 +286,19 @@ def gateway(ctx: typer.Context) -> None:
     gateway_main(ctx.args)
 
 
+@app.command(
+    "console",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def console(ctx: typer.Context) -> None:
+    """Serve the operator web console over the ledger (see docs/guides/operate-the-console.md):
+    --db URL --tokens FILE [--mcp-config FILE] [--listen HOST:PORT] [--port-file F]."""
+    from bridge.console.__main__ import main as console_main  # loads the web and MCP stack
+
+    console_main(ctx.args)
+
+
 # -- MCP-side commands (after events: the help lists commands in this order) ---------------------
 app.command()(recover)
 app.command("cancel-task")(cancel_task)

@@ -1,0 +1,3 @@
+"""`bridge console`: the operator web console over the ledger (starlette + SSE, no front-end
+build step): runs, the attention inbox with forms from each request's schema, answering,
+resolving and cancelling, and a live two-lane timeline of a run."""
