@@ -18,7 +18,7 @@ errors live in :mod:`bridge.uhp.errors`; every name is exported by :mod:`bridge`
     ├── McpSideError
     │   ├── UnknownServer            no enabled MCP server with that name
     │   ├── ServerConnectFailed      could not connect; nothing was sent
-    │   │   ├── ServerUnreachable    no answer: DNS, refused, timed out, closed
+    │   │   ├── ServerNotReachable    no answer: DNS, refused, timed out, closed
     │   │   ├── ServerCredentialsRejected  HTTP 401/403: fix the server's credential
     │   │   └── ServerTlsFailed      the TLS handshake or the certificate failed
     │   ├── InvalidTaskResponse      the server broke the protocol (recorded as unknown)
@@ -110,7 +110,7 @@ class ServerConnectFailed(McpSideError):
         self.detail = detail
 
 
-class ServerUnreachable(ServerConnectFailed):
+class ServerNotReachable(ServerConnectFailed):
     """No answer from the MCP server: its name does not resolve, the connection was refused or
     closed, or the connect timed out. Check ``McpServerConfig.url`` and that the server runs."""
 

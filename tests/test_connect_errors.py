@@ -1,5 +1,5 @@
 """A failed connect names its cause and the fix: HTTP 401/403 -> ServerCredentialsRejected
-(naming the server and the setting), refused -> ServerUnreachable, TLS -> ServerTlsFailed;
+(naming the server and the setting), refused -> ServerNotReachable, TLS -> ServerTlsFailed;
 each against a real loopback server (bridge.testing's task server behind a bearer, a
 Starlette app answering 403, a bound port that never listens, a TLS server whose certificate
 comes from a CA this machine does not trust), on both HTTP engines."""
@@ -27,7 +27,7 @@ from bridge import (
     ServerConnectFailed,
     ServerCredentialsRejected,
     ServerTlsFailed,
-    ServerUnreachable,
+    ServerNotReachable,
     WaitMode,
 )
 from bridge.uhp.serving.listening import listening_socket
@@ -143,7 +143,7 @@ async def test_a_refused_port_is_unreachable(tmp_path: Path, engine: str) -> Non
         url = f"http://{HOST}:{port}/mcp"
         config = McpServerConfig(name="gone", url=url, http_engine=engine)  # type: ignore[arg-type]
         error = await call_once(tmp_path, config)
-    assert isinstance(error, ServerUnreachable), error
+    assert isinstance(error, ServerNotReachable), error
     assert error.server == "gone" and "refused" in str(error)
     assert "check its url" in str(error)
 

@@ -40,6 +40,7 @@ RANKS: list[tuple[str, int]] = [
     ("bridge.facade", 8),
     ("bridge.gateway", 9),
     ("bridge.integrations", 9),
+    ("bridge.testing", 9),
     ("bridge.cli", 10),  # the CLI starts the gateway too
     ("bridge", 11),  # the package itself: the public names, exported lazily
 ]

@@ -36,7 +36,7 @@ from bridge.errors import (
     ServerConnectFailed,
     ServerCredentialsRejected,
     ServerTlsFailed,
-    ServerUnreachable,
+    ServerNotReachable,
     UnknownServer,
 )
 from bridge.mcp.wire.aiohttp_transport import AiohttpTransport
@@ -221,7 +221,7 @@ class ServerConnection:
             await ready.wait()
         if self._live is None:
             if scope.cancelled_caught:
-                raise ServerUnreachable(self.config.name, "connect timeout")
+                raise ServerNotReachable(self.config.name, "connect timeout")
             sent = self._http is not None and "authorization" in self._http.headers
             raise connect_error(self.config.name, failure, sent_credentials=sent)
 
@@ -324,10 +324,10 @@ def connect_error(
     """The typed error for a connect that failed with ``failure``: HTTP 401/403 ->
     :class:`~bridge.errors.ServerCredentialsRejected`; TLS ->
     :class:`~bridge.errors.ServerTlsFailed`; no answer (DNS, refused, closed) ->
-    :class:`~bridge.errors.ServerUnreachable` (what :mod:`bridge.mcp.wire.transport` put in
+    :class:`~bridge.errors.ServerNotReachable` (what :mod:`bridge.mcp.wire.transport` put in
     the error's data says which); anything else the base class, with its detail."""
     if not failure:
-        return ServerUnreachable(server, "connection closed")
+        return ServerNotReachable(server, "connection closed")
     exc = failure[0]
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
@@ -344,9 +344,9 @@ def connect_error(
         if cause == "tls":
             return ServerTlsFailed(server, f"{error} during the TLS handshake")
         if status is None:
-            return ServerUnreachable(server, f"{error}" + (f" ({cause})" if cause else ""))
+            return ServerNotReachable(server, f"{error}" + (f" ({cause})" if cause else ""))
     if isinstance(exc, OSError):  # a stdio command that cannot be started
-        return ServerUnreachable(server, f"{type(exc).__name__}: {exc}")
+        return ServerNotReachable(server, f"{type(exc).__name__}: {exc}")
     return ServerConnectFailed(server, f"{type(exc).__name__}: {exc}")
 
 
