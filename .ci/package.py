@@ -167,6 +167,7 @@ def main() -> None:
                 print("   ", next(x for x in out.splitlines() if x.startswith("smoke ")))
         step("one real call in each venv", started)
     print(f"package check passed in {time.monotonic() - total:.1f} s")
+    print(f"package: {len(INSTALLS)} passed, 0 failed")
 
 
 if __name__ == "__main__":

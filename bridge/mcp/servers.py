@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 # Resolves a server's ``credential_ref`` to its bearer token (None: no token) when a client
 # connects; the token is never stored in the ledger.
 CredentialResolver = Callable[[str], str | None]
+"""``BridgeSettings.credentials``: a server's ``credential_ref`` -> its bearer token (``None``:
+no ``Authorization`` header), called when a connection opens; the token is never stored."""
 # The input kinds (elicitation modes, sampling) declared to a server, by server name.
 DeclaredInputs = Callable[[str], InputCapabilities]
 
