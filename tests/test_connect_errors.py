@@ -26,8 +26,8 @@ from bridge import (
     OutcomeKind,
     ServerConnectFailed,
     ServerCredentialsRejected,
-    ServerTlsFailed,
     ServerNotReachable,
+    ServerTlsFailed,
     WaitMode,
 )
 from bridge.uhp.serving.listening import listening_socket
@@ -87,7 +87,10 @@ async def test_a_wrong_token_is_a_credentials_error_that_says_it_was_sent(
     tmp_path: Path, task_server: ServerProcess, engine: str
 ) -> None:
     config = McpServerConfig(
-        name="reports", url=task_server.url, credential_ref="reports", http_engine=engine  # type: ignore[arg-type]
+        name="reports",
+        url=task_server.url,
+        credential_ref="reports",
+        http_engine=engine,  # type: ignore[arg-type]
     )
     error = await call_once(tmp_path, config, token="not-the-token")
     assert isinstance(error, ServerCredentialsRejected), error

@@ -67,7 +67,9 @@ def test_embed_minimal_as_its_docstring_says_against_a_token_protected_server(
     server.start()
     try:
         args = ["--mcp-url", server.url, "--args", '{"quarter": "Q3", "sections": 1}']
-        by_option = _embed_minimal(tmp_path, *args, "--token", "embed-token", "--db", str(tmp_path / "a.db"))
+        by_option = _embed_minimal(
+            tmp_path, *args, "--token", "embed-token", "--db", str(tmp_path / "a.db")
+        )
         assert by_option.returncode == 0, by_option.stderr
         assert "task.terminal" in by_option.stdout
         by_env = _embed_minimal(

@@ -84,7 +84,9 @@ def test_the_first_task_guide_runs_as_written_in_a_clean_venv(tmp_path: Path) ->
         (folder / "first_task.py").write_text(script)
         started = time.monotonic()
         url = f"http://127.0.0.1:{int(port_file.read_text())}/mcp"
-        out = run("venv/bin/python", "first_task.py", cwd=folder, env={**env, "BRIDGE_MCP_URL": url})
+        out = run(
+            "venv/bin/python", "first_task.py", cwd=folder, env={**env, "BRIDGE_MCP_URL": url}
+        )
         timings["python first_task.py"] = time.monotonic() - started
     finally:
         server.terminate()

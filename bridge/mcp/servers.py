@@ -35,8 +35,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from bridge.errors import (
     ServerConnectFailed,
     ServerCredentialsRejected,
-    ServerTlsFailed,
     ServerNotReachable,
+    ServerTlsFailed,
     UnknownServer,
 )
 from bridge.mcp.wire.aiohttp_transport import AiohttpTransport

@@ -1,8 +1,8 @@
 """A scripted pydantic-ai model for the pydantic-ai guide (extra ``[pydantic-ai]``): no LLM.
 
-    from bridge.testing.pydantic_ai import scripted_model
+from bridge.testing.pydantic_ai import scripted_model
 
-    agent = Agent(scripted_model("generate_report", {"quarter": "Q3"}), toolsets=[...])
+agent = Agent(scripted_model("generate_report", {"quarter": "Q3"}), toolsets=[...])
 """
 
 from __future__ import annotations

@@ -89,7 +89,10 @@ def connect_cause(exc: BaseException) -> str | None:
         stack.extend((current.__cause__, current.__context__))
         stack.extend(
             value
-            for value in (getattr(current, "os_error", None), getattr(current, "certificate_error", None))
+            for value in (
+                getattr(current, "os_error", None),
+                getattr(current, "certificate_error", None),
+            )
             if isinstance(value, BaseException)
         )
     return None
