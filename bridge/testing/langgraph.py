@@ -18,9 +18,9 @@ from bridge.extras import require_extra
 
 require_extra("bridge.testing.langgraph", "langgraph")
 
-from langchain_core.language_models import BaseChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage  # noqa: E402
-from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 
 __all__ = ["ScriptedChatModel"]
 

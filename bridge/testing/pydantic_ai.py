@@ -13,14 +13,14 @@ from bridge.extras import require_extra
 
 require_extra("bridge.testing.pydantic_ai", "pydantic-ai")
 
-from pydantic_ai.messages import (  # noqa: E402
+from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 __all__ = ["scripted_model"]
 

@@ -28,6 +28,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bridge.extras import require_extra
+
+require_extra("the example task server (bridge.testing.server)", "serve")
+
 import mcp_types
 from mcp import MCPError
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
