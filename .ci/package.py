@@ -53,10 +53,20 @@ def step(name: str, started: float) -> None:
     print(f"  {name}: {timings[-1][1]:.1f} s", flush=True)
 
 
-def run(*argv: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+def run(
+    *argv: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    fallback: tuple[str, ...] | None = None,
+) -> str:
+    """Run ``argv``; if it fails and a ``fallback`` is given (pip where uv cannot reach the
+    packages: uv reads UV_INDEX_URL, not pip's configuration), run that instead."""
     done = subprocess.run(
         argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
     )
+    if done.returncode != 0 and fallback is not None:
+        print(f"  ({argv[0]} failed, falling back to {fallback[0]}: {done.stderr.strip()[-300:]})")
+        return run(*fallback, cwd=cwd, env=env)
     if done.returncode != 0:
         raise SystemExit(
             f"failed ({done.returncode}): {' '.join(argv)}\n--- stdout\n{done.stdout}"
@@ -74,7 +84,10 @@ def clean_env() -> dict[str, str]:
 
 def build(out: Path) -> tuple[Path, Path]:
     started = time.monotonic()
-    run(UV, "build", "--quiet", "--out-dir", str(out), str(REPO))
+    run(
+        UV, "build", "--quiet", "--out-dir", str(out), str(REPO),
+        fallback=(sys.executable, "-m", "build", "--outdir", str(out), str(REPO)),
+    )  # fmt: skip
     wheel, sdist = next(out.glob("*.whl")), next(out.glob("*.tar.gz"))
     step("build wheel + sdist (uv build)", started)
     started = time.monotonic()
@@ -98,9 +111,12 @@ def make_venv(root: Path, name: str, wheel: Path) -> Path:
     extra = INSTALLS[name][0]
     venv = root / name
     requirement = f"{wheel}[{extra}]" if extra else str(wheel)
-    run(UV, "venv", "--quiet", "--python", BASE_PYTHON, str(venv))
+    run(UV, "venv", "--quiet", "--seed", "--python", BASE_PYTHON, str(venv))
     python = venv / "bin" / "python"
-    run(UV, "pip", "install", "--quiet", "--python", str(python), requirement)
+    run(
+        UV, "pip", "install", "--quiet", "--python", str(python), requirement,
+        fallback=(str(python), "-m", "pip", "install", "--quiet", requirement),
+    )  # fmt: skip
     return python
 
 
