@@ -52,5 +52,5 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) $(LEGACY_MCP_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis \
+	rm -rf $(VENV) $(LEGACY_MCP_VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis \
 	  tests/interop/ts/node_modules tests/interop/ts/.install.lock

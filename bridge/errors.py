@@ -18,6 +18,9 @@ errors live in :mod:`bridge.uhp.errors`; every name is exported by :mod:`bridge`
     ├── McpSideError
     │   ├── UnknownServer            no enabled MCP server with that name
     │   ├── ServerConnectFailed      could not connect; nothing was sent
+    │   │   ├── ServerNotReachable    no answer: DNS, refused, timed out, closed
+    │   │   ├── ServerCredentialsRejected  HTTP 401/403: fix the server's credential
+    │   │   └── ServerTlsFailed      the TLS handshake or the certificate failed
     │   ├── InvalidTaskResponse      the server broke the protocol (recorded as unknown)
     │   │   └── MalformedTaskHandle  an empty, oversized, unprintable or duplicate taskId
     │   ├── TaskRequestFailed        tasks/get|update|cancel failed
@@ -36,7 +39,8 @@ errors live in :mod:`bridge.uhp.errors`; every name is exported by :mod:`bridge`
     │   └── UhpServerError
     ├── StreamFault                  a UHP stream broke unsafely (resume instead)
     ├── ResponseNotFollowable        the run cannot be followed
-    └── RequestNotRepostable         no recorded request body to send again as it was
+    ├── RequestNotRepostable         no recorded request body to send again as it was
+    └── MissingExtra                 a module needs an extra that is not installed (ImportError)
 
 ``tests/test_public_api.py`` checks this drawing against the classes.
 """
@@ -97,10 +101,62 @@ class UnknownServer(McpSideError):
 
 
 class ServerConnectFailed(McpSideError):
-    """The MCP server could not be reached; nothing was sent."""
+    """The bridge could not connect to the MCP server; nothing was sent. The subclasses say
+    why (unreachable, credentials refused, TLS); catch this one for all of them."""
 
     def __init__(self, server: str, detail: str) -> None:
-        super().__init__(f"MCP server {server!r} unreachable: {detail}")
+        super().__init__(f"MCP server {server!r}: could not connect: {detail}")
+        self.server = server
+        self.detail = detail
+
+
+class ServerNotReachable(ServerConnectFailed):
+    """No answer from the MCP server: its name does not resolve, the connection was refused or
+    closed, or the connect timed out. Check ``McpServerConfig.url`` and that the server runs."""
+
+    def __init__(self, server: str, detail: str) -> None:
+        McpSideError.__init__(
+            self, f"MCP server {server!r} unreachable: {detail} (check its url and that it runs)"
+        )
+        self.server = server
+        self.detail = detail
+
+
+class ServerCredentialsRejected(ServerConnectFailed):
+    """The MCP server answered HTTP 401 or 403: the bridge's credentials for it are missing or
+    wrong. Fix ``McpServerConfig.credential_ref`` (the name) and what ``BridgeSettings.credentials``
+    resolves it to (the token), or the ``Authorization`` entry of ``McpServerConfig.headers``."""
+
+    def __init__(self, server: str, status: int, *, sent_credentials: bool) -> None:
+        said = "401 Unauthorized" if status == 401 else f"{status} Forbidden"
+        cause = (
+            "the bearer token sent was refused"
+            if sent_credentials
+            else "no credentials were sent (McpServerConfig.credential_ref is not set, or "
+            "BridgeSettings.credentials resolved it to nothing)"
+        )
+        McpSideError.__init__(
+            self,
+            f"MCP server {server!r} refused the bridge's credentials (HTTP {said}): {cause}; "
+            f"set McpServerConfig(name={server!r}, credential_ref=...) and resolve it in "
+            "BridgeSettings.credentials",
+        )
+        self.server = server
+        self.status = status
+        self.sent_credentials = sent_credentials
+        self.detail = f"HTTP {status}"
+
+
+class ServerTlsFailed(ServerConnectFailed):
+    """The TLS handshake with the MCP server failed: an untrusted or mismatched certificate, or
+    an ``https://`` URL for a server that speaks plain HTTP (or the reverse)."""
+
+    def __init__(self, server: str, detail: str) -> None:
+        McpSideError.__init__(
+            self,
+            f"MCP server {server!r}: TLS failed: {detail} (check the url's scheme and that the "
+            "server's certificate is trusted here: SSL_CERT_FILE, or the system store)",
+        )
         self.server = server
         self.detail = detail
 
@@ -201,3 +257,18 @@ class LedgerUnavailable(LedgerError):
 class AgentStateTooLarge(LedgerError):
     """An agent state (``Run.save_agent_state``) is over the ledger's bound once serialised;
     nothing was written."""
+
+
+class MissingExtra(BridgeError, ImportError):
+    """A module needs packages of an extra that is not installed: the message names the
+    ``pip install 'uhp-mcp-bridge[EXTRA]'`` that brings them (see :mod:`bridge.extras`)."""
+
+    def __init__(self, feature: str, extra: str, missing: list[str]) -> None:
+        super().__init__(
+            f"{feature} needs the [{extra}] extra ({', '.join(missing)} not installed): "
+            f"pip install 'uhp-mcp-bridge[{extra}]'",
+            name=missing[0] if missing else None,
+        )
+        self.feature = feature
+        self.extra = extra
+        self.missing = missing

@@ -1,32 +1,56 @@
 """The smallest embedding of the bridge in a harness: one served run, one bridged tool call.
 
-    python -m harness_examples.embed_minimal --mcp-url http://127.0.0.1:8701/mcp \
-        --tool slow_report --args '{"quarter": "Q3"}' [--db bridge-ledger.db]
+    python -m bridge.testing.server &          # an MCP task server on 127.0.0.1:8701
+    python -m harness_examples.embed_minimal [--mcp-url http://127.0.0.1:8701/mcp] \
+        [--tool generate_report] [--args '{"quarter": "Q3"}'] [--token T] [--db bridge-ledger.db]
 
 It registers a response the harness serves (its own ``resp_…``/``hsess…`` ids), calls an MCP
-tool through the bridge with the ``detach`` policy, prints the run's events as they arrive
-until the task is settled, then reports the outer response as completed. Run it twice against
-the same ``--db`` and the second run recovers whatever the first left open.
+tool through the bridge with the ``detach`` policy (``generate_report`` of
+:mod:`bridge.testing.server`, or of ``harness_examples.mcp_servers.report_server``, answers with
+a task), prints the run's events as they arrive until the task is settled, then reports the
+outer response as completed. Run it twice against the same ``--db`` and the second run
+recovers whatever the first left open. A server that needs a bearer token gets ``--token``
+(or ``$BRIDGE_MCP_TOKEN``); a refused token, or none, is reported as such, naming the setting.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
+import sys
 
 import anyio
 
-from bridge import Bridge, BridgeSettings, McpServerConfig, OuterStatus, TaskPending, WaitMode
+from bridge import (
+    Bridge,
+    BridgeSettings,
+    McpServerConfig,
+    OuterStatus,
+    ServerConnectFailed,
+    TaskPending,
+    WaitMode,
+)
 
 PRINCIPAL = "example-tenant"
+TOKEN_ENV = "BRIDGE_MCP_TOKEN"
+CREDENTIAL_REF = "mcp-token"  # the name the ledger may see; the token itself never
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    servers = [McpServerConfig(name="tools", url=args.mcp_url)]
-    async with Bridge.open(
-        BridgeSettings(ledger_url=args.db, principals=[PRINCIPAL], mcp_servers=servers)
-    ) as bridge:
+    servers = [
+        McpServerConfig(
+            name="tools",
+            url=args.mcp_url,
+            credential_ref=CREDENTIAL_REF if args.token else None,
+        )
+    ]
+    tokens = {CREDENTIAL_REF: args.token}
+    settings = BridgeSettings(
+        ledger_url=args.db, principals=[PRINCIPAL], mcp_servers=servers, credentials=tokens.get
+    )
+    async with Bridge.open(settings) as bridge:
         recovery = bridge.last_recovery
         if recovery is not None and recovery.tasks_watched:
             print(f"recovered {recovery.tasks_watched} open task(s) from an earlier run")
@@ -50,11 +74,23 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--mcp-url", required=True, help="Streamable HTTP URL of an MCP server")
-    parser.add_argument("--tool", required=True)
-    parser.add_argument("--args", default="{}", help="tool arguments as JSON")
+    parser.add_argument(
+        "--mcp-url",
+        default="http://127.0.0.1:8701/mcp",
+        help="Streamable HTTP URL of an MCP server (default: bridge.testing.server's)",
+    )
+    parser.add_argument("--tool", default="generate_report", help="default generate_report")
+    parser.add_argument("--args", default='{"quarter": "Q3"}', help="tool arguments as JSON")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV) or None,
+        help=f"bearer token for the MCP server (default ${TOKEN_ENV}; none: no header)",
+    )
     parser.add_argument("--db", default="bridge-ledger.db", help="ledger URL or SQLite path")
-    anyio.run(main_async, parser.parse_args())
+    try:
+        anyio.run(main_async, parser.parse_args())
+    except ServerConnectFailed as exc:  # says why (credentials, unreachable, TLS) and the fix
+        sys.exit(f"embed_minimal: {exc}")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ LONGEST_FILES = (
     "test_mcp_real_server.py",
     "test_integration_openai_agents.py",
     "test_integration_langgraph.py",
+    "test_first_bridged_task.py",
 )
 
 

@@ -10,12 +10,14 @@ The rules (a guide that breaks one fails here):
 * **Every file in ``docs/examples/``** is referenced by some guide.
 * **Every example runs**: ``python docs/examples/<file>.py`` from the repository root
   (``PYTHONPATH`` = root), with a timeout, against real servers this module starts; it must
-  exit 0 (it checks what its guide claims and exits non-zero with a message otherwise). Its
+  exit 0 (it checks what its guide claims and exits non-zero with a message otherwise); one
+  that does not read ``BRIDGE_EXAMPLE_DB`` runs in a fresh folder of its own instead. Its
   environment: ``BRIDGE_EXAMPLE_REPORTS_URL`` / ``BRIDGE_EXAMPLE_PAYMENTS_URL`` (the example MCP
   servers of ``harness_examples/mcp_servers``, both protected by ``BRIDGE_EXAMPLE_TOKEN``),
   ``BRIDGE_EXAMPLE_UHP_URL`` / ``BRIDGE_EXAMPLE_UHP_TOKEN`` (the example UHP harness
   ``harness_examples.report_harness`` serving harness ``BRIDGE_EXAMPLE_UHP_HARNESS`` =
   ``chrn_reports``, whose MCP servers are ``reports`` and ``payments`` above),
+  ``BRIDGE_MCP_URL`` (:mod:`bridge.testing.server`, no token),
   ``BRIDGE_EXAMPLE_DB`` (a fresh SQLite ledger path per example) and, only for an example
   whose source names it, ``BRIDGE_EXAMPLE_PG_URL`` (a fresh database on the suite's throwaway
   PostgreSQL).
@@ -208,9 +210,11 @@ class ExampleServers:
     reports: ServerProcess
     payments: ServerProcess
     harness: ServerProcess
+    testing: ServerProcess  # bridge.testing.server, no token (the first-task guide)
 
     def env(self) -> dict[str, str]:
         return {
+            "BRIDGE_MCP_URL": self.testing.url,
             "BRIDGE_EXAMPLE_REPORTS_URL": self.reports.url,
             "BRIDGE_EXAMPLE_PAYMENTS_URL": self.payments.url,
             "BRIDGE_EXAMPLE_TOKEN": MCP_TOKEN,
@@ -248,10 +252,11 @@ def example_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Exampl
         "harness_examples.mcp_servers.payments_server",
         args=["--token", MCP_TOKEN, "--ledger", str(folder / "payments.db")],
     )
+    testing = ServerProcess("bridge.testing.server", env={"BRIDGE_MCP_TOKEN": ""})
     started: list[ServerProcess] = []
     try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for proc, future in [(p, pool.submit(p.start)) for p in (reports, payments)]:
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            for proc, future in [(p, pool.submit(p.start)) for p in (reports, payments, testing)]:
                 future.result()
                 started.append(proc)
         harness = ServerProcess(
@@ -267,7 +272,7 @@ def example_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Exampl
         )
         harness.start()
         started.append(harness)
-        yield ExampleServers(reports, payments, harness)
+        yield ExampleServers(reports, payments, harness, testing)
     finally:
         for proc in reversed(started):
             proc.stop()
@@ -310,10 +315,13 @@ def run_example(
         if "BRIDGE_EXAMPLE_PG_URL" in example.read_text():
             admin_url = request.getfixturevalue("postgres_admin_url")
             env["BRIDGE_EXAMPLE_PG_URL"] = databases.enter_context(fresh_database(admin_url))
+        # An example that takes no BRIDGE_EXAMPLE_DB writes its ledger in the current folder
+        # (as a reader's copy would): it runs in its own fresh folder.
+        own_folder = "BRIDGE_EXAMPLE_DB" not in example.read_text()
         try:
             process = subprocess.run(
-                [sys.executable, str(example.relative_to(REPO_ROOT))],
-                cwd=REPO_ROOT,
+                [sys.executable, str(example if own_folder else example.relative_to(REPO_ROOT))],
+                cwd=folder if own_folder else REPO_ROOT,
                 env=env,
                 capture_output=True,
                 text=True,

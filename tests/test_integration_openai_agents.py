@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 from agents import Agent, RunConfig, Runner, RunResult, set_tracing_disabled
+from agents.exceptions import UserError
 
 from bridge import (
     Bridge,
@@ -262,3 +263,12 @@ async def test_a_sigkilled_harness_resumes_its_run_and_pays_once(
         with bridged_run(run_ref, principal=P):
             state = await load_run_state(bridge, agent)
         assert state is not None
+
+
+async def test_list_tools_needs_a_principal_not_a_run_context(bridge: Bridge) -> None:
+    """Outside ``bridged_run`` the server's own principal lists the tools (an agent is often
+    built before any run exists); with neither, the error names both ways to give one."""
+    listed = await BridgedMCPServer(bridge, "reports", principal="acme").list_tools()
+    assert "generate_report" in {tool.name for tool in listed}
+    with pytest.raises(UserError, match=r"BridgedMCPServer\(\.\.\., principal=\)"):
+        await BridgedMCPServer(bridge, "reports").list_tools()

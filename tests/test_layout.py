@@ -21,6 +21,7 @@ MAX_LINES = 600
 # the input requests it may return with) is read off the MCP wire, so it sits above it.
 RANKS: list[tuple[str, int]] = [
     ("bridge.errors", 0),
+    ("bridge.extras", 0),
     ("bridge.events", 0),
     ("bridge.ids", 0),
     ("bridge.lifecycle", 0),
@@ -39,6 +40,7 @@ RANKS: list[tuple[str, int]] = [
     ("bridge.facade", 8),
     ("bridge.gateway", 9),
     ("bridge.integrations", 9),
+    ("bridge.testing", 9),
     ("bridge.console", 10),  # the web console draws the CLI's timeline model
     ("bridge.cli", 10),  # the CLI starts the gateway and the console too
     ("bridge", 11),  # the package itself: the public names, exported lazily

@@ -1,6 +1,6 @@
 """One console process: a bridge on the ledger (for the principals that have a console token,
 with the MCP servers it answers and cancels through) and the console app, served by uvicorn on
-a socket it binds itself (``--port 0`` + ``--port-file``: :mod:`harness_examples.port_report`).
+a socket it binds itself (``--port 0`` + ``--port-file``: :mod:`bridge.uhp.serving.listening`).
 
 The bridge recovers nothing on start: the harness that runs the calls keeps watching its
 tasks; the console only reads, answers, cancels and gives verdicts, and a recovery here could
@@ -16,7 +16,7 @@ from bridge.facade import Bridge
 from bridge.mcp.servers import CredentialResolver, McpServerConfig
 from bridge.settings import BridgeSettings
 from bridge.uhp.serving.access_log import scrub_access_log
-from harness_examples.port_report import listening_socket, uvicorn_server
+from bridge.uhp.serving.listening import listening_socket, uvicorn_server
 
 GRACEFUL_SHUTDOWN_S = 2
 

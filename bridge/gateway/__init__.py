@@ -14,3 +14,7 @@ endpoint over Streamable HTTP that fronts the configured upstream MCP servers th
 - :mod:`bridge.gateway.server` — the official SDK's lowlevel ``Server`` with those handlers;
 - :mod:`bridge.gateway.serve` — the Bridge, the HTTP app and uvicorn in one process (or stdio).
 """
+
+from bridge.extras import require_extra
+
+require_extra("the gateway (bridge.gateway)", "serve")

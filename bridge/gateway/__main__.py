@@ -18,7 +18,7 @@ from bridge.gateway.config import GatewayConfig, GatewayConfigError, parse_gatew
 from bridge.gateway.event_loop import backend_options
 from bridge.gateway.serve import serve_gateway, serve_gateway_stdio
 from bridge.mcp.config_file import McpConfigError, load_mcp_config, resolve_credential
-from harness_examples.port_report import add_port_arguments, check_port_arguments
+from bridge.uhp.serving.listening import add_port_arguments, check_port_arguments
 
 
 def load_gateway_config(path: Path) -> GatewayConfig:

@@ -1,6 +1,6 @@
 """One gateway process: the Bridge (recovering open tasks on start), the MCP server as a
 Streamable HTTP app at ``/mcp`` behind bearer auth, served by uvicorn on a socket it binds
-itself (``--port 0`` + ``--port-file``: :mod:`harness_examples.port_report`) — or over the
+itself (``--port 0`` + ``--port-file``: :mod:`bridge.uhp.serving.listening`) — or over the
 process's stdin/stdout for one principal (:func:`serve_gateway_stdio`)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from bridge.gateway.config import GatewayConfig
 from bridge.gateway.server import build_server
 from bridge.mcp.servers import CredentialResolver
 from bridge.settings import BridgeSettings
-from harness_examples.port_report import listening_socket, uvicorn_server
+from bridge.uhp.serving.listening import listening_socket, uvicorn_server
 
 GRACEFUL_SHUTDOWN_S = 2
 

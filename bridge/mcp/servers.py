@@ -21,7 +21,7 @@ import anyio
 import httpx2
 import mcp_types
 from anyio.abc import TaskGroup
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import (
     ClientSession,
     ElicitationFnT,
@@ -32,7 +32,13 @@ from mcp.client.session import (
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bridge.errors import ServerConnectFailed, UnknownServer
+from bridge.errors import (
+    ServerConnectFailed,
+    ServerCredentialsRejected,
+    ServerNotReachable,
+    ServerTlsFailed,
+    UnknownServer,
+)
 from bridge.mcp.wire.aiohttp_transport import AiohttpTransport
 from bridge.mcp.wire.extension import TasksClientExtension
 from bridge.mcp.wire.input_capabilities import NO_INPUTS, DeclaringClient, InputCapabilities
@@ -40,13 +46,15 @@ from bridge.mcp.wire.lean_get import LeanGetStats
 from bridge.mcp.wire.negotiation import fail_unanswered_discovery
 from bridge.mcp.wire.sdk_compat import fast_paths
 from bridge.mcp.wire.shapes import TaskStatusPush
-from bridge.mcp.wire.transport import IsolatingTransport
+from bridge.mcp.wire.transport import CREDENTIAL_STATUSES, SYNTHETIC_KEY, IsolatingTransport
 
 log = logging.getLogger(__name__)
 
 # Resolves a server's ``credential_ref`` to its bearer token (None: no token) when a client
 # connects; the token is never stored in the ledger.
 CredentialResolver = Callable[[str], str | None]
+"""``BridgeSettings.credentials``: a server's ``credential_ref`` -> its bearer token (``None``:
+no ``Authorization`` header), called when a connection opens; the token is never stored."""
 # The input kinds (elicitation modes, sampling) declared to a server, by server name.
 DeclaredInputs = Callable[[str], InputCapabilities]
 
@@ -66,6 +74,10 @@ class McpServerConfig:
     env: Mapping[str, str] | None = None
     enabled: bool = True
     credential_ref: str | None = None  # resolved to a bearer token at connect time
+    # Extra HTTP headers on every request to this server (Streamable HTTP only), for a static
+    # bearer token ({"Authorization": "Bearer ..."}) or an API-key header. Kept out of repr; a
+    # credential_ref's token, when both are set, wins for Authorization.
+    headers: Mapping[str, str] | None = field(default=None, repr=False)
     # Tools safe to repeat after an unknown outcome, beyond what their annotations say.
     retry_safe_tools: frozenset[str] = frozenset()
     # Opt-in: the server accepts a duplicate-prevention key; every tools/call carries the
@@ -210,8 +222,10 @@ class ServerConnection:
         with anyio.move_on_after(self.config.connect_timeout_s) as scope:
             await ready.wait()
         if self._live is None:
-            detail = "connect timeout" if scope.cancelled_caught else _describe(failure)
-            raise ServerConnectFailed(self.config.name, detail)
+            if scope.cancelled_caught:
+                raise ServerNotReachable(self.config.name, "connect timeout")
+            sent = self._http is not None and "authorization" in self._http.headers
+            raise connect_error(self.config.name, failure, sent_credentials=sent)
 
     def _new_client(self) -> _ConnectionClient:
         name, push = self.config.name, self._push
@@ -306,13 +320,36 @@ def _message_handler(push: PushHooks, server: str) -> MessageHandlerFnT:
     return handle
 
 
-def _describe(failure: list[BaseException]) -> str:
+def connect_error(
+    server: str, failure: list[BaseException], *, sent_credentials: bool
+) -> ServerConnectFailed:
+    """The typed error for a connect that failed with ``failure``: HTTP 401/403 ->
+    :class:`~bridge.errors.ServerCredentialsRejected`; TLS ->
+    :class:`~bridge.errors.ServerTlsFailed`; no answer (DNS, refused, closed) ->
+    :class:`~bridge.errors.ServerNotReachable` (what :mod:`bridge.mcp.wire.transport` put in
+    the error's data says which); anything else the base class, with its detail."""
     if not failure:
-        return "connection closed"
+        return ServerNotReachable(server, "connection closed")
     exc = failure[0]
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
+    answer: BaseException | None = exc  # an MCPError the transport made, maybe wrapped
+    while answer is not None and not isinstance(answer, MCPError):
+        answer = answer.__cause__  # DiscoveryUnanswered (bridge.mcp.wire.negotiation) chains it
+    data = answer.data if isinstance(answer, MCPError) else None
+    made = data.get(SYNTHETIC_KEY) if isinstance(data, dict) else None
+    if isinstance(made, dict):
+        status = made.get("httpStatus")
+        if status in CREDENTIAL_STATUSES:
+            return ServerCredentialsRejected(server, status, sent_credentials=sent_credentials)
+        cause, error = made.get("cause"), made.get("error", "transport failure")
+        if cause == "tls":
+            return ServerTlsFailed(server, f"{error} during the TLS handshake")
+        if status is None:
+            return ServerNotReachable(server, f"{error}" + (f" ({cause})" if cause else ""))
+    if isinstance(exc, OSError):  # a stdio command that cannot be started
+        return ServerNotReachable(server, f"{type(exc).__name__}: {exc}")
+    return ServerConnectFailed(server, f"{type(exc).__name__}: {exc}")
 
 
 class ServerPool:
@@ -371,7 +408,7 @@ class ServerPool:
             return None
         client = self._http.get(config.name)
         if client is None:
-            headers: dict[str, str] = {}
+            headers = dict(config.headers or {})
             if config.credential_ref is not None:
                 token = self._credentials(config.credential_ref)
                 if token:

@@ -33,6 +33,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from bridge import events as ev
+from bridge.extras import require_extra
 from bridge.ledger.reads.views import RunView, TaskView
 
 TRACER_NAME = "uhp-mcp-bridge"
@@ -224,10 +225,12 @@ def _event_attributes(event: ev.BridgeEvent) -> dict[str, Any]:
 def setup_tracing(service_name: str = "uhp-mcp-bridge", otlp_endpoint: str | None = None) -> None:
     """Install an SDK tracer provider for a process that has none (a convenience for hosts).
 
-    With ``otlp_endpoint`` spans go to that OTLP/HTTP collector (the ``otlp`` extra:
-    ``pip install 'uhp-mcp-bridge[otlp]'``); otherwise they are printed to the console.
+    Needs the ``otlp`` extra (``pip install 'uhp-mcp-bridge[otlp]'``: the OpenTelemetry SDK and
+    its OTLP/HTTP exporter). With ``otlp_endpoint`` spans go to that collector; otherwise they
+    are printed to the console.
     A host that configures OpenTelemetry itself does not need this.
     """
+    require_extra("setup_tracing", "otlp", ("opentelemetry.sdk",))
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import (
@@ -238,6 +241,7 @@ def setup_tracing(service_name: str = "uhp-mcp-bridge", otlp_endpoint: str | Non
 
     exporter: SpanExporter
     if otlp_endpoint is not None:
+        require_extra("setup_tracing(otlp_endpoint=...)", "otlp")
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         exporter = OTLPSpanExporter(endpoint=otlp_endpoint)

@@ -4,10 +4,12 @@ Run against the example servers (see docs/guides/embed-in-a-harness.md):
 BRIDGE_EXAMPLE_REPORTS_URL, BRIDGE_EXAMPLE_PAYMENTS_URL, BRIDGE_EXAMPLE_TOKEN, BRIDGE_EXAMPLE_DB.
 """
 
+# --8<-- [start:imports]
 import os
 import secrets
 
 import anyio
+# --8<-- [end:imports]
 
 # --8<-- [start:open]
 from bridge import (

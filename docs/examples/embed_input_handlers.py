@@ -4,6 +4,7 @@ Run against the example payments server (see docs/guides/embed-in-a-harness.md):
 BRIDGE_EXAMPLE_PAYMENTS_URL, BRIDGE_EXAMPLE_TOKEN, BRIDGE_EXAMPLE_DB.
 """
 
+# --8<-- [start:imports]
 import os
 import secrets
 
@@ -24,6 +25,7 @@ from bridge import (
     TaskSettled,
     UrlElicitation,
 )
+# --8<-- [end:imports]
 
 servers = [
     McpServerConfig(

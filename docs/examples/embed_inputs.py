@@ -4,6 +4,7 @@ Run against the example servers (see docs/guides/embed-in-a-harness.md):
 BRIDGE_EXAMPLE_REPORTS_URL, BRIDGE_EXAMPLE_PAYMENTS_URL, BRIDGE_EXAMPLE_TOKEN, BRIDGE_EXAMPLE_DB.
 """
 
+# --8<-- [start:imports]
 import os
 import secrets
 
@@ -21,6 +22,7 @@ from bridge import (
     WaitTimedOut,
     events as ev,
 )
+# --8<-- [end:imports]
 
 servers = [
     McpServerConfig(

@@ -5,6 +5,7 @@ Starts the repository's MRTR test server (``tests/servers/mrtr_server.py``, the 
 port; BRIDGE_EXAMPLE_DB is the ledger.
 """
 
+# --8<-- [start:imports]
 import os
 import secrets
 
@@ -22,6 +23,7 @@ from bridge import (
     WaitMode,
 )
 from harness_examples.launch import ServerProcess
+# --8<-- [end:imports]
 
 
 # --8<-- [start:handler]

@@ -6,14 +6,13 @@ BRIDGE_EXAMPLE_DB (the example MCP servers of harness_examples/mcp_servers). The
 scripted stand-in (no network): swap in any chat model that supports ``bind_tools``.
 """
 
+# --8<-- [start:imports]
 import os
 import secrets
 from typing import Any
 
 import anyio
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage, ToolCall, ToolMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
@@ -28,6 +27,8 @@ from bridge.integrations.langgraph import (
     graph_config,
     when_settled,
 )
+from bridge.testing.langgraph import ScriptedChatModel
+# --8<-- [end:imports]
 
 PAYMENT_KEY = "pay-" + secrets.token_hex(4)
 SCRIPT = [  # what the stand-in model asks for, one tool call per turn
@@ -40,33 +41,13 @@ SCRIPT = [  # what the stand-in model asks for, one tool call per turn
 ]
 
 
-class ScriptedModel(BaseChatModel):
-    """Calls SCRIPT's tools in turn, then answers with the last tool result."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def _generate(self, messages: list[BaseMessage], *_: Any, **__: Any) -> ChatResult:
-        done = [m for m in messages if isinstance(m, ToolMessage)]
-        reply = (
-            AIMessage("", tool_calls=[SCRIPT[len(done)]])
-            if len(done) < len(SCRIPT)
-            else AIMessage(f"done: {done[-1].content}")
-        )
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-    def bind_tools(self, tools: Any, **_: Any) -> "ScriptedModel":
-        return self
-
-
 async def build_graph(bridge: Bridge) -> Any:
     # --8<-- [start:graph]
     tools = [
         *await bridge_tools(bridge, "acme", "reports", wait=WaitMode.WAIT),  # blocks the node
         *await bridge_tools(bridge, "acme", "payments", wait=WaitMode.DETACH),  # parks
     ]
-    model = ScriptedModel().bind_tools(tools)
+    model = ScriptedChatModel(script=SCRIPT).bind_tools(tools)
 
     async def agent(state: MessagesState) -> dict[str, list[BaseMessage]]:
         return {"messages": [await model.ainvoke(state["messages"])]}

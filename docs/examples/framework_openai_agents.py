@@ -7,6 +7,7 @@ no API key. Needs BRIDGE_EXAMPLE_REPORTS_URL, BRIDGE_EXAMPLE_PAYMENTS_URL,
 BRIDGE_EXAMPLE_TOKEN and BRIDGE_EXAMPLE_DB (see the guide).
 """
 
+# --8<-- [start:imports]
 import os
 import secrets
 
@@ -24,6 +25,7 @@ from bridge.integrations.openai_agents import (
     run_to_completion,
     save_run_state,
 )
+# --8<-- [end:imports]
 
 set_tracing_disabled(True)  # nothing leaves the process
 NO_TRACES = RunConfig(tracing_disabled=True)

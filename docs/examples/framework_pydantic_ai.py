@@ -5,18 +5,18 @@ Needs BRIDGE_EXAMPLE_REPORTS_URL, BRIDGE_EXAMPLE_PAYMENTS_URL, BRIDGE_EXAMPLE_TO
 BRIDGE_EXAMPLE_DB; the model is a scripted pydantic-ai FunctionModel (no LLM is called).
 """
 
+# --8<-- [start:imports]
 import os
 import secrets
-from typing import Any
 
 import anyio
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
 from bridge import Bridge, BridgeSettings, InputRequest, McpServerConfig
 from bridge.integrations.pydantic_ai import BridgedRun, BridgedToolset
+from bridge.testing.pydantic_ai import scripted_model
+# --8<-- [end:imports]
 
 servers = [
     McpServerConfig(
@@ -28,18 +28,6 @@ servers = [
 ]
 tokens = {"ex": os.environ["BRIDGE_EXAMPLE_TOKEN"]}
 DB = os.environ["BRIDGE_EXAMPLE_DB"]
-
-
-def scripted(tool: str, args: dict[str, Any]) -> FunctionModel:
-    """A stand-in for an LLM: call ``tool`` once, then report what it returned."""
-
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
-        if returns:
-            return ModelResponse(parts=[TextPart(returns[0].model_response_str())])
-        return ModelResponse(parts=[ToolCallPart(tool, args)])
-
-    return FunctionModel(respond)
 
 
 async def new_run(bridge: Bridge) -> str:
@@ -66,7 +54,7 @@ async def main() -> None:
     ) as bridge:
         run_ref = await new_run(bridge)
         report = {"quarter": "Q3", "sections": 2, "seconds_per_section": 0.2}
-        model = scripted("generate_report", report)
+        model = scripted_model("generate_report", report)
         # --8<-- [start:wait]
         reports = BridgedToolset(bridge, "acme", "reports", run=run_ref, mode="wait")
         agent = Agent(model, toolsets=[reports])
@@ -76,7 +64,7 @@ async def main() -> None:
         assert result.output.startswith("Quarterly report Q3"), result.output
 
         run_ref = await new_run(bridge)
-        model = scripted("approve_payment", payment)
+        model = scripted_model("approve_payment", payment)
         # --8<-- [start:detach]
         payments = BridgedToolset(bridge, "acme", "payments", run=run_ref, mode="detach")
         agent = Agent(model, output_type=[str, DeferredToolRequests], toolsets=[payments])
@@ -93,7 +81,7 @@ async def main() -> None:
 
     # A harness that stops while a payment waits for approval, and a new process that resumes it.
     payment = {**payment, "payment_key": secrets.token_hex(4)}
-    model = scripted("approve_payment", payment)
+    model = scripted_model("approve_payment", payment)
     async with Bridge.open(
         BridgeSettings(
             ledger_url=DB, principals=["acme"], mcp_servers=servers, credentials=tokens.get

@@ -14,6 +14,7 @@ and BRIDGE_EXAMPLE_TOKEN (the example report MCP server and its bearer token).
 
 from __future__ import annotations
 
+# --8<-- [start:imports]
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from bridge import Bridge, BridgeSettings, McpServerConfig, ReplicaConfig, TaskPending, WaitMode
+# --8<-- [end:imports]
 
 PG_URL = os.environ["BRIDGE_EXAMPLE_PG_URL"]
 REPORTS_URL = os.environ["BRIDGE_EXAMPLE_REPORTS_URL"]

@@ -13,6 +13,7 @@ chrn_reports, whose MCP server "reports" offers generate_report), BRIDGE_EXAMPLE
 
 from __future__ import annotations
 
+# --8<-- [start:imports]
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ import anyio
 from bridge.ledger.store import Ledger
 from bridge.uhp.client import FollowConfig, UhpClient
 from bridge.uhp.models import StreamEvent
+# --8<-- [end:imports]
 
 base_url = os.environ["BRIDGE_EXAMPLE_UHP_URL"]
 token = os.environ["BRIDGE_EXAMPLE_UHP_TOKEN"]

@@ -10,6 +10,10 @@ checkpointer beside the run (``uhp-mcp-bridge[langgraph]``; guide:
 * :class:`BridgeCheckpointer` — the graph's checkpoints in the bridge ledger.
 """
 
+from bridge.extras import require_extra
+
+require_extra("bridge.integrations.langgraph", "langgraph")
+
 from bridge.integrations.langgraph._payloads import (
     ASKED_INPUT,
     PARKED_TASK,

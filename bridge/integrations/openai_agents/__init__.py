@@ -9,6 +9,10 @@
 Guide: ``docs/guides/frameworks/openai-agents.md``.
 """
 
+from bridge.extras import require_extra
+
+require_extra("bridge.integrations.openai_agents", "openai-agents")
+
 from bridge.integrations.openai_agents._run import BridgedRun, bridged_run, operation_id
 from bridge.integrations.openai_agents.parking import (
     STATE_NAME,

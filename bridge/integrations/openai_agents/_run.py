@@ -37,6 +37,11 @@ def bridged_run(run_ref: str, principal: str | None = None) -> Iterator[BridgedR
         _current.reset(token)
 
 
+def current_run_if_any() -> BridgedRun | None:
+    """The bridged run this context is in, or ``None`` outside ``bridged_run``."""
+    return _current.get()
+
+
 def current_run() -> BridgedRun:
     run = _current.get()
     if run is None:

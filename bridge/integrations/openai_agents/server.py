@@ -25,7 +25,12 @@ from agents.run_context import RunContextWrapper
 from agents.tool_context import ToolContext
 
 from bridge.facade import Bridge
-from bridge.integrations.openai_agents._run import BridgedRun, current_run, operation_id
+from bridge.integrations.openai_agents._run import (
+    BridgedRun,
+    current_run,
+    current_run_if_any,
+    operation_id,
+)
 from bridge.integrations.openai_agents._watch import Turn, settles_or_asks
 from bridge.mcp.wire.tool_result import error_result
 from bridge.outcomes import CallOutcome, InlineResult, InputPending, RejectedCall, UnknownOutcome
@@ -96,10 +101,13 @@ class BridgedMCPServer(MCPServer):
     def cached_tools(self) -> list[mcp_types.Tool] | None:
         return None if self._tools is None else list(self._tools)
 
-    def _principal(self, run: BridgedRun) -> str:
-        principal = run.principal or self.principal
+    def _principal(self, run: BridgedRun | None) -> str:
+        principal = (run.principal if run is not None else None) or self.principal
         if principal is None:
-            raise UserError("no principal: pass bridged_run(..., principal=) or principal=")
+            raise UserError(
+                "no principal: pass BridgedMCPServer(..., principal=) "
+                "or bridged_run(..., principal=)"
+            )
         return principal
 
     def _mode(self, tool: str) -> WaitMode:
@@ -110,7 +118,11 @@ class BridgedMCPServer(MCPServer):
         run_context: RunContextWrapper[Any] | None = None,
         agent: AgentBase | None = None,
     ) -> list[mcp_types.Tool]:
-        self._tools = await self.bridge.list_tools(self._principal(current_run()), self.server)
+        """The server's tools through the bridge. Listing needs a principal, not a run: outside
+        ``bridged_run`` the server's own ``principal`` is used (no run context needed)."""
+        self._tools = await self.bridge.list_tools(
+            self._principal(current_run_if_any()), self.server
+        )
         return list(self._tools)
 
     def _get_needs_approval_for_tool(

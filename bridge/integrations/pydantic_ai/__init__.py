@@ -11,6 +11,10 @@ the bridge from a pydantic-ai agent, with parked calls that survive a restart.
 See ``docs/guides/frameworks/pydantic-ai.md``.
 """
 
+from bridge.extras import require_extra
+
+require_extra("bridge.integrations.pydantic_ai", "pydantic-ai")
+
 from bridge.integrations.pydantic_ai.journal import STATE_NAME, CallEntry, RunJournal, SavedRun
 from bridge.integrations.pydantic_ai.results import settled_value, tool_return
 from bridge.integrations.pydantic_ai.run import BridgedRun, InputAnswerer

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
+from bridge.extras import require_extra
 from bridge.ledger.coordination.availability import SQLITE_BUSY_TIMEOUT_MS
 from bridge.ledger.schema.dialects import SqliteSynchronous, dialect_for_url
 
@@ -46,6 +47,8 @@ def create_ledger_engine(
     """Create an engine tuned for short write transactions (see the dialect's
     ``create_engine``). ``sqlite_synchronous`` applies to SQLite only."""
     full_url = normalize_url(url)
+    if make_url(full_url).drivername == "postgresql+psycopg":
+        require_extra("a PostgreSQL ledger", "postgres")
     return dialect_for_url(full_url).create_engine(
         full_url, sqlite_synchronous=sqlite_synchronous, **kwargs
     )

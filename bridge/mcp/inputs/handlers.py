@@ -137,6 +137,8 @@ class HostAnswers:
 
 
 HOST: Final = HostAnswers()
+"""A handler slot's value meaning "the host answers this kind itself" (through
+``Bridge.pending_inputs`` / ``Run.answer``): declared to the server, never answered here."""
 
 
 class InputHandling(StrEnum):

@@ -17,7 +17,12 @@ client and turns such a failure into that one request's own JSON-RPC error inste
   server's ``Retry-After`` (in ms, capped at :data:`RETRY_AFTER_CAP_MS`), so polls wait as long
   as the server asked and a consequential call is still reported as unknown, never repeated;
 - ``502`` and ``504`` without a JSON body (a gateway that could not reach the server, as during
-  a restart behind a proxy) become the same error: nobody who knows MCP answered.
+  a restart behind a proxy) become the same error: nobody who knows MCP answered;
+- ``401`` and ``403`` become a ``-32000`` error whose ``data`` carries the HTTP status, so a
+  connect refused for its credentials is told apart from any other failure
+  (:class:`~bridge.errors.ServerCredentialsRejected`);
+- a failure to connect names its cause in the error's ``data`` as one word (``tls``, ``dns``,
+  ``refused``: :func:`connect_cause`), never the exception's text (it may quote headers).
 
 A normal response passes through untouched except for the body wrapper (one extra async frame).
 """
@@ -26,6 +31,8 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from email.utils import parsedate_to_datetime
@@ -41,6 +48,7 @@ RETRY_AFTER_CAP_MS = 60_000
 SYNTHETIC_KEY = "bridge.transport"
 _RETRY_STATUSES = frozenset({429, 503})
 _GATEWAY_STATUSES = frozenset({502, 504})
+CREDENTIAL_STATUSES = frozenset({401, 403})
 _SESSION_HEADER = "mcp-session-id"
 
 
@@ -58,6 +66,36 @@ def retry_after_ms(value: str | None, now_s: float) -> int | None:
     if math.isnan(seconds):
         return None
     return int(min(max(seconds * 1000, 0), RETRY_AFTER_CAP_MS))
+
+
+def connect_cause(exc: BaseException) -> str | None:
+    """Why a request got no response, as one word: ``tls`` (handshake or certificate),
+    ``dns`` (the name did not resolve), ``refused`` (nothing listens), or ``None``. Follows
+    the exceptions each HTTP engine chains (``__cause__``, aiohttp's ``os_error`` and
+    ``certificate_error``)."""
+    stack: list[BaseException | None] = [exc]
+    seen: set[int] = set()
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLError):  # certificate errors are SSLErrors too
+            return "tls"
+        if isinstance(current, socket.gaierror):
+            return "dns"
+        if isinstance(current, ConnectionRefusedError):
+            return "refused"
+        stack.extend((current.__cause__, current.__context__))
+        stack.extend(
+            value
+            for value in (
+                getattr(current, "os_error", None),
+                getattr(current, "certificate_error", None),
+            )
+            if isinstance(value, BaseException)
+        )
+    return None
 
 
 def _error_body(message: str, data: Any) -> dict[str, Any]:
@@ -122,7 +160,10 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
         if self._on_failure is not None:
             self._on_failure()
         # Only the exception's type: its text may quote request headers (Mcp-Name).
-        detail = {"error": type(exc).__name__}
+        detail: dict[str, Any] = {"error": type(exc).__name__}
+        cause = connect_cause(exc)
+        if cause is not None:
+            detail["cause"] = cause
         return _error_body(f"transport failure: {type(exc).__name__}", detail)
 
     def refused(
@@ -142,6 +183,8 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
                 self._on_failure()
             expired = {"httpStatus": 404, "sessionExpired": True}
             return _error_body("MCP session no longer known to the server", expired)
+        if status in CREDENTIAL_STATUSES:
+            return _error_body(f"HTTP {status} from server", {"httpStatus": status})
         gateway = status in _GATEWAY_STATUSES and not _is_json(header("content-type"))
         if status in _RETRY_STATUSES or gateway:
             delay = retry_after_ms(header("retry-after"), self._now_s())

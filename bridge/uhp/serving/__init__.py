@@ -23,6 +23,10 @@ The app keeps what is its own: the runs, what it stores, the routes. See
 ``docs/uhp-side.md`` ("Serving UHP from your harness").
 """
 
+from bridge.extras import require_extra
+
+require_extra("the UHP serving kit (bridge.uhp.serving)", "serve")
+
 from bridge.uhp.serving.access_log import scrub_access_log
 from bridge.uhp.serving.auth import BearerAuth, digest_principal
 from bridge.uhp.serving.discovery import discovery_document
