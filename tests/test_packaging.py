@@ -24,10 +24,21 @@ def _name(requirement: str) -> str:
 
 
 CORE = {_name(r) for r in PYPROJECT["dependencies"]}
-EXTRAS = {
-    extra: {_name(r) for r in requirements if not r.startswith("uhp-mcp-bridge")}
-    for extra, requirements in PYPROJECT["optional-dependencies"].items()
-}
+
+
+def _extra_names(extra: str) -> set[str]:
+    """The distributions ``extra`` installs, also through the extras it names."""
+    names: set[str] = set()
+    for requirement in PYPROJECT["optional-dependencies"][extra]:
+        if requirement.startswith("uhp-mcp-bridge["):
+            for nested in requirement.split("[", 1)[1].split("]", 1)[0].split(","):
+                names |= _extra_names(nested.strip())
+        else:
+            names.add(_name(requirement))
+    return names
+
+
+EXTRAS = {extra: _extra_names(extra) for extra in PYPROJECT["optional-dependencies"]}
 # Installed by the MCP SDK itself (so present with the core), used only by serving modules.
 CHECK = re.compile(r'require_extra\(\s*"[^"]*",\s*"([\w-]+)"')
 SDK_BROUGHT = {"starlette", "sse-starlette", "uvicorn"}
