@@ -17,7 +17,11 @@ from typing import Any
 
 from bridge import events as ev
 from bridge.ledger.reads.call_states import CallView, calls_of
-from bridge.ledger.reads.status_lines import run_status_line, task_status_line
+from bridge.ledger.reads.status_lines import (
+    run_status_brief,
+    run_status_line,
+    task_status_line,
+)
 from bridge.ledger.reads.views import DispatchView, InputRequestView, RunView, TaskView
 from bridge.ledger.store import TenantLedger
 from bridge.lifecycle import DispatchState
@@ -110,6 +114,7 @@ def run_record(run: RunView, calls: Sequence[CallView] | None = None) -> dict[st
     }
     if calls is not None:
         record["status_line"] = run_status_line(run, calls)
+        record["status_brief"] = run_status_brief(run, calls)
     return record
 
 

@@ -83,7 +83,7 @@ def runs_table(rows: Sequence[dict[str, Any]]) -> Table:
             Text(run["uhp_server"]),
             Text(run["response_id"] or "-"),
             Text(run["session_id"] or "-"),
-            Text(run.get("status_line", status), style=RICH_STYLES.get(status, "")),
+            Text(run.get("status_brief", status), style=RICH_STYLES.get(status, "")),
             short_time(run["updated_at_ms"]),
             ", ".join(parts) if parts else "-",
         )

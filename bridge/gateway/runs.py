@@ -6,7 +6,8 @@
   scoped to the principal: another principal's run with the same id is never found.
 - A call repeating a recorded operation id stays in the run that recorded it (so a client
   that comes back on another session still replays its call instead of being refused),
-  even when that run has ended: a replay sends nothing new.
+  even when that run has ended: a replay sends nothing new. With an outer identity, only
+  when that run is one the gateway made for the same response id (any generation).
 - Otherwise each client session is its own run (``response_id`` ``gateway:<session>``).
 
 A run the gateway makes ends once its calls have ended (:mod:`bridge.gateway.run_ends`). A
@@ -69,20 +70,28 @@ class GatewayRuns:
         operation_id: str | None,
     ) -> str:
         """The run (held: pair with ``ends.release``; :meth:`joined` does both)."""
-        if outer is not None:
+        tenant = self.bridge._ledger.for_principal(principal)
+        recorded = None
+        if operation_id is not None:
+            dispatch = await self._db(tenant.find_dispatch, operation_id)
+            recorded = dispatch.run_ref if dispatch is not None else None
+        if recorded is not None and (
+            outer is None or await self._of_identity(principal, recorded, outer.response_id)
+        ):
+            self.ends.hold(recorded)
+            run_ref = recorded
+        elif outer is not None:
             run_ref = await self._outer_run(principal, outer)
         else:
-            recorded = None
-            if operation_id is not None:
-                tenant = self.bridge._ledger.for_principal(principal)
-                recorded = await self._db(tenant.find_dispatch, operation_id)
-            if recorded is not None:
-                run_ref = recorded.run_ref
-                self.ends.hold(run_ref)
-            else:
-                run_ref = await self._gateway_run(principal, f"{GATEWAY_HARNESS}:{session}", None)
+            run_ref = await self._gateway_run(principal, f"{GATEWAY_HARNESS}:{session}", None)
         self.ends.watch(principal, run_ref)
         return run_ref
+
+    async def _of_identity(self, principal: str, run_ref: str, response_id: str) -> bool:
+        """Whether the run is one the gateway made for ``response_id`` (any generation)."""
+        run = await self._db(self.bridge._ledger.for_principal(principal).get_run, run_ref)
+        base = (run.response_id or "").partition(GENERATION_SEPARATOR)[0]
+        return run.uhp_server == GATEWAY_SERVER and base == response_id
 
     async def _outer_run(self, principal: str, outer: OuterIdentity) -> str:
         tenant = self.bridge._ledger.for_principal(principal)

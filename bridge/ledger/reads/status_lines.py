@@ -47,6 +47,15 @@ def run_status_line(run: RunView, calls: Sequence[CallView]) -> str:
     return line
 
 
+def run_status_brief(run: RunView, calls: Sequence[CallView]) -> str:
+    """The short form (a table cell): the outer status and how many calls are still open."""
+    head = "pending" if run.status is None else run.status.value
+    still_open = sum(1 for c in calls if c.state.is_open)
+    if not still_open:
+        return head
+    return f"{head}, {still_open} open" + (" after its end" if run.is_terminal else "")
+
+
 def _clock(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%H:%M:%S")
 
