@@ -286,3 +286,18 @@ def test_status_lines_change_with_the_facts_and_no_status_column_is_written(
         assert line() == "working"
     finally:
         ledger.close()
+
+
+def test_the_newest_run_of_an_identity_is_found_on_both_engines(ledger: Ledger) -> None:
+    """``#10`` is newer than ``#9``; another identity sharing a prefix, another case or
+    another principal's run never counts."""
+    tenant = ledger.for_principal("alice")
+    for response_id in ("gateway:s1", "gateway:s1#2", "gateway:s1#9", "gateway:s1#10"):
+        tenant.open_run("local:gateway", response_id=response_id)
+    tenant.open_run("local:gateway", response_id="gateway:s10#99")
+    tenant.open_run("local:gateway", response_id="gateway:S1#11")
+    ledger.for_principal("bob").open_run("local:gateway", response_id="gateway:s1#12")
+    newest = tenant.latest_run_of("local:gateway", "gateway:s1", "#")
+    assert newest is not None and newest.response_id == "gateway:s1#10"
+    assert tenant.latest_run_of("local:gateway", "gateway:s2", "#") is None
+    assert tenant.latest_run_of("local:harness", "gateway:s1", "#") is None

@@ -117,9 +117,10 @@ class TenantQueries(TenantScope):
     def latest_run_of(self, uhp_server: str, identity: str, separator: str) -> RunView | None:
         """The newest of this principal's runs on ``uhp_server`` recorded under ``identity``
         or ``identity + separator + …`` (a later run under the same identity), None: none.
-        A range on the response id, so the unique index answers it; the suffix is a
-        generation number, so the longest id, then the greatest, is the newest."""
-        low, high = identity + separator, identity + chr(ord(separator) + 1)
+        An exact prefix (no LIKE: SQLite's is case-blind, and a collation may order
+        punctuation away); the suffix is a generation number, so the longest id, then the
+        greatest, is the newest."""
+        prefix = identity + separator
         response = RUNS.c.response_id
         with self._read() as conn:
             row = conn.execute(
@@ -127,7 +128,7 @@ class TenantQueries(TenantScope):
                 .where(
                     self._owned(RUNS),
                     RUNS.c.uhp_server == uhp_server,
-                    (response == identity) | ((response >= low) & (response < high)),
+                    (response == identity) | (func.substr(response, 1, len(prefix)) == prefix),
                 )
                 .order_by(func.length(response).desc(), response.desc())
                 .limit(1)
