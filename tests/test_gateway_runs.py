@@ -20,8 +20,10 @@ import anyio
 import mcp_types
 import pytest
 
-from bridge import events as ev
+from bridge import BridgeSettings, events as ev
 from bridge.cli.records import load_snapshot
+from bridge.facade import Bridge
+from bridge.gateway.runs import GatewayRuns
 from bridge.ledger.reads.call_states import CallState, calls_of, ending_of
 from bridge.ledger.reads.views import RunView, TaskObservation
 from bridge.ledger.store import Ledger
@@ -42,7 +44,6 @@ from tests.support.mcp_client import connect, start_task, update_task
 from tests.support.processes import REPO_ROOT
 
 QUICK_REPORT = {"quarter": "2026-Q1", "sections": 1, "seconds_per_section": 0.1}
-SLOW_REPORT = {"quarter": "2026-Q2", "sections": 4, "seconds_per_section": 0.5}
 
 
 @pytest.fixture
@@ -173,24 +174,26 @@ async def test_a_cancelled_task_ends_its_run_cancelled(gateway: Gateway) -> None
 @pytest.mark.anyio
 async def test_concurrent_calls_end_the_run_only_after_the_last(gateway: Gateway) -> None:
     async with connect(gateway.proc.url, ALICE, tasks=True) as client:
-        slow = await start_task(client, "reports__generate_report", SLOW_REPORT)
+        waiting = await start_task(client, "payments__approve_payment", payment("pay-runs-4"))
         quick = await start_task(client, "reports__generate_report", QUICK_REPORT)
         (run_ref,) = {d.run_ref for d in dispatches(gateway.db, "alice")}  # one run for both
+        asking = await poll_until(client, waiting.task_id, {"input_required"})
         await poll_until(client, quick.task_id, {"completed"})
-        before = run_of(gateway.db, run_ref)
         shown = show(gateway, run_ref)
-        if shown["calls"][0]["tasks"][0]["status"] != "completed":  # the slow one still works
-            assert before.status is OuterStatus.IN_PROGRESS
-            assert shown["run"]["status_line"] == (
-                "in_progress · 2 calls: 1 in flight, 1 completed"
-            )
-            # The line changed with the quick task's end; the run's row was not written.
-            assert (before.status, before.error, before.updated_at_ms) == (
-                OuterStatus.IN_PROGRESS,
-                None,
-                before.created_at_ms,
-            )
-        await poll_until(client, slow.task_id, {"completed"})
+        assert shown["run"]["status_line"] == (
+            "in_progress · 2 calls: 1 waiting on input, 1 completed"
+        )
+        # The line changed with the report's end; the run's row was not written.
+        before = run_of(gateway.db, run_ref)
+        assert (before.status, before.error, before.updated_at_ms) == (
+            OuterStatus.IN_PROGRESS,
+            None,
+            before.created_at_ms,
+        )
+        assert asking.input_requests is not None
+        (key,) = asking.input_requests
+        await update_task(client, waiting.task_id, {key: APPROVE})
+        await poll_until(client, waiting.task_id, {"completed"})
     await until_run(gateway.db, run_ref, OuterStatus.COMPLETED)
     assert show(gateway, run_ref)["run"]["status_line"] == "completed · 2 calls: 2 completed"
 
@@ -301,3 +304,26 @@ def test_the_newest_run_of_an_identity_is_found_on_both_engines(ledger: Ledger) 
     assert newest is not None and newest.response_id == "gateway:s1#10"
     assert tenant.latest_run_of("local:gateway", "gateway:s2", "#") is None
     assert tenant.latest_run_of("local:harness", "gateway:s1", "#") is None
+
+
+@pytest.mark.anyio
+async def test_a_held_run_is_not_ended_and_its_identity_moves_on_once_it_is(
+    tmp_path: Path,
+) -> None:
+    """A request inside a run holds it open, even with every call ended (here: none was
+    recorded, which ends it ``failed``); the next request under the identity opens ``#2``."""
+    async with Bridge.open(
+        BridgeSettings(ledger_url=tmp_path / "ledger.db", principals=("alice",))
+    ) as bridge:
+        runs = GatewayRuns(bridge)
+        async with runs.joined("alice", "s1", None, None) as first:
+            assert not await runs.ends.settle("alice", first)
+            async with runs.joined("alice", "s1", None, None) as same:
+                assert same == first
+            assert (await bridge.run("alice", first).view()).status is OuterStatus.IN_PROGRESS
+        ended = await bridge.run("alice", first).view()
+        assert ended.status is OuterStatus.FAILED
+        assert ended.error["message"] == "no call was recorded in this run"
+        async with runs.joined("alice", "s1", None, None) as second:
+            assert second != first
+        assert (await bridge.run("alice", second).view()).response_id == "gateway:s1#2"
