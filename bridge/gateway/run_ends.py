@@ -68,6 +68,11 @@ class RunEnds:
         """Found ended in the ledger (by an earlier process)."""
         self._ended.add(run_ref)
 
+    def forget(self, run_ref: str) -> None:
+        """An ended run its identity moved on from: a replay into it reads the ledger again."""
+        if run_ref in self._ended and not self._holds[run_ref]:
+            self._ended.discard(run_ref)
+
     def hold(self, run_ref: str) -> None:
         """A request enters the run: it is not ended until :meth:`release`."""
         self._holds[run_ref] += 1
@@ -130,6 +135,7 @@ class RunEnds:
             admitted = self._admitted[run_ref]
             run = await self._db(tenant.get_run, run_ref)
             if run.uhp_server != GATEWAY_SERVER:
+                self._admitted.pop(run_ref, None)  # never ended here: nothing to count
                 return False
             if run.is_terminal:
                 self._ended.add(run_ref)

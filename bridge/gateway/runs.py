@@ -136,6 +136,8 @@ class GatewayRuns:
                     harness_id=None,
                     harness=GATEWAY_HARNESS,
                 )
+                if self._current.get(key) is not None:
+                    self.ends.forget(self._current[key][0])  # keeps memory to open runs
                 current = (run.ref, generation)
             self._current[key] = current
             self.ends.hold(current[0])  # no await since the check: nothing ended it between
