@@ -43,6 +43,7 @@ from bridge.cli.records import (
 )
 from bridge.cli.tables import add_event_row, events_table, run_tree, runs_table
 from bridge.cli.timeline import build_timeline, timeline_renderable
+from bridge.ledger.reads.call_states import calls_of
 from bridge.ledger.schema import migrate
 from bridge.ledger.schema.engine import create_ledger_engine
 from bridge.ledger.store import TenantLedger
@@ -113,7 +114,7 @@ def runs(
                 dispatches = tenant.list_dispatches(run_ref=run.ref)
                 rows.append(
                     {
-                        "run": run_record(run),
+                        "run": run_record(run, calls_of(dispatches, tasks)),
                         "counts": task_counts(tasks, dispatches),
                     }
                 )

@@ -16,6 +16,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bridge import events as ev
+from bridge.ledger.reads.call_states import CallView, calls_of
+from bridge.ledger.reads.status_lines import (
+    run_status_brief,
+    run_status_line,
+    task_status_line,
+)
 from bridge.ledger.reads.views import DispatchView, InputRequestView, RunView, TaskView
 from bridge.ledger.store import TenantLedger
 from bridge.lifecycle import DispatchState
@@ -90,8 +96,9 @@ class Redactor:
 
 
 # -- records --------------------------------------------------------------------------------------
-def run_record(run: RunView) -> dict[str, Any]:
-    return {
+def run_record(run: RunView, calls: Sequence[CallView] | None = None) -> dict[str, Any]:
+    """The run's recorded fields; with its ``calls``, also its status line, derived now."""
+    record = {
         "run_ref": run.ref,
         "uhp_server": run.uhp_server,
         "response_id": run.response_id,
@@ -105,6 +112,10 @@ def run_record(run: RunView) -> dict[str, Any]:
         "created_at_ms": run.created_at_ms,
         "updated_at_ms": run.updated_at_ms,
     }
+    if calls is not None:
+        record["status_line"] = run_status_line(run, calls)
+        record["status_brief"] = run_status_brief(run, calls)
+    return record
 
 
 def task_counts(tasks: Sequence[TaskView], dispatches: Sequence[DispatchView]) -> dict[str, Any]:
@@ -157,7 +168,14 @@ def input_record(request: InputRequestView) -> dict[str, Any]:
     }
 
 
-def task_record(task: TaskView, pending: Sequence[InputRequestView], now: int) -> dict[str, Any]:
+def task_record(
+    task: TaskView,
+    pending: Sequence[InputRequestView],
+    now: int,
+    inputs: Sequence[InputRequestView] | None = None,
+) -> dict[str, Any]:
+    """The task's fields and its status line, derived at ``now`` from them and its input
+    requests (``inputs``: all of them, answered too; else the ``pending`` ones)."""
     result_is_error = None
     if isinstance(task.result, dict):
         result_is_error = bool(task.result.get("isError", False))
@@ -170,6 +188,7 @@ def task_record(task: TaskView, pending: Sequence[InputRequestView], now: int) -
         "tool": task.tool_name,
         "status": task.status.value,
         "status_message": task.status_message,
+        "status_line": task_status_line(task, pending if inputs is None else inputs, now),
         "open": task.is_open,
         "lost_reason": task.lost_reason.value if task.lost_reason is not None else None,
         "lost_detail": task.lost_detail,
@@ -211,6 +230,12 @@ class RunSnapshot:
     events: list[ev.BridgeEvent]
     now_ms: int
     redactor: Redactor = field(default_factory=Redactor)
+    inputs: dict[str, list[InputRequestView]] = field(default_factory=dict)  # of open tasks
+
+    @property
+    def calls(self) -> list[CallView]:
+        """The run's calls and where each stands now."""
+        return calls_of(self.dispatches, self.tasks)
 
     def record(self) -> dict[str, Any]:
         by_op: dict[str, list[TaskView]] = {}
@@ -219,19 +244,12 @@ class RunSnapshot:
         calls = []
         for dispatch in self.dispatches:
             item = dispatch_record(dispatch)
-            item["tasks"] = [
-                task_record(t, self.pending_inputs.get(t.ref, []), self.now_ms)
-                for t in by_op.pop(dispatch.ref, [])
-            ]
+            item["tasks"] = [self._task(t) for t in by_op.pop(dispatch.ref, [])]
             calls.append(item)
-        orphans = [
-            task_record(t, self.pending_inputs.get(t.ref, []), self.now_ms)
-            for tasks in by_op.values()
-            for t in tasks
-        ]
+        orphans = [self._task(t) for tasks in by_op.values() for t in tasks]
         anomalies = [e for e in self.events if isinstance(e, ev.Anomaly)]
         data = {
-            "run": run_record(self.run),
+            "run": run_record(self.run, self.calls),
             "counts": task_counts(self.tasks, self.dispatches),
             "calls": calls,
             "tasks_without_call": orphans,
@@ -240,11 +258,16 @@ class RunSnapshot:
         redacted: dict[str, Any] = self.redactor.value(data)
         return redacted
 
+    def _task(self, task: TaskView) -> dict[str, Any]:
+        pending = self.pending_inputs.get(task.ref, [])
+        return task_record(task, pending, self.now_ms, self.inputs.get(task.ref, pending))
+
 
 def load_snapshot(tenant: TenantLedger, run_ref: str, *, now: int | None = None) -> RunSnapshot:
     run = tenant.get_run(run_ref)  # NotFound for a foreign or missing run
     tasks = tenant.list_tasks(run_ref=run_ref)
     pending = {t.ref: tenant.input_requests(t.ref, pending_only=True) for t in tasks}
+    inputs = {t.ref: tenant.input_requests(t.ref) for t in tasks if t.is_open}
     return RunSnapshot(
         run=run,
         dispatches=tenant.list_dispatches(run_ref=run_ref),
@@ -253,6 +276,7 @@ def load_snapshot(tenant: TenantLedger, run_ref: str, *, now: int | None = None)
         events=tenant.events(run_ref),
         now_ms=now if now is not None else now_ms(),
         redactor=Redactor(tasks),
+        inputs={k: v for k, v in inputs.items() if v},
     )
 
 

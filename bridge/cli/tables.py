@@ -83,7 +83,7 @@ def runs_table(rows: Sequence[dict[str, Any]]) -> Table:
             Text(run["uhp_server"]),
             Text(run["response_id"] or "-"),
             Text(run["session_id"] or "-"),
-            Text(status, style=RICH_STYLES.get(status, "")),
+            Text(run.get("status_brief", status), style=RICH_STYLES.get(status, "")),
             short_time(run["updated_at_ms"]),
             ", ".join(parts) if parts else "-",
         )
@@ -94,13 +94,12 @@ def runs_table(rows: Sequence[dict[str, Any]]) -> Table:
 def run_tree(snapshot: RunSnapshot) -> Tree:
     record = snapshot.record()
     run = record["run"]
-    status = run["status"] or "pending (not acknowledged)"
     head = Text()
     head.append(run["run_ref"], style="bold")
     head.append("  outer response ")
     head.append(run["response_id"] or "-", style="cyan")
     head.append(f"  session {run['session_id'] or '-'}  on {run['uhp_server']}  ")
-    head.append(status, style=RICH_STYLES.get(run["status"] or "pending", ""))
+    head.append(run["status_line"], style=RICH_STYLES.get(run["status"] or "pending", ""))
     head.append(f"  updated {short_time(run['updated_at_ms'])}", style="dim")
     tree = Tree(head)
     if not record["calls"] and not record["tasks_without_call"]:
@@ -131,7 +130,7 @@ def _add_task(parent: Tree, task: dict[str, Any]) -> None:
     label = Text()
     label.append(task["task_ref"], style="bold")
     label.append("  ")
-    label.append(task["status"], style=RICH_STYLES.get(task["status"], ""))
+    label.append(task["status_line"], style=RICH_STYLES.get(task["status"], ""))
     running = "" if task["terminal_at"] or not task["open"] else " so far"
     label.append(f"  {duration(task['duration_ms'])}{running}", style="dim")
     for verdict in task["verdicts"]:
@@ -142,8 +141,6 @@ def _add_task(parent: Tree, task: dict[str, Any]) -> None:
         label.append("  result" + (" (isError)" if task["result_is_error"] else ""), style="dim")
     if task["has_error"]:
         label.append("  error", style="red")
-    if task["status_message"]:
-        label.append(f"  '{task['status_message']}'", style="italic")
     node = parent.add(label)
     for request in task["pending_inputs"]:
         node.add(

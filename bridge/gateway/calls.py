@@ -10,17 +10,21 @@
   (:data:`OPERATION_ID_META_KEY`) or ``Idempotency-Key`` replays the recorded call: nothing
   is sent upstream twice.
 
-Which outer run a call joins: :mod:`bridge.gateway.runs`.
+Which outer run a call joins: :mod:`bridge.gateway.runs`; when that run ends:
+:mod:`bridge.gateway.run_ends`.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+import anyio
 import mcp_types
 
 from bridge.errors import (
@@ -74,6 +78,7 @@ class GatewayCalls:
         # The bridge's own runner, not one of the gateway's: one runner per ledger.
         self._db = bridge._runner
         self._runs = GatewayRuns(bridge)
+        self._servers = {server.name for server in config.servers if server.enabled}
 
     # -- tools/list ------------------------------------------------------------------------
     async def list_tools(self, principal: str) -> list[mcp_types.Tool]:
@@ -96,8 +101,8 @@ class GatewayCalls:
     # -- tools/call ------------------------------------------------------------------------
     async def call_with_task(self, call: GatewayCall) -> dict[str, Any] | mcp_types.CallToolResult:
         """Tasks-extension client: a task becomes a bridge-issued handle (durable first)."""
-        run_ref = await self._run_of(call)
-        outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
+        async with self._joined(call) as run_ref:
+            outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
         if not isinstance(outcome, TaskPending | TaskSettled):
             return self._plain_result(outcome, call.op_id)
         handle = secrets.token_urlsafe(HANDLE_BYTES)
@@ -115,7 +120,13 @@ class GatewayCalls:
         # An MRTR round echoes our requestState: the operation id of the call it continues.
         call = replace(call, op_id=call.op_id or channel.request_state or secrets.token_urlsafe(16))
         assert call.op_id is not None
-        run_ref = await self._run_of(call)
+        async with self._joined(call) as run_ref:
+            return await self._wait(call, run_ref, channel)
+
+    async def _wait(
+        self, call: GatewayCall, run_ref: str, channel: ClientChannel
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        assert call.op_id is not None
         tenant = self.bridge._ledger.for_principal(call.principal)
         after_seq = (await self._db(tenant.run_event_seqs, [run_ref])).get(run_ref, 0)
         outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
@@ -133,16 +144,30 @@ class GatewayCalls:
             outcome = waited
         return self._plain_result(outcome, call.op_id)
 
-    async def _run_of(self, call: GatewayCall) -> str:
-        """The outer run the call is recorded under (resolved once per request)."""
-        return await self._runs.run_for(call.principal, call.session, call.outer, call.operation_id)
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[GatewayCalls]:
+        """Serving: the gateway's runs watched until they end (:mod:`bridge.gateway.run_ends`),
+        those a previous gateway left open too."""
+        async with anyio.create_task_group() as group:
+            await self._runs.ends.start(group)
+            try:
+                yield self
+            finally:
+                group.cancel_scope.cancel()
+
+    def _joined(self, call: GatewayCall) -> AbstractAsyncContextManager[str]:
+        """The outer run the call is recorded under (resolved once per request), held open
+        while the request is in it. A tool name no upstream can have opens no run."""
+        target = split_exposed(call.name)
+        if target is None or target[0] not in self._servers:
+            raise invalid_params(f"unknown tool {call.name!r} (gateway tools are <server>__<tool>)")
+        return self._runs.joined(call.principal, call.session, call.outer, call.operation_id)
 
     async def _call(
         self, call: GatewayCall, run_ref: str, wait: WaitMode, deadline_s: float | None
     ) -> CallOutcome:
         target = split_exposed(call.name)
-        if target is None:
-            raise invalid_params(f"unknown tool {call.name!r} (gateway tools are <server>__<tool>)")
+        assert target is not None  # checked before the run was joined
         try:
             return await self.bridge.run(call.principal, run_ref).call_tool(
                 *target,

@@ -1,4 +1,5 @@
-"""One gateway process: the Bridge (recovering open tasks on start), the MCP server as a
+"""One gateway process: the Bridge (recovering open tasks on start), its runs watched until
+they end (:mod:`bridge.gateway.run_ends`), the MCP server as a
 Streamable HTTP app at ``/mcp`` behind bearer auth, served by uvicorn on a socket it binds
 itself (``--port 0`` + ``--port-file``: :mod:`bridge.uhp.serving.listening`) — or over the
 process's stdin/stdout for one principal (:func:`serve_gateway_stdio`)."""
@@ -42,12 +43,15 @@ async def serve_gateway(
         )
     ) as bridge:
         tokens = GatewayTokens(config.token_principals)
-        server = build_server(GatewayCalls(bridge, config), tokens)
-        app = RequireBearer(
-            server.streamable_http_app(streamable_http_path="/mcp", host=host), tokens
-        )
-        web = uvicorn_server(app, sock, port_file, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
-        await web.serve(sockets=[sock])
+        async with GatewayCalls(bridge, config).running() as calls:
+            server = build_server(calls, tokens)
+            app = RequireBearer(
+                server.streamable_http_app(streamable_http_path="/mcp", host=host), tokens
+            )
+            web = uvicorn_server(
+                app, sock, port_file, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S
+            )
+            await web.serve(sockets=[sock])
 
 
 async def serve_gateway_stdio(
@@ -65,6 +69,9 @@ async def serve_gateway_stdio(
         )
     ) as bridge:
         tokens = GatewayTokens(config.token_principals)
-        server = build_server(GatewayCalls(bridge, config), tokens, fixed_principal=principal)
-        async with stdio_server() as (read, write):
+        async with (
+            GatewayCalls(bridge, config).running() as calls,
+            stdio_server() as (read, write),
+        ):
+            server = build_server(calls, tokens, fixed_principal=principal)
             await server.run(read, write, server.create_initialization_options())

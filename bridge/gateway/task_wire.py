@@ -35,15 +35,16 @@ def task_body(handle: str, task: TaskView, inputs: list[InputRequest]) -> dict[s
         "ttlMs": task.ttl_ms if task.ttl_ms is not None else DEFAULT_TTL_MS,
         "pollIntervalMs": task.poll_interval_ms or DEFAULT_POLL_INTERVAL_MS,
     }
-    if task.status_message:
-        body["statusMessage"] = task.status_message
-    if lost:
+    if lost:  # the server's last message described a status the task is no longer known in
         assert task.lost_reason is not None
+        body["statusMessage"] = f"lost ({task.lost_reason.value}): outcome unknown"
         body["error"] = {
             "code": INTERNAL_ERROR,
             "message": f"task lost ({task.lost_reason.value}); its outcome is unknown",
         }
         return body
+    if task.status_message:  # kept by the ledger for the status it came with only
+        body["statusMessage"] = task.status_message
     if task.terminal_at_ms is not None:
         if task.result is not None:
             body["result"] = task.result

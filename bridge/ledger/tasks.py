@@ -78,6 +78,9 @@ class TaskWrites(InputWrites):
                 values = self._observation_values(row, observation)
                 if decision.records_status:
                     values["status"] = observed.value
+                    # The server's message describes the status it came with: a new status
+                    # without one leaves none, not the previous status's (stale) text.
+                    values.setdefault("status_message", None)
                     appended.append(
                         self._append_task_event(
                             tx,

@@ -114,6 +114,27 @@ class TenantQueries(TenantScope):
             ).all()
         return [RunView.from_row(r) for r in rows]
 
+    def latest_run_of(self, uhp_server: str, identity: str, separator: str) -> RunView | None:
+        """The newest of this principal's runs on ``uhp_server`` recorded under ``identity``
+        or ``identity + separator + …`` (a later run under the same identity), None: none.
+        An exact prefix (no LIKE: SQLite's is case-blind, and a collation may order
+        punctuation away); the suffix is a generation number, so the longest id, then the
+        greatest, is the newest."""
+        prefix = identity + separator
+        response = RUNS.c.response_id
+        with self._read() as conn:
+            row = conn.execute(
+                select(RUNS)
+                .where(
+                    self._owned(RUNS),
+                    RUNS.c.uhp_server == uhp_server,
+                    (response == identity) | (func.substr(response, 1, len(prefix)) == prefix),
+                )
+                .order_by(func.length(response).desc(), response.desc())
+                .limit(1)
+            ).first()
+        return RunView.from_row(row) if row is not None else None
+
     def find_run_by_idempotency_key(self, idempotency_key: str) -> RunView | None:
         rows = self._rows(RUN_BY_KEY, {"w_principal": self.principal, "w_key": idempotency_key})
         return RunView.from_columns(rows[0]) if rows else None
