@@ -27,6 +27,7 @@ errors live in :mod:`bridge.uhp.errors`; every name is exported by :mod:`bridge`
     │   └── AnswerRefused            the server refused a tasks/update (not delivered)
     ├── NoToolResult                 the step holds no tool result to read
     ├── InvalidInputAnswer           content does not match the requested schema
+    │   └── InvalidAnswer            the same, naming every problem (.problems)
     ├── WaitTimedOut                 wait_for's timeout passed (also a TimeoutError)
     ├── UhpError                     a UHP request failed (bridge.uhp.errors)
     │   ├── UhpAuthError
@@ -191,8 +192,10 @@ class TaskRequestFailed(McpSideError):
 class AnswerRefused(McpSideError):
     """The server answered the ``tasks/update`` carrying an answer with a JSON-RPC error.
 
-    The answer stays recorded but is not delivered and not resent; an ``answer_refused``
-    anomaly is on the task's run. A ``-32602`` is confirmed with ``tasks/get`` first: only a
+    The refusal is recorded (``task.input_answer_refused``, and an ``update_refused`` anomaly
+    on the task's run): the refused answer is not delivered and never resent (not by
+    ``recover`` either), and the request is answerable again, so a corrected answer is
+    accepted. A ``-32602`` is confirmed with ``tasks/get`` first: only a
     task the server no longer knows is lost (then the receipt says ``task_lost`` instead).
     ``reason`` is the server's message with the raw task id scrubbed out.
     """
@@ -231,6 +234,17 @@ class InvalidInputAnswer(BridgeError):
         super().__init__(f"input request {input_ref}: {detail}")
         self.input_ref = input_ref
         self.detail = detail
+
+
+class InvalidAnswer(InvalidInputAnswer):
+    """An answer checked before anything was sent (:mod:`bridge.answers`) does not fit its
+    input request. ``problems`` names each field and what is wrong with it, one line each
+    (``"approve: 'yes' is not of type 'boolean'"``). Nothing was recorded as answered or sent;
+    the request stays answerable."""
+
+    def __init__(self, input_ref: str, problems: list[str]) -> None:
+        super().__init__(input_ref, "; ".join(problems) or "the answer does not fit")
+        self.problems = list(problems)
 
 
 class WaitTimedOut(BridgeError, TimeoutError):

@@ -224,6 +224,17 @@ class TaskInputAnswered(_TaskEvent):
     input_ref: str
 
 
+class TaskInputAnswerRefused(_TaskEvent):
+    """The server refused the ``tasks/update`` carrying an answer (a JSON-RPC error). The
+    refused answer is dropped, never resent (not by recovery either), and the request is
+    answerable again: a corrected answer is recorded and sent once. ``reason``: the server's
+    code and message, raw task id scrubbed."""
+
+    type: Literal["task.input_answer_refused"] = "task.input_answer_refused"
+    input_ref: str
+    reason: str
+
+
 class TaskInputDeclined(_TaskEvent):
     """The bridge declined an input request under the input policy (``reason``: a kind the host
     never declared, or a handler that failed). ``answered``: an elicitation's
@@ -355,6 +366,7 @@ BridgeEvent = Annotated[
     | TaskStatusChanged
     | TaskInputRequired
     | TaskInputAnswered
+    | TaskInputAnswerRefused
     | TaskInputDeclined
     | TaskInputHandlerFailed
     | TaskInputStuck

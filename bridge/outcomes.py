@@ -81,6 +81,22 @@ class InputRequest:
         self._validate(schema, content)
         return await self._send({"action": "accept", "content": content})
 
+    async def answer(
+        self, action: str, *, texts: dict[str, str] | None = None, content: Any = None
+    ) -> AnswerReceipt:
+        """Build the answer from the requested schema and send it (:func:`bridge.answers.
+        build_answer`): ``action`` accept/decline/cancel; accept takes ``KEY=VALUE`` ``texts``
+        coerced to the schema's types, or JSON ``content``. ``InvalidAnswer`` names every
+        problem, and nothing is recorded or sent."""
+        from bridge.answers import build_answer
+
+        self._require_elicitation(action)
+        return await self._send(
+            build_answer(
+                self.input_ref, self.requested_schema, action, texts=texts, content=content
+            )
+        )
+
     async def decline(self) -> AnswerReceipt:
         """The user explicitly said no."""
         self._require_elicitation("decline")

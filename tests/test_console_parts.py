@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from starlette.requests import Request
 
+from bridge.answers import coerce_texts
 from bridge.cli.records import load_snapshot
 from bridge.cli.timeline import build_timeline
 from bridge.console.actions import InboxItem
@@ -19,7 +20,7 @@ from bridge.console.auth import (
     token_digest,
 )
 from bridge.console.csrf import cross_origin_reason
-from bridge.console.forms import coerce_values, form_fields, posted_values, render_fields
+from bridge.console.forms import form_fields, posted_values, render_fields
 from bridge.console.inbox import inbox_page
 from bridge.console.live import resume_point
 from bridge.console.markup import Markup, attrs, html, join
@@ -111,24 +112,23 @@ def test_posted_values_keep_given_fields_only() -> None:
 
 
 def test_posted_texts_become_the_schemas_types_or_a_field_message() -> None:
-    fields = form_fields(SCHEMA)
     good = {"approve": "false", "amount": "7", "ratio": "0.5", "tier": "gold", "size": "s"}
-    assert coerce_values(fields, good) == (
+    assert coerce_texts(SCHEMA, good) == (
         {"approve": False, "amount": 7, "ratio": 0.5, "tier": "gold", "size": "s"},
         {},
     )
-    content, errors = coerce_values(
-        fields, {"approve": "maybe", "amount": "12x", "ratio": "nan", "tier": "bronze"}
+    content, errors = coerce_texts(
+        SCHEMA, {"approve": "maybe", "amount": "12x", "ratio": "nan", "tier": "bronze"}
     )
     assert content == {}
     assert set(errors) == {"approve", "amount", "ratio", "tier"}
     assert "12x" in errors["amount"] and "choices" in errors["tier"]
-    assert coerce_values(fields, {})[1] == {
+    assert coerce_texts(SCHEMA, {})[1] == {
         "approve": "required: give a value",
         "amount": "required: give a value",
     }
     numbers = {"type": "object", "properties": {"n": {"type": "integer", "enum": [1, 2]}}}
-    assert coerce_values(form_fields(numbers), {"n": "2"}) == ({"n": 2}, {})
+    assert coerce_texts(numbers, {"n": "2"}) == ({"n": 2}, {})
 
 
 # -- tokens and sessions ----------------------------------------------------------------------

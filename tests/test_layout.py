@@ -20,6 +20,7 @@ MAX_LINES = 600
 # operator tools and integrations sit on top. ``bridge.outcomes`` (what a call returns, and
 # the input requests it may return with) is read off the MCP wire, so it sits above it.
 RANKS: list[tuple[str, int]] = [
+    ("bridge.answers", 0),
     ("bridge.errors", 0),
     ("bridge.extras", 0),
     ("bridge.events", 0),

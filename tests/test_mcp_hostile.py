@@ -333,7 +333,10 @@ async def test_a_refused_update_on_a_live_task_is_a_typed_error_not_a_lost_task(
     task = tenant.get_task(handle.task_ref)
     assert task.is_open and task.lost_reason is None and task.status is TaskStatus.INPUT_REQUIRED
     (request,) = tenant.input_requests(handle.task_ref)
-    assert request.answered_at_ms is not None and request.delivered_at_ms is None
+    # dropped and reopened: answerable again, never redelivered (not even by recovery)
+    assert request.answered_at_ms is None and request.delivered_at_ms is None
+    assert tenant.undelivered_answers() == []
+    assert "task.input_answer_refused" in event_types(tenant, run.ref)
     assert _anomaly_kinds(wall_ledger, run.ref) == ["update_refused"]
     assert "task.lost" not in event_types(tenant, run.ref)
     stats = await adversarial_stats(adversarial_server.url)

@@ -77,7 +77,7 @@ def test_the_cli_answers_a_calls_input_by_op_ref(
     op_ref, input_ref = _asking_call(db, mrtr_server, 31)
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": [{"name": "mrtr", "url": mrtr_server.url}]}))
-    answer = ["answer", op_ref, input_ref, json.dumps(YES), "--mcp-config", str(config)]
+    answer = ["answer", op_ref, input_ref, "--accept", "approve=true", "--mcp-config", str(config)]
     foreign = _cli(db, *answer, principal="mallory")
     assert foreign.exit_code == 1 and "not found for this principal" in foreign.output
     result = _cli(db, *answer, "--json")

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
 
+from bridge.answers import parse_pairs
 from bridge.cli.context import (
     CliError,
     JsonOpt,
@@ -219,18 +221,37 @@ def answer(
         str,
         typer.Argument(help="Input reference (in_…) from task/call.input_required."),
     ],
-    payload: Annotated[str, typer.Argument(metavar="JSON", help="The answer, as JSON.")],
     mcp_config: McpConfigOpt,
+    accept: Annotated[
+        list[str] | None,
+        typer.Option("--accept", metavar="KEY=VALUE", help="Accept, one field each time."),
+    ] = None,
+    decline: Annotated[bool, typer.Option("--decline", help="Say no.")] = False,
+    cancel: Annotated[bool, typer.Option("--cancel", help="Dismiss without choosing.")] = False,
+    content_json: Annotated[
+        str | None,
+        typer.Option("--content", metavar="JSON", help="Accept with this JSON content (checked)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Answer a pending input request: recorded first, then sent with tasks/update (a task's),
-    or, once its leg is fully answered, by calling the tool again (a call's MRTR input)."""
+    """Answer a pending elicitation: the answer is built from the request's schema
+    (``--accept KEY=VALUE ...``, ``--decline``, ``--cancel``, or ``--content '{...}'`` JSON)
+    and checked before anything is recorded; then sent with tasks/update (a task's), or, once
+    its leg is fully answered, by calling the tool again (a call's MRTR input)."""
 
     def body() -> None:
-        try:
-            response = json.loads(payload)
-        except json.JSONDecodeError as exc:
-            raise CliError(f"the answer is not valid JSON: {exc.msg}") from exc
+        chosen = [bool(accept), decline, cancel, content_json is not None]
+        if sum(chosen) != 1:
+            raise CliError(
+                "give exactly one of --accept KEY=VALUE, --decline, --cancel, --content JSON"
+            )
+        action = "decline" if decline else "cancel" if cancel else "accept"
+        content: Any = None
+        if content_json is not None:
+            try:
+                content = json.loads(content_json)
+            except json.JSONDecodeError as exc:
+                raise CliError(f"--content is not valid JSON: {exc.msg}") from exc
         from bridge.ids import is_call_ref
 
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
@@ -239,7 +260,9 @@ def answer(
                 tenant.get_dispatch(task)
             else:
                 tenant.get_task(task)
-            delivery = anyio.run(_answer, ledger, principal, servers, task, key, response)
+            texts = parse_pairs(key, accept or [])
+            shaped = Answer(action, texts, content)
+            delivery = anyio.run(_answer, ledger, principal, servers, task, key, shaped)
         delivered = delivery in (AnswerDelivery.DELIVERED, AnswerDelivery.RETRIED)
         if as_json:
             owner = "op_ref" if is_call_ref(task) else "task_ref"
@@ -267,12 +290,28 @@ async def _answer(
     servers: list[McpServerConfig],
     task_ref: str,
     input_ref: str,
-    response: Any,
+    shaped: Answer,
 ) -> AnswerDelivery:
     async with _bridge_for(ledger, principal, servers) as bridge:
         run = await bridge.run_of(principal, task_ref)
-        receipt: AnswerReceipt = await run.answer(task_ref, input_ref, response)
-        return receipt.delivery
+        for request in await run.pending_inputs():
+            if request.input_ref == input_ref and task_ref in (request.task_ref, request.op_ref):
+                receipt: AnswerReceipt = await request.answer(
+                    shaped.action, texts=shaped.texts or None, content=shaped.content
+                )
+                return receipt.delivery
+        from bridge.errors import InputAlreadyAnswered
+
+        raise InputAlreadyAnswered(f"input request {input_ref} is not waiting for an answer")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the operator gave: the action, ``KEY=VALUE`` texts and/or JSON content."""
+
+    action: str
+    texts: dict[str, str]
+    content: Any
 
 
 _VERDICTS = {

@@ -3,7 +3,7 @@ cancelling a task, giving the verdict on a call whose outcome is unknown.
 
 Every action goes through the bridge's public API (:class:`~bridge.facade.Bridge`,
 :class:`~bridge.run.Run`), bound to the signed-in principal. An answer is built from the posted
-form: :func:`bridge.console.forms.coerce_values` turns the texts into the schema's types, and
+form: :func:`bridge.answers.build_answer` turns the texts into the schema's types, and
 the request's own ``accept`` checks the content against the whole schema before anything is
 recorded; a refused answer re-renders the form with a message next to each field and sends
 nothing.
@@ -18,11 +18,11 @@ from typing import Any
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from bridge.console.forms import coerce_values, form_fields, posted_values
+from bridge.console.forms import form_fields, posted_values
 from bridge.console.inbox import FormProblem, inbox_page
 from bridge.console.pages import Frame, message_page
 from bridge.console.reads import ConsoleReads
-from bridge.errors import AnswerRefused, InputAlreadyAnswered, InvalidInputAnswer
+from bridge.errors import AnswerRefused, InputAlreadyAnswered, InvalidAnswer, InvalidInputAnswer
 from bridge.facade import Bridge
 from bridge.lifecycle import Admission
 from bridge.outcomes import AnswerDelivery, AnswerReceipt, InputRequest
@@ -154,7 +154,7 @@ class ConsoleActions:
         fields = form_fields(request.requested_schema)
         posted = posted_values(fields, form)
         try:
-            receipt = await self._send(request, str(action), fields, posted)
+            receipt = await self._send(request, str(action), posted)
         except _Refused as refused:
             return await self._refused_answer(frame, input_ref, posted, refused.problems, fields)
         except InputAlreadyAnswered:
@@ -175,20 +175,14 @@ class ConsoleActions:
         return RedirectResponse(f"/inbox?done={done}", status_code=303)
 
     async def _send(
-        self, request: InputRequest, action: str, fields: list[Any], posted: dict[str, str]
+        self, request: InputRequest, action: str, posted: dict[str, str]
     ) -> AnswerReceipt:
         """Check, record and send one answer (``_Refused``: nothing was recorded)."""
         try:
-            if action == "decline":
-                return await request.decline()
-            if action == "cancel":
-                return await request.cancel()
-            if request.requested_schema is None:
-                return await request.accept()
-            content, errors = coerce_values(fields, posted)
-            if errors:
-                raise _Refused([f"{name}: {text}" for name, text in errors.items()])
-            return await request.accept(content)
+            texts = posted if action == "accept" else None
+            return await request.answer(action, texts=texts)
+        except InvalidAnswer as exc:
+            raise _Refused(exc.problems) from None
         except InvalidInputAnswer as exc:
             raise _Refused([exc.detail]) from None
 

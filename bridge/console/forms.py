@@ -4,8 +4,9 @@ One field per property: a string is a text box (a ``format`` picks the input typ
 an integer a text box the server parses, a boolean a yes/no choice (never a checkbox: an
 unticked box would send nothing, and "no" must be said), an ``enum`` (or ``oneOf`` of
 ``const``) a drop-down. Required fields and descriptions are shown. The browser checks nothing
-(``novalidate``): the server coerces and validates every value and re-renders the form with a
-message next to each field it refused.
+(``novalidate``): the server coerces and validates every value (:func:`bridge.answers.build_answer`,
+the one path the CLI uses too) and re-renders the form with a message next to each field it
+refused.
 """
 
 from __future__ import annotations
@@ -116,55 +117,6 @@ def posted_values(fields: list[FormField], form: Mapping[str, Any]) -> dict[str,
         if isinstance(raw, str) and raw.strip() != "":
             values[item.name] = raw if item.kind == "string" else raw.strip()
     return values
-
-
-def coerce_values(
-    fields: list[FormField], posted: Mapping[str, str]
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """The posted texts as the schema's types, and a message for each field refused (a
-    required field not given, a text that is no number, a value outside the choices). The
-    content is then checked against the whole schema when it is answered."""
-    content: dict[str, Any] = {}
-    errors: dict[str, str] = {}
-    for item in fields:
-        text = posted.get(item.name)
-        if text is None:
-            if item.required:
-                errors[item.name] = "required: give a value"
-            continue
-        try:
-            content[item.name] = _coerce(item, text)
-        except ValueError as exc:
-            errors[item.name] = str(exc)
-    return content, errors
-
-
-def _coerce(item: FormField, text: str) -> Any:
-    if item.kind == "boolean":
-        if text not in ("true", "false"):
-            raise ValueError(f"choose Yes or No (got {text!r})")
-        return text == "true"
-    if item.kind == "integer":
-        try:
-            return int(text)
-        except ValueError:
-            raise ValueError(f"not a whole number: {text!r}") from None
-    if item.kind == "number":
-        try:
-            number = float(text)
-        except ValueError:
-            raise ValueError(f"not a number: {text!r}") from None
-        if number != number or number in (float("inf"), float("-inf")):
-            raise ValueError(f"not a finite number: {text!r}")
-        return int(number) if number.is_integer() and "." not in text else number
-    if item.kind == "enum":
-        for choice in item.choices:
-            if choice.value == text:
-                return choice.raw
-        raise ValueError(f"not one of the choices: {text!r}")
-    if item.kind == "unsupported":
-        raise ValueError("this field type cannot be filled here")
-    return text
 
 
 def _initial(item: FormField, values: Mapping[str, str] | None) -> str:

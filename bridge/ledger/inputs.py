@@ -249,6 +249,25 @@ class InputWrites(TenantQueries):
             if updated.rowcount == 0:
                 raise UnknownInputKey(f"task {task_ref!r} has no answered request {input_ref!r}")
 
+    def record_answer_refused(self, task_ref: str, input_ref: str, reason: str) -> None:
+        """The server refused the answer: drop it (never redelivered) and reopen the request,
+        so a corrected answer is accepted; ``task.input_answer_refused`` says so."""
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            tx.conn.execute(
+                update(INPUTS)
+                .where(
+                    self._owned(INPUTS),
+                    INPUTS.c.task_ref == task_ref,
+                    INPUTS.c.ref == input_ref,
+                    INPUTS.c.delivered_at_ms.is_(None),
+                )
+                .values(answer_digest=None, answer_json=None, answered_at_ms=None)
+            )
+            self._append_task_event(
+                tx, row, ev.TaskInputAnswerRefused, input_ref=input_ref, reason=reason[:300]
+            )
+
     def undelivered_answers(self) -> list[InputRequestView]:
         """Answers recorded but not acknowledged by the server (to redeliver after a restart)."""
         return self._inputs_of_tasks(

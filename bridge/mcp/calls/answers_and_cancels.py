@@ -3,8 +3,9 @@ cancels (``tasks/cancel``), each recorded before it is sent.
 
 A JSON-RPC error to either is a refusal, not a verdict on the task: ``-32602`` may mean a badly
 shaped request as well as an unknown task, so only a confirming ``tasks/get`` that answers
-``-32602`` too marks the task lost. A refused answer stays recorded but is neither delivered
-nor resent; the host learns why from :class:`~bridge.errors.AnswerRefused`.
+``-32602`` too marks the task lost. A refused answer is dropped (``task.input_answer_refused``),
+never resent, and the request is answerable again; the host learns why from
+:class:`~bridge.errors.AnswerRefused`.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ class TaskUpdates:
         recorded answer waits to be redelivered before the task's next poll (``QUEUED``;
         servers ignore keys already answered), or whether the server no longer knows the task
         (``TASK_LOST``: a ``-32602`` confirmed by ``tasks/get``). Raises ``AnswerRefused`` when
-        the server refused the update (not delivered, not resent, an anomaly on the run), and
+        the server refused the update (not delivered, never resent, an anomaly on the run, the
+        request answerable again), and
         ``UnknownInputKey`` / ``InputAlreadyAnswered`` for a bad or repeated key (nothing
         recorded).
         """
@@ -76,6 +78,8 @@ class TaskUpdates:
                 if await self._lost_if_confirmed(principal, connection, task, "tasks/update"):
                     return AnswerReceipt(task_ref, request.ref, AnswerDelivery.TASK_LOST)
                 reason = await self._record_refusal(tenant, task, "tasks/update", failure)
+                # dropped and reopened: recovery never resends it, a corrected answer is taken
+                await self.db(tenant.record_answer_refused, task_ref, request.ref, reason)
                 raise AnswerRefused(task_ref, request.ref, reason, failure.code) from None
             if failure is None and not isinstance(exc, TaskRequestFailed):
                 raise
