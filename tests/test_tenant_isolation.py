@@ -108,6 +108,7 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "current_leg": lambda: foreign.current_leg(acme["asking"]),
         "agent_state": lambda: foreign.agent_state(acme["run"].ref, "agent"),
         "gateway_handle_task": lambda: foreign.gateway_handle_task("acme-gateway-handle"),
+        "latest_run_of": lambda: foreign.latest_run_of(SERVER, "resp_acme", "#"),
     }
 
 
@@ -177,6 +178,7 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         ),
         "record_cancel_requested": lambda: foreign.record_cancel_requested(task.ref, "x"),
         "mark_answer_delivered": lambda: foreign.mark_answer_delivered(task.ref, "k"),
+        "record_answer_refused": lambda: foreign.record_answer_refused(task.ref, "in_x", "x"),
         "detach_task": lambda: foreign.detach_task(task.ref, "x"),
         "record_server_unreachable": lambda: foreign.record_server_unreachable(task.ref, 0, "x"),
         "record_step_failure": lambda: foreign.record_step_failure(task.ref, "x"),
@@ -240,6 +242,8 @@ def test_foreign_reads_find_nothing(ledger: Ledger, acme: dict[str, Any]) -> Non
     assert saved is not None and saved.state == {"history": ["hello"]}
     assert own.gateway_handle_task("acme-gateway-handle") == acme["task"].ref
     assert [r.ref for r in own.find_runs_by_response_id("resp_acme")] == [acme["run"].ref]
+    latest = own.latest_run_of(SERVER, "resp_acme", "#")
+    assert latest is not None and latest.ref == acme["run"].ref
 
 
 def test_foreign_writes_are_refused_and_change_nothing(

@@ -123,7 +123,7 @@ def answer_with_cli(gw: Gateway, task_ref: str, input_ref: str) -> None:
     subprocess.run(
         [
             *(sys.executable, "-m", "bridge.cli", "--db", str(gw.db), "--principal", "alice"),
-            *("answer", task_ref, input_ref, json.dumps(APPROVE)),
+            *("answer", task_ref, input_ref, "--content", json.dumps(APPROVE["content"])),
             *("--mcp-config", str(gw.config)),
         ],
         cwd=REPO_ROOT,
