@@ -26,7 +26,8 @@ async def main() -> None:
 
 anyio.run(main)
 missing_extra("cli", lambda: importlib.import_module("bridge.cli.app"))
-missing_extra("console", lambda: importlib.import_module("bridge.console"))
+# No MissingExtra check for [console]: the MCP SDK already brings its serving packages
+# (and markupsafe) into the core install; the extra names them for the console explicitly.
 missing_extra("otlp", lambda: importlib.import_module("bridge").setup_tracing())
 missing_extra("langgraph", lambda: importlib.import_module("bridge.integrations.langgraph"))
 missing_extra("pydantic-ai", lambda: importlib.import_module("bridge.testing.pydantic_ai"))
