@@ -69,17 +69,9 @@ class InputRequest:
 
     async def accept(self, content: dict[str, Any] | None = None) -> AnswerReceipt:
         """Accept, with ``content`` matching :attr:`requested_schema` (checked before anything
-        is recorded). A URL-mode elicitation has no schema and takes no content."""
-        self._require_elicitation("accept")
-        schema = self.requested_schema
-        if schema is None:
-            if content is not None:
-                raise InvalidInputAnswer(self.input_ref, "this request takes no content")
-            return await self._send({"action": "accept"})
-        if content is None:
-            raise InvalidInputAnswer(self.input_ref, "accepting needs content for the schema")
-        self._validate(schema, content)
-        return await self._send({"action": "accept", "content": content})
+        is recorded, as :meth:`answer` checks it). A URL-mode elicitation has no schema and
+        takes no content."""
+        return await self.answer("accept", content=content)
 
     async def answer(
         self, action: str, *, texts: dict[str, str] | None = None, content: Any = None
@@ -119,21 +111,6 @@ class InputRequest:
                 f"{action}() answers {ELICITATION}; answer {self.method} with "
                 "respond() and the method's own result",
             )
-
-    def _validate(self, schema: dict[str, Any], content: dict[str, Any]) -> None:
-        import jsonschema  # loaded on first use: ``import bridge`` stays light
-
-        validator_class = jsonschema.validators.validator_for(schema)
-        try:
-            validator_class.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise InvalidInputAnswer(
-                self.input_ref, f"the server's requested schema is invalid: {exc.message}"
-            ) from None
-        error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(content))
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "content"
-            raise InvalidInputAnswer(self.input_ref, f"{where}: {error.message}")
 
 
 class OutcomeKind(StrEnum):
