@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bridge.ledger.store import TenantLedger
-from bridge.lifecycle import TaskStatus
+from bridge._ledger.store import TenantLedger
+from bridge._lifecycle import TaskStatus
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 

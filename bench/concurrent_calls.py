@@ -25,7 +25,7 @@ from bench import scale_out
 from bench.common import Report, cpu_of_processes, median
 from bench.raw_sdk import NO_INPUT_KINDS, Window, raw_call_client
 from bridge import Bridge, BridgeSettings, InlineResult, McpServerConfig
-from bridge.ledger.commit.group_commit import GroupCommit
+from bridge._ledger.commit.group_commit import GroupCommit
 from tests.support.processes import ServerProcess
 
 PRINCIPAL = "bench"
@@ -252,7 +252,7 @@ async def bench_concurrent_calls(quick: bool, report: Report) -> None:
     report.add()
     report.add(
         "Call-path writes per commit: the intents and results of concurrent callers committed "
-        "together (`bridge/ledger/commit/group_commit.py`: PostgreSQL), a batch of one-statement "
+        "together (`bridge/_ledger/commit/group_commit.py`: PostgreSQL), a batch of one-statement "
         "writes in pipeline mode (its statements in one round trip, then `COMMIT`), from a "
         "worker thread. SQLite runs its calls inline on the event loop, where no two commits "
         "overlap: one write each."

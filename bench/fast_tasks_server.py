@@ -28,7 +28,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension, MCPServer, MethodBinding
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bridge.mcp.wire.shapes import TASKS_EXTENSION, TaskIdParams
+from bridge._mcp.wire.shapes import TASKS_EXTENSION, TaskIdParams
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 
 TASKS = TASKS_EXTENSION

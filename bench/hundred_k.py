@@ -35,7 +35,7 @@ from sqlalchemy import func, select
 from bench.common import Report, cpu_seconds, stat_fields
 from bench.raw_sdk import raw_poll_capacity
 from bench.scale_out import PRINCIPAL, postgres_database, replica_stats, seed_open_tasks
-from bridge.ledger.store import TASKS, Ledger
+from bridge._ledger.store import TASKS, Ledger
 from tests.support.bridging import wait_until
 from tests.support.processes import ServerProcess
 

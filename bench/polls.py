@@ -6,8 +6,8 @@ windows (raw, lean, scheduler, raw, ...), so each sees the same machine conditio
 - **raw SDK**: :class:`bench.raw_sdk.RawPoller`, 16 callers on one shared ``Client``
   (``session.send_request(GetTaskRequest, DetailedTask)``);
 - **lean path**: 16 callers on the bridge's own server connection, each call what
-  :func:`bridge.mcp.wire.task_requests.fetch_task` sends for a Tasks-extension handle
-  (:mod:`bridge.mcp.wire.lean_get`, through the connection's ``httpx2`` client on its aiohttp
+  :func:`bridge._mcp.wire.task_requests.fetch_task` sends for a Tasks-extension handle
+  (:mod:`bridge._mcp.wire.lean_get`, through the connection's ``httpx2`` client on its aiohttp
   engine);
 - **scheduler**: the bridge's poll scheduler with ``handles`` open handles always due
   (demand far above capacity, 16 polls per server at once), started and held per window.
@@ -27,14 +27,14 @@ import anyio
 
 from bench.common import Report, register_open_tasks
 from bench.raw_sdk import RAW_TASK_ID, RawPoller, Window, callers_window
-from bridge.ledger.store import Ledger, TenantLedger
-from bridge.lifecycle import OuterStatus
-from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.polling.scheduler import PollScheduler
-from bridge.mcp.polling.watches import SchedulerConfig
-from bridge.mcp.servers import McpServerConfig, ServerConnection
-from bridge.mcp.wire.lean_get import lean_fetch
-from bridge.mcp.wire.shapes import GetTaskRequest, TaskIdParams
+from bridge._ledger.store import Ledger, TenantLedger
+from bridge._lifecycle import OuterStatus
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.polling.scheduler import PollScheduler
+from bridge._mcp.polling.watches import SchedulerConfig
+from bridge._mcp.servers import McpServerConfig, ServerConnection
+from bridge._mcp.wire.lean_get import lean_fetch
+from bridge._mcp.wire.shapes import GetTaskRequest, TaskIdParams
 
 PRINCIPAL = "bench"
 CONCURRENCY = 16

@@ -18,9 +18,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bridge.mcp.inputs.handlers import InputHandlers
-from bridge.mcp.wire.extension import TasksClientExtension
-from bridge.mcp.wire.shapes import DetailedTask, GetTaskRequest, TaskIdParams
+from bridge._mcp.inputs.handlers import InputHandlers
+from bridge._mcp.wire.extension import TasksClientExtension
+from bridge._mcp.wire.shapes import DetailedTask, GetTaskRequest, TaskIdParams
 
 WARM_UP_CALLS = 20
 # What a bridged caller declares to compare with :func:`raw_call_client`: no input kinds (the

@@ -18,8 +18,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bridge.mcp.wire.extension import TasksClientExtension
-from bridge.mcp.wire.shapes import CreateTaskResult, DetailedTask, GetTaskRequest, TaskIdParams
+from bridge._mcp.wire.extension import TasksClientExtension
+from bridge._mcp.wire.shapes import CreateTaskResult, DetailedTask, GetTaskRequest, TaskIdParams
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 

@@ -51,12 +51,12 @@ from httpx_sse import aconnect_sse
 from bench import concurrent_calls, hundred_k, polls, scale_out, waits
 from bench.common import Report, machine, median, percentile, provenance, register_open_tasks
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
-from bridge.ledger.store import Ledger, TenantLedger
-from bridge.lifecycle import OuterStatus
-from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.polling.watches import SchedulerConfig
-from bridge.mcp.servers import McpServerConfig
-from bridge.uhp.client import UhpClient
+from bridge._ledger.store import Ledger, TenantLedger
+from bridge._lifecycle import OuterStatus
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.polling.watches import SchedulerConfig
+from bridge._mcp.servers import McpServerConfig
+from bridge.uhp._client import UhpClient
 from tests.support.processes import ServerProcess, server_logs_under
 
 PRINCIPAL = "bench"

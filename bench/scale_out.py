@@ -30,10 +30,10 @@ from sqlalchemy import func, insert, select, update
 
 from bench.common import Report, median, percentile
 from bench.raw_sdk import RAW_TASK_ID, RawPoller, Window
-from bridge.ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref
-from bridge.ledger.coordination.leases import ReplicaRegistry, TenantLeases
-from bridge.ledger.store import DISPATCHES, TASKS, Ledger
-from bridge.lifecycle import OuterStatus
+from bridge._ids import DISPATCH_PREFIX, TASK_PREFIX, new_ref
+from bridge._ledger.coordination.leases import ReplicaRegistry, TenantLeases
+from bridge._ledger.store import DISPATCHES, TASKS, Ledger
+from bridge._lifecycle import OuterStatus
 from tests.support.bridging import wait_until
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import ServerProcess

@@ -24,7 +24,7 @@ from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict
 
-from bridge.mcp.wire.shapes import TASKS_EXTENSION
+from bridge._mcp.wire.shapes import TASKS_EXTENSION
 
 TASKS = TASKS_EXTENSION
 

@@ -36,7 +36,7 @@ from mcp.shared.exceptions import MCPError
 
 from bench.fast_tasks_server import MODERN, TASKS, now_iso
 from bench.task_push import TaskPushListeners
-from bridge.mcp.wire.shapes import TaskIdParams
+from bridge._mcp.wire.shapes import TaskIdParams
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 
 

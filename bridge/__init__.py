@@ -17,8 +17,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from bridge._public import publish
+
 if TYPE_CHECKING:
-    from bridge.errors import (
+    from bridge._errors import (
         AgentStateTooLarge as AgentStateTooLarge,
         AnswerRefused as AnswerRefused,
         BridgeError as BridgeError,
@@ -47,34 +49,37 @@ if TYPE_CHECKING:
         UnknownServer as UnknownServer,
         WaitTimedOut as WaitTimedOut,
     )
-    from bridge.facade import (
+    from bridge._facade import (
         Bridge as Bridge,
     )
-    from bridge.ledger.agent_states import (
+    from bridge._ledger.agent_states import (
         AgentStateView as AgentStateView,
     )
-    from bridge.ledger.coordination.replica import (
+    from bridge._ledger.coordination.replica import (
         ReplicaConfig as ReplicaConfig,
     )
-    from bridge.ledger.reads.views import (
+    from bridge._ledger.reads.views import (
         CallInputView as CallInputView,
         DispatchView as DispatchView,
         InputRequestView as InputRequestView,
         RunView as RunView,
         TaskView as TaskView,
     )
-    from bridge.lifecycle import (
+    from bridge._ledger.store import (
+        Ledger as Ledger,
+    )
+    from bridge._lifecycle import (
         Admission as Admission,
         DispatchState as DispatchState,
         LostReason as LostReason,
         OuterStatus as OuterStatus,
         TaskStatus as TaskStatus,
     )
-    from bridge.mcp.calls.admission import (
+    from bridge._mcp.calls.admission import (
         AdmissionChecks as AdmissionChecks,
         OperationView as OperationView,
     )
-    from bridge.mcp.inputs.handlers import (
+    from bridge._mcp.inputs.handlers import (
         HOST as HOST,
         Accept as Accept,
         Cancel as Cancel,
@@ -84,17 +89,17 @@ if TYPE_CHECKING:
         InputHandling as InputHandling,
         UrlElicitation as UrlElicitation,
     )
-    from bridge.mcp.polling.push import (
+    from bridge._mcp.polling.push import (
         PushConfig as PushConfig,
     )
-    from bridge.mcp.polling.watches import (
+    from bridge._mcp.polling.watches import (
         SchedulerConfig as SchedulerConfig,
     )
-    from bridge.mcp.servers import (
+    from bridge._mcp.servers import (
         CredentialResolver as CredentialResolver,
         McpServerConfig as McpServerConfig,
     )
-    from bridge.outcomes import (
+    from bridge._outcomes import (
         AnswerDelivery as AnswerDelivery,
         AnswerReceipt as AnswerReceipt,
         CallOutcome as CallOutcome,
@@ -106,7 +111,7 @@ if TYPE_CHECKING:
         TaskHandle as TaskHandle,
         UnknownOutcome as UnknownOutcome,
     )
-    from bridge.policies import (
+    from bridge._policies import (
         InputPolicy as InputPolicy,
         OnOuterCancel as OnOuterCancel,
         OnOuterEnd as OnOuterEnd,
@@ -117,142 +122,115 @@ if TYPE_CHECKING:
         UnknownOutcomePolicy as UnknownOutcomePolicy,
         WaitMode as WaitMode,
     )
-    from bridge.run import (
+    from bridge._run import (
         Run as Run,
     )
-    from bridge.runtime.recovery_report import (
+    from bridge._runtime.recovery_report import (
         RecoveryReport as RecoveryReport,
     )
-    from bridge.runtime.step_results import (
+    from bridge._runtime.step_results import (
         OperationRecord as OperationRecord,
         RecoverableFailure as RecoverableFailure,
         TaskPending as TaskPending,
         TaskSettled as TaskSettled,
     )
-    from bridge.settings import (
+    from bridge._settings import (
         BridgeSettings as BridgeSettings,
         UhpServerConfig as UhpServerConfig,
     )
-    from bridge.telemetry.spans import (
+    from bridge._telemetry.spans import (
         setup_tracing as setup_tracing,
     )
-    from bridge.uhp.client import (
+    from bridge.uhp._client_config import (
         FollowConfig as FollowConfig,
-        UnansweredPost as UnansweredPost,
-    )
-    from bridge.uhp.errors import (
-        RequestNotRepostable as RequestNotRepostable,
-        ResponseNotFollowable as ResponseNotFollowable,
-        StreamFault as StreamFault,
-        UhpAuthError as UhpAuthError,
-        UhpError as UhpError,
-        UhpInvalidRequest as UhpInvalidRequest,
-        UhpNotFound as UhpNotFound,
-        UhpQuotaExhausted as UhpQuotaExhausted,
-        UhpRateLimited as UhpRateLimited,
-        UhpServerError as UhpServerError,
-        UhpSessionBusy as UhpSessionBusy,
-        UhpUnsupportedVersion as UhpUnsupportedVersion,
     )
 
 # Where each public name lives (a name is defined in exactly one place).
 _EXPORTS: dict[str, str] = {
-    "Bridge": "bridge.facade",
-    "UhpServerConfig": "bridge.settings",
-    "BridgeSettings": "bridge.settings",
-    "Run": "bridge.run",
-    "OperationRecord": "bridge.runtime.step_results",
-    "RecoverableFailure": "bridge.runtime.step_results",
-    "TaskPending": "bridge.runtime.step_results",
-    "TaskSettled": "bridge.runtime.step_results",
-    "AnswerDelivery": "bridge.outcomes",
-    "AnswerReceipt": "bridge.outcomes",
-    "CallOutcome": "bridge.outcomes",
-    "OutcomeKind": "bridge.outcomes",
-    "InlineResult": "bridge.outcomes",
-    "InputPending": "bridge.outcomes",
-    "RejectedCall": "bridge.outcomes",
-    "TaskHandle": "bridge.outcomes",
-    "UnknownOutcome": "bridge.outcomes",
-    "InputRequest": "bridge.outcomes",
-    "Accept": "bridge.mcp.inputs.handlers",
-    "Cancel": "bridge.mcp.inputs.handlers",
-    "Decline": "bridge.mcp.inputs.handlers",
-    "FormElicitation": "bridge.mcp.inputs.handlers",
-    "HOST": "bridge.mcp.inputs.handlers",
-    "InputHandlers": "bridge.mcp.inputs.handlers",
-    "InputHandling": "bridge.mcp.inputs.handlers",
-    "UrlElicitation": "bridge.mcp.inputs.handlers",
-    "InputPolicy": "bridge.policies",
-    "OnStuckInput": "bridge.policies",
-    "UnansweredInput": "bridge.policies",
-    "RecoveryReport": "bridge.runtime.recovery_report",
-    "UnansweredPost": "bridge.uhp.client",
-    "CallInputView": "bridge.ledger.reads.views",
-    "AgentStateView": "bridge.ledger.agent_states",
-    "DispatchView": "bridge.ledger.reads.views",
-    "InputRequestView": "bridge.ledger.reads.views",
-    "RunView": "bridge.ledger.reads.views",
-    "TaskView": "bridge.ledger.reads.views",
-    "DispatchState": "bridge.lifecycle",
-    "LostReason": "bridge.lifecycle",
-    "Admission": "bridge.lifecycle",
-    "AdmissionChecks": "bridge.mcp.calls.admission",
-    "OperationView": "bridge.mcp.calls.admission",
-    "OuterStatus": "bridge.lifecycle",
-    "TaskStatus": "bridge.lifecycle",
-    "OnOuterCancel": "bridge.policies",
-    "OnOuterEnd": "bridge.policies",
-    "Policies": "bridge.policies",
-    "ToolPolicy": "bridge.policies",
-    "UnknownOutcomePolicy": "bridge.policies",
-    "WaitMode": "bridge.policies",
-    "CredentialResolver": "bridge.mcp.servers",
-    "McpServerConfig": "bridge.mcp.servers",
-    "SchedulerConfig": "bridge.mcp.polling.watches",
-    "PushConfig": "bridge.mcp.polling.push",
-    "FollowConfig": "bridge.uhp.client",
-    "ReplicaConfig": "bridge.ledger.coordination.replica",
-    "AnswerRefused": "bridge.errors",
-    "BridgeError": "bridge.errors",
-    "ConflictingIds": "bridge.errors",
-    "DuplicateTaskHandle": "bridge.errors",
-    "InputAlreadyAnswered": "bridge.errors",
-    "InvalidInputAnswer": "bridge.errors",
-    "InvalidAnswer": "bridge.errors",
-    "InvalidTaskResponse": "bridge.errors",
-    "InvalidTransition": "bridge.errors",
-    "LeaseLost": "bridge.errors",
-    "LedgerError": "bridge.errors",
-    "MalformedTaskHandle": "bridge.errors",
-    "LedgerUnavailable": "bridge.errors",
-    "AgentStateTooLarge": "bridge.errors",
-    "McpSideError": "bridge.errors",
-    "NoToolResult": "bridge.errors",
-    "NotFound": "bridge.errors",
-    "OperationReused": "bridge.errors",
-    "ServerConnectFailed": "bridge.errors",
-    "ServerCredentialsRejected": "bridge.errors",
-    "ServerTlsFailed": "bridge.errors",
-    "ServerNotReachable": "bridge.errors",
-    "MissingExtra": "bridge.errors",
-    "TaskRequestFailed": "bridge.errors",
-    "UnknownInputKey": "bridge.errors",
-    "UnknownServer": "bridge.errors",
-    "WaitTimedOut": "bridge.errors",
-    "ResponseNotFollowable": "bridge.uhp.errors",
-    "RequestNotRepostable": "bridge.uhp.errors",
-    "StreamFault": "bridge.uhp.errors",
-    "UhpAuthError": "bridge.uhp.errors",
-    "UhpError": "bridge.uhp.errors",
-    "UhpInvalidRequest": "bridge.uhp.errors",
-    "UhpNotFound": "bridge.uhp.errors",
-    "UhpQuotaExhausted": "bridge.uhp.errors",
-    "UhpRateLimited": "bridge.uhp.errors",
-    "UhpServerError": "bridge.uhp.errors",
-    "UhpSessionBusy": "bridge.uhp.errors",
-    "UhpUnsupportedVersion": "bridge.uhp.errors",
-    "setup_tracing": "bridge.telemetry.spans",
+    "Bridge": "bridge._facade",
+    "UhpServerConfig": "bridge._settings",
+    "BridgeSettings": "bridge._settings",
+    "Run": "bridge._run",
+    "OperationRecord": "bridge._runtime.step_results",
+    "RecoverableFailure": "bridge._runtime.step_results",
+    "TaskPending": "bridge._runtime.step_results",
+    "TaskSettled": "bridge._runtime.step_results",
+    "AnswerDelivery": "bridge._outcomes",
+    "AnswerReceipt": "bridge._outcomes",
+    "CallOutcome": "bridge._outcomes",
+    "OutcomeKind": "bridge._outcomes",
+    "InlineResult": "bridge._outcomes",
+    "InputPending": "bridge._outcomes",
+    "RejectedCall": "bridge._outcomes",
+    "TaskHandle": "bridge._outcomes",
+    "UnknownOutcome": "bridge._outcomes",
+    "InputRequest": "bridge._outcomes",
+    "Accept": "bridge._mcp.inputs.handlers",
+    "Cancel": "bridge._mcp.inputs.handlers",
+    "Decline": "bridge._mcp.inputs.handlers",
+    "FormElicitation": "bridge._mcp.inputs.handlers",
+    "HOST": "bridge._mcp.inputs.handlers",
+    "InputHandlers": "bridge._mcp.inputs.handlers",
+    "InputHandling": "bridge._mcp.inputs.handlers",
+    "UrlElicitation": "bridge._mcp.inputs.handlers",
+    "InputPolicy": "bridge._policies",
+    "OnStuckInput": "bridge._policies",
+    "UnansweredInput": "bridge._policies",
+    "RecoveryReport": "bridge._runtime.recovery_report",
+    "CallInputView": "bridge._ledger.reads.views",
+    "AgentStateView": "bridge._ledger.agent_states",
+    "DispatchView": "bridge._ledger.reads.views",
+    "InputRequestView": "bridge._ledger.reads.views",
+    "RunView": "bridge._ledger.reads.views",
+    "TaskView": "bridge._ledger.reads.views",
+    "DispatchState": "bridge._lifecycle",
+    "LostReason": "bridge._lifecycle",
+    "Admission": "bridge._lifecycle",
+    "AdmissionChecks": "bridge._mcp.calls.admission",
+    "OperationView": "bridge._mcp.calls.admission",
+    "OuterStatus": "bridge._lifecycle",
+    "TaskStatus": "bridge._lifecycle",
+    "OnOuterCancel": "bridge._policies",
+    "OnOuterEnd": "bridge._policies",
+    "Policies": "bridge._policies",
+    "ToolPolicy": "bridge._policies",
+    "UnknownOutcomePolicy": "bridge._policies",
+    "WaitMode": "bridge._policies",
+    "CredentialResolver": "bridge._mcp.servers",
+    "McpServerConfig": "bridge._mcp.servers",
+    "SchedulerConfig": "bridge._mcp.polling.watches",
+    "PushConfig": "bridge._mcp.polling.push",
+    "FollowConfig": "bridge.uhp._client_config",
+    "Ledger": "bridge._ledger.store",
+    "ReplicaConfig": "bridge._ledger.coordination.replica",
+    "AnswerRefused": "bridge._errors",
+    "BridgeError": "bridge._errors",
+    "ConflictingIds": "bridge._errors",
+    "DuplicateTaskHandle": "bridge._errors",
+    "InputAlreadyAnswered": "bridge._errors",
+    "InvalidInputAnswer": "bridge._errors",
+    "InvalidAnswer": "bridge._errors",
+    "InvalidTaskResponse": "bridge._errors",
+    "InvalidTransition": "bridge._errors",
+    "LeaseLost": "bridge._errors",
+    "LedgerError": "bridge._errors",
+    "MalformedTaskHandle": "bridge._errors",
+    "LedgerUnavailable": "bridge._errors",
+    "AgentStateTooLarge": "bridge._errors",
+    "McpSideError": "bridge._errors",
+    "NoToolResult": "bridge._errors",
+    "NotFound": "bridge._errors",
+    "OperationReused": "bridge._errors",
+    "ServerConnectFailed": "bridge._errors",
+    "ServerCredentialsRejected": "bridge._errors",
+    "ServerTlsFailed": "bridge._errors",
+    "ServerNotReachable": "bridge._errors",
+    "MissingExtra": "bridge._errors",
+    "TaskRequestFailed": "bridge._errors",
+    "UnknownInputKey": "bridge._errors",
+    "UnknownServer": "bridge._errors",
+    "WaitTimedOut": "bridge._errors",
+    "setup_tracing": "bridge._telemetry.spans",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -262,7 +240,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'bridge' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = publish(getattr(importlib.import_module(module), name), __name__)
     globals()[name] = value  # later lookups skip this function
     return value
 

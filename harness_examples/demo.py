@@ -7,7 +7,7 @@ with its own lifecycle.
 
 Everything runs on 127.0.0.1 with SQLite files in a temporary folder: the report server, the
 payments server (bearer-protected), the report harness (UHP, Core), and a product-side client
-(`bridge.uhp.client.UhpClient`). Every process it starts is stopped at the end. The exit code
+(`bridge.uhp._client.UhpClient`). Every process it starts is stopped at the end. The exit code
 is non-zero if any step misbehaves (no resume, no approval asked, a duplicate payment, a
 wrong final state).
 """
@@ -30,9 +30,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bridge.ledger.store import Ledger
-from bridge.uhp.client import ResponseFollower, UhpClient
-from bridge.uhp.models import StreamEvent
+from bridge import Ledger
+from bridge.uhp import ResponseFollower, StreamEvent, UhpClient
 from harness_examples.launch import ServerProcess
 
 PRODUCT_TOKEN = "demo-product-token"

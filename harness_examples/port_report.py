@@ -1,5 +1,5 @@
 """The server side of :mod:`harness_examples.launch`'s port handshake: the bridge's own
-(:mod:`bridge.uhp.serving.listening`), and FastMCP's ``run`` handed the socket bound here."""
+(:mod:`bridge.uhp.serving._listening`), and FastMCP's ``run`` handed the socket bound here."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from starlette.middleware import Middleware
 
-from bridge.uhp.serving.listening import (
+from bridge.uhp.serving import (
     BACKLOG,
     ReportPortOnStartup,
     add_port_arguments,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bridge.ledger.store import Ledger
+from bridge._ledger.store import Ledger
 from tests.support.compat import record_outcome
 from tests.support.example_servers import example_servers
 from tests.support.gateway import UPSTREAM_TOKEN, Gateway, running_gateway

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from bridge import Bridge, BridgeSettings
-from bridge.errors import AgentStateTooLarge, BridgeError, InvalidTransition, NotFound
-from bridge.ledger.agent_states import MAX_AGENT_STATE_BYTES
-from bridge.ledger.store import Ledger
+from bridge._errors import AgentStateTooLarge, BridgeError, InvalidTransition, NotFound
+from bridge._ledger.agent_states import MAX_AGENT_STATE_BYTES
+from bridge._ledger.store import Ledger
 from tests.support.builders import new_run
 
 

@@ -1,4 +1,4 @@
-"""The aiohttp engine under the SDK's httpx2 client (bridge.mcp.wire.aiohttp_transport).
+"""The aiohttp engine under the SDK's httpx2 client (bridge._mcp.wire.aiohttp_transport).
 
 Against an in-repo raw-socket HTTP fake (``WireFake``), because the point is what goes over the
 socket and what comes back when a server misbehaves at the byte level, which no real MCP server
@@ -20,8 +20,8 @@ import httpx2
 import pytest
 import sniffio
 
-from bridge.mcp.wire.aiohttp_transport import AiohttpTransport
-from bridge.mcp.wire.transport import SYNTHETIC_KEY, IsolatingTransport
+from bridge._mcp.wire.aiohttp_transport import AiohttpTransport
+from bridge._mcp.wire.transport import SYNTHETIC_KEY, IsolatingTransport
 from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""Answers built from an input request's schema (``bridge.answers``): every bad answer is an
+"""Answers built from an input request's schema (``bridge._answers``): every bad answer is an
 ``InvalidAnswer`` naming each problem, before anything is recorded or sent. Pure functions;
 the paths that send them are tested against real servers (test_bridge_api, test_cli,
 test_mrtr_operator_paths, the console tests)."""
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bridge.answers import build_answer, parse_pairs
-from bridge.errors import InvalidAnswer, InvalidInputAnswer
+from bridge._answers import build_answer, parse_pairs
+from bridge._errors import InvalidAnswer, InvalidInputAnswer
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import bridge
+import bridge.uhp
 from tests.support.processes import REPO_ROOT
 
 
@@ -26,6 +27,15 @@ def test_api_reference_builds_strict_without_warnings_and_covers_the_api(tmp_pat
     assert done.returncode == 0, output
     assert "WARNING" not in output, output
     text = " ".join(page.read_text() for page in site.rglob("*.html"))
-    headings = set(re.findall(r'id="bridge\.[\w.]*?\.(\w+)"', text))
-    missing = sorted(name for name in bridge.__all__ if name not in headings)
+    headings = set(re.findall(r'id="(bridge(?:\.[a-z]\w*)*\.[A-Za-z_]\w*)"', text))
+    public = {f"bridge.{n}" for n in bridge.__all__} | {
+        f"bridge.uhp.{n}" for n in bridge.uhp.__all__
+    }
+    missing = sorted(public - headings)
     assert missing == [], f"public names without a section in the API reference: {missing}"
+
+
+def test_the_reference_names_no_private_module() -> None:
+    private = re.compile(r"^::: bridge(\.\w+)*\._", re.M)
+    pages = (REPO_ROOT / "docs" / "reference").glob("*.md")
+    assert sorted(p.name for p in pages if private.search(p.read_text())) == []

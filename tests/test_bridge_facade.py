@@ -26,7 +26,7 @@ from bridge import (
     WaitMode,
     events as ev,
 )
-from bridge.ledger.store import Ledger
+from bridge._ledger.store import Ledger
 from tests.support.bridging import FAST, wait_closed, wait_until
 from tests.support.processes import ServerProcess
 

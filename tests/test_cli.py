@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from bridge.cli.app import app, credential_env_name, load_mcp_config
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import LostReason, TaskStatus
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import LostReason, TaskStatus
+from bridge.cli._app import app, credential_env_name, load_mcp_config
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT, new_run, new_task
 
@@ -315,7 +315,7 @@ def test_env_vars_select_db_and_principal(scenario: Scenario) -> None:
 
 
 def test_db_upgrade_on_empty_sqlite_file(tmp_path: Path) -> None:
-    from bridge.ledger.schema import migrate
+    from bridge._ledger.schema import migrate
 
     db = tmp_path / "fresh.db"
     db.touch()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 
-from bridge.ledger.store import Ledger
+from bridge._ledger.store import Ledger
 from tests.support.builders import new_run
 from tests.support.writers import EVENTS_PER_ITERATION, write_events
 

@@ -30,7 +30,7 @@ from bridge import (
     ServerTlsFailed,
     WaitMode,
 )
-from bridge.uhp.serving.listening import listening_socket
+from bridge.uhp.serving._listening import listening_socket
 from tests.support.processes import HOST, ServerProcess, refused_port
 
 pytestmark = pytest.mark.anyio

@@ -25,10 +25,10 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.facade import Bridge
-from bridge.mcp.servers import McpServerConfig
-from bridge.policies import WaitMode
-from bridge.settings import BridgeSettings
+from bridge._facade import Bridge
+from bridge._mcp.servers import McpServerConfig
+from bridge._policies import WaitMode
+from bridge._settings import BridgeSettings
 from tests.support.bridging import FAST, served_run, wait_until
 from tests.support.console import base_url, console_process
 from tests.support.example_servers import PAYMENTS_MODULE

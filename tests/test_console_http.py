@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge.ledger.store import Ledger
+from bridge._ledger.store import Ledger
 from tests.conftest import FakeClock
 from tests.support.console import base_url, console_process
 from tests.support.processes import REPO_ROOT, ServerProcess

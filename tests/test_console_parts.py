@@ -9,26 +9,26 @@ from pathlib import Path
 import pytest
 from starlette.requests import Request
 
-from bridge.answers import coerce_texts
-from bridge.cli.records import load_snapshot
-from bridge.cli.timeline import build_timeline
-from bridge.console.actions import InboxItem
-from bridge.console.auth import (
+from bridge._answers import coerce_texts
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import TaskStatus
+from bridge.cli._records import load_snapshot
+from bridge.cli._timeline import build_timeline
+from bridge.console._actions import InboxItem
+from bridge.console._auth import (
     ConsoleAuthError,
     ConsoleTokens,
     SessionSigner,
     token_digest,
 )
-from bridge.console.csrf import cross_origin_reason
-from bridge.console.forms import form_fields, posted_values, render_fields
-from bridge.console.inbox import inbox_page
-from bridge.console.live import resume_point
-from bridge.console.markup import Markup, attrs, html, join
-from bridge.console.pages import Frame, RunRow, runs_page
-from bridge.console.run_page import run_page
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import TaskStatus
+from bridge.console._csrf import cross_origin_reason
+from bridge.console._forms import form_fields, posted_values, render_fields
+from bridge.console._inbox import inbox_page
+from bridge.console._live import resume_point
+from bridge.console._markup import Markup, attrs, html, join
+from bridge.console._pages import Frame, RunRow, runs_page
+from bridge.console._run_page import run_page
 from tests.support.builders import new_run, new_task
 
 HOSTILE = '<script>alert("x")</script>&\'"'

@@ -51,7 +51,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.ledger.store import Ledger
+from bridge._ledger.store import Ledger
 from tests.support.postgres import fresh_database
 from tests.support.processes import REPO_ROOT, ServerProcess
 

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from bridge.mcp.wire.shapes import TASKS_EXTENSION, CreateTaskResult, DetailedTask
+from bridge._mcp.wire.shapes import TASKS_EXTENSION, CreateTaskResult, DetailedTask
 from harness_examples.mcp_servers.auth import bearer_middleware, resolve_token
 from tests.support.mcp_client import connect, get_task, start_task, update_task
 from tests.support.processes import ServerProcess

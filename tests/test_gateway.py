@@ -15,7 +15,7 @@ import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from bridge.gateway.calls import OPERATION_ID_META_KEY
+from bridge.gateway._calls import OPERATION_ID_META_KEY
 from tests.support.gateway import (
     ALICE,
     APPROVE,

@@ -28,11 +28,12 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from bridge import BridgeSettings
-from bridge.facade import Bridge
+from bridge._facade import Bridge
+from bridge._ledger.store import Ledger
 from bridge.gateway.__main__ import main as gateway_main
-from bridge.gateway.calls import GatewayCalls
-from bridge.gateway.config import GatewayConfig
-from bridge.gateway.identity import (
+from bridge.gateway._calls import GatewayCalls
+from bridge.gateway._config import GatewayConfig
+from bridge.gateway._identity import (
     IDEMPOTENCY_KEY_HEADER,
     IDEMPOTENCY_KEY_META_KEY,
     OPERATION_ID_META_KEY,
@@ -42,8 +43,7 @@ from bridge.gateway.identity import (
     SESSION_ID_META_KEY,
     OuterIdentity,
 )
-from bridge.gateway.runs import GatewayRuns
-from bridge.ledger.store import Ledger
+from bridge.gateway._runs import GatewayRuns
 from tests.support.gateway import (
     ALICE,
     BOB,

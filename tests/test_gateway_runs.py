@@ -21,14 +21,14 @@ import mcp_types
 import pytest
 
 from bridge import BridgeSettings, events as ev
-from bridge.cli.records import load_snapshot
-from bridge.facade import Bridge
-from bridge.gateway.runs import GatewayRuns
-from bridge.ledger.reads.call_states import CallState, calls_of, ending_of
-from bridge.ledger.reads.views import RunView, TaskObservation
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import LostReason, OuterStatus, TaskStatus
-from bridge.mcp.wire.shapes import CancelTaskRequest, TaskIdParams
+from bridge._facade import Bridge
+from bridge._ledger.reads.call_states import CallState, calls_of, ending_of
+from bridge._ledger.reads.views import RunView, TaskObservation
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import LostReason, OuterStatus, TaskStatus
+from bridge._mcp.wire.shapes import CancelTaskRequest, TaskIdParams
+from bridge.cli._records import load_snapshot
+from bridge.gateway._runs import GatewayRuns
 from tests.support.builders import new_run, new_task
 from tests.support.gateway import (
     ALICE,

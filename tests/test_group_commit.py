@@ -1,4 +1,4 @@
-"""Group commit of the call path's write-ahead commits (``bridge/ledger/commit/group_commit.py``).
+"""Group commit of the call path's write-ahead commits (``bridge/_ledger/commit/group_commit.py``).
 
 Concurrent callers' writes share transactions, each caller is released only once the
 transaction holding its write committed (read back from a second connection at that moment),
@@ -18,21 +18,21 @@ import anyio
 import pytest
 
 from bridge import Bridge, BridgeSettings
-from bridge.errors import (
+from bridge._errors import (
     DuplicateTaskHandle,
     InvalidTransition,
     LedgerUnavailable,
     NotFound,
     OperationReused,
 )
-from bridge.gateway.event_loop import backend_options
-from bridge.ledger.commit.driver_sessions import Cursor
-from bridge.ledger.commit.group_commit import StagedCommit
-from bridge.ledger.coordination.commit_signals import CommitListener
-from bridge.ledger.reads.views import DispatchView
-from bridge.ledger.runner import LedgerRunner
-from bridge.ledger.store import Ledger, TenantLedger
-from bridge.lifecycle import DispatchState, TaskStatus
+from bridge._ledger.commit.driver_sessions import Cursor
+from bridge._ledger.commit.group_commit import StagedCommit
+from bridge._ledger.coordination.commit_signals import CommitListener
+from bridge._ledger.reads.views import DispatchView
+from bridge._ledger.runner import LedgerRunner
+from bridge._ledger.store import Ledger, TenantLedger
+from bridge._lifecycle import DispatchState, TaskStatus
+from bridge.gateway._event_loop import backend_options
 from tests.support.bridging import wait_until
 from tests.support.builders import ENDPOINT, new_run
 
@@ -118,7 +118,7 @@ async def test_concurrent_dispatches_are_committed_before_each_caller_is_release
 
 @pytest.mark.postgres
 async def test_concurrent_writes_commit_on_uvloop(pg_ledger: Ledger) -> None:
-    """The gateway and the example harness serve on uvloop (bridge/gateway/event_loop.py):
+    """The gateway and the example harness serve on uvloop (bridge/gateway/_event_loop.py):
     concurrent writes there are batched, pipelined from worker threads, and all committed."""
     url = pg_ledger.engine.url.render_as_string(hide_password=False)
 

@@ -1,5 +1,5 @@
 """The report harness's event-log writes, committed as its runtime commits them: through the
-bridge's group commit gathering a turn of the event loop (``bridge/ledger/commit/group_commit.py``,
+bridge's group commit gathering a turn of the event loop (``bridge/_ledger/commit/group_commit.py``,
 ``gather_turn``), on a real store (an SQLite file, a throwaway PostgreSQL). The writes of many
 runs asked for in one turn commit in one transaction, a failing write fails alone, a database
 that cannot take writes fails the batch at once, and a write asked for is committed even if its
@@ -20,10 +20,10 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from bridge.errors import LedgerUnavailable
-from bridge.ledger.commit.driver_sessions import Cursor
-from bridge.ledger.commit.group_commit import GroupCommit, StagedCommit
-from bridge.ledger.runner import LedgerRunner
+from bridge._errors import LedgerUnavailable
+from bridge._ledger.commit.driver_sessions import Cursor
+from bridge._ledger.commit.group_commit import GroupCommit, StagedCommit
+from bridge._ledger.runner import LedgerRunner
 from harness_examples.report_harness.store import HarnessStore
 from harness_examples.report_harness.writes import StoreWrite
 from tests.support.sqlite_lock import HeldLock, held_lock

@@ -40,14 +40,14 @@ from bridge import (
     WaitMode,
     events as ev,
 )
-from bridge.errors import InputAlreadyAnswered, InvalidTaskResponse
-from bridge.gateway.config import GatewayConfigError, parse_gateway_config
-from bridge.gateway.identity import OPERATION_ID_META_KEY
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import DispatchState, LostReason, TaskStatus
-from bridge.mcp.polling.watches import SchedulerConfig
-from bridge.mcp.wire.shapes import RELATED_TASK_IDS_META_KEY
-from bridge.run import Run
+from bridge._errors import InputAlreadyAnswered, InvalidTaskResponse
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import DispatchState, LostReason, TaskStatus
+from bridge._mcp.polling.watches import SchedulerConfig
+from bridge._mcp.wire.shapes import RELATED_TASK_IDS_META_KEY
+from bridge._run import Run
+from bridge.gateway._config import GatewayConfigError, parse_gateway_config
+from bridge.gateway._identity import OPERATION_ID_META_KEY
 from tests.support.bridging import FAST, wait_until
 from tests.support.builders import new_run
 from tests.support.compat import DOC, compat, last_outcome, rendered, rows, table_in_doc

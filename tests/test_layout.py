@@ -17,28 +17,29 @@ MAX_LINES = 600
 # Each part of the tree may import only parts of a lower rank or its own. The vocabulary
 # everyone uses sits at the bottom; the ledger owns its runner and coordination; the two
 # protocol sides sit on the ledger; the runtime composes them; the facade is the API; the
-# operator tools and integrations sit on top. ``bridge.outcomes`` (what a call returns, and
+# operator tools and integrations sit on top. ``bridge._outcomes`` (what a call returns, and
 # the input requests it may return with) is read off the MCP wire, so it sits above it.
 RANKS: list[tuple[str, int]] = [
-    ("bridge.answers", 0),
-    ("bridge.errors", 0),
-    ("bridge.extras", 0),
+    ("bridge._answers", 0),
+    ("bridge._errors", 0),
+    ("bridge._extras", 0),
     ("bridge.events", 0),
-    ("bridge.ids", 0),
-    ("bridge.lifecycle", 0),
-    ("bridge.policies", 0),
-    ("bridge.redaction", 0),
-    ("bridge.ledger", 1),
-    ("bridge.telemetry", 2),
-    ("bridge.mcp.wire", 3),
-    ("bridge.mcp.servers", 3),
-    ("bridge.outcomes", 4),
-    ("bridge.mcp", 5),
+    ("bridge._ids", 0),
+    ("bridge._lifecycle", 0),
+    ("bridge._policies", 0),
+    ("bridge._public", 0),
+    ("bridge._redaction", 0),
+    ("bridge._ledger", 1),
+    ("bridge._telemetry", 2),
+    ("bridge._mcp.wire", 3),
+    ("bridge._mcp.servers", 3),
+    ("bridge._outcomes", 4),
+    ("bridge._mcp", 5),
     ("bridge.uhp", 5),
-    ("bridge.runtime", 6),
-    ("bridge.run", 7),
-    ("bridge.settings", 7),
-    ("bridge.facade", 8),
+    ("bridge._runtime", 6),
+    ("bridge._run", 7),
+    ("bridge._settings", 7),
+    ("bridge._facade", 8),
     ("bridge.gateway", 9),
     ("bridge.integrations", 9),
     ("bridge.testing", 9),
@@ -196,7 +197,7 @@ def test_the_architecture_doc_draws_the_tree_as_it_is() -> None:
     sources = [path for path in PACKAGE.rglob("*.py") if "migrations" not in path.parts]
     actual = {f"{path.relative_to(ROOT).parent}/" for path in sources if path.name == "__init__.py"}
     actual |= {str(path.relative_to(ROOT)) for path in sources if path.name != "__init__.py"}
-    actual |= {"bridge/ledger/schema/migrations/"}  # Alembic's scripts, drawn as one folder
+    actual |= {"bridge/_ledger/schema/migrations/"}  # Alembic's scripts, drawn as one folder
     drawn = {path for path in _documented_tree() if "migrations/" not in path[:-1]}
     assert sorted(actual - drawn) == [], "in the tree, missing from docs/architecture.md"
     assert sorted(drawn - actual) == [], "drawn in docs/architecture.md, not in the tree"

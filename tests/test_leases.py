@@ -13,11 +13,11 @@ from sqlalchemy import select, text
 from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import CompileError
 
-from bridge.errors import LeaseLost
-from bridge.ledger.coordination.leases import ReplicaRegistry, TenantLeases, db_now_ms
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import LostReason, OuterStatus, TaskStatus
+from bridge._errors import LeaseLost
+from bridge._ledger.coordination.leases import ReplicaRegistry, TenantLeases, db_now_ms
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import LostReason, OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import new_run, new_task
 from tests.support.postgres import wait_for_lock_waiters

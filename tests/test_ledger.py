@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import insert
 
 from bridge import events as ev
-from bridge.errors import (
+from bridge._errors import (
     ConflictingIds,
     DuplicateTaskHandle,
     InputAlreadyAnswered,
@@ -18,11 +18,11 @@ from bridge.errors import (
     OperationReused,
     UnknownInputKey,
 )
-from bridge.ids import digest_arguments
-from bridge.ledger.outcome import is_truncation_marker
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.store import RUNS, Ledger
-from bridge.lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
+from bridge._ids import digest_arguments
+from bridge._ledger.outcome import is_truncation_marker
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.store import RUNS, Ledger
+from bridge._lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT, new_run, new_task
 from tests.support.postgres import wait_for_lock_waiters

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from bridge.ledger.schema.dialects import PostgresDialect, SqliteDialect
-from bridge.ledger.store import Ledger
+from bridge._ledger.schema.dialects import PostgresDialect, SqliteDialect
+from bridge._ledger.store import Ledger
 from tests.support.postgres import fresh_database
 
 

@@ -27,12 +27,12 @@ import httpx
 import pytest
 from sqlalchemy import func, select as sql_select
 
-from bridge.errors import LedgerUnavailable
-from bridge.ledger.coordination.availability import CALL_PATH_CHECK_EVERY, WriteLockBusy
-from bridge.ledger.reads.views import RunView
-from bridge.ledger.runner import LedgerRunner
-from bridge.ledger.store import DISPATCHES, Ledger, TenantLedger
-from bridge.lifecycle import TaskStatus
+from bridge._errors import LedgerUnavailable
+from bridge._ledger.coordination.availability import CALL_PATH_CHECK_EVERY, WriteLockBusy
+from bridge._ledger.reads.views import RunView
+from bridge._ledger.runner import LedgerRunner
+from bridge._ledger.store import DISPATCHES, Ledger, TenantLedger
+from bridge._lifecycle import TaskStatus
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import REPO_ROOT, ServerProcess, refused_port
 from tests.support.sqlite_lock import HeldLock, held_lock
@@ -314,7 +314,7 @@ def test_file_deleted_under_a_running_ledger_refuses_all_work(
     path, tenant, run = stored.path, stored.tenant, stored.run
     intent = tenant.begin_dispatch(run.ref, server_endpoint="e", tool_name="t", arguments={})
     path.unlink()
-    with caplog.at_level(logging.ERROR, logger="bridge.ledger"):
+    with caplog.at_level(logging.ERROR, logger="bridge._ledger"):
         # The call path checks the file now and then: refused within a bounded number of calls.
         refused_after = None
         for calls in range(CALL_PATH_CHECK_EVERY + 1):

@@ -1,5 +1,5 @@
 """On SQLite a task read and a run's events read go through the driver cursor the thread holds
-for its call-path writes (``bridge.ledger.reads.lean_reads``): they must give what Core gives."""
+for its call-path writes (``bridge._ledger.reads.lean_reads``): they must give what Core gives."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy import event
 
 from bridge import events as ev
-from bridge.errors import NotFound
-from bridge.ledger.commit.driver_sessions import SqliteDriverSession
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import TaskStatus
+from bridge._errors import NotFound
+from bridge._ledger.commit.driver_sessions import SqliteDriverSession
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import new_run, new_task
 

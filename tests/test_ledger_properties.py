@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bridge import events as ev
-from bridge.ledger.reads.views import TaskObservation, TaskView
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import LostReason, TaskStatus
+from bridge._ledger.reads.views import TaskObservation, TaskView
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import LostReason, TaskStatus
 from tests.support.builders import new_run, new_task
 from tests.support.properties import ledger_property_settings
 

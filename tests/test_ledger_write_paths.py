@@ -41,13 +41,13 @@ from hypothesis import given, strategies as st
 from sqlalchemy import select
 
 from bridge import events as ev
-from bridge.errors import BridgeError
-from bridge.ledger.commit.group_commit import StagedCommit
-from bridge.ledger.coordination.fencing import Membership
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.runner import LedgerRunner
-from bridge.ledger.store import DISPATCHES, EVENTS, INPUTS, RUNS, TASKS, Ledger, TenantLedger
-from bridge.lifecycle import OuterStatus, TaskStatus
+from bridge._errors import BridgeError
+from bridge._ledger.commit.group_commit import StagedCommit
+from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.runner import LedgerRunner
+from bridge._ledger.store import DISPATCHES, EVENTS, INPUTS, RUNS, TASKS, Ledger, TenantLedger
+from bridge._lifecycle import OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT
 from tests.support.core_session import CoreSession

@@ -6,7 +6,7 @@ import itertools
 
 from hypothesis import given, strategies as st
 
-from bridge.lifecycle import (
+from bridge._lifecycle import (
     Change,
     DispatchState,
     OuterStatus,

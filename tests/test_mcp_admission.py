@@ -25,13 +25,13 @@ from bridge import (
     ToolPolicy,
     events as ev,
 )
-from bridge.errors import InvalidTransition
-from bridge.ids import digest_arguments
-from bridge.ledger.store import Ledger
-from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.servers import McpServerConfig
-from bridge.outcomes import InlineResult, UnknownOutcome
-from bridge.policies import UnknownOutcomePolicy
+from bridge._errors import InvalidTransition
+from bridge._ids import digest_arguments
+from bridge._ledger.store import Ledger
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.servers import McpServerConfig
+from bridge._outcomes import InlineResult, UnknownOutcome
+from bridge._policies import UnknownOutcomePolicy
 from tests.conftest import server_with_effects
 from tests.servers.orders_server import OPERATION_META_KEY
 from tests.support.bridging import FAST, effects

@@ -11,14 +11,14 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bridge import events as ev
-from bridge.errors import InvalidTaskResponse
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import DispatchState, LostReason, TaskStatus
-from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.polling.watches import SchedulerConfig
-from bridge.mcp.servers import McpServerConfig
-from bridge.outcomes import TaskHandle, UnknownOutcome
-from bridge.policies import UnknownOutcomePolicy
+from bridge._errors import InvalidTaskResponse
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import DispatchState, LostReason, TaskStatus
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.polling.watches import SchedulerConfig
+from bridge._mcp.servers import McpServerConfig
+from bridge._outcomes import TaskHandle, UnknownOutcome
+from bridge._policies import UnknownOutcomePolicy
 from tests.support.bridging import FAST, adversarial_stats, event_types, wait_closed, wait_until
 from tests.support.builders import new_run
 from tests.support.processes import ServerProcess

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from bridge import Bridge, BridgeSettings, events as ev
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import DispatchState, TaskStatus
-from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.servers import McpServerConfig
-from bridge.outcomes import InlineResult, TaskHandle, UnknownOutcome
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import DispatchState, TaskStatus
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.servers import McpServerConfig
+from bridge._outcomes import InlineResult, TaskHandle, UnknownOutcome
 from tests.support.bridging import FAST, effects, wait_closed, wait_until
 from tests.support.builders import new_run
 from tests.support.processes import REPO_ROOT, ServerProcess

@@ -23,22 +23,22 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from typer.testing import CliRunner
 
 from bridge import events as ev
-from bridge.cli.app import app
-from bridge.errors import AnswerRefused, MalformedTaskHandle
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import DispatchState, TaskStatus
-from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.servers import McpServerConfig
-from bridge.mcp.wire.negotiation import unanswered
-from bridge.mcp.wire.task_ids import MAX_TASK_ID_BYTES, task_id_problem
-from bridge.mcp.wire.transport import (
+from bridge._errors import AnswerRefused, MalformedTaskHandle
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import DispatchState, TaskStatus
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.servers import McpServerConfig
+from bridge._mcp.wire.negotiation import unanswered
+from bridge._mcp.wire.task_ids import MAX_TASK_ID_BYTES, task_id_problem
+from bridge._mcp.wire.transport import (
     RETRY_AFTER_CAP_MS,
     SYNTHETIC_KEY,
     IsolatingTransport,
     retry_after_ms,
 )
-from bridge.outcomes import CallOutcome, InlineResult, TaskHandle, UnknownOutcome
-from bridge.policies import UnknownOutcomePolicy
+from bridge._outcomes import CallOutcome, InlineResult, TaskHandle, UnknownOutcome
+from bridge._policies import UnknownOutcomePolicy
+from bridge.cli._app import app
 from tests.servers.adversarial_server import DUPLICATE_ID, RETRY_AFTER_S
 from tests.support.bridging import (
     FAST,
@@ -294,7 +294,7 @@ def test_only_a_bare_gateway_error_is_taken_for_no_answer() -> None:
 
 def test_only_an_error_made_on_this_side_is_a_discovery_without_an_answer() -> None:
     """What may send the SDK's negotiation to the legacy handshake (an answer) and what may not
-    (the transport's or the SDK's own errors: bridge.mcp.wire.negotiation)."""
+    (the transport's or the SDK's own errors: bridge._mcp.wire.negotiation)."""
     synthetic = MCPError(CONNECTION_CLOSED, "transport failure", {SYNTHETIC_KEY: {"error": "X"}})
     made_here = [
         synthetic,

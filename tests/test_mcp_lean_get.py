@@ -1,4 +1,4 @@
-"""The lean ``tasks/get`` (bridge.mcp.wire.lean_get) against the SDK session path, on real servers:
+"""The lean ``tasks/get`` (bridge._mcp.wire.lean_get) against the SDK session path, on real servers:
 the same bytes and headers on the wire, the same replies and the same failures, and the SDK
 path whenever anything is unusual or the lean path is switched off."""
 
@@ -19,21 +19,21 @@ import pytest
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from bridge.ledger.reads.views import TaskView
-from bridge.ledger.store import Ledger
-from bridge.mcp.calls.failures import FailureKind, classify
-from bridge.mcp.servers import McpServerConfig, ServerConnection, ServerPool
-from bridge.mcp.wire.aiohttp_transport import as_httpx2
-from bridge.mcp.wire.lean_get import _read
-from bridge.mcp.wire.shapes import (
+from bridge._ledger.reads.views import TaskView
+from bridge._ledger.store import Ledger
+from bridge._mcp.calls.failures import FailureKind, classify
+from bridge._mcp.servers import McpServerConfig, ServerConnection, ServerPool
+from bridge._mcp.wire.aiohttp_transport import as_httpx2
+from bridge._mcp.wire.lean_get import _read
+from bridge._mcp.wire.shapes import (
     INVALID_PARAMS,
     PARSE_ERROR,
     DetailedTask,
     GetTaskRequest,
     TaskIdParams,
 )
-from bridge.mcp.wire.task_requests import fetch_task
-from bridge.mcp.wire.transport import SYNTHETIC_KEY
+from bridge._mcp.wire.task_requests import fetch_task
+from bridge._mcp.wire.transport import SYNTHETIC_KEY
 from tests.support.builders import new_run, new_task
 from tests.support.processes import ServerProcess
 

@@ -25,9 +25,9 @@ from bridge import (
     TaskStatus,
     WaitMode,
 )
-from bridge.mcp.servers import McpServerConfig
-from bridge.mcp.wire.generations import EXPERIMENTAL_TASKS_VERSION
-from bridge.outcomes import InputRequest
+from bridge._mcp.servers import McpServerConfig
+from bridge._mcp.wire.generations import EXPERIMENTAL_TASKS_VERSION
+from bridge._outcomes import InputRequest
 from tests.support.bridging import FAST, effects, event_types, wait_until
 from tests.support.legacy_venv import LegacyServerProcess
 from tests.test_mcp_legacy_tasks import _methods, legacy_python, legacy_server

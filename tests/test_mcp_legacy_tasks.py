@@ -17,14 +17,14 @@ import pytest
 from mcp import Client
 
 from bridge import Bridge, BridgeSettings, WaitMode
-from bridge.ledger.reads.views import RunView
-from bridge.ledger.store import Ledger, TenantLedger
-from bridge.lifecycle import DispatchState, LostReason, TaskStatus
-from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.servers import McpServerConfig
-from bridge.mcp.wire.generations import EXPERIMENTAL_TASKS_VERSION
-from bridge.outcomes import InlineResult, TaskHandle
-from bridge.runtime.step_results import TaskPending
+from bridge._ledger.reads.views import RunView
+from bridge._ledger.store import Ledger, TenantLedger
+from bridge._lifecycle import DispatchState, LostReason, TaskStatus
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.servers import McpServerConfig
+from bridge._mcp.wire.generations import EXPERIMENTAL_TASKS_VERSION
+from bridge._outcomes import InlineResult, TaskHandle
+from bridge._runtime.step_results import TaskPending
 from tests.support.bridging import FAST, effects, event_types, wait_closed, wait_until
 from tests.support.builders import new_run
 from tests.support.legacy_venv import LegacyServerProcess, ensure_legacy_venv

@@ -19,22 +19,22 @@ from _pytest.logging import LogCaptureFixture
 from sqlalchemy import select
 
 from bridge import Bridge, BridgeSettings, events as ev
-from bridge.errors import (
+from bridge._errors import (
     InputAlreadyAnswered,
     InvalidInputAnswer,
     InvalidTaskResponse,
     NotFound,
     NoToolResult,
 )
-from bridge.ledger.rounds import ROUNDS
-from bridge.ledger.store import Ledger, TenantLedger
-from bridge.lifecycle import DispatchState
-from bridge.mcp.servers import McpServerConfig
-from bridge.outcomes import ELICITATION, AnswerDelivery, InlineResult, InputPending
-from bridge.policies import Policies, ToolPolicy, WaitMode
-from bridge.redaction import STATE_REDACTED
-from bridge.runtime.step_results import TaskSettled
-from bridge.uhp.adapter import to_uhp_event
+from bridge._ledger.rounds import ROUNDS
+from bridge._ledger.store import Ledger, TenantLedger
+from bridge._lifecycle import DispatchState
+from bridge._mcp.servers import McpServerConfig
+from bridge._outcomes import ELICITATION, AnswerDelivery, InlineResult, InputPending
+from bridge._policies import Policies, ToolPolicy, WaitMode
+from bridge._redaction import STATE_REDACTED
+from bridge._runtime.step_results import TaskSettled
+from bridge.uhp._adapter import to_uhp_event
 from tests.support.bridging import FAST, effects, wait_until
 from tests.support.builders import new_run
 from tests.support.processes import REPO_ROOT, ServerProcess

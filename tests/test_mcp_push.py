@@ -14,13 +14,13 @@ import pytest
 from mcp import Client
 
 from bridge import events as ev
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import TaskStatus
-from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.polling.push import PushConfig
-from bridge.mcp.polling.watches import SchedulerConfig
-from bridge.mcp.servers import McpServerConfig
-from bridge.outcomes import TaskHandle
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import TaskStatus
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.polling.push import PushConfig
+from bridge._mcp.polling.watches import SchedulerConfig
+from bridge._mcp.servers import McpServerConfig
+from bridge._outcomes import TaskHandle
 from tests.support.bridging import FAST, event_types, wait_closed, wait_until
 from tests.support.builders import new_run
 from tests.support.processes import ServerProcess

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from bridge import events as ev
-from bridge.errors import InputAlreadyAnswered, ServerConnectFailed
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import DispatchState, LostReason, TaskStatus
-from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.servers import McpServerConfig
-from bridge.outcomes import InlineResult, RejectedCall, TaskHandle
+from bridge._errors import InputAlreadyAnswered, ServerConnectFailed
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import DispatchState, LostReason, TaskStatus
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.servers import McpServerConfig
+from bridge._outcomes import InlineResult, RejectedCall, TaskHandle
 from tests.support.bridging import FAST, effects, event_types, wait_closed, wait_until
 from tests.support.builders import new_run
 from tests.support.outage_proxy import outage_proxy

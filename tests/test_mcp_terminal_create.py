@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bridge import Bridge, BridgeSettings, McpServerConfig, TaskSettled, TaskStatus, events as ev
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import LostReason
-from bridge.outcomes import TaskHandle
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import LostReason
+from bridge._outcomes import TaskHandle
 from tests.support.bridging import FAST, adversarial_stats, event_types, wait_closed
 from tests.support.builders import new_run
 from tests.support.processes import ServerProcess

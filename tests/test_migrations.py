@@ -9,10 +9,10 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlmodel import SQLModel
 
-from bridge.ledger.schema import migrate
-from bridge.ledger.schema.engine import create_ledger_engine
-from bridge.ledger.schema.models import ALL_TABLES
-from bridge.ledger.store import Ledger
+from bridge._ledger.schema import migrate
+from bridge._ledger.schema.engine import create_ledger_engine
+from bridge._ledger.schema.models import ALL_TABLES
+from bridge._ledger.store import Ledger
 from tests.support.imports import packages_loaded_by
 
 TABLES = {model.__tablename__ for model in ALL_TABLES}  # type: ignore[attr-defined]
@@ -60,7 +60,7 @@ def test_the_head_revision_constant_is_the_migrations_head() -> None:
 def test_a_ledger_at_head_opens_without_loading_alembic(tmp_path: Path) -> None:
     db = tmp_path / "ledger.db"
     Ledger.open(db).close()  # created and migrated (Alembic runs here)
-    code = f"from bridge.ledger.store import Ledger\nLedger.open({str(db)!r}).close()"
+    code = f"from bridge._ledger.store import Ledger\nLedger.open({str(db)!r}).close()"
     assert packages_loaded_by(code, ["alembic"]) == []
 
 

@@ -28,9 +28,9 @@ from bridge import (
     WaitMode,
     events as ev,
 )
-from bridge.ledger.store import Ledger, TenantLedger
-from bridge.lifecycle import DispatchState
-from bridge.outcomes import SAMPLING, InputPending
+from bridge._ledger.store import Ledger, TenantLedger
+from bridge._lifecycle import DispatchState
+from bridge._outcomes import SAMPLING, InputPending
 from tests.support.bridging import FAST, wait_until
 from tests.support.builders import new_run
 from tests.support.processes import ServerProcess

@@ -17,10 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 from bridge import Bridge, BridgeSettings, McpServerConfig, WaitMode
-from bridge.cli.app import app
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import DispatchState
-from bridge.outcomes import InputPending
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import DispatchState
+from bridge._outcomes import InputPending
+from bridge.cli._app import app
 from tests.support.bridging import FAST, effects
 from tests.support.builders import new_run
 from tests.support.processes import ServerProcess

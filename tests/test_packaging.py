@@ -1,6 +1,6 @@
 """The lean core in ``pyproject.toml`` matches what ``bridge/`` imports: every third-party
 package a module imports is a core dependency, or belongs to an extra that the module (or a
-package above it) checks with :func:`bridge.extras.require_extra` first, so a missing one is
+package above it) checks with :func:`bridge._extras.require_extra` first, so a missing one is
 a ``MissingExtra`` naming the extra. And each extra's import names are what it installs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
-from bridge.extras import EXTRA_MODULES
+from bridge._extras import EXTRA_MODULES
 from tests.support.processes import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "bridge"
@@ -44,8 +44,8 @@ CHECK = re.compile(r'require_extra\(\s*"[^"]*",\s*"([\w-]+)"')
 SDK_BROUGHT = {"starlette", "sse-starlette", "uvicorn"}
 # Imports made only where the extra was checked earlier on the same path, with why.
 GUARDED = {
-    ("bridge/ledger/commit/driver_sessions.py", "psycopg"): "only on a psycopg engine, which "
-    "bridge/ledger/schema/engine.py creates after require_extra('postgres')",
+    ("bridge/_ledger/commit/driver_sessions.py", "psycopg"): "only on a psycopg engine, which "
+    "bridge/_ledger/schema/engine.py creates after require_extra('postgres')",
 }
 
 

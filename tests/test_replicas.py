@@ -23,9 +23,9 @@ from bridge import (
     WaitMode,
     events as ev,
 )
-from bridge.ledger.coordination.leases import ReplicaRegistry, TenantLeases
-from bridge.ledger.coordination.replica import ReplicaConfig
-from bridge.ledger.store import TASKS, Ledger
+from bridge._ledger.coordination.leases import ReplicaRegistry, TenantLeases
+from bridge._ledger.coordination.replica import ReplicaConfig
+from bridge._ledger.store import TASKS, Ledger
 from tests.support.bridging import FAST, wait_until
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import ServerProcess

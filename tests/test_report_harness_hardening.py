@@ -24,9 +24,9 @@ import anyio
 import httpx
 import pytest
 
-from bridge.ledger.commit.driver_sessions import Cursor
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import OuterStatus
+from bridge._ledger.commit.driver_sessions import Cursor
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import OuterStatus
 from bridge.uhp.serving import new_message_item, new_response, new_text_part
 from harness_examples.port_report import listening_socket, uvicorn_server
 from harness_examples.report_harness.config import parse_config

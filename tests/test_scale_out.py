@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from bench.scale_out import call_json, replica_stats
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import TaskStatus
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import TaskStatus
 from tests.support.bridging import wait_until
 from tests.support.builders import new_run, new_task
 from tests.support.postgres import fresh_database

@@ -1,4 +1,4 @@
-"""The seam on the SDK's private parts (bridge.mcp.wire.sdk_compat), against real servers.
+"""The seam on the SDK's private parts (bridge._mcp.wire.sdk_compat), against real servers.
 
 Each private part the seam relies on is removed in turn, as a release that renamed it would
 remove it: the name is gone from the SDK's class, module or instances, while the SDK's own
@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-from bridge.ledger.store import Ledger, TenantLedger
-from bridge.lifecycle import TaskStatus
-from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.servers import McpServerConfig
-from bridge.mcp.wire import sdk_compat
-from bridge.mcp.wire.lean_get import LeanGetStats
-from bridge.outcomes import TaskHandle
+from bridge._ledger.store import Ledger, TenantLedger
+from bridge._lifecycle import TaskStatus
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.servers import McpServerConfig
+from bridge._mcp.wire import sdk_compat
+from bridge._mcp.wire.lean_get import LeanGetStats
+from bridge._outcomes import TaskHandle
 from tests.support.bridging import FAST, wait_closed
 from tests.support.builders import new_run
 from tests.support.legacy_venv import LegacyServerProcess, ensure_legacy_venv
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.anyio
 PRINCIPAL = "acme"
 LEGACY_MODULE = "tests.servers.legacy_tasks_server_2025_11_25"
 NEW_NAME = "_renamed_by_the_next_release"
-SEAM_LOGGER = "bridge.mcp.wire.sdk_compat"
+SEAM_LOGGER = "bridge._mcp.wire.sdk_compat"
 
 
 # -- removing a part as a rename would -----------------------------------------------------------

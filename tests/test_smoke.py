@@ -14,7 +14,7 @@ pytestmark = pytest.mark.e2e  # the smoke run in a subprocess
 def test_smoke_run_prints_the_nested_tree(tmp_path: Path) -> None:
     db = tmp_path / "smoke.db"
     done = subprocess.run(
-        [sys.executable, "-m", "bridge.cli.smoke", "--db", str(db)],
+        [sys.executable, "-m", "bridge.cli._smoke", "--db", str(db)],
         capture_output=True,
         text=True,
         timeout=120,

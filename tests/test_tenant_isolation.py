@@ -10,12 +10,12 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.errors import NotFound
-from bridge.ledger.commit.group_commit import StagedCommit
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.runner import LedgerRunner
-from bridge.ledger.store import Ledger, TenantLedger
-from bridge.lifecycle import Admission, LostReason, OuterStatus, TaskStatus
+from bridge._errors import NotFound
+from bridge._ledger.commit.group_commit import StagedCommit
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.runner import LedgerRunner
+from bridge._ledger.store import Ledger, TenantLedger
+from bridge._lifecycle import Admission, LostReason, OuterStatus, TaskStatus
 from tests.support.builders import ENDPOINT, new_run, new_task
 
 SERVER = "local:test-harness"

@@ -17,8 +17,8 @@ import mcp_types
 import pytest
 from mcp import Client
 
-from bridge.mcp.wire.extension import TasksClientExtension
-from bridge.mcp.wire.shapes import CreateTaskResult
+from bridge._mcp.wire.extension import TasksClientExtension
+from bridge._mcp.wire.shapes import CreateTaskResult
 from tests.servers import adversarial_server
 from tests.support.mcp_client import get_task, start_task
 from tests.support.processes import ServerProcess

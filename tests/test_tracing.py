@@ -22,8 +22,8 @@ from bridge import (
     TaskSettled,
     WaitMode,
 )
-from bridge.cli.app import app
-from bridge.ledger.store import Ledger
+from bridge._ledger.store import Ledger
+from bridge.cli._app import app
 from tests.support.bridging import FAST, finished_spans_text, wait_closed
 from tests.support.processes import ServerProcess
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import LostReason, TaskStatus
-from bridge.uhp.adapter import SUMMARY_KEY, nested_tasks_summary, to_uhp_event
-from bridge.uhp.models import StreamEvent
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import LostReason, TaskStatus
+from bridge.uhp._adapter import SUMMARY_KEY, nested_tasks_summary, to_uhp_event
+from bridge.uhp._models import StreamEvent
 from tests.support.builders import ENDPOINT, new_run, new_task
 
 RAW = "raw-task-id-do-not-leak-0001"

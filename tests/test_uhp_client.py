@@ -15,16 +15,16 @@ import httpx
 import pytest
 
 from bridge import events as ev
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import OuterStatus
-from bridge.uhp.client import FollowConfig, RetryPolicy, UhpClient
-from bridge.uhp.errors import (
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import OuterStatus
+from bridge.uhp._client import FollowConfig, RetryPolicy, UhpClient
+from bridge.uhp._errors import (
     UhpAuthError,
     UhpInvalidRequest,
     UhpNotFound,
     UhpQuotaExhausted,
 )
-from bridge.uhp.models import StreamEvent
+from bridge.uhp._models import StreamEvent
 from tests.support.processes import REPO_ROOT, ServerProcess
 
 pytestmark = pytest.mark.anyio

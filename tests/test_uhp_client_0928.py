@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from bridge import events as ev
-from bridge.ledger.store import Ledger
-from bridge.uhp.client import UhpClient
-from bridge.uhp.errors import UhpNotFound, UhpUnsupportedVersion
+from bridge._ledger.store import Ledger
+from bridge.uhp._client import UhpClient
+from bridge.uhp._errors import UhpNotFound, UhpUnsupportedVersion
 from tests.support.processes import ServerProcess
 from tests.test_report_harness import TOKEN as HARNESS_TOKEN, _start
 from tests.test_uhp_client import (

@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from bridge import Bridge, BridgeSettings, RequestNotRepostable, UhpServerConfig
-from bridge.ledger.store import Ledger
-from bridge.uhp.client import UhpClient
-from bridge.uhp.request_record import REDACTED, RecordedRequest
+from bridge._ledger.store import Ledger
+from bridge.uhp._client import UhpClient
+from bridge.uhp._request_record import REDACTED, RecordedRequest
 from tests.support.processes import REPO_ROOT, ServerProcess
 from tests.test_report_harness import TOKEN, _start
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge.errors import BridgeError
+from bridge._errors import BridgeError
 from bridge.uhp._sse_decoding import SUPPORTED_HTTPX_SSE, SseDecodingUnavailable, sse_frames
 
 pytestmark = pytest.mark.anyio

@@ -16,12 +16,12 @@ import pytest
 from sqlalchemy import event
 
 from bridge import Bridge, BridgeSettings, events as ev
-from bridge.ledger.coordination import waiters as notifier_module
-from bridge.ledger.coordination.commit_signals import CommitPublisher
-from bridge.ledger.coordination.waiters import PROBE_MAX_S, CommitNotifier
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import TaskStatus
+from bridge._ledger.coordination import waiters as notifier_module
+from bridge._ledger.coordination.commit_signals import CommitPublisher
+from bridge._ledger.coordination.waiters import PROBE_MAX_S, CommitNotifier
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import TaskStatus
 from tests.support.builders import new_run, new_task
 from tests.support.remote_commits import complete_task
 from tests.support.writers import EVENTS_PER_ITERATION, write_events

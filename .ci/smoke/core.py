@@ -25,7 +25,7 @@ async def main() -> None:
 
 
 anyio.run(main)
-missing_extra("cli", lambda: importlib.import_module("bridge.cli.app"))
+missing_extra("cli", lambda: importlib.import_module("bridge.cli._app"))
 # No MissingExtra check for [console]: the MCP SDK already brings its serving packages
 # (and markupsafe) into the core install; the extra names them for the console explicitly.
 missing_extra("otlp", lambda: importlib.import_module("bridge").setup_tracing())
@@ -33,6 +33,6 @@ missing_extra("langgraph", lambda: importlib.import_module("bridge.integrations.
 missing_extra("pydantic-ai", lambda: importlib.import_module("bridge.testing.pydantic_ai"))
 missing_extra("openai-agents", lambda: importlib.import_module("bridge.integrations.openai_agents"))
 missing_extra(
-    "postgres", lambda: importlib.import_module("bridge.ledger.store").Ledger.open("postgresql://x/y")
+    "postgres", lambda: importlib.import_module("bridge._ledger.store").Ledger.open("postgresql://x/y")
 )
 done("core")

@@ -23,7 +23,7 @@ if PG_URL:
     anyio.run(main)
 else:
     from bridge import LedgerUnavailable
-    from bridge.ledger.store import Ledger
+    from bridge._ledger.store import Ledger
 
     try:
         Ledger.open("postgresql://smoke@127.0.0.1:1/none")

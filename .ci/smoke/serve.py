@@ -4,7 +4,7 @@
 import anyio
 from common import bridged_call, done, settings
 
-import bridge.gateway.serve  # noqa: F401
+import bridge.gateway._serve  # noqa: F401
 import bridge.testing.server
 import bridge.uhp.serving  # noqa: F401
 

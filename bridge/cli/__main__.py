@@ -1,6 +1,6 @@
 """``python -m bridge.cli``."""
 
-from bridge.cli.app import main
+from bridge.cli._app import main
 
 if __name__ == "__main__":
     main()

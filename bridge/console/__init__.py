@@ -5,6 +5,6 @@ resolving and cancelling, and a live two-lane timeline of a run.
 Needs the ``[console]`` extra (the serving stack and ``markupsafe``).
 """
 
-from bridge.extras import require_extra
+from bridge._extras import require_extra
 
 require_extra("the web console (bridge.console)", "console")

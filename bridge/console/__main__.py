@@ -15,12 +15,12 @@ from pathlib import Path
 
 import anyio
 
-from bridge.console.auth import TOKENS_ENV, ConsoleAuthError, ConsoleTokens
-from bridge.console.serve import serve_console
-from bridge.errors import LedgerUnavailable
-from bridge.gateway.event_loop import backend_options
-from bridge.mcp.config_file import McpConfigError, load_mcp_config, resolve_credential
-from bridge.mcp.servers import McpServerConfig
+from bridge._errors import LedgerUnavailable
+from bridge._mcp.config_file import McpConfigError, load_mcp_config, resolve_credential
+from bridge._mcp.servers import McpServerConfig
+from bridge.console._auth import TOKENS_ENV, ConsoleAuthError, ConsoleTokens
+from bridge.console._serve import serve_console
+from bridge.gateway._event_loop import backend_options
 
 DEFAULT_LISTEN = "127.0.0.1:8780"
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import anyio
 
-from bridge.gateway.config import GatewayConfig, GatewayConfigError, parse_gateway_config
-from bridge.gateway.event_loop import backend_options
-from bridge.gateway.serve import serve_gateway, serve_gateway_stdio
-from bridge.mcp.config_file import McpConfigError, load_mcp_config, resolve_credential
-from bridge.uhp.serving.listening import add_port_arguments, check_port_arguments
+from bridge._mcp.config_file import McpConfigError, load_mcp_config, resolve_credential
+from bridge.gateway._config import GatewayConfig, GatewayConfigError, parse_gateway_config
+from bridge.gateway._event_loop import backend_options
+from bridge.gateway._serve import serve_gateway, serve_gateway_stdio
+from bridge.uhp.serving._listening import add_port_arguments, check_port_arguments
 
 
 def load_gateway_config(path: Path) -> GatewayConfig:

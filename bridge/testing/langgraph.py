@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.extras import require_extra
+from bridge._extras import require_extra
 
 require_extra("bridge.testing.langgraph", "langgraph")
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bridge.extras import require_extra
+from bridge._extras import require_extra
 
 require_extra("the example task server (bridge.testing.server)", "serve")
 
@@ -39,8 +39,8 @@ from mcp.server.mcpserver import Extension, MCPServer, MethodBinding
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bridge.mcp.wire.shapes import INVALID_PARAMS, TASKS_EXTENSION, TaskIdParams
-from bridge.uhp.serving.listening import add_port_arguments, check_port_arguments, run_uvicorn
+from bridge._mcp.wire.shapes import INVALID_PARAMS, TASKS_EXTENSION, TaskIdParams
+from bridge.uhp.serving._listening import add_port_arguments, check_port_arguments, run_uvicorn
 
 TOKEN_ENV = "BRIDGE_MCP_TOKEN"
 TASK_TOOL = "generate_report"

@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 import httpx
 from httpx_sse import ServerSentEvent
 
-from bridge.errors import BridgeError
+from bridge._errors import BridgeError
 
 #: The httpx-sse releases whose private decoders this module was written against (the same
 #: range as the pin in pyproject.toml).

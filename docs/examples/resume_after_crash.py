@@ -21,9 +21,8 @@ import sys
 
 import anyio
 
-from bridge.ledger.store import Ledger
-from bridge.uhp.client import FollowConfig, UhpClient
-from bridge.uhp.models import StreamEvent
+from bridge import FollowConfig, Ledger
+from bridge.uhp import StreamEvent, UhpClient
 # --8<-- [end:imports]
 
 base_url = os.environ["BRIDGE_EXAMPLE_UHP_URL"]

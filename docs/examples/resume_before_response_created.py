@@ -22,9 +22,8 @@ import sys
 
 import anyio
 
-from bridge.ledger.store import Ledger
-from bridge.uhp.client import UhpClient
-from bridge.uhp.errors import ResponseNotFollowable
+from bridge import Ledger
+from bridge.uhp import ResponseNotFollowable, UhpClient
 
 base_url = os.environ["BRIDGE_EXAMPLE_UHP_URL"]
 token = os.environ["BRIDGE_EXAMPLE_UHP_TOKEN"]

@@ -26,13 +26,13 @@ import anyio
 from bridge import (
     Bridge,
     BridgeSettings,
+    Ledger,
     McpServerConfig,
     OuterStatus,
     TaskPending,
     TaskSettled,
     WaitMode,
 )
-from bridge.ledger.store import Ledger
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter

@@ -12,10 +12,8 @@ from collections.abc import Sequence
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.types import ASGIApp
 
-from bridge.errors import LedgerUnavailable
-from bridge.ledger.host_tables import first_line
-from bridge.ledger.store import Ledger
-from bridge.uhp.serving import scrub_access_log
+from bridge import Ledger, LedgerUnavailable
+from bridge.uhp.serving import first_line, scrub_access_log
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 from harness_examples.report_harness.config import (
     TOKENS_ENV,

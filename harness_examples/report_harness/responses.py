@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bridge.errors import (
+from bridge import (
     AnswerRefused,
     InputAlreadyAnswered,
     McpSideError,

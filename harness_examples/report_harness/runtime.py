@@ -17,18 +17,23 @@ import pydantic_core
 from bridge import (
     Bridge,
     BridgeSettings,
+    DuplicateTaskHandle,
+    InvalidTaskResponse,
+    Ledger,
     McpServerConfig,
     OuterStatus,
+    ServerConnectFailed,
     WaitMode,
 )
-from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, ServerConnectFailed
-from bridge.ledger.host_tables import Cursor, GroupCommit, LedgerRunner, StagedCommit
-from bridge.ledger.store import Ledger
-from bridge.uhp.adapter import nested_tasks_summary, to_uhp_event
+from bridge.uhp import nested_tasks_summary, to_uhp_event
 from bridge.uhp.serving import (
     BearerAuth,
     ChangeSignal,
+    Cursor,
+    GroupCommit,
+    LedgerRunner,
     LoggedEvent,
+    StagedCommit,
     new_id,
     new_message_item,
     new_text_part,
@@ -126,7 +131,7 @@ class Runtime:
     async def commit(self, write: StoreWrite) -> None:
         """A write of the store (:meth:`HarnessStore.appending`...), committed with the others
         asked for in this turn of the event loop
-        (:class:`~bridge.ledger.host_tables.GroupCommit`): durable when this returns; never
+        (:class:`~bridge._ledger.host_tables.GroupCommit`): durable when this returns; never
         interrupted once asked for. If the shared transaction fails, each write is committed
         again alone, so only a failing write fails; a database that cannot take writes
         (``LedgerUnavailable``) fails them all at once."""

@@ -26,8 +26,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func
 from sqlmodel import Session, col, select
 
-from bridge.ledger.host_tables import Cursor, create_ledger_engine
-from bridge.uhp.serving import KeyRecord
+from bridge.uhp.serving import Cursor, KeyRecord, create_ledger_engine
 from harness_examples.report_harness.tables import (
     TABLES,
     HarnessEvent,

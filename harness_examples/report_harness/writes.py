@@ -4,7 +4,7 @@ Every streamed event is stored with the response snapshot it produced (see :mod:
 events of one step go in one write, so a response of a tool call and a short answer writes
 eight times instead of nineteen, and the writes of concurrent runs share transactions (the
 runtime commits them through the bridge's group commit, a turn of the event loop at a time).
-The ledger's machinery comes from :mod:`bridge.ledger.host_tables`, the supported import for a
+The ledger's machinery comes from :mod:`bridge._ledger.host_tables`, the supported import for a
 host's own tables.
 Through the ORM each of those transactions costs about a millisecond of CPU, and 200 concurrent
 responses made it most of the harness's time. The statements here are SQLAlchemy Core
@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import Engine, Integer, Text, bindparam, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
-from bridge.ledger.host_tables import Cursor, dialect_of, refuse_if_unavailable
+from bridge.uhp.serving import Cursor, dialect_of, refuse_if_unavailable
 from harness_examples.report_harness.tables import EVENTS, IDEMPOTENCY, RESPONSES
 
 #: One of the harness's writes, run on the cursor of the transaction that holds it (it may run

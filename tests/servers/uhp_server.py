@@ -61,9 +61,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Send
 
 from bridge import events as ev
-from bridge.lifecycle import TaskStatus
+from bridge._lifecycle import TaskStatus
 from bridge.uhp import serving as uhp
-from bridge.uhp.adapter import to_uhp_event
+from bridge.uhp._adapter import to_uhp_event
 
 VERSIONS = ("2026-08-11", "2026-09-28")
 DEFAULT_VERSION = "2026-09-28"

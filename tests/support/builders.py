@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import secrets
 
-from bridge.ledger.reads.views import RunView, TaskView
-from bridge.ledger.store import TenantLedger
-from bridge.lifecycle import OuterStatus, TaskStatus
+from bridge._ledger.reads.views import RunView, TaskView
+from bridge._ledger.store import TenantLedger
+from bridge._lifecycle import OuterStatus, TaskStatus
 
 ENDPOINT = "http://127.0.0.1:9/mcp"
 

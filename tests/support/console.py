@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from bridge.console.auth import token_digest
+from bridge.console._auth import token_digest
 from tests.support.processes import ServerProcess
 
 CONSOLE_MODULE = "bridge.console"

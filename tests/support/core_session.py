@@ -1,7 +1,7 @@
 """The test-only reference executor: the call path's statements through SQLAlchemy Core.
 
 The product runs its precompiled statements on the driver's own connection
-(:mod:`bridge.ledger.commit.driver_sessions`); this session runs each statement's Core construct
+(:mod:`bridge._ledger.commit.driver_sessions`); this session runs each statement's Core construct
 on pooled SQLAlchemy connections instead (slower, every statement visible to SQLAlchemy's
 logging and instrumentation), so ``tests/test_ledger_write_paths.py`` can prove that every route
 writes what SQLAlchemy itself would have written. ``Ledger(engine, driver_session=CoreSession(
@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.exc import IntegrityError
 
-from bridge.ledger.commit.driver_sessions import (
+from bridge._ledger.commit.driver_sessions import (
     CompiledStatement,
     Cursor,
     DriverSession,

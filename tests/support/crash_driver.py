@@ -23,11 +23,11 @@ from typing import Any
 
 import anyio
 
-from bridge.ledger.commit.group_commit import StagedCommit
-from bridge.ledger.store import Ledger, TenantLedger
-from bridge.mcp.calls.requester import TaskRequester
-from bridge.mcp.servers import McpServerConfig
-from bridge.outcomes import InputPending, TaskHandle
+from bridge._ledger.commit.group_commit import StagedCommit
+from bridge._ledger.store import Ledger, TenantLedger
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.servers import McpServerConfig
+from bridge._outcomes import InputPending, TaskHandle
 from tests.support.bridging import FAST
 
 # step name -> (ledger method, die before it runs?)

@@ -21,9 +21,9 @@ import anyio
 import mcp_types
 from mcp import Client
 
-from bridge.ledger.reads.views import DispatchView
-from bridge.ledger.store import Ledger
-from bridge.mcp.wire.shapes import DetailedTask
+from bridge._ledger.reads.views import DispatchView
+from bridge._ledger.store import Ledger
+from bridge._mcp.wire.shapes import DetailedTask
 from tests.support.mcp_client import connect, get_task
 from tests.support.processes import REPO_ROOT, ServerProcess
 

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bridge.gateway.identity import IDEMPOTENCY_KEY_HEADER
+from bridge.gateway._identity import IDEMPOTENCY_KEY_HEADER
 
 
 async def call_once(

@@ -1,7 +1,7 @@
 """A raw SDK client for checking servers directly, on the bridge's own Tasks wire types.
 
 Tests that probe a server (not the bridge) use these instead of redefining the SEP-2663 shapes:
-``bridge.mcp.wire.shapes`` and ``bridge.mcp.wire.extension`` already declare them on the SDK.
+``bridge._mcp.wire.shapes`` and ``bridge._mcp.wire.extension`` already declare them on the SDK.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bridge.mcp.wire.extension import TasksClientExtension
-from bridge.mcp.wire.shapes import (
+from bridge._mcp.wire.extension import TasksClientExtension
+from bridge._mcp.wire.shapes import (
     CreateTaskResult,
     DetailedTask,
     GetTaskRequest,

@@ -22,13 +22,13 @@ import anyio
 from agents import Agent, RunConfig, RunResult, set_tracing_disabled
 
 from bridge import Bridge, BridgeSettings, McpServerConfig
+from bridge._ledger.store import TenantLedger
 from bridge.integrations.openai_agents import (
     BridgedMCPServer,
     ParkedCall,
     bridged_run,
     run_to_completion,
 )
-from bridge.ledger.store import TenantLedger
 from tests.support.bridging import FAST
 from tests.support.openai_agents_model import PlannedCall, PlannedToolsModel
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import TaskStatus
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import TaskStatus
 
 
 def complete_task(url: str, principal: str, task_ref: str) -> None:

@@ -14,8 +14,8 @@ import signal
 
 import anyio
 
-from bridge.ledger.store import Ledger
-from bridge.uhp.client import FollowConfig, UhpClient
+from bridge._ledger.store import Ledger
+from bridge.uhp._client import FollowConfig, UhpClient
 
 
 async def _run(args: argparse.Namespace) -> None:

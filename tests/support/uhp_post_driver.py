@@ -20,8 +20,8 @@ from typing import Any
 
 import anyio
 
-from bridge.ledger.store import Ledger, TenantLedger
-from bridge.uhp.client import UhpClient
+from bridge._ledger.store import Ledger, TenantLedger
+from bridge.uhp._client import UhpClient
 
 
 def _inject() -> None:

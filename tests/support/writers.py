@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bridge.ledger.reads.views import TaskObservation
-from bridge.ledger.store import Ledger
-from bridge.lifecycle import TaskStatus
+from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import TaskStatus
 from tests.support.builders import new_task
 
 EVENTS_PER_ITERATION = 4  # anomaly + task.created + task.status_changed + task.terminal

@@ -10,10 +10,11 @@ checkpointer beside the run (``uhp-mcp-bridge[langgraph]``; guide:
 * :class:`BridgeCheckpointer` — the graph's checkpoints in the bridge ledger.
 """
 
-from bridge.extras import require_extra
+from bridge._extras import require_extra
 
 require_extra("bridge.integrations.langgraph", "langgraph")
 
+from bridge.integrations.langgraph._checkpointer import BridgeCheckpointer
 from bridge.integrations.langgraph._payloads import (
     ASKED_INPUT,
     PARKED_TASK,
@@ -32,7 +33,6 @@ from bridge.integrations.langgraph._tools import (
     graph_config,
     run_ref_of,
 )
-from bridge.integrations.langgraph.checkpointer import BridgeCheckpointer
 
 __all__ = [
     "ASKED_INPUT",

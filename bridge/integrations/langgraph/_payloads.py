@@ -8,8 +8,8 @@ from typing import Any, Literal, TypedDict
 
 from langchain_core.messages import ToolMessage
 
-from bridge.errors import NoToolResult
-from bridge.outcomes import CallOutcome, InputRequest
+from bridge._errors import NoToolResult
+from bridge._outcomes import CallOutcome, InputRequest
 
 PARKED_TASK = "bridge.task"
 ASKED_INPUT = "bridge.input"

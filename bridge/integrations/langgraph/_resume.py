@@ -12,7 +12,7 @@ from bridge import events as ev
 from bridge.integrations.langgraph._payloads import LOOK_AGAIN, PARKED_TASK
 
 if TYPE_CHECKING:
-    from bridge.facade import Bridge
+    from bridge._facade import Bridge
 
 
 def bridge_interrupts(interrupts: Sequence[Interrupt], kind: str) -> dict[str, dict[str, str]]:

@@ -14,21 +14,21 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import interrupt
 
-from bridge.errors import AnswerRefused, InvalidInputAnswer
+from bridge._errors import AnswerRefused, InvalidInputAnswer
+from bridge._outcomes import CallOutcome, InputPending, InputRequest
+from bridge._policies import WaitMode
+from bridge._runtime.step_results import TaskPending
 from bridge.integrations.langgraph._payloads import (
     BridgeInterrupt,
     asked_input,
     parked_task,
     tool_message,
 )
-from bridge.outcomes import CallOutcome, InputPending, InputRequest
-from bridge.policies import WaitMode
-from bridge.runtime.step_results import TaskPending
 
 if TYPE_CHECKING:
     import mcp_types
 
-    from bridge.facade import Bridge
+    from bridge._facade import Bridge
 
 RUN_REF_KEY = "bridge_run_ref"  # in the graph config's ``configurable``
 current_run_ref: ContextVar[str | None] = ContextVar("bridge_langgraph_run_ref", default=None)

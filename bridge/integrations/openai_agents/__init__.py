@@ -9,12 +9,11 @@
 Guide: ``docs/guides/frameworks/openai-agents.md``.
 """
 
-from bridge.extras import require_extra
+from bridge._extras import require_extra
 
 require_extra("bridge.integrations.openai_agents", "openai-agents")
 
-from bridge.integrations.openai_agents._run import BridgedRun, bridged_run, operation_id
-from bridge.integrations.openai_agents.parking import (
+from bridge.integrations.openai_agents._parking import (
     STATE_NAME,
     ParkedCall,
     load_run_state,
@@ -23,7 +22,8 @@ from bridge.integrations.openai_agents.parking import (
     run_to_completion,
     save_run_state,
 )
-from bridge.integrations.openai_agents.server import (
+from bridge.integrations.openai_agents._run import BridgedRun, bridged_run, operation_id
+from bridge.integrations.openai_agents._server import (
     CALL_ID_META_KEY,
     BridgedMCPServer,
     model_visible_result,

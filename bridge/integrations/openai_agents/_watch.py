@@ -8,8 +8,8 @@ from enum import StrEnum
 from typing import cast
 
 from bridge import events as ev
-from bridge.facade import Bridge
-from bridge.outcomes import InputRequest
+from bridge._facade import Bridge
+from bridge._outcomes import InputRequest
 
 
 class Turn(StrEnum):

@@ -11,14 +11,14 @@ the bridge from a pydantic-ai agent, with parked calls that survive a restart.
 See ``docs/guides/frameworks/pydantic-ai.md``.
 """
 
-from bridge.extras import require_extra
+from bridge._extras import require_extra
 
 require_extra("bridge.integrations.pydantic_ai", "pydantic-ai")
 
-from bridge.integrations.pydantic_ai.journal import STATE_NAME, CallEntry, RunJournal, SavedRun
-from bridge.integrations.pydantic_ai.results import settled_value, tool_return
-from bridge.integrations.pydantic_ai.run import BridgedRun, InputAnswerer
-from bridge.integrations.pydantic_ai.toolset import BridgedToolset, deferral_metadata, operation_id
+from bridge.integrations.pydantic_ai._journal import STATE_NAME, CallEntry, RunJournal, SavedRun
+from bridge.integrations.pydantic_ai._results import settled_value, tool_return
+from bridge.integrations.pydantic_ai._run import BridgedRun, InputAnswerer
+from bridge.integrations.pydantic_ai._toolset import BridgedToolset, deferral_metadata, operation_id
 
 __all__ = [
     "STATE_NAME",

@@ -17,27 +17,42 @@ One module a job, each usable on its own:
 ``json_body``          the body read under a size limit (413) and parsed strictly (400)
 ``request_body``       the JSON body, its flags and budgets, :func:`read_create_request`
 ``response_object``    a new Response, and settling it in a terminal state
+``listening``          the listening socket bound before start, the port reported to a parent
+host tables            a harness's own tables beside the ledger, run as the ledger runs its
+                       own: :func:`create_ledger_engine`, :class:`GroupCommit`,
+                       :class:`LedgerRunner` (see ``bridge/_ledger/host_tables.py``)
 =====================  ===================================================================
 
 The app keeps what is its own: the runs, what it stores, the routes. See
 ``docs/uhp-side.md`` ("Serving UHP from your harness").
 """
 
-from bridge.extras import require_extra
+from bridge._extras import require_extra
 
 require_extra("the UHP serving kit (bridge.uhp.serving)", "serve")
 
-from bridge.uhp.serving.access_log import scrub_access_log
-from bridge.uhp.serving.auth import BearerAuth, digest_principal
-from bridge.uhp.serving.discovery import discovery_document
-from bridge.uhp.serving.envelope import (
+from bridge._ledger.host_tables import (
+    Cursor,
+    GroupCommit,
+    LedgerRunner,
+    StagedCommit,
+    create_ledger_engine,
+    dialect_of,
+    first_line,
+    refuse_if_unavailable,
+)
+from bridge._public import publish
+from bridge.uhp.serving._access_log import scrub_access_log
+from bridge.uhp.serving._auth import BearerAuth, digest_principal
+from bridge.uhp.serving._discovery import discovery_document
+from bridge.uhp.serving._envelope import (
     UhpApiError,
     conflict,
     error_handlers,
     invalid_request,
     not_found,
 )
-from bridge.uhp.serving.event_log import (
+from bridge.uhp.serving._event_log import (
     TERMINAL_EVENT_FOR_STATUS,
     TERMINAL_STATUSES,
     ChangeSignal,
@@ -47,20 +62,31 @@ from bridge.uhp.serving.event_log import (
     follow_log,
     sse_frames,
 )
-from bridge.uhp.serving.idempotency import (
+from bridge.uhp.serving._idempotency import (
     KeyRecord,
     MemoryKeyStore,
     idempotency_key,
     replayed_response_id,
     request_fingerprint,
 )
-from bridge.uhp.serving.json_body import (
+from bridge.uhp.serving._json_body import (
     MAX_BODY_BYTES,
     MAX_JSON_DEPTH,
     parse_json,
     read_limited,
 )
-from bridge.uhp.serving.request_body import (
+from bridge.uhp.serving._listening import (
+    BACKLOG,
+    ReportPortOnStartup,
+    add_port_arguments,
+    bound_port,
+    check_port_arguments,
+    listening_socket,
+    run_uvicorn,
+    uvicorn_server,
+    write_port_file,
+)
+from bridge.uhp.serving._request_body import (
     MAX_BUDGET,
     CreateRequest,
     budget,
@@ -68,7 +94,7 @@ from bridge.uhp.serving.request_body import (
     json_object,
     read_create_request,
 )
-from bridge.uhp.serving.response_object import (
+from bridge.uhp.serving._response_object import (
     RESERVED_FIELDS,
     ignored_fields,
     new_id,
@@ -77,14 +103,14 @@ from bridge.uhp.serving.response_object import (
     new_text_part,
     settle_response,
 )
-from bridge.uhp.serving.sse import (
+from bridge.uhp.serving._sse import (
     KEEPALIVE_FRAME,
     EventStreamResponse,
     resume_start,
     sse_frame,
     wants_stream,
 )
-from bridge.uhp.serving.versions import (
+from bridge.uhp.serving._versions import (
     SERVED_VERSIONS,
     V2026_08_11,
     V2026_09_28,
@@ -93,6 +119,7 @@ from bridge.uhp.serving.versions import (
 )
 
 __all__ = [
+    "BACKLOG",
     "KEEPALIVE_FRAME",
     "MAX_BODY_BYTES",
     "MAX_BUDGET",
@@ -106,25 +133,37 @@ __all__ = [
     "BearerAuth",
     "ChangeSignal",
     "CreateRequest",
+    "Cursor",
     "EventSource",
     "EventStreamResponse",
+    "GroupCommit",
     "KeyRecord",
+    "LedgerRunner",
     "LoggedEvent",
     "MemoryEventLog",
     "MemoryKeyStore",
+    "ReportPortOnStartup",
+    "StagedCommit",
     "UhpApiError",
     "VersionNegotiation",
+    "add_port_arguments",
+    "bound_port",
     "budget",
+    "check_port_arguments",
     "conflict",
+    "create_ledger_engine",
+    "dialect_of",
     "digest_principal",
     "discovery_document",
     "error_handlers",
+    "first_line",
     "flag",
     "follow_log",
     "idempotency_key",
     "ignored_fields",
     "invalid_request",
     "json_object",
+    "listening_socket",
     "new_id",
     "new_message_item",
     "new_response",
@@ -133,13 +172,21 @@ __all__ = [
     "parse_json",
     "read_create_request",
     "read_limited",
+    "refuse_if_unavailable",
     "replayed_response_id",
     "request_fingerprint",
     "resume_start",
+    "run_uvicorn",
     "scrub_access_log",
     "served_version",
     "settle_response",
     "sse_frame",
     "sse_frames",
+    "uvicorn_server",
     "wants_stream",
+    "write_port_file",
 ]
+
+
+for _name in __all__:
+    publish(globals()[_name], __name__)

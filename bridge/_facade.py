@@ -1,0 +1,345 @@
+"""The Bridge: one small async API over the ledger, the MCP requester and the UHP client.
+
+Two reconcile loops run side by side and never derive one lifecycle from the other:
+
+* the **outer loop** follows remote UHP responses (stream or re-read) — or, for a run the
+  harness serves itself, records the statuses the harness reports;
+* the **inner loop** is the poll scheduler watching every open MCP task handle.
+
+With a :class:`~bridge._ledger.coordination.replica.ReplicaConfig`, several bridges (harness
+replicas) share one PostgreSQL ledger: each open handle and each remotely followed run is leased to
+exactly one of them at a time (see :mod:`bridge._ledger.coordination.replica`); any replica can call
+tools, answer, cancel and subscribe.
+
+The only link between them is the ids recorded in the ledger. Where they must interact (the
+outer run is cancelled or ends while inner tasks are open), a policy the harness chose decides.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from bridge import events as ev
+from bridge._errors import BridgeError
+from bridge._ids import is_call_ref
+from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
+from bridge._ledger.coordination.waiters import CommitNotifier
+from bridge._ledger.runner import LedgerRunner
+from bridge._ledger.store import Ledger
+from bridge._lifecycle import OuterStatus
+from bridge._mcp.calls.requester import TaskRequester
+from bridge._mcp.polling.handle_resumption import ResumeReport
+from bridge._outcomes import InputRequest
+from bridge._run import Run
+from bridge._runtime import reads
+from bridge._runtime.compose import BridgeLeaseHolder, ledger_runner
+from bridge._runtime.outer_runs import OuterRuns
+from bridge._runtime.reads import BridgeServices
+from bridge._runtime.recovery_report import RecoveryReport
+from bridge._settings import BridgeSettings
+from bridge._telemetry.outer_spans import OuterSpans
+from bridge.uhp._client import ResponseFollower
+
+if TYPE_CHECKING:
+    import mcp_types
+
+LOCAL_SERVER_PREFIX = "local:"
+
+
+class Bridge:
+    """Open with ``async with Bridge.open(...)``; see docs/guides/embed-in-a-harness.md."""
+
+    def __init__(
+        self, ledger: Ledger, settings: BridgeSettings, *, owns_ledger: bool = False
+    ) -> None:
+        """A bridge on a ledger already open (``settings.ledger_url`` is not used); prefer
+        :meth:`open`. ``owns_ledger``: the bridge closes the ledger when it closes."""
+        self.settings = settings
+        self._ledger = ledger
+        self.principals = tuple(settings.principals)
+        self.policies = settings.policies
+        self._owns_ledger = owns_ledger
+        # The composition root: one ledger runner for every part, wired at construction.
+        self._db = ledger_runner(ledger)
+        self._requester = TaskRequester(
+            ledger,
+            settings.mcp_servers,
+            credentials=settings.credentials,
+            scheduler=settings.scheduler,
+            push=settings.push,
+            db=self._db,
+            input_handlers=settings.input_handlers,
+            input_policy=self.policies.inputs,
+            admission_checks=settings.admission_checks,
+        )
+        self._tg: TaskGroup | None = None
+        self._notifier: CommitNotifier | None = None
+        self._spans = OuterSpans(ledger, self._db)
+        self.last_recovery: RecoveryReport | None = None
+        self._replica: ReplicaLeases | None = None
+        self._outer = OuterRuns(
+            ledger,
+            self._db,
+            settings.uhp_servers,
+            settings.credentials,
+            settings.follow,
+            self._requester,
+            self._spans,
+            task_group=lambda: self._tg,
+            replica=lambda: self._replica,
+            policies=lambda: self.policies,
+        )
+        self._services = BridgeServices(
+            ledger,
+            self._db,
+            self._requester,
+            self._spans,
+            self._outer,
+            policies=lambda: self.policies,
+            notifier=lambda: self._notifier,
+        )
+
+    @classmethod
+    def open(cls, settings: BridgeSettings) -> Bridge:
+        """A bridge on ``settings.ledger_url`` (a SQLite file path by default; ``postgresql://…``),
+        migrated on open; use it as ``async with Bridge.open(settings) as bridge``."""
+        ledger = Ledger.open(settings.ledger_url, sqlite_synchronous=settings.sqlite_synchronous)
+        return cls(ledger, settings, owns_ledger=True)
+
+    @property
+    def _runner(self) -> LedgerRunner:
+        """The bridge's one ledger runner (built above, in the composition root), for the
+        gateway (:mod:`bridge.gateway`), which serves MCP clients through this bridge and reads
+        and writes the same ledger: its calls must go through the runner the bridge's own parts
+        share (inline on SQLite, where this runner awaits a held write lock off the loop's
+        back), not a second one. Underscored because it is not for embedders: a host calls the
+        bridge's methods, which run the ledger for it; the gateway is part of this package."""
+        return self._db
+
+    async def __aenter__(self) -> Bridge:
+        self._notifier = CommitNotifier(self._ledger, self._db)
+        await self._requester.__aenter__()
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        await self._tg.start(self._notifier.run)  # wakes waiters on other processes' commits
+        if self.settings.replica is not None:
+            await self._join_replicas(self.settings.replica)
+        if self.settings.recover_on_start:
+            scheduler = self._requester.scheduler
+            scheduler.hold()  # take everything back first, then poll it oldest due first
+            try:
+                self.last_recovery = await self.recover()
+            finally:
+                scheduler.release()
+        if self._replica is not None:
+            await self._tg.start(self._replica.run)
+        return self
+
+    async def _join_replicas(self, config: ReplicaConfig) -> None:
+        outer = self._outer
+        holder = BridgeLeaseHolder(self._requester, outer.follows, outer.follow_claimed)
+        replica = ReplicaLeases(
+            self._ledger, config, self.principals, self._db, holder, uhp_servers=outer.base_urls
+        )
+        await replica.register()
+        self._requester.attach_replica(replica)
+        self._replica = replica
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        """Unwind in order. An exception raised inside ``async with`` reaches the caller as
+        itself: the task groups here would wrap it in an ``ExceptionGroup``, so a group that
+        holds nothing but that exception is dropped and the original propagates."""
+        assert self._tg is not None and self._notifier is not None
+        try:
+            await self._unwind(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            if exc is None or not _only(group, exc):
+                raise
+        return None
+
+    async def _unwind(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._tg is not None and self._notifier is not None
+        self._spans.suspend_all()
+        self._tg.cancel_scope.cancel()
+        try:
+            await self._tg.__aexit__(exc_type, exc, tb)
+        finally:
+            # Whatever the loops raised, unwind the rest in order (task groups are LIFO).
+            try:
+                with anyio.CancelScope(shield=True):
+                    if self._replica is not None:
+                        await self._replica.retire()  # others take over now, not a lease later
+                    await self._outer.aclose()
+            finally:
+                await self._requester.__aexit__(exc_type, exc, tb)
+                self._notifier.close()
+                if self._owns_ledger:
+                    self._ledger.close()
+
+    # -- outer runs ------------------------------------------------------------------------
+    def run(self, principal: str, run_ref: str) -> Run:
+        """The handle of a run already recorded (``run_ref``: its ``run_…`` reference, as a
+        registration, an event or ``bridge runs`` gave it). Nothing is read until it is used:
+        a run of another principal, or none, is ``NotFound`` then."""
+        self._scope(principal)
+        return Run(self._services, principal, run_ref)
+
+    async def run_of(self, principal: str, ref: str) -> Run:
+        """The handle of the run a task (``tk_…``) or a call (``op_…``) belongs to: for an
+        operator or a gateway that holds such a reference and not its run (``NotFound`` for
+        another principal's)."""
+        self._scope(principal)
+        tenant = self._ledger.for_principal(principal)
+        if is_call_ref(ref):
+            run_ref = (await self._db(tenant.get_dispatch, ref)).run_ref
+        else:
+            run_ref = (await self._db(tenant.get_task, ref)).run_ref
+        return Run(self._services, principal, run_ref)
+
+    async def register_served_run(
+        self,
+        principal: str,
+        *,
+        response_id: str,
+        session_id: str | None,
+        harness_id: str | None,
+        harness: str = "harness",
+    ) -> Run:
+        """Record a response this harness serves itself (it already knows its ids); its
+        handle, through which every step of it goes."""
+        self._scope(principal)
+        tenant = self._ledger.for_principal(principal)
+        run = await self._db(
+            tenant.open_run,
+            LOCAL_SERVER_PREFIX + harness,
+            response_id=response_id,
+            session_id=session_id,
+            harness_id=harness_id,
+            status=OuterStatus.IN_PROGRESS,
+        )
+        await self._spans.start(principal, run, served=True)
+        return Run(self._services, principal, run.ref)
+
+    async def start_remote_run(
+        self, principal: str, uhp_server: str, input: Any, **request: Any
+    ) -> ResponseFollower:
+        """Start a streaming response on a remote UHP server. The returned follower yields its
+        events; if nobody consumes them, call :meth:`follow_remote_run` to reconcile in the
+        background instead."""
+        self._scope(principal)
+        client = await self._outer.client(principal, uhp_server)
+        follower = await client.stream_response(input, **request)
+        run = await self._db(self._ledger.for_principal(principal).get_run, follower.run_ref)
+        await self._spans.start(principal, run, served=False)
+        return follower
+
+    def follow_remote_run(self, principal: str, follower: ResponseFollower) -> None:
+        """The outer reconcile loop for one remote run: follow it to its terminal state in the
+        background, then apply the outer-end policies."""
+        self._outer.follow(principal, follower)
+
+    # -- across runs -----------------------------------------------------------------------
+    async def pending_inputs(
+        self, principal: str, run_ref: str | None = None
+    ) -> list[InputRequest]:
+        """Unanswered input requests of this principal's open tasks (of one run), oldest
+        first, then those of calls waiting for input before any task (MRTR): offer them to
+        the user (again, after a restart)."""
+        self._scope(principal)
+        return await reads.pending_inputs(self._services, principal, run_ref)
+
+    def input_request(self, principal: str, event: ev.InputRequiredEvent) -> InputRequest:
+        """The typed request a ``task.input_required`` (or, MRTR, ``call.input_required``)
+        event announces."""
+        self._scope(principal)
+        return reads.input_request(self._services, principal, event)
+
+    async def list_tools(self, principal: str, server: str) -> list[mcp_types.Tool]:
+        """The tools ``server`` lists, through the bridge's own connection and credentials
+        (the SDK's ``Tool``: name, description, input schema, annotations). Raises
+        ``UnknownServer`` or ``ServerConnectFailed``."""
+        self._scope(principal)
+        return await self._requester.pool.connection(server).list_tools()
+
+    def _scope(self, principal: str) -> None:
+        if principal not in self.principals:
+            raise BridgeError(f"principal {principal!r} is not in this bridge's scope")
+
+    # -- recovery ----------------------------------------------------------------------------
+    async def recover(self, *, settle_in_flight_dispatches: bool = True) -> RecoveryReport:
+        """Pick up everything open in this bridge's scope after a restart.
+
+        Single process: watch every open handle, resume every followed run, and (by default)
+        settle dispatches left ``pending``/``sent`` as unknown. Leased mode (a replica among
+        several): claim what no live replica holds, and settle only dispatches whose
+        dispatching replica incarnation is gone — another replica's call may still be in
+        flight.
+        """
+        if self._replica is not None:
+            report = await self._claim_everything_free()
+        else:
+            resumed: ResumeReport = await self._requester.resume(
+                self.principals, settle_in_flight_dispatches=settle_in_flight_dispatches
+            )
+            report = RecoveryReport(
+                tasks_watched=resumed.tasks_watched,
+                dispatches_marked_unknown=resumed.dispatches_marked_unknown,
+                answers_to_redeliver=resumed.answers_to_redeliver,
+                cancels_to_resend=resumed.cancels_to_resend,
+            )
+        for principal in self.principals:
+            tenant = self._ledger.for_principal(principal)
+            report.pending_inputs.extend(await self._db(tenant.pending_input_requests))
+            report.pending_call_inputs.extend(await self._db(tenant.pending_call_inputs))
+            for run in await self._db(tenant.list_runs, open_only=True, limit=10_000):
+                served = run.uhp_server.startswith(LOCAL_SERVER_PREFIX)
+                if served:
+                    report.served_runs_open.append(run.ref)
+                elif self._replica is not None:
+                    continue  # followed by whichever replica claims it
+                if run.trace_id is not None:  # continue the run's trace in this process
+                    await self._spans.start(principal, run, served=served)
+                resumable = not served and run.response_id is not None
+                if resumable and await self._outer.resume(principal, run):
+                    report.remote_runs_resumed += 1
+            if self._replica is None:  # with replicas, another one's POST may be in flight
+                report.unanswered_posts.extend(await self._outer.unanswered_posts(principal))
+        return report
+
+    async def _claim_everything_free(self) -> RecoveryReport:
+        replica = self._replica
+        assert replica is not None
+        before = self._requester.handover
+        runs_before = replica.claimed_runs
+        unknown = await self._requester.settle_orphaned_dispatches(self.principals)
+        await replica.claim_everything()
+        taken = self._requester.handover - before
+        assert self._tg is not None  # answered MRTR legs never sent (one replica wins each)
+        legs = await self._requester.rounds.resume(self.principals, self._tg)
+        return RecoveryReport(
+            tasks_watched=taken.tasks_watched,
+            dispatches_marked_unknown=unknown,
+            answers_to_redeliver=taken.answers_to_redeliver + legs,
+            cancels_to_resend=taken.cancels_to_resend,
+            remote_runs_resumed=replica.claimed_runs - runs_before,
+        )
+
+
+def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
+    """Does ``group`` (nested groups flattened) hold ``exc`` and nothing else?"""
+    held, rest = group.split(lambda leaf: leaf is exc)
+    return held is not None and rest is None

@@ -1,0 +1,135 @@
+"""The ledger: the only code that writes the bridge tables.
+
+:class:`Ledger` owns the engine and the dialect; every read and write goes through a
+:class:`TenantLedger`, bound to one principal/tenant, whose queries filter on that principal,
+so another tenant's rows are simply not there.
+
+The operations live with their aggregate, over one private base (:mod:`bridge._ledger._base`:
+transactions, principal scoping, the event append with the per-run gapless sequence):
+:mod:`~bridge._ledger.runs`, :mod:`~bridge._ledger.dispatches` (the call path among them),
+:mod:`~bridge._ledger.tasks`, :mod:`~bridge._ledger.inputs`, :mod:`~bridge._ledger.rounds`,
+:mod:`~bridge._ledger.reads.queries`.
+This module composes them and keeps the names callers import from it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from functools import cached_property
+from pathlib import Path
+
+from sqlalchemy.exc import DBAPIError
+
+from bridge._errors import LedgerUnavailable
+from bridge._ledger._base import (
+    DISPATCHES,
+    EVENTS,
+    INPUTS,
+    OPEN_RUN,
+    OPEN_TASK,
+    RUNS,
+    TASKS,
+    Clock,
+    EventListener,
+    LedgerCore,
+    scrub_raw_id,
+    wall_clock_ms,
+)
+from bridge._ledger.admissions import AdmissionWrites
+from bridge._ledger.agent_states import AgentStateWrites
+from bridge._ledger.call_path import CallPathStatements
+from bridge._ledger.coordination.availability import first_line, waiting_for_the_lock
+from bridge._ledger.dispatches import DispatchWrites
+from bridge._ledger.gateway_handles import GatewayHandleWrites
+from bridge._ledger.inputs import input_request_digest
+from bridge._ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
+from bridge._ledger.rounds import CallRoundWrites
+from bridge._ledger.schema import migrate
+from bridge._ledger.schema.dialects import SqliteSynchronous
+from bridge._ledger.schema.engine import create_ledger_engine
+from bridge._ledger.tasks import ObservationOutcome, TaskWrites
+
+__all__ = [
+    "DISPATCHES",
+    "EVENTS",
+    "INPUTS",
+    "OPEN_RUN",
+    "OPEN_TASK",
+    "RUNS",
+    "TASKS",
+    "Clock",
+    "EventListener",
+    "Ledger",
+    "ObservationOutcome",
+    "TenantLedger",
+    "input_request_digest",
+    "scrub_raw_id",
+    "wall_clock_ms",
+]
+
+
+class Ledger(LedgerCore):
+    """Owns the engine; hands out principal-scoped views with :meth:`for_principal`.
+
+    ``ledger.dialect`` (:mod:`bridge._ledger.schema.dialects`) says what differs per database, e.g.
+    ``ledger.dialect.runs_calls_inline``: whether ledger calls from async code run inline.
+    """
+
+    @cached_property
+    def _hot(self) -> CallPathStatements:
+        """The call path's statements, compiled once for this ledger's driver session."""
+        return CallPathStatements(self._driver)
+
+    @classmethod
+    def open(
+        cls,
+        url: str | Path | None = None,
+        *,
+        upgrade: bool = True,
+        clock: Clock = wall_clock_ms,
+        max_outcome_bytes: int = DEFAULT_MAX_OUTCOME_BYTES,
+        sqlite_synchronous: SqliteSynchronous = "NORMAL",
+    ) -> Ledger:
+        """Open (and by default migrate) the ledger at ``url``: a SQLAlchemy URL or a file path.
+
+        ``sqlite_synchronous``: SQLite's ``PRAGMA synchronous``. ``"NORMAL"`` (the default,
+        with WAL) survives a process crash, but an OS crash or power loss may drop the newest
+        commits; ``"FULL"`` syncs every commit to disk and survives those too, at a higher
+        cost per commit. PostgreSQL ignores it (its commits are durable when they return).
+
+        Raises :class:`~bridge.LedgerUnavailable` (its message one line, without the
+        URL's password) when the database cannot be opened: a missing directory, an
+        unreadable file or one that is not a database, a server refusing the connection.
+        """
+        engine = create_ledger_engine(url, sqlite_synchronous=sqlite_synchronous)
+        try:
+            if upgrade:
+                with waiting_for_the_lock():  # another process may be migrating right now
+                    migrate.upgrade(engine)
+            else:
+                engine.connect().close()  # fail here, not on the first call, if it cannot open
+        except (DBAPIError, sqlite3.Error, OSError, LedgerUnavailable) as exc:
+            engine.dispose()
+            raise LedgerUnavailable(f"cannot open {engine.url!r}: {first_line(exc)}") from exc
+        return cls(engine, clock=clock, max_outcome_bytes=max_outcome_bytes)
+
+    def for_principal(self, principal: str) -> TenantLedger:
+        """This ledger scoped to one principal: every read and write through it is theirs."""
+        if not principal:
+            raise ValueError("a principal/tenant is required for every ledger access")
+        return TenantLedger(self, principal)
+
+
+class TenantLedger(
+    DispatchWrites,
+    TaskWrites,
+    AdmissionWrites,
+    CallRoundWrites,
+    AgentStateWrites,
+    GatewayHandleWrites,
+):
+    """All ledger operations for one principal/tenant: runs, dispatches (and the call path),
+    tasks, input requests, MRTR call rounds and the reads, each in its aggregate's module."""
+
+    def __init__(self, ledger: Ledger, principal: str) -> None:
+        super().__init__(ledger, principal, ledger._hot)

@@ -1,0 +1,136 @@
+"""Handing recorded open handles to this process's poll scheduler, and settling the calls a
+stopped process left in flight.
+
+Three ways a handle comes back: a restart (:meth:`HandleResumption.resume`, every open handle of
+the principals), a replica's claim (:meth:`HandleResumption.watch_all` with its lease), and a
+replayed call (:meth:`HandleResumption.watch_again`). Each is watched with what the ledger knows
+of it: input keys already seen, cancels and answers still to send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import astuple, dataclass
+
+from bridge._errors import InvalidTransition
+from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.coordination.leases import TenantLeases
+from bridge._ledger.coordination.replica import ReplicaLeases
+from bridge._ledger.reads.views import TaskView
+from bridge._ledger.runner import LedgerRunner
+from bridge._ledger.store import Ledger, TenantLedger
+from bridge._lifecycle import DispatchState
+from bridge._mcp.polling.scheduler import PollScheduler
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeReport:
+    tasks_watched: int = 0
+    dispatches_marked_unknown: int = 0
+    answers_to_redeliver: int = 0
+    cancels_to_resend: int = 0
+
+    def __add__(self, other: ResumeReport) -> ResumeReport:
+        return ResumeReport(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def __sub__(self, other: ResumeReport) -> ResumeReport:
+        return ResumeReport(*(a - b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+class HandleResumption:
+    """Built by the requester; ``scheduler`` and ``replica`` are read when used (the scheduler
+    exists only inside ``async with``, the replica once attached)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        db: LedgerRunner,
+        scheduler: Callable[[], PollScheduler],
+        replica: Callable[[], ReplicaLeases | None],
+    ) -> None:
+        self._ledger = ledger
+        self._db = db
+        self._scheduler = scheduler
+        self._replica = replica
+
+    async def resume(
+        self, principals: Sequence[str], *, settle_in_flight_dispatches: bool
+    ) -> ResumeReport:
+        """Every open handle of these principals, watched again; with
+        ``settle_in_flight_dispatches``, dispatches left ``pending``/``sent`` become unknown."""
+        watched = unknown = answers = cancels = 0
+        for principal in principals:
+            tenant = self._ledger.for_principal(principal)
+            if settle_in_flight_dispatches:
+                stuck = await self._db(
+                    tenant.list_dispatches, states=[DispatchState.PENDING, DispatchState.SENT]
+                )
+                for dispatch in stuck:
+                    await self._db(
+                        tenant.mark_dispatch_unknown,
+                        dispatch.ref,
+                        f"process stopped with the call {dispatch.state.value}; outcome unknown",
+                    )
+                    unknown += 1
+            tasks = await self._db(tenant.list_tasks, open_only=True)
+            seeded = await self.watch_all(tenant, tasks, lease=None)
+            watched += len(tasks)
+            cancels += seeded.cancels_to_resend
+            answers += seeded.answers_to_redeliver
+        return ResumeReport(watched, unknown, answers, cancels)
+
+    async def watch_all(
+        self, tenant: TenantLedger, tasks: Sequence[TaskView], lease: Membership | None
+    ) -> ResumeReport:
+        """Watch these open handles with what the ledger knows of them: input keys already
+        seen (not surfaced again), cancels and answers to resend. Bulk reads: a restart or a
+        claim hands over thousands of handles at once."""
+        principal = tenant.principal
+        digests = await self._db(tenant.input_digests, [t.ref for t in tasks])
+        cancels = answers = 0
+        for task in tasks:
+            # First poll when the ledger last said it is due: overdue handles at once (oldest
+            # first), the others not before their interval, so that taking over 100,000
+            # handles does not poll every one of them in the same second.
+            self._scheduler().watch(principal, task, due_ms=task.next_poll_due_ms, lease=lease)
+            if task.ref in digests:
+                self._scheduler().seed_input_digests(task.ref, digests[task.ref])
+            if task.cancel_requested_at_ms is not None:
+                self._scheduler().mark_cancel_pending(task.ref)
+                cancels += 1
+        held = {t.ref for t in tasks}
+        for answer in await self._db(tenant.undelivered_answers):
+            if answer.task_ref in held:
+                self._scheduler().mark_undelivered_answers(answer.task_ref)
+                answers += 1
+        return ResumeReport(len(tasks), 0, answers, cancels)
+
+    async def settle_orphaned(self, principals: Sequence[str]) -> int:
+        """Leased mode: dispatches a dead replica incarnation left in flight become unknown."""
+        settled = 0
+        for principal in principals:
+            tenant = self._ledger.for_principal(principal)
+            for dispatch in await self._db(TenantLeases(tenant).orphaned_dispatches):
+                reason = (
+                    f"the replica that sent it stopped with the call {dispatch.state.value}; "
+                    "outcome unknown"
+                )
+                try:
+                    await self._db(tenant.mark_dispatch_unknown, dispatch.ref, reason)
+                except InvalidTransition:
+                    continue  # settled meanwhile (its result arrived, or another replica)
+                settled += 1
+        return settled
+
+    async def watch_again(self, principal: str, task: TaskView) -> None:
+        """Watch a recorded handle again (a replayed call) unless it is closed or watched
+        already; leased first in leased mode."""
+        if not task.is_open or self._scheduler().is_watching(task.ref):
+            return
+        lease = None
+        replica = self._replica()
+        if replica is not None:
+            lease = await replica.adopt_task(principal, task.ref)
+            if lease is None:
+                return  # another replica claimed it in between: it polls it
+        self._scheduler().watch(principal, task, due_ms=None, lease=lease)

@@ -1,0 +1,261 @@
+"""A run handle: one principal's outer run, bound once, with every step taken inside it.
+
+    run = await bridge.register_served_run("acme", response_id=..., session_id=..., harness_id=...)
+    step = await run.call_tool("reports", "generate_report", {"quarter": "Q3"})
+    async for event in run.subscribe(): ...
+
+Get one from :meth:`Bridge.register_served_run <bridge.Bridge.register_served_run>`
+(a response the harness serves), :meth:`Bridge.run <bridge.Bridge.run>` (a run already
+recorded, e.g. after a restart) or :meth:`Bridge.run_of <bridge.Bridge.run_of>` (the run
+of a task or call reference). A handle holds nothing of its own beyond the two names: it is
+cheap to make, and works while the bridge that made it is open.
+
+A task, input or call named to a handle must belong to its run: anything else is
+:class:`~bridge.NotFound`, as another principal's records are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from opentelemetry import context as otel_context
+
+from bridge import events as ev
+from bridge._errors import NotFound
+from bridge._ids import is_call_ref
+from bridge._ledger.agent_states import AgentStateView
+from bridge._ledger.reads.views import RunView, TaskView
+from bridge._ledger.store import TenantLedger
+from bridge._lifecycle import Admission, OuterStatus
+from bridge._outcomes import AnswerReceipt, CallOutcome, InputPending, InputRequest, TaskHandle
+from bridge._policies import WaitMode
+from bridge._runtime import reads
+from bridge._runtime.reads import BridgeServices
+from bridge._runtime.step_results import (
+    OperationRecord,
+    RecoverableFailure,
+    TaskPending,
+    TaskSettled,
+)
+from bridge._runtime.waits import until_answered, until_closed
+
+
+class Run:
+    """One outer run of one principal (``ref``: the bridge's ``run_…`` reference)."""
+
+    __slots__ = ("_services", "_tenant", "principal", "ref")
+
+    def __init__(self, services: BridgeServices, principal: str, ref: str) -> None:
+        self._services = services
+        self._tenant: TenantLedger = services.ledger.for_principal(principal)
+        self.principal = principal
+        self.ref = ref
+
+    def __repr__(self) -> str:
+        return f"Run(principal={self.principal!r}, ref={self.ref!r})"
+
+    # -- the outer response ------------------------------------------------------------------
+    async def view(self) -> RunView:
+        """The run as recorded now: its UHP ids, status, stream position and event count."""
+        return await self._services.db(self._tenant.get_run, self.ref)
+
+    async def record_status(self, status: OuterStatus, *, error: Any = None) -> None:
+        """The harness reports its own response's status (a served run). Inner tasks are not
+        touched, except as the outer-cancel / outer-end policies say."""
+        services = self._services
+        decision = await services.db(self._tenant.observe_outer, self.ref, status, error=error)
+        if decision.records_status and status.is_terminal:
+            services.spans.end(self.ref, status)
+            await services.outer.apply_policies(self.principal, self.ref, status)
+
+    # -- steps ---------------------------------------------------------------------------------
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        operation_id: str | None = None,
+        wait: WaitMode | None = None,
+        wait_deadline_s: float | None = None,
+    ) -> CallOutcome:
+        """One bridged MCP tool call in this run, waited for as the policy (or ``wait``) says.
+
+        With an ``operation_id`` the call is idempotent: calling again with the same id
+        reports what the first call recorded and sends nothing (see :meth:`operation`)."""
+        services, principal, tenant = self._services, self.principal, self._tenant
+        policy = services.policies().for_tool(server, tool)
+        mode = wait or policy.wait
+        parent = await services.spans.context(principal, self.ref)
+        token = otel_context.attach(parent) if parent is not None else None
+        try:
+            outcome = await services.requester.call_tool(
+                principal,
+                self.ref,
+                server,
+                tool,
+                arguments,
+                operation_id=operation_id,
+                unknown_outcomes=policy.unknown_outcomes,
+            )
+            while isinstance(outcome, InputPending) and mode is WaitMode.ASK:
+                # MRTR: pause for the host's answers like a task's input; then what the
+                # answered leg returned, read back (the operation is replayed, never re-sent).
+                notifier = services.waker()
+                op_id = await until_answered(
+                    notifier, services.db, tenant, self.ref, outcome.op_ref
+                )
+                outcome = await services.requester.call_tool(
+                    principal, self.ref, server, tool, arguments, operation_id=op_id
+                )
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+        if not isinstance(outcome, TaskHandle):
+            return outcome
+        task = outcome.task
+        if not task.is_open:
+            return TaskSettled(outcome.op_ref, task)
+        if mode is WaitMode.DETACH:
+            return TaskPending(outcome.op_ref, task)
+        if mode is WaitMode.FAIL_RECOVERABLE:
+            reason = "the call became a task and the policy does not wait for tasks"
+            await services.db(tenant.record_step_failure, task.ref, reason)
+            return RecoverableFailure(outcome.op_ref, task, reason)
+        deadline = wait_deadline_s if wait_deadline_s is not None else policy.wait_deadline_s
+        ask = mode is WaitMode.ASK
+        return await until_closed(
+            services.waker(), services.db, tenant, outcome.op_ref, task, deadline, ask
+        )
+
+    async def operation(self, operation_id: str) -> OperationRecord | None:
+        """What the call with this operation id recorded in this run (None: nothing). Reading
+        it sends nothing; calling :meth:`call_tool` again with the id replays it."""
+        db = self._services.db
+        dispatch = await db(self._tenant.find_dispatch, operation_id)
+        if dispatch is None or dispatch.run_ref != self.ref:
+            return None
+        task = None
+        if dispatch.task_ref is not None:
+            task = await db(self._tenant.get_task, dispatch.task_ref)
+        return OperationRecord(dispatch, task)
+
+    async def resolve_unknown_outcome(self, op_ref: str, admission: Admission) -> None:
+        """Say whether a call of this run whose outcome is unknown was admitted by its server
+        (recorded once, ``call.admission_checked`` by ``host``; see
+        :mod:`bridge._mcp.calls.admission`)."""
+        await self._owned_call(op_ref)
+        await self._services.requester.resolve_unknown_outcome(self.principal, op_ref, admission)
+
+    # -- tasks ---------------------------------------------------------------------------------
+    async def task(self, task_ref: str) -> TaskView:
+        """One task handle of this run."""
+        task = await self._services.db(self._tenant.get_task, task_ref)
+        if task.run_ref != self.ref:
+            raise NotFound("task", task_ref)
+        return task
+
+    async def tasks(self, *, open_only: bool = False) -> list[TaskView]:
+        """This run's task handles, oldest first; ``open_only``: those still watched."""
+        tenant = self._tenant
+        return await self._services.db(tenant.list_tasks, run_ref=self.ref, open_only=open_only)
+
+    async def wait_for(self, task_refs: Sequence[str], timeout: float) -> list[TaskView]:
+        """Until every task is settled — terminal, or lost (lost counts as final) — then their
+        views in the order asked. Woken by commits on this run, this process's or another's
+        (no polling). Raises :class:`~bridge.WaitTimedOut` after ``timeout`` seconds;
+        the tasks go on being watched."""
+        for task_ref in task_refs:
+            await self.task(task_ref)
+        return await reads.wait_for(self._services, self.principal, task_refs, timeout)
+
+    async def cancel(self, task_ref: str) -> bool:
+        """Ask the server to cancel a task of this run (``tasks/cancel``, recorded first as the
+        host's intent). True when the server acknowledged it; False when the task had already
+        ended or the request was refused or could not be sent (then resent before the next
+        poll). An acknowledgement is not a stop: the task's status says that."""
+        await self.task(task_ref)
+        return await self._services.requester.cancel_task(self.principal, task_ref, "host")
+
+    async def detach(self, task_ref: str) -> bool:
+        """Stop watching a task of this run without cancelling it."""
+        await self.task(task_ref)
+        return await self._services.requester.detach_task(self.principal, task_ref, "host")
+
+    # -- input requests ------------------------------------------------------------------------
+    async def pending_inputs(self) -> list[InputRequest]:
+        """This run's unanswered input requests (its tasks', then its calls' before any task),
+        oldest first: answer each with ``accept`` / ``decline`` / ``cancel`` / ``respond``."""
+        return await reads.pending_inputs(self._services, self.principal, self.ref)
+
+    def input_request(self, event: ev.InputRequiredEvent) -> InputRequest:
+        """The typed request an input-required event of this run announces."""
+        if event.run_ref != self.ref:
+            raise NotFound("input request", event.input_ref)
+        return reads.input_request(self._services, self.principal, event)
+
+    async def answer(self, owner_ref: str, input_ref: str, response: Any) -> AnswerReceipt:
+        """Send a raw answer (the method's own result shape, unchecked) to an input request of
+        this run: of a task (``owner_ref``: its ``tk_…``) or of a call waiting for input before
+        any task (MRTR: its ``op_…``). Prefer the typed request's ``accept`` / ``decline`` /
+        ``cancel``. Recorded first, once per request (``UnknownInputKey`` /
+        ``InputAlreadyAnswered`` otherwise), then sent; the receipt says whether it was
+        delivered, queued for redelivery, or found the task lost."""
+        if is_call_ref(owner_ref):
+            await self._owned_call(owner_ref)
+        else:
+            await self.task(owner_ref)
+        requester = self._services.requester
+        return await requester.answer_input(self.principal, owner_ref, input_ref, response)
+
+    # -- events --------------------------------------------------------------------------------
+    async def subscribe(self, *, after_seq: int = 0) -> AsyncIterator[ev.BridgeEvent]:
+        """The run's events after ``after_seq``, in order, then live. Reconnect with the last
+        ``seq`` you saw: nothing is missed and nothing is seen twice."""
+        services = self._services
+        notifier = services.waker()
+        last = after_seq
+        limit = 500
+        while True:
+            with notifier.watch(self.principal, self.ref) as change:  # armed, then read
+                batch = await services.db(
+                    self._tenant.events, self.ref, after_seq=last, limit=limit
+                )
+                for event in batch:
+                    last = event.seq
+                    yield event
+                # A short batch was all there was when read; the watch was armed before the
+                # read, so a later commit has set it: wait here instead of reading again.
+                if len(batch) < limit:
+                    await change.wait(None)  # woken by a commit on the run (or the backstop)
+
+    # -- agent state ---------------------------------------------------------------------------
+    async def save_agent_state(
+        self, name: str, state: Any, *, expected_version: int | None = None
+    ) -> int:
+        """Durably store ``state`` (a JSON value: message history, tool-call ↔ task-ref map,
+        a serialised run state) as ``name`` beside this run; returns the new version.
+
+        ``expected_version`` is the version you loaded (``0`` when there was none): if another
+        writer saved since, :class:`~bridge.InvalidTransition` is raised and nothing is
+        written. States over 4 MiB (:class:`~bridge.AgentStateTooLarge`) or carrying a
+        credential-named field are refused: the ledger never stores bearer tokens.
+        """
+        save = self._tenant.save_agent_state
+        version: int = await self._services.db(
+            save, self.ref, name, state, expected_version=expected_version
+        )
+        return version
+
+    async def agent_state(self, name: str) -> AgentStateView | None:
+        """The state saved as ``name`` beside this run (None: never saved)."""
+        view: AgentStateView | None = await self._services.db(
+            self._tenant.agent_state, self.ref, name
+        )
+        return view
+
+    async def _owned_call(self, op_ref: str) -> None:
+        dispatch = await self._services.db(self._tenant.get_dispatch, op_ref)
+        if dispatch.run_ref != self.ref:
+            raise NotFound("call", op_ref)

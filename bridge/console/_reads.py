@@ -1,0 +1,108 @@
+"""What the console reads, every read scoped to the signed-in principal: the runs list (search
+and filter), a run's snapshot and timeline (the CLI's model), and the tasks whose raw ids
+must be kept out of a page.
+
+The reads go through the bridge's own ledger runner and its principal-scoped ledger, as the
+gateway's do: the console is a product on the bridge, in this package."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bridge._facade import Bridge
+from bridge._ledger.reads.views import DispatchView
+from bridge._ledger.store import TenantLedger
+from bridge._lifecycle import DispatchState
+from bridge.cli._records import Redactor, RunSnapshot, load_snapshot
+from bridge.cli._timeline import Timeline, build_timeline
+from bridge.console._pages import RunRow
+
+RUNS_SCANNED = 500  # the search looks at this many most recently updated runs
+
+
+@dataclass(frozen=True, slots=True)
+class RunsQuery:
+    """The runs list's search text and status filter (``any``, ``open`` or a status)."""
+
+    text: str = ""
+    status: str = "any"
+
+
+class ConsoleReads:
+    """The console's scoped reads of one bridge's ledger."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+
+    def _tenant(self, principal: str) -> TenantLedger:
+        if principal not in self.bridge.principals:
+            raise PermissionError(f"principal {principal!r} is not served by this console")
+        return self.bridge._ledger.for_principal(principal)
+
+    async def snapshot(self, principal: str, run_ref: str) -> tuple[RunSnapshot, Timeline]:
+        """The run as recorded now and its timeline (``NotFound`` for another's or none)."""
+        snapshot = await self.bridge._runner(load_snapshot, self._tenant(principal), run_ref)
+        return snapshot, build_timeline(snapshot)
+
+    async def verdicts(self, principal: str, snapshot: RunSnapshot) -> dict[str, str]:
+        """The final admission verdicts given on the run's calls of unknown outcome."""
+        tenant = self._tenant(principal)
+        found: dict[str, str] = {}
+        for call in snapshot.dispatches:
+            if call.state is DispatchState.UNKNOWN:
+                verdict = await self.bridge._runner(tenant.admission_of, call.ref)
+                if verdict is not None and verdict.is_final:
+                    found[call.ref] = verdict.value
+        return found
+
+    async def unresolved_calls(self, principal: str) -> list[DispatchView]:
+        """The principal's calls of unknown outcome with no final verdict yet, oldest first."""
+        tenant = self._tenant(principal)
+        return await self.bridge._runner(_unresolved, tenant)
+
+    async def redactor(self, principal: str) -> Redactor:
+        """Replaces the raw ids of the principal's open tasks (what the inbox is about)."""
+        tenant = self._tenant(principal)
+        return Redactor(await self.bridge._runner(tenant.list_tasks, open_only=True))
+
+    async def runs(self, principal: str, query: RunsQuery) -> tuple[list[RunRow], int]:
+        """The runs matching ``query`` among the most recently updated, and how many were
+        looked at."""
+        return await self.bridge._runner(_matching_runs, self._tenant(principal), query)
+
+
+def _unresolved(tenant: TenantLedger) -> list[DispatchView]:
+    calls = tenant.list_dispatches(states=[DispatchState.UNKNOWN])
+    open_calls = []
+    for call in calls:
+        verdict = tenant.admission_of(call.ref)
+        if verdict is None or not verdict.is_final:
+            open_calls.append(call)
+    return sorted(open_calls, key=lambda c: c.updated_at_ms)
+
+
+def _matching_runs(tenant: TenantLedger, query: RunsQuery) -> tuple[list[RunRow], int]:
+    runs = tenant.list_runs(limit=RUNS_SCANNED, open_only=query.status == "open")
+    pending = {v.task_ref for v in tenant.pending_input_requests()}
+    needle = query.text.strip().lower()
+    rows = []
+    for run in runs:
+        status = run.status.value if run.status is not None else "pending"
+        if query.status not in ("any", "open") and status != query.status:
+            continue
+        tasks = tenant.list_tasks(run_ref=run.ref)
+        if needle:
+            haystack = [run.ref, run.response_id, run.session_id, run.uhp_server, run.harness_id]
+            haystack += [t.ref for t in tasks] + [t.tool_name for t in tasks]
+            haystack += [t.server_label for t in tasks]
+            if not any(needle in (value or "").lower() for value in haystack):
+                continue
+        rows.append(
+            RunRow(
+                run=run,
+                tasks=len(tasks),
+                open_tasks=sum(1 for t in tasks if t.is_open),
+                attention=sum(1 for t in tasks if t.ref in pending),
+            )
+        )
+    return rows, len(runs)

@@ -1,0 +1,102 @@
+"""One public door: the modules a user may import are listed here, everything else is private
+(a leading underscore on the module or a package above it), public names carry their public
+``__module__``, and no guide, example or example harness imports a private path."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PUBLIC_MODULES = {
+    "bridge",
+    "bridge.events",
+    "bridge.uhp",
+    "bridge.uhp.serving",
+    "bridge.testing",
+    "bridge.testing.__main__",
+    "bridge.testing.server",
+    "bridge.testing.langgraph",
+    "bridge.testing.pydantic_ai",
+    "bridge.integrations",
+    "bridge.integrations.pydantic_ai",
+    "bridge.integrations.openai_agents",
+    "bridge.integrations.langgraph",
+    "bridge.cli",
+    "bridge.cli.__main__",
+    "bridge.console",
+    "bridge.console.__main__",
+    "bridge.gateway",
+    "bridge.gateway.__main__",
+}
+DOORS = ("bridge", "bridge.uhp", "bridge.uhp.serving")
+PRIVATE_IMPORT = re.compile(
+    r"^\s*(?:from\s+(bridge(?:\.\w+)*)\s+import\s+(.*)|import\s+(bridge(?:\.\w+)*))", re.M
+)
+
+
+def _modules() -> set[str]:
+    names = set()
+    for path in (ROOT / "bridge").rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names.add(".".join(parts))
+    return names
+
+
+def _is_private(module: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in module.split("."))
+
+
+def test_every_public_module_is_listed() -> None:
+    public = {m for m in _modules() if not _is_private(m)}
+    assert sorted(public - PUBLIC_MODULES) == [], "a new public module: make it private or list it"
+    assert sorted(PUBLIC_MODULES - public) == [], "listed as public but not in the tree"
+
+
+def _private_imports(text: str) -> list[str]:
+    found = []
+    for match in PRIVATE_IMPORT.finditer(text):
+        module = match.group(1) or match.group(3)
+        names = match.group(2) or ""
+        if _is_private(module) or re.search(r"(^|[\s(,])_[a-z]\w*", names):
+            found.append(match.group(0).strip())
+    return found
+
+
+def _user_facing_files() -> list[Path]:
+    files = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "docs").rglob("*.py")]
+    files += list((ROOT / "harness_examples").rglob("*.py"))
+    return sorted(files)
+
+
+@pytest.mark.parametrize("path", _user_facing_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_docs_and_examples_import_only_public_paths(path: Path) -> None:
+    assert _private_imports(path.read_text(encoding="utf-8")) == []
+
+
+def test_the_private_import_check_finds_one() -> None:
+    assert _private_imports("from bridge._ledger.store import Ledger\n")
+    assert _private_imports("import bridge.uhp._client\n")
+    assert _private_imports("from bridge.uhp import _client\n")
+    assert not _private_imports("from bridge import Bridge, Ledger\nimport bridge.uhp\n")
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_public_names_carry_their_public_module(door: str) -> None:
+    module = importlib.import_module(door)
+    wrong = []
+    for name in module.__all__:
+        value = getattr(module, name)
+        if not (inspect.isclass(value) or inspect.isfunction(value)):
+            continue
+        where = value.__module__
+        if where.startswith("bridge.") and _is_private(where):
+            wrong.append(f"{name}: {where}")
+    assert wrong == []
