@@ -22,7 +22,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from bridge import events as ev
-from bridge._errors import NotFound
+from bridge._errors import InputAlreadyAnswered, NotFound, UnknownInputKey
 from bridge._ids import is_call_ref
 from bridge._ledger.agent_states import AgentStateView
 from bridge._ledger.reads.views import RunView, TaskView
@@ -170,7 +170,7 @@ class Run:
             await self.task(task_ref)
         return await reads.wait_for(self._services, self.principal, task_refs, timeout)
 
-    async def cancel(self, task_ref: str) -> bool:
+    async def cancel_task(self, task_ref: str) -> bool:
         """Ask the server to cancel a task of this run (``tasks/cancel``, recorded first as the
         host's intent). True when the server acknowledged it; False when the task had already
         ended or the request was refused or could not be sent (then resent before the next
@@ -186,8 +186,26 @@ class Run:
     # -- input requests ------------------------------------------------------------------------
     async def pending_inputs(self) -> list[InputRequest]:
         """This run's unanswered input requests (its tasks', then its calls' before any task),
-        oldest first: answer each with ``accept`` / ``decline`` / ``cancel`` / ``respond``."""
+        oldest first: answer each with ``accept`` / ``decline`` / ``dismiss`` / ``respond``."""
         return await reads.pending_inputs(self._services, self.principal, self.ref)
+
+    async def pending_input(self, owner_ref: str, input_ref: str) -> InputRequest:
+        """The typed request ``input_ref`` of a task (``tk_…``) or call (MRTR: ``op_…``) of this
+        run, still waiting for an answer. ``NotFound``: not this run's task or call;
+        ``UnknownInputKey``: never asked; ``InputAlreadyAnswered``: answered (or declined)."""
+        db, tenant = self._services.db, self._tenant
+        if is_call_ref(owner_ref):
+            await self._owned_call(owner_ref)
+            asked = [v.ref for v in await db(tenant.call_inputs, owner_ref)]
+        else:
+            await self.task(owner_ref)
+            asked = [v.ref for v in await db(tenant.input_requests, owner_ref)]
+        if input_ref not in asked:
+            raise UnknownInputKey(f"{owner_ref} never asked for input {input_ref}")
+        for request in await self.pending_inputs():
+            if request.input_ref == input_ref and owner_ref in (request.task_ref, request.op_ref):
+                return request
+        raise InputAlreadyAnswered(f"input request {input_ref} is not waiting for an answer")
 
     def input_request(self, event: ev.InputRequiredEvent) -> InputRequest:
         """The typed request an input-required event of this run announces."""
@@ -195,11 +213,14 @@ class Run:
             raise NotFound("input request", event.input_ref)
         return reads.input_request(self._services, self.principal, event)
 
-    async def answer(self, owner_ref: str, input_ref: str, response: Any) -> AnswerReceipt:
-        """Send a raw answer (the method's own result shape, unchecked) to an input request of
-        this run: of a task (``owner_ref``: its ``tk_…``) or of a call waiting for input before
-        any task (MRTR: its ``op_…``). Prefer the typed request's ``accept`` / ``decline`` /
-        ``cancel``. Recorded first, once per request (``UnknownInputKey`` /
+    async def answer_unchecked(
+        self, owner_ref: str, input_ref: str, response: Any
+    ) -> AnswerReceipt:
+        """UNCHECKED: send ``response`` as is (no schema check) to an input request of this
+        run: of a task (``owner_ref``: its ``tk_…``) or of a call waiting for input before any
+        task (MRTR: its ``op_…``). For a proxy passing on a client's answer (the gateway); a
+        harness answers through the typed request's ``accept`` / ``decline`` / ``dismiss`` /
+        ``respond``, which check first. Recorded first, once per request (``UnknownInputKey`` /
         ``InputAlreadyAnswered`` otherwise), then sent; the receipt says whether it was
         delivered, queued for redelivery, or found the task lost."""
         if is_call_ref(owner_ref):

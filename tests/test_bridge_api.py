@@ -21,7 +21,7 @@ from bridge import (
     Bridge,
     BridgeSettings,
     InputRequest,
-    InvalidInputAnswer,
+    InvalidAnswer,
     LostReason,
     McpServerConfig,
     NoToolResult,
@@ -119,9 +119,12 @@ async def test_accept_validates_then_answers(bridge: Bridge) -> None:
     assert request.requested_schema["required"] == ["approve"]
 
     types_before = [e.type for e in await _events(bridge, run_ref)]
-    for bad in ({"approve": "yes"}, {}, None):
-        with pytest.raises(InvalidInputAnswer):
+    for bad in ({"approve": "yes"}, {}, None, {"approve": True, "colour": "red"}):
+        with pytest.raises(InvalidAnswer):
             await request.accept(bad)
+    with pytest.raises(InvalidAnswer) as raw:  # an elicitation has one checked path
+        await request.respond({"action": "accept", "content": {"approve": "yes"}})
+    assert "accept(), decline() or dismiss()" in raw.value.detail
     # Nothing recorded or sent: still pending, no answer event, the task still waits.
     assert [e.type for e in await _events(bridge, run_ref)] == types_before
     [still] = await bridge.pending_inputs(P, run_ref)
@@ -139,12 +142,12 @@ async def test_accept_validates_then_answers(bridge: Bridge) -> None:
     assert await bridge.pending_inputs(P, run_ref) == []
 
 
-@pytest.mark.parametrize("action", ["decline", "cancel"])
-async def test_decline_and_cancel_answer_without_content(bridge: Bridge, action: str) -> None:
+@pytest.mark.parametrize("action", ["decline", "dismiss"])
+async def test_decline_and_dismiss_answer_without_content(bridge: Bridge, action: str) -> None:
     run_ref = await _run(bridge)
     key = f"pay-{uuid.uuid4().hex[:8]}"
     step, request = await _approval(bridge, run_ref, key)
-    receipt = await (request.decline() if action == "decline" else request.cancel())
+    receipt = await (request.decline() if action == "decline" else request.dismiss())
     assert receipt.delivered
     [done] = await bridge.run(P, run_ref).wait_for([step.task.ref], timeout=15)
     assert done.status is TaskStatus.COMPLETED
@@ -153,7 +156,7 @@ async def test_decline_and_cancel_answer_without_content(bridge: Bridge, action:
         "payments", "payment_count", {"payment_key": key}
     )
     assert count.text() == "0"
-    with pytest.raises(InvalidInputAnswer):  # answered once: the helpers refuse nothing new,
+    with pytest.raises(InvalidAnswer):  # answered once: the helpers refuse nothing new,
         await request.accept({"approve": "no"})  # a bad answer is still refused first
 
 

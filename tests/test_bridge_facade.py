@@ -88,7 +88,7 @@ async def test_wait_deadline_is_a_recoverable_failure_not_a_result(
     task = wall_ledger.for_principal(P).get_task(step.task.ref)
     assert task.is_open and task.result is None  # still watched, nothing invented
     assert "step.recoverable_failure" in _types(wall_ledger, run_ref)
-    await (await bridge.run_of(P, step.task.ref)).cancel(step.task.ref)
+    await (await bridge.run_of(P, step.task.ref)).cancel_task(step.task.ref)
 
 
 async def test_detach_continues_and_delivers_the_result_later(
@@ -116,7 +116,7 @@ async def test_ask_waits_for_the_hosts_answer(bridge: Bridge, wall_ledger: Ledge
             if isinstance(event, ev.TaskInputRequired):
                 await anyio.sleep(2.0)  # a human takes a while: not counted against the wait
                 answer = {"action": "accept", "content": {"approve": True}}
-                await (await bridge.run_of(P, event.task_ref)).answer(
+                await (await bridge.run_of(P, event.task_ref)).answer_unchecked(
                     event.task_ref, event.input_ref, answer
                 )
                 return
@@ -278,9 +278,8 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
         assert [r.ref for r in report.pending_inputs] == [asked.ref]  # same input_ref
         assert report.served_runs_open == [run_ref]
         answer = {"action": "accept", "content": {"approve": True}}
-        assert (
-            await (await second.run_of(P, step.task.ref)).answer(step.task.ref, asked.ref, answer)
-        ).delivered
+        run = await second.run_of(P, step.task.ref)
+        assert (await run.answer_unchecked(step.task.ref, asked.ref, answer)).delivered
         tenant = second._ledger.for_principal(P)
         await wait_closed(tenant, step.task.ref)
         assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED

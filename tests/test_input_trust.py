@@ -231,7 +231,7 @@ async def test_an_undeclared_kind_is_declined_once(
         )
         assert await bridge.pending_inputs(P, run_ref) == []
         with pytest.raises(InputAlreadyAnswered):
-            await (await bridge.run_of(P, model_ref)).answer(
+            await (await bridge.run_of(P, model_ref)).answer_unchecked(
                 model_ref, model_declined.input_ref, {"x": 1}
             )
         task = await (await bridge.run_of(P, model_ref)).task(model_ref)

@@ -245,7 +245,7 @@ async def test_cancel_is_sent_once_and_observed(ts_server: TsTasksServer, tmp_pa
         run = await served(bridge)
         step = await run.call_tool("ts", "wait_for_cancel", {}, wait=DETACH)
         assert isinstance(step, TaskPending)
-        assert await run.cancel(step.task.ref)
+        assert await run.cancel_task(step.task.ref)
         (done,) = await run.wait_for([step.task.ref], timeout=DEADLINE_S)
         assert done.status is TaskStatus.CANCELLED
         stats = await server_stats(run)

@@ -21,7 +21,7 @@ from sqlalchemy import select
 from bridge import Bridge, BridgeSettings, events as ev
 from bridge._errors import (
     InputAlreadyAnswered,
-    InvalidInputAnswer,
+    InvalidAnswer,
     InvalidTaskResponse,
     NotFound,
     NoToolResult,
@@ -134,7 +134,7 @@ async def test_accept_retries_with_answers_and_state_once(
     assert intruder.pending_call_inputs() == [] and intruder.calls_ready_to_retry() == []
     with pytest.raises(NotFound):  # another tenant's call is not there to answer
         await bridge._requester.answer_input("intruder", pending.op_ref, "approval", {})
-    with pytest.raises(InvalidInputAnswer):  # checked against the schema: nothing recorded
+    with pytest.raises(InvalidAnswer):  # checked against the schema: nothing recorded
         await pending.inputs[0].accept({"approve": "yes"})
     receipt = await pending.inputs[0].accept(YES)
     assert receipt.delivery is AnswerDelivery.RETRIED and receipt.delivered
@@ -149,7 +149,7 @@ async def test_accept_retries_with_answers_and_state_once(
     with pytest.raises(InputAlreadyAnswered):
         await pending.inputs[0].accept(YES)
     with pytest.raises(InputAlreadyAnswered):  # by the server's key too
-        await (await bridge.run_of(P, pending.op_ref)).answer(
+        await (await bridge.run_of(P, pending.op_ref)).answer_unchecked(
             pending.op_ref, "approval", {"action": "accept"}
         )
     again = await bridge.run(P, run.ref).call_tool(

@@ -14,7 +14,7 @@ from bridge import (
     AnswerRefused,
     Bridge,
     BridgeSettings,
-    InvalidInputAnswer,
+    InvalidAnswer,
     McpServerConfig,
     OuterStatus,
     TaskPending,
@@ -67,10 +67,10 @@ async def main() -> None:
                 print(request.method, request.message, request.requested_schema)
                 try:
                     await request.accept({"approve": "yes please"})  # not a boolean
-                except InvalidInputAnswer as refused:  # checked first: nothing was recorded
+                except InvalidAnswer as refused:  # checked first: nothing was recorded
                     print("refused:", refused.detail)
                 try:
-                    receipt = await request.accept({"approve": True})  # or .decline() / .cancel()
+                    receipt = await request.accept({"approve": True})  # or .decline() / .dismiss()
                     print("answer", receipt.delivery.value)  # delivered | queued | task_lost
                 except AnswerRefused as refused:  # the server said no: not delivered, not resent
                     print("answer refused:", refused.reason)
@@ -101,7 +101,7 @@ async def main() -> None:
             wait=WaitMode.DETACH,
         )
         assert isinstance(first, TaskPending) and isinstance(second, TaskPending)
-        await run.cancel(first.task.ref)  # intent recorded; an ack is no stop
+        await run.cancel_task(first.task.ref)  # intent recorded; an ack is no stop
         await run.detach(second.task.ref)  # keeps running, no longer watched
         [cancelled] = await run.wait_for([first.task.ref], timeout=30)
         print("first:", cancelled.status.value)  # what the server says it did

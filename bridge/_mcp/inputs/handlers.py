@@ -42,7 +42,7 @@ import mcp_types
 import pydantic
 
 from bridge import events as ev
-from bridge._errors import BridgeError, InvalidInputAnswer
+from bridge._errors import BridgeError, InvalidAnswer
 from bridge._ledger.runner import LedgerRunner
 from bridge._mcp.wire.input_capabilities import InputCapabilities
 from bridge._outcomes import ELICITATION, SAMPLING, InputRequest
@@ -313,11 +313,11 @@ async def _answer_with(kind: InputKind, handler: Any, request: InputRequest, ser
         elif isinstance(answer, Decline):
             await request.decline()
         elif isinstance(answer, Cancel):
-            await request.cancel()
+            await request.dismiss()
         else:
             detail = f"expected Accept, Decline or Cancel, got {type(answer).__name__}"
             raise _HandlerFailed("invalid_answer", detail)
-    except InvalidInputAnswer as exc:  # raised before anything is recorded
+    except InvalidAnswer as exc:  # raised before anything is recorded
         raise _HandlerFailed("invalid_answer", exc.detail) from None
 
 
