@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     )
     from bridge._ledger.reads.views import (
         CallInputView as CallInputView,
-        DispatchView as DispatchView,
+        CallView as CallView,
         InputRequestView as InputRequestView,
         RunView as RunView,
         TaskView as TaskView,
@@ -76,13 +76,12 @@ if TYPE_CHECKING:
     )
     from bridge._mcp.calls.admission import (
         AdmissionChecks as AdmissionChecks,
-        OperationView as OperationView,
     )
     from bridge._mcp.inputs.handlers import (
         HOST as HOST,
         Accept as Accept,
-        Cancel as Cancel,
         Decline as Decline,
+        Dismiss as Dismiss,
         FormElicitation as FormElicitation,
         InputHandlers as InputHandlers,
         InputHandling as InputHandling,
@@ -128,7 +127,6 @@ if TYPE_CHECKING:
         RecoveryReport as RecoveryReport,
     )
     from bridge._runtime.step_results import (
-        OperationRecord as OperationRecord,
         RecoverableFailure as RecoverableFailure,
         TaskPending as TaskPending,
         TaskSettled as TaskSettled,
@@ -150,7 +148,6 @@ _EXPORTS: dict[str, str] = {
     "UhpServerConfig": "bridge._settings",
     "BridgeSettings": "bridge._settings",
     "Run": "bridge._run",
-    "OperationRecord": "bridge._runtime.step_results",
     "RecoverableFailure": "bridge._runtime.step_results",
     "TaskPending": "bridge._runtime.step_results",
     "TaskSettled": "bridge._runtime.step_results",
@@ -165,7 +162,7 @@ _EXPORTS: dict[str, str] = {
     "UnknownOutcome": "bridge._outcomes",
     "InputRequest": "bridge._outcomes",
     "Accept": "bridge._mcp.inputs.handlers",
-    "Cancel": "bridge._mcp.inputs.handlers",
+    "Dismiss": "bridge._mcp.inputs.handlers",
     "Decline": "bridge._mcp.inputs.handlers",
     "FormElicitation": "bridge._mcp.inputs.handlers",
     "HOST": "bridge._mcp.inputs.handlers",
@@ -178,7 +175,7 @@ _EXPORTS: dict[str, str] = {
     "RecoveryReport": "bridge._runtime.recovery_report",
     "CallInputView": "bridge._ledger.reads.views",
     "AgentStateView": "bridge._ledger.agent_states",
-    "DispatchView": "bridge._ledger.reads.views",
+    "CallView": "bridge._ledger.reads.views",
     "InputRequestView": "bridge._ledger.reads.views",
     "RunView": "bridge._ledger.reads.views",
     "TaskView": "bridge._ledger.reads.views",
@@ -186,7 +183,6 @@ _EXPORTS: dict[str, str] = {
     "LostReason": "bridge._lifecycle",
     "Admission": "bridge._lifecycle",
     "AdmissionChecks": "bridge._mcp.calls.admission",
-    "OperationView": "bridge._mcp.calls.admission",
     "OuterStatus": "bridge._lifecycle",
     "TaskStatus": "bridge._lifecycle",
     "OnOuterCancel": "bridge._policies",

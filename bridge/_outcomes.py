@@ -11,7 +11,8 @@ that answer it.
 
 An :class:`InputRequest` comes from a ``task.input_required`` event, or a
 ``call.input_required`` event (a server that asked before creating any task: MRTR), through
-``Bridge.input_request(principal, event)``, or from ``Bridge.pending_inputs(principal)``.
+``Run.input_request(event)``, or from ``Run.pending_inputs()`` (``Bridge.pending_inputs``:
+every run's).
 For an elicitation (``elicitation/create``) ``accept(content)`` / ``decline()`` / ``dismiss()``
 send the MCP ``ElicitResult`` shape::
 
@@ -239,7 +240,7 @@ class InputPending(CallOutcome):
     ``input_required`` and one ``call.input_required`` event per input was written. Answer
     every input (``inputs[i].accept(...)``): the call is then sent
     again with the answers and the server's state, and the last answer's receipt carries
-    what that leg returned. Still listed by ``Bridge.pending_inputs`` after a restart."""
+    what that leg returned. Still listed by ``Run.pending_inputs`` after a restart."""
 
     kind: ClassVar[OutcomeKind] = OutcomeKind.INPUT_REQUIRED
     op_ref: str

@@ -17,6 +17,7 @@ A task, input or call named to a handle must belong to its run: anything else is
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -25,7 +26,7 @@ from bridge import events as ev
 from bridge._errors import InputAlreadyAnswered, NotFound, UnknownInputKey
 from bridge._ids import is_call_ref
 from bridge._ledger.agent_states import AgentStateView
-from bridge._ledger.reads.views import RunView, TaskView
+from bridge._ledger.reads.views import CallView, RunView, TaskView
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import Admission, OuterStatus
 from bridge._outcomes import AnswerReceipt, CallOutcome, InputPending, InputRequest, TaskHandle
@@ -33,7 +34,6 @@ from bridge._policies import WaitMode
 from bridge._runtime import reads
 from bridge._runtime.reads import BridgeServices
 from bridge._runtime.step_results import (
-    OperationRecord,
     RecoverableFailure,
     TaskPending,
     TaskSettled,
@@ -129,9 +129,10 @@ class Run:
             services.waker(), services.db, tenant, outcome.op_ref, task, deadline, ask
         )
 
-    async def operation(self, operation_id: str) -> OperationRecord | None:
-        """What the call with this operation id recorded in this run (None: nothing). Reading
-        it sends nothing; calling :meth:`call_tool` again with the id replays it."""
+    async def operation(self, operation_id: str) -> CallView | None:
+        """The call with this operation id in this run, with its task if it became one (None:
+        no such call). Reading it sends nothing; calling :meth:`call_tool` again with the id
+        replays it."""
         db = self._services.db
         dispatch = await db(self._tenant.find_dispatch, operation_id)
         if dispatch is None or dispatch.run_ref != self.ref:
@@ -139,7 +140,7 @@ class Run:
         task = None
         if dispatch.task_ref is not None:
             task = await db(self._tenant.get_task, dispatch.task_ref)
-        return OperationRecord(dispatch, task)
+        return replace(dispatch, task=task)
 
     async def resolve_unknown_outcome(self, op_ref: str, admission: Admission) -> None:
         """Say whether a call of this run whose outcome is unknown was admitted by its server

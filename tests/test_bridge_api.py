@@ -86,7 +86,9 @@ async def _approval(bridge: Bridge, run_ref: str, key: str) -> tuple[TaskPending
         "payments", "approve_payment", args, wait=WaitMode.DETACH
     )
     assert isinstance(step, TaskPending)
-    [request] = await wait_until(lambda: bridge.pending_inputs(P, run_ref), what="approval asked")
+    [request] = await wait_until(
+        lambda: bridge.run(P, run_ref).pending_inputs(), what="approval asked"
+    )
     return step, request
 
 
@@ -127,7 +129,7 @@ async def test_accept_validates_then_answers(bridge: Bridge) -> None:
     assert "accept(), decline() or dismiss()" in raw.value.detail
     # Nothing recorded or sent: still pending, no answer event, the task still waits.
     assert [e.type for e in await _events(bridge, run_ref)] == types_before
-    [still] = await bridge.pending_inputs(P, run_ref)
+    [still] = await bridge.run(P, run_ref).pending_inputs()
     assert still.input_ref == request.input_ref
     task = await (await bridge.run_of(P, step.task.ref)).task(step.task.ref)
     assert task.status is TaskStatus.INPUT_REQUIRED
@@ -139,7 +141,7 @@ async def test_accept_validates_then_answers(bridge: Bridge) -> None:
     assert settled.text() == f"approved {key}"
     result = settled.to_call_tool_result()
     assert isinstance(result, mcp_types.CallToolResult) and not result.is_error
-    assert await bridge.pending_inputs(P, run_ref) == []
+    assert await bridge.run(P, run_ref).pending_inputs() == []
 
 
 @pytest.mark.parametrize("action", ["decline", "dismiss"])
@@ -164,7 +166,7 @@ async def test_input_request_from_the_event(bridge: Bridge) -> None:
     run_ref = await _run(bridge)
     _, pending = await _approval(bridge, run_ref, f"pay-{uuid.uuid4().hex[:8]}")
     [event] = [e for e in await _events(bridge, run_ref) if isinstance(e, ev.TaskInputRequired)]
-    request = bridge.input_request(P, event)
+    request = bridge.run(P, event.run_ref).input_request(event)
     assert (request.input_ref, request.method) == (pending.input_ref, pending.method)
     assert request.requested_schema == pending.requested_schema
 

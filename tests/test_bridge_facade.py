@@ -19,6 +19,7 @@ from bridge import (
     OuterStatus,
     Policies,
     RecoverableFailure,
+    Run,
     TaskPending,
     TaskSettled,
     TaskStatus,
@@ -294,6 +295,10 @@ def uhp_server() -> Iterator[ServerProcess]:
         yield server
 
 
+async def _last_sequence(run: Run) -> bool:
+    return ((await run.view()).last_sequence or 0) >= 5
+
+
 async def test_remote_outer_run_is_reconciled_and_resumed_after_restart(
     tmp_path: Path, uhp_server: ServerProcess, tasks_server: ServerProcess
 ) -> None:
@@ -308,21 +313,25 @@ async def test_remote_outer_run_is_reconciled_and_resumed_after_restart(
         "scheduler": FAST,
     }
     async with Bridge.open(BridgeSettings(ledger_url=db, **options)) as first:
-        follower = await first.start_remote_run(
-            P, "remote", "words=30 delay_ms=30", harness_id="chrn_test"
-        )
-        async with follower:
-            async for event in follower:
-                if event.sequence_number == 5:
-                    break  # this process stops following (and then goes away)
-        run_ref = follower.run_ref
+        run = await first.start_remote_run(
+            P, "remote", "words=150 delay_ms=30", harness_id="chrn_test"
+        )  # followed in the background
+        run_ref = run.ref
+        await wait_until(lambda: _last_sequence(run), timeout=30, what="five events")
+    # this process went away mid-stream: where it stopped is what was recorded
+    ledger = Ledger.open(db)
+    try:
+        stopped_at = ledger.for_principal(P).get_run(run_ref).last_sequence
+    finally:
+        ledger.close()
+    assert stopped_at is not None and stopped_at >= 5
     async with Bridge.open(BridgeSettings(ledger_url=db, **options)) as second:
         assert second.last_recovery is not None
         assert second.last_recovery.remote_runs_resumed == 1
         tenant = second._ledger.for_principal(P)
         await wait_until(lambda: tenant.get_run(run_ref).status is OuterStatus.COMPLETED)
         resumed = [e for e in tenant.events(run_ref) if isinstance(e, ev.OuterResumed)]
-        assert resumed and resumed[0].after_sequence == 5
+        assert resumed and resumed[0].after_sequence == stopped_at
 
 
 @pytest.mark.postgres

@@ -63,7 +63,7 @@ async def main() -> None:
         async for event in run.subscribe(after_seq=last_seen):
             last_seen = event.seq  # store it with your run: resume from it after a restart
             if isinstance(event, ev.TaskInputRequired):
-                request = bridge.input_request("acme", event)
+                request = run.input_request(event)
                 print(request.method, request.message, request.requested_schema)
                 try:
                     await request.accept({"approve": "yes please"})  # not a boolean

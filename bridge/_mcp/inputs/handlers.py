@@ -81,11 +81,11 @@ class Decline:
 
 
 @dataclass(frozen=True, slots=True)
-class Cancel:
+class Dismiss:
     """The user dismissed the request without choosing."""
 
 
-ElicitAnswer = Accept | Decline | Cancel
+ElicitAnswer = Accept | Decline | Dismiss
 
 
 # -- what a handler receives -------------------------------------------------------------------
@@ -312,10 +312,10 @@ async def _answer_with(kind: InputKind, handler: Any, request: InputRequest, ser
             await request.accept(answer.content)
         elif isinstance(answer, Decline):
             await request.decline()
-        elif isinstance(answer, Cancel):
+        elif isinstance(answer, Dismiss):
             await request.dismiss()
         else:
-            detail = f"expected Accept, Decline or Cancel, got {type(answer).__name__}"
+            detail = f"expected Accept, Decline or Dismiss, got {type(answer).__name__}"
             raise _HandlerFailed("invalid_answer", detail)
     except InvalidAnswer as exc:  # raised before anything is recorded
         raise _HandlerFailed("invalid_answer", exc.detail) from None

@@ -151,7 +151,9 @@ class _BridgedCall:
         return asked_input(base, asking[0], note) if asking else None
 
     async def _pending(self, run_ref: str, mine: Any) -> list[InputRequest]:
-        return [r for r in await self.bridge.pending_inputs(self.principal, run_ref) if mine(r)]
+        return [
+            r for r in await self.bridge.run(self.principal, run_ref).pending_inputs() if mine(r)
+        ]
 
     async def _take(self, resumed: object, run_ref: str) -> str | None:
         """Apply a resume value that answers an input still pending; a note when refused."""
