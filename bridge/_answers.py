@@ -5,7 +5,7 @@ An elicitation is answered with ``{"action": "accept", "content": {...}}``, ``{"
 person typed: ``KEY=VALUE`` texts (CLI ``--accept``, console forms) coerced to the types of the
 request's ``requestedSchema``, or JSON content; either way the content is then checked against
 the whole schema with jsonschema (a field the schema does not name is refused, as
-``--accept`` refuses it). A bad answer raises :class:`~bridge.InvalidAnswer`
+``--accept`` refuses it). A bad answer raises :class:`~bridge.errors.InvalidAnswer`
 naming every problem, one per field; nothing is recorded or sent. The console and the CLI both
 answer through this one path.
 """
@@ -162,7 +162,7 @@ def build_answer(
     """The elicitation answer for ``action``, checked. ``accept`` takes ``texts`` (coerced to
     the schema's types) or ``content`` (JSON, used as is), checked against ``schema``; a
     request with no schema (URL mode) takes neither. ``decline``/``cancel`` take nothing.
-    Raises :class:`~bridge.InvalidAnswer` naming every problem."""
+    Raises :class:`~bridge.errors.InvalidAnswer` naming every problem."""
     if action not in ACTIONS:
         raise InvalidAnswer(input_ref, [f"action: choose one of {', '.join(ACTIONS)}"])
     given = bool(texts) or content is not None

@@ -1,7 +1,7 @@
 """Typed errors raised by the bridge. Messages never include raw task ids or credentials.
 
 Catch :class:`BridgeError` for everything the bridge raises on purpose. The tree (the UHP
-errors live in :mod:`bridge.uhp._errors`; every name is exported by :mod:`bridge`)::
+errors live in :mod:`bridge.uhp._errors`; every name is exported by :mod:`bridge.errors`)::
 
     BridgeError
     ├── LedgerError                  a ledger write was refused; nothing was written

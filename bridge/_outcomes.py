@@ -19,7 +19,7 @@ send the MCP ``ElicitResult`` shape::
     {"action": "accept", "content": {...}}   {"action": "decline"}   {"action": "cancel"}
 
 ``accept`` checks ``content`` against the request's ``requestedSchema`` first: a bad answer
-raises :class:`~bridge.InvalidAnswer` and nothing is recorded or sent. Other methods
+raises :class:`~bridge.errors.InvalidAnswer` and nothing is recorded or sent. Other methods
 (``sampling/createMessage``) take the method's own result through ``respond``.
 """
 
@@ -74,7 +74,7 @@ class InputRequest:
         """Accept, with JSON ``content`` or ``KEY=VALUE`` ``texts`` (coerced to the schema's
         types, as the CLI and console take them), checked against :attr:`requested_schema`
         (unknown fields included) by :func:`bridge._answers.build_answer`: a bad answer raises
-        :class:`~bridge.InvalidAnswer` naming every problem, and nothing is recorded or sent.
+        :class:`~bridge.errors.InvalidAnswer` naming every problem, and nothing is recorded or sent.
         A URL-mode elicitation has no schema and takes no content."""
         return await self._elicit("accept", texts=texts, content=content)
 

@@ -11,7 +11,7 @@ of a task or call reference). A handle holds nothing of its own beyond the two n
 cheap to make, and works while the bridge that made it is open.
 
 A task, input or call named to a handle must belong to its run: anything else is
-:class:`~bridge.NotFound`, as another principal's records are.
+:class:`~bridge.errors.NotFound`, as another principal's records are.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ class Run:
     async def wait_for(self, task_refs: Sequence[str], timeout: float) -> list[TaskView]:
         """Until every task is settled — terminal, or lost (lost counts as final) — then their
         views in the order asked. Woken by commits on this run, this process's or another's
-        (no polling). Raises :class:`~bridge.WaitTimedOut` after ``timeout`` seconds;
+        (no polling). Raises :class:`~bridge.errors.WaitTimedOut` after ``timeout`` seconds;
         the tasks go on being watched."""
         for task_ref in task_refs:
             await self.task(task_ref)
@@ -260,8 +260,8 @@ class Run:
         a serialised run state) as ``name`` beside this run; returns the new version.
 
         ``expected_version`` is the version you loaded (``0`` when there was none): if another
-        writer saved since, :class:`~bridge.InvalidTransition` is raised and nothing is
-        written. States over 4 MiB (:class:`~bridge.AgentStateTooLarge`) or carrying a
+        writer saved since, :class:`~bridge.errors.InvalidTransition` is raised and nothing is
+        written. States over 4 MiB (:class:`~bridge.errors.AgentStateTooLarge`) or carrying a
         credential-named field are refused: the ledger never stores bearer tokens.
         """
         save = self._tenant.save_agent_state

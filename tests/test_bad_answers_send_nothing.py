@@ -17,8 +17,9 @@ import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
-from bridge import Bridge, BridgeSettings, InvalidAnswer, McpServerConfig, TaskPending, WaitMode
+from bridge import Bridge, BridgeSettings, McpServerConfig, TaskPending, WaitMode
 from bridge.cli._app import app
+from bridge.errors import InvalidAnswer
 from tests.support.bridging import FAST, event_types, served_run, wait_until
 from tests.support.console import base_url, console_process
 from tests.support.example_servers import PAYMENTS_MODULE

@@ -21,19 +21,16 @@ from bridge import (
     Bridge,
     BridgeSettings,
     InputRequest,
-    InvalidAnswer,
     LostReason,
     McpServerConfig,
-    NoToolResult,
     OutcomeKind,
-    ServerConnectFailed,
     TaskPending,
     TaskSettled,
     TaskStatus,
     WaitMode,
-    WaitTimedOut,
     events as ev,
 )
+from bridge.errors import InvalidAnswer, NoToolResult, ServerConnectFailed, WaitTimedOut
 from tests.support.bridging import FAST, served_run, wait_until
 from tests.support.example_servers import example_servers as running_example_servers
 from tests.support.processes import ServerProcess

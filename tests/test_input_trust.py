@@ -23,7 +23,6 @@ from bridge import (
     Decline,
     FormElicitation,
     InlineResult,
-    InputAlreadyAnswered,
     InputHandlers,
     InputPolicy,
     McpServerConfig,
@@ -36,6 +35,7 @@ from bridge import (
     WaitMode,
     events as ev,
 )
+from bridge.errors import InputAlreadyAnswered
 from tests.support.bridging import FAST, wait_until
 from tests.support.processes import ServerProcess
 

@@ -11,17 +11,15 @@ import secrets
 import anyio
 
 from bridge import (
-    AnswerRefused,
     Bridge,
     BridgeSettings,
-    InvalidAnswer,
     McpServerConfig,
     OuterStatus,
     TaskPending,
     WaitMode,
-    WaitTimedOut,
     events as ev,
 )
+from bridge.errors import AnswerRefused, InvalidAnswer, WaitTimedOut
 # --8<-- [end:imports]
 
 servers = [

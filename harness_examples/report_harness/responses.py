@@ -8,11 +8,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bridge import (
-    AnswerReceipt,
+from bridge import AnswerReceipt, InputRequest
+from bridge.errors import (
     AnswerRefused,
     InputAlreadyAnswered,
-    InputRequest,
     InvalidAnswer,
     McpSideError,
     NotFound,
