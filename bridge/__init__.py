@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from bridge._ledger.coordination.replica import (
         ReplicaConfig as ReplicaConfig,
     )
+    from bridge._ledger.reader import (
+        LedgerReader as LedgerReader,
+    )
     from bridge._ledger.reads.views import (
         CallInputView as CallInputView,
         CallView as CallView,
@@ -169,6 +172,7 @@ _EXPORTS: dict[str, str] = {
     "PushConfig": "bridge._mcp.polling.push",
     "FollowConfig": "bridge.uhp._client_config",
     "Ledger": "bridge._ledger.store",
+    "LedgerReader": "bridge._ledger.reader",
     "ReplicaConfig": "bridge._ledger.coordination.replica",
     "setup_tracing": "bridge._telemetry.spans",
 }

@@ -22,6 +22,7 @@ from bridge import (
     BridgeSettings,
     InlineResult,
     InputRequest,
+    LedgerReader,
     LostReason,
     McpServerConfig,
     OutcomeKind,
@@ -32,7 +33,13 @@ from bridge import (
     WaitMode,
     events as ev,
 )
-from bridge.errors import InvalidAnswer, NoToolResult, ServerConnectFailed, WaitTimedOut
+from bridge.errors import (
+    InvalidAnswer,
+    NotFound,
+    NoToolResult,
+    ServerConnectFailed,
+    WaitTimedOut,
+)
 from tests.support.bridging import FAST, served_run, wait_until
 from tests.support.example_servers import example_servers as running_example_servers
 from tests.support.processes import ServerProcess
@@ -287,3 +294,37 @@ async def test_a_loop_over_a_run_ends_when_the_run_waits_on_nothing(bridge: Brid
     with anyio.fail_after(30):
         types = [event.type async for event in inline_only.subscribe(until_idle=True)]
     assert types[-1] == "call.result"
+
+
+async def test_a_ledger_reader_reads_a_gone_bridges_records_and_changes_nothing(
+    tmp_path: Path, example_servers: dict[str, ServerProcess]
+) -> None:
+    db = tmp_path / "gone.db"
+    settings = BridgeSettings(
+        ledger_url=db,
+        principals=[P, "globex"],
+        mcp_servers=_configs(example_servers, "examples"),
+        credentials={"examples": TOKEN}.get,
+        scheduler=FAST,
+    )
+    async with Bridge.open(settings) as bridge:
+        run_ref = await _run(bridge)
+        step, asked = await _approval(bridge, run_ref, f"pay-{uuid.uuid4().hex[:8]}")
+    # The bridge is gone with its task open and its question unanswered.
+    with LedgerReader.open(db, P) as reader:
+        assert run_ref in [r.ref for r in reader.runs(open_only=True)]
+        assert reader.run(run_ref).ref == run_ref
+        [call] = reader.calls(run_ref)
+        assert (call.op_ref, call.task_ref) == (step.op_ref, step.task.ref)
+        [task] = reader.tasks(run_ref, open_only=True)
+        assert task.ref == step.task.ref
+        assert [i.ref for i in reader.pending_inputs()] == [asked.input_ref]
+        events = reader.events(run_ref)
+        assert "task.input_required" in [e.type for e in events]
+    with LedgerReader.open(db, "globex") as other:  # scoped to its principal
+        assert other.runs() == [] and other.pending_inputs() == []
+        with pytest.raises(NotFound):
+            other.run(run_ref)
+    with LedgerReader.open(db, P) as again:  # reading recovered, polled and wrote nothing
+        assert again.events(run_ref) == events
+        assert again.tasks(run_ref) == [task]
