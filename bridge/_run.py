@@ -29,7 +29,7 @@ from bridge._ledger.agent_states import AgentStateView
 from bridge._ledger.reads.views import CallView, RunView, TaskView
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import Admission, DispatchState, OuterStatus
-from bridge._outcomes import AnswerReceipt, CallOutcome, InputPending, InputRequest, TaskHandle
+from bridge._outcomes import CallOutcome, InputPending, InputRequest, TaskHandle
 from bridge._policies import WaitMode
 from bridge._runtime import reads
 from bridge._runtime.reads import BridgeServices
@@ -220,23 +220,6 @@ class Run:
         if event.run_ref != self.ref:
             raise NotFound("input request", event.input_ref)
         return reads.input_request(self._services, self.principal, event)
-
-    async def answer_unchecked(
-        self, owner_ref: str, input_ref: str, response: Any
-    ) -> AnswerReceipt:
-        """UNCHECKED: send ``response`` as is (no schema check) to an input request of this
-        run: of a task (``owner_ref``: its ``tk_…``) or of a call waiting for input before any
-        task (MRTR: its ``op_…``). For a proxy passing on a client's answer (the gateway); a
-        harness answers through the typed request's ``accept`` / ``decline`` / ``dismiss`` /
-        ``respond``, which check first. Recorded first, once per request (``UnknownInputKey`` /
-        ``InputAlreadyAnswered`` otherwise), then sent; the receipt says whether it was
-        delivered, queued for redelivery, or found the task lost."""
-        if is_call_ref(owner_ref):
-            await self._owned_call(owner_ref)
-        else:
-            await self.task(owner_ref)
-        requester = self._services.requester
-        return await requester.answer_input(self.principal, owner_ref, input_ref, response)
 
     # -- events --------------------------------------------------------------------------------
     async def subscribe(

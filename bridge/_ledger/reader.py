@@ -5,7 +5,6 @@ poll and send. It has no write method; it opens the ledger without migrating it.
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 
 from bridge import events as ev
 from bridge._ledger.reads.views import CallInputView, CallView, InputRequestView, RunView, TaskView
@@ -41,12 +40,7 @@ class LedgerReader:
     def __enter__(self) -> LedgerReader:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def runs(self, *, open_only: bool = False, limit: int = 50) -> list[RunView]:
