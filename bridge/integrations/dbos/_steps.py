@@ -9,8 +9,9 @@ call) and a poll asks the server again.
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any
+from typing import Any, cast
 
 from dbos import DBOS
 
@@ -92,7 +93,9 @@ async def _observed(
     last = (await run.view()).event_count
     answered: list[str] = []
     if after_seq is not None and last > after_seq:
-        async with aclosing(run.subscribe(after_seq=after_seq)) as events:
+        # Run.subscribe is an async generator (typed as an iterator): closed here, not by GC.
+        reading = cast(AsyncGenerator[ev.BridgeEvent, None], run.subscribe(after_seq=after_seq))
+        async with aclosing(reading) as events:
             async for event in events:
                 if isinstance(event, ev.TaskInputAnswered) and event.task_ref == task_ref:
                     answered.append(event.input_ref)
