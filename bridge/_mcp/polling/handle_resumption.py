@@ -21,7 +21,7 @@ from bridge._ledger.coordination.replica import ReplicaLeases
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import DispatchState, TaskStatus
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.polling.watches import Watch
 
@@ -151,8 +151,9 @@ class HandleResumption:
         if not task.is_open:
             return task
         watch = Watch(principal, task)
-        digests = await self._db(tenant.input_digests, [task_ref])
-        watch.input_digests.update(digests.get(task_ref, {}))
-        undelivered = await self._db(tenant.undelivered_answers)
-        watch.undelivered_answers = any(answer.task_ref == task_ref for answer in undelivered)
+        if task.status is TaskStatus.INPUT_REQUIRED:  # only then can inputs or answers wait
+            digests = await self._db(tenant.input_digests, [task_ref])
+            watch.input_digests.update(digests.get(task_ref, {}))
+            undelivered = await self._db(tenant.undelivered_answers)
+            watch.undelivered_answers = any(a.task_ref == task_ref for a in undelivered)
         return await scheduler.poll_once(principal, task, watch)

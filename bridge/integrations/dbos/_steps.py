@@ -70,40 +70,51 @@ async def send(run_ref: str, server: str, tool: str, arguments: dict[str, Any]) 
     sent: dict[str, Any] = {"operation_id": op_id, "op_ref": outcome.op_ref, "task": None}
     if isinstance(outcome, TaskPending | TaskSettled | TaskHandle):
         task = await run.poll(outcome.task.ref)  # out of the scheduler: the workflow polls it
-        sent["task"] = await _observed(run, task.ref, task.status, task.is_open, after_seq=None)
+        asking = task.status is TaskStatus.INPUT_REQUIRED
+        sent["task"] = await _observed(
+            run, task.ref, task.status, task.is_open, after_seq=0, asking=asking
+        )
         sent["task"]["poll_interval_ms"] = task.poll_interval_ms
     return sent
 
 
 @DBOS.step(name="bridge.poll")
-async def poll(run_ref: str, task_ref: str, after_seq: int) -> dict[str, Any]:
+async def poll(run_ref: str, task_ref: str, after_seq: int, asking: bool) -> dict[str, Any]:
     """One ``tasks/get`` of the task, recorded; with the input requests it waits on and the
-    answers recorded since ``after_seq`` (each reaches the workflow in one step's output)."""
+    answers recorded since ``after_seq`` (each reaches the workflow in one step's output).
+    ``asking``: the last poll saw it ``input_required`` (answers are read only around that)."""
     run = attached().run(run_ref)
     task = await run.poll(task_ref)
-    observed = await _observed(run, task_ref, task.status, task.is_open, after_seq=after_seq)
+    asking = asking or task.status is TaskStatus.INPUT_REQUIRED
+    observed = await _observed(
+        run, task_ref, task.status, task.is_open, after_seq=after_seq, asking=asking
+    )
     observed["poll_interval_ms"] = task.poll_interval_ms
     return observed
 
 
 async def _observed(
-    run: Run, task_ref: str, status: TaskStatus, is_open: bool, *, after_seq: int | None
+    run: Run, task_ref: str, status: TaskStatus, is_open: bool, *, after_seq: int, asking: bool
 ) -> dict[str, Any]:
-    """The task's status and inputs as the ledger has them, and the run's event cursor."""
-    last = (await run.view()).event_count
+    """The task's status and inputs as the ledger has them. ``asking`` (the task is or just
+    was ``input_required``): the answers recorded on the run after ``after_seq``, and the
+    cursor moved past them; otherwise nothing more is read."""
     answered: list[str] = []
-    if after_seq is not None and last > after_seq:
-        # Run.subscribe is an async generator (typed as an iterator): closed here, not by GC.
-        reading = cast(AsyncGenerator[ev.BridgeEvent, None], run.subscribe(after_seq=after_seq))
-        async with aclosing(reading) as events:
-            async for event in events:
-                if isinstance(event, ev.TaskInputAnswered) and event.task_ref == task_ref:
-                    answered.append(event.input_ref)
-                if event.seq >= last:
-                    break
     waiting: list[str] = []
-    if is_open and status is TaskStatus.INPUT_REQUIRED:
-        waiting = [r.input_ref for r in await run.pending_inputs() if r.task_ref == task_ref]
+    last = after_seq
+    if asking:
+        last = (await run.view()).event_count
+        if last > after_seq:
+            # Run.subscribe is an async generator (typed as an iterator): closed here.
+            reading = cast(AsyncGenerator[ev.BridgeEvent, None], run.subscribe(after_seq=after_seq))
+            async with aclosing(reading) as events:
+                async for event in events:
+                    if isinstance(event, ev.TaskInputAnswered) and event.task_ref == task_ref:
+                        answered.append(event.input_ref)
+                    if event.seq >= last:
+                        break
+        if is_open and status is TaskStatus.INPUT_REQUIRED:
+            waiting = [r.input_ref for r in await run.pending_inputs() if r.task_ref == task_ref]
     return {
         "task_ref": task_ref,
         "status": status.value,

@@ -16,7 +16,7 @@ from typing import Any
 from dbos import DBOS
 
 from bridge._errors import BridgeError
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import DispatchState, TaskStatus
 from bridge._outcomes import CallOutcome, InlineResult, RejectedCall, UnknownOutcome
 from bridge._runtime.step_results import TaskSettled
 from bridge.integrations.dbos import _steps
@@ -58,7 +58,8 @@ async def call_tool(
     observed = sent["task"]
     while observed is not None and observed["open"]:
         await DBOS.sleep_async(_delay_s(observed["poll_interval_ms"]))
-        observed = await _steps.poll(run_ref, observed["task_ref"], observed["after_seq"])
+        asking = observed["status"] == TaskStatus.INPUT_REQUIRED.value
+        observed = await _steps.poll(run_ref, observed["task_ref"], observed["after_seq"], asking)
     return await _settled(run_ref, sent["operation_id"])
 
 
