@@ -51,7 +51,8 @@ _session: Any = None  # the plain step's SDK session (steps take plain arguments
 # Instrumentation (bench only): when each workflow's durable sleep is due to end, and how
 # late its poll step starts after that.
 _due_s: dict[str, float] = {}
-_polls: list[tuple[float, float]] = []  # (when the poll step started, its lateness in ms)
+# (when a poll step started, its lateness in ms, how long the step took in ms)
+_polls: list[tuple[float, float, float]] = []
 _sent: list[float] = []  # when each send step returned (the handle recorded)
 _sleep = DBOS.sleep_async
 _poll = _steps.poll
@@ -66,10 +67,11 @@ async def _timed_sleep(seconds: float) -> None:
 
 async def _timed_poll(*args: Any) -> Any:
     due = _due_s.pop(DBOS.workflow_id or "", None)
+    now = time.time()
+    polled = await _poll(*args)
     if due is not None:
-        now = time.time()
-        _polls.append((now, (now - due) * 1000))
-    return await _poll(*args)
+        _polls.append((now, (now - due) * 1000, (time.time() - now) * 1000))
+    return polled
 
 
 async def _timed_send(*args: Any) -> Any:
@@ -204,7 +206,8 @@ async def many_open(
     await anyio.sleep(window_s)
     cpu = time.process_time() - cpu0
     ended = time.time()
-    in_window = [late for at, late in _polls if at >= steady]
+    in_window = [late for at, late, _ in _polls if at >= steady]
+    took = [ms for at, _, ms in _polls if at >= steady]
     for workflow_id in ids:  # the tasks outlive the run: stop their workflows
         await DBOS.cancel_workflow_async(workflow_id)
     measured = ended - steady
@@ -229,6 +232,10 @@ async def many_open(
     report.add(
         f"| lateness p50 / p99 / max | {percentile(lateness, 50):.0f} ms / "
         f"{percentile(lateness, 99):.0f} ms / {max(lateness, default=0):.0f} ms |"
+    )
+    report.add(
+        f"| poll step duration p50 / p99 | {percentile(took, 50):.0f} ms / "
+        f"{percentile(took, 99):.0f} ms |"
     )
     report.add(f"| process CPU | {cpu / measured:.2f} of one core |")
     report.add("")
@@ -284,10 +291,21 @@ def _server(scratch: Path, name: str, poll_ms: int) -> ServerProcess:
 
 
 async def main_async(args: argparse.Namespace, scratch: Path) -> Report:
-    global _session
     report = Report("python -m bench.dbos_workflows" + (" --quick" if args.quick else ""))
     report.add(f"Machine: {machine()}. {provenance(REPO)}")
     report.add("")
+    if not args.skip_calls:
+        await _calls(args, scratch, report)
+    with _server(scratch, "many", args.interval_ms) as server, _postgres() as pg:
+        ledger, sysdb = pg or (str(scratch / "ledger-2.db"), f"sqlite:///{scratch / 'sys-2.db'}")
+        where = "PostgreSQL 15 (throwaway; both databases)" if pg else "SQLite (no PostgreSQL)"
+        async with _worker(ledger, sysdb, server.url):
+            await many_open(args.handles, args.interval_ms, args.window_s, where, report)
+    return report
+
+
+async def _calls(args: argparse.Namespace, scratch: Path, report: Report) -> None:
+    global _session
     with _server(scratch, "one", POLL_MS) as server:
         sysdb = f"sqlite:///{scratch / 'dbos-system.db'}"
         async with (
@@ -300,12 +318,6 @@ async def main_async(args: argparse.Namespace, scratch: Path) -> Report:
         ):
             _session = client.session
             await one_by_one(args.calls, TASK_S, report)
-    with _server(scratch, "many", args.interval_ms) as server, _postgres() as pg:
-        ledger, sysdb = pg or (str(scratch / "ledger-2.db"), f"sqlite:///{scratch / 'sys-2.db'}")
-        where = "PostgreSQL 15 (throwaway; both databases)" if pg else "SQLite (no PostgreSQL)"
-        async with _worker(ledger, sysdb, server.url):
-            await many_open(args.handles, args.interval_ms, args.window_s, where, report)
-    return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -315,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--handles", type=int, default=None)
     parser.add_argument("--interval-ms", type=int, default=None)
     parser.add_argument("--window-s", type=float, default=None)
+    parser.add_argument("--skip-calls", action="store_true", help="only the open handles")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     args.calls = args.calls or (3 if args.quick else 20)
