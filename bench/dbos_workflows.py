@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS, DBOSConfig, SetWorkflowID
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -153,7 +153,9 @@ async def one_by_one(calls: int, seconds: float, report: Report) -> None:
             if n >= 2:
                 walls[name].append(wall)
                 cpus[name].append(cpu)
-    report.add(f"## DBOS workflows: 1. a task call, bridged vs a plain DBOS step ({calls} each)")
+    report.add(
+        f"## 13. DBOS: a task call in a workflow, bridged vs a plain DBOS step ({calls} each)"
+    )
     report.add("")
     report.add(
         f"Each workflow makes one `work` call: a task of {seconds:.2f} s on "
@@ -214,7 +216,7 @@ async def many_open(
     polls = len(in_window)
     lateness = in_window
     demand = handles / (interval_ms / 1000)
-    report.add(f"## DBOS workflows: 2. {handles} open handles in concurrent workflows")
+    report.add(f"## 14. DBOS: {handles} open handles in concurrent workflows")
     report.add("")
     report.add(
         f"{handles} workflows started at once ({spread_s:.1f} s to start them; every handle "
@@ -263,8 +265,11 @@ def _postgres() -> Iterator[tuple[str, str] | None]:
 
 
 @asynccontextmanager
-async def _worker(ledger: str, sysdb: str, url: str) -> AsyncIterator[None]:
-    """This process as a DBOS worker with an attached bridge."""
+async def _worker(
+    ledger: str, sysdb: str, url: str, *, sysdb_pool: int | None = None
+) -> AsyncIterator[None]:
+    """This process as a DBOS worker with an attached bridge (``sysdb_pool``: DBOS's system
+    database pool, 20 connections by default)."""
     settings = BridgeSettings(
         ledger_url=ledger,
         principals=[PRINCIPAL],
@@ -274,7 +279,10 @@ async def _worker(ledger: str, sysdb: str, url: str) -> AsyncIterator[None]:
     )
     async with Bridge.open(settings) as bridge:
         attach(bridge, PRINCIPAL)
-        DBOS(config={"name": "bench-dbos", "system_database_url": sysdb})
+        config: DBOSConfig = {"name": "bench-dbos", "system_database_url": sysdb}
+        if sysdb_pool is not None:
+            config["sys_db_pool_size"] = sysdb_pool
+        DBOS(config=config)
         DBOS.launch()
         try:
             yield
@@ -290,18 +298,40 @@ def _server(scratch: Path, name: str, poll_ms: int) -> ServerProcess:
     )
 
 
+async def bench_dbos(quick: bool, report: Report) -> None:
+    """Sections 13-14 of ``python -m bench.run`` (its sizes: :func:`sizes`)."""
+    args = sizes(
+        argparse.Namespace(
+            quick=quick,
+            skip_calls=False,
+            calls=None,
+            handles=None,
+            interval_ms=None,
+            window_s=None,
+            sysdb_pool=None,
+        )
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        await _sections(args, Path(scratch), report)
+
+
 async def main_async(args: argparse.Namespace, scratch: Path) -> Report:
     report = Report("python -m bench.dbos_workflows" + (" --quick" if args.quick else ""))
     report.add(f"Machine: {machine()}. {provenance(REPO)}")
     report.add("")
+    await _sections(args, scratch, report)
+    return report
+
+
+async def _sections(args: argparse.Namespace, scratch: Path, report: Report) -> None:
     if not args.skip_calls:
         await _calls(args, scratch, report)
     with _server(scratch, "many", args.interval_ms) as server, _postgres() as pg:
         ledger, sysdb = pg or (str(scratch / "ledger-2.db"), f"sqlite:///{scratch / 'sys-2.db'}")
         where = "PostgreSQL 15 (throwaway; both databases)" if pg else "SQLite (no PostgreSQL)"
-        async with _worker(ledger, sysdb, server.url):
+        where += f"; DBOS's system database pool: {args.sysdb_pool} connections"
+        async with _worker(ledger, sysdb, server.url, sysdb_pool=args.sysdb_pool):
             await many_open(args.handles, args.interval_ms, args.window_s, where, report)
-    return report
 
 
 async def _calls(args: argparse.Namespace, scratch: Path, report: Report) -> None:
@@ -320,6 +350,18 @@ async def _calls(args: argparse.Namespace, scratch: Path, report: Report) -> Non
             await one_by_one(args.calls, TASK_S, report)
 
 
+def sizes(args: argparse.Namespace) -> argparse.Namespace:
+    """The sizes not given: small with ``quick``. The open handles' interval keeps their
+    demand within what one worker process polls on these 2-core machines (see the report)."""
+    args.calls = args.calls or (3 if args.quick else 20)
+    args.handles = args.handles or (20 if args.quick else 1000)
+    args.interval_ms = args.interval_ms or (500 if args.quick else 15_000)
+    args.window_s = args.window_s or (3.0 if args.quick else 45.0)
+    # DBOS's default pool (20) queues a thousand workflows' checkpoints; 64 keeps up here.
+    args.sysdb_pool = args.sysdb_pool or (20 if args.quick else 64)
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
@@ -327,13 +369,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--handles", type=int, default=None)
     parser.add_argument("--interval-ms", type=int, default=None)
     parser.add_argument("--window-s", type=float, default=None)
+    parser.add_argument("--sysdb-pool", type=int, default=None, help="DBOS sys_db_pool_size")
     parser.add_argument("--skip-calls", action="store_true", help="only the open handles")
     parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args(argv)
-    args.calls = args.calls or (3 if args.quick else 20)
-    args.handles = args.handles or (20 if args.quick else 1000)
-    args.interval_ms = args.interval_ms or (500 if args.quick else 5000)
-    args.window_s = args.window_s or (3.0 if args.quick else 40.0)
+    args = sizes(parser.parse_args(argv))
     with tempfile.TemporaryDirectory() as scratch:
         report = anyio.run(main_async, args, Path(scratch))
     if args.out is not None:
