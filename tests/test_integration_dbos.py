@@ -1,13 +1,15 @@
 """bridge.integrations.dbos against real parts: DBOS 3.4 workers as real processes (a SQLite
 and a PostgreSQL system database, the ledger beside it), the real Tasks server
 (tests/servers/tasks_server.py, FastMCP + fastmcp-tasks) counting its side effects, workers
-SIGKILLed mid-task and mid-send, the server restarted, and an input request answered with the
-real ``bridge answer`` CLI while the workflow waits."""
+SIGKILLed mid-task and mid-send, the server restarted, and an input request answered by an
+operator (the real ``bridge answer`` CLI, the real ``bridge console`` over HTTP) while the
+workflow waits."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -17,11 +19,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from dbos import DBOSClient
 
-from bridge import DispatchState, Ledger, LostReason, TaskStatus
+from bridge import DispatchState, InputRequestView, Ledger, LostReason, TaskStatus
 from bridge.integrations.dbos import attach
+from tests.support.console import base_url, console_process
 from tests.support.postgres import fresh_database
 from tests.support.processes import REPO_ROOT, ServerProcess
 
@@ -238,29 +242,64 @@ def test_mcp_server_restart_is_a_lost_result_never_a_success(
     assert "effect k-restart" not in effects(server)
 
 
-def test_input_required_answered_with_the_cli_reaches_the_waiting_workflow_once(
-    backend: Backend, server: ServerProcess, tmp_path: Path
+def _answer_with_the_cli(
+    backend: Backend, server: ServerProcess, tmp_path: Path, request: InputRequestView
+) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": [{"name": "tasks", "url": server.url}]}))
+    cli = [sys.executable, "-m", "bridge.cli", "--db", backend.ledger, "--principal", P]
+    answer = [*cli, "answer", request.task_ref, request.ref, "--accept", "approve=true"]
+    done = subprocess.run(
+        [*answer, "--mcp-config", str(config)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "delivered" in done.stdout, done.stdout
+
+
+def _answer_in_the_console(
+    backend: Backend, server: ServerProcess, tmp_path: Path, request: InputRequestView
+) -> None:
+    token = "dbos-console-token-0123456789"
+    with (
+        console_process(
+            tmp_path, backend.ledger, {P: token}, mcp_servers={"tasks": server.url}
+        ) as console,
+        httpx.Client(base_url=base_url(console), timeout=30) as http,
+    ):
+        assert http.post("/login", data={"token": token}).status_code == 303
+        inbox = http.get("/inbox")
+        assert request.ref in inbox.text  # the attention item, with its form
+        csrf = re.search(r'name="csrf-token" content="([^"]+)"', inbox.text)
+        assert csrf is not None
+        with backend.ledger_open() as ledger:
+            run_ref = ledger.for_principal(P).get_task(request.task_ref).run_ref
+        path = f"/runs/{run_ref}/inputs/{request.task_ref}/{request.ref}/answer"
+        form = {"csrf": csrf.group(1), "action": "accept", "f.approve": "true"}
+        answered = http.post(path, data=form)
+        assert answered.status_code == 303, answered.text
+        assert "answered" in answered.headers["location"], answered.headers["location"]
+
+
+@pytest.mark.parametrize("answer", [_answer_with_the_cli, _answer_in_the_console])
+def test_input_required_answered_by_an_operator_reaches_the_waiting_workflow_once(
+    backend: Backend,
+    server: ServerProcess,
+    tmp_path: Path,
+    answer: Callable[[Backend, ServerProcess, Path, InputRequestView], None],
 ) -> None:
     w = worker(backend, server, tmp_path)
     args = '{"amount": 120, "payment_key": "pay-1"}'
     proc = w.spawn("--start", "approve_payment", args)
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": [{"name": "tasks", "url": server.url}]}))
     try:
         with backend.ledger_open() as ledger:
             tenant = ledger.for_principal(P)
             (request,) = wait_for(tenant.pending_input_requests, "the input request")
-        cli = [sys.executable, "-m", "bridge.cli", "--db", backend.ledger, "--principal", P]
-        answer = [*cli, "answer", request.task_ref, request.ref, "--accept", "approve=true"]
-        done = subprocess.run(
-            [*answer, "--mcp-config", str(config)],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "NO_COLOR": "1"},
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+        answer(backend, server, tmp_path, request)
         assert proc.wait(timeout=WORKER_DEADLINE_S) == 0, w.logs()
     finally:
         proc.kill()
