@@ -10,6 +10,7 @@ import anyio
 
 from bridge._errors import LedgerUnavailable
 from bridge._ledger.commit.group_commit import GroupCommit, StagedCommit
+from bridge._ledger.commit.latency import timed_commit
 from bridge._ledger.coordination.availability import (
     WRITE_LOCK_WAIT_S,
     WriteLockBusy,
@@ -64,9 +65,10 @@ class LedgerRunner:
         worker thread; a group that gathers a turn batches inline too (only the writes not yet
         committed are committed once a held lock is free).
         """
-        if self.inline and not group.gathers_turn:
-            return await self(group.commit_alone, staged)
-        return await group.commit(staged, self)  # a batch's commit runs as any call of ours
+        with timed_commit("call_path"):
+            if self.inline and not group.gathers_turn:
+                return await self(group.commit_alone, staged)
+            return await group.commit(staged, self)  # a batch's commit runs as any call of ours
 
     async def when_lock_free(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run the inline call ``fn`` again once the write lock is free (it just failed busy:
