@@ -46,9 +46,9 @@ def _types(ledger: Ledger, run_ref: str) -> Sequence[str]:
     return [e.type for e in ledger.for_principal("acme").events(run_ref)]
 
 
-async def test_each_attention_item_is_pushed_signed_with_its_stable_id(tmp_path: Path) -> None:
+async def test_each_attention_item_is_pushed_signed_with_its_stable_id(db_url: str) -> None:
     with receiving(SECRET) as receiver:
-        async with _bridge(tmp_path / "ledger.db", receiver) as bridge:
+        async with _bridge(db_url, receiver) as bridge:
             tenant = bridge._ledger.for_principal("acme")
             expected = one_of_each_kind(tenant)
             await receiver.until(lambda _r: tenant.webhook_outbox_figures().delivered == 4)
@@ -66,8 +66,8 @@ async def test_each_attention_item_is_pushed_signed_with_its_stable_id(tmp_path:
     assert (figures.pending, figures.delivered, figures.undeliverable) == (0, 4, 0)
 
 
-async def test_the_outbox_row_commits_with_its_event_or_not_at_all(tmp_path: Path) -> None:
-    ledger = Ledger.open(tmp_path / "ledger.db")
+async def test_the_outbox_row_commits_with_its_event_or_not_at_all(db_url: str) -> None:
+    ledger = Ledger.open(db_url)
     try:
         tenant = ledger.for_principal("acme")
         run = new_run(tenant)
@@ -161,8 +161,8 @@ async def test_a_secret_reference_that_resolves_to_nothing_is_an_error_not_a_sil
     assert "'missing' resolved to nothing" in detail
 
 
-def test_one_deliverer_holds_the_lease_per_ledger(tmp_path: Path) -> None:
-    ledger = Ledger.open(tmp_path / "ledger.db")
+def test_one_deliverer_holds_the_lease_per_ledger(db_url: str) -> None:
+    ledger = Ledger.open(db_url)
     try:
         registry = ReplicaRegistry(ledger)
         a = registry.register("a", 60_000)
