@@ -8,6 +8,7 @@ from common import TOKEN, absent, bridged_call, done, missing_extra, settings
 
 absent("typer", "rich", "opentelemetry.sdk", "psycopg", "uvloop", "httptools")
 absent("pydantic_ai", "agents", "langgraph", "fastmcp", "harness_examples")
+absent("standardwebhooks", "prometheus_client")
 
 
 async def main() -> None:
@@ -34,5 +35,10 @@ missing_extra("pydantic-ai", lambda: importlib.import_module("bridge.testing.pyd
 missing_extra("openai-agents", lambda: importlib.import_module("bridge.integrations.openai_agents"))
 missing_extra(
     "postgres", lambda: importlib.import_module("bridge._ledger.store").Ledger.open("postgresql://x/y")
+)
+missing_extra("webhooks", lambda: importlib.import_module("bridge._runtime.webhook_message"))
+missing_extra(
+    "metrics",
+    lambda: importlib.import_module("bridge._telemetry.prometheus").serve_prometheus("127.0.0.1", 0),
 )
 done("core")

@@ -55,6 +55,8 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: the deliverer reuses its connections
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 receiver._take(self, body)
@@ -62,7 +64,12 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            # The stdlib's backlog of 5 drops the connections of a burst (each then waits for
+            # a SYN retransmit, a second later): a receiver in production listens deeper.
+            request_queue_size = 128
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_port}/hook"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -78,12 +85,10 @@ class Receiver:
             with self._changed:
                 self.rejected += 1
                 self._changed.notify_all()
-            handler.send_response(400)
-            handler.end_headers()
+            _answer(handler, 400)
             return
         if mode == "fail":
-            handler.send_response(503)
-            handler.end_headers()
+            _answer(handler, 503)
             with self._changed:
                 self._changed.notify_all()
             return
@@ -94,8 +99,7 @@ class Receiver:
         with self._changed:
             self.received.append(Received(headers["webhook-id"], body, payload, time.time()))
             self._changed.notify_all()
-        handler.send_response(204)
-        handler.end_headers()
+        _answer(handler, 204)
 
     def set_mode(self, mode: str) -> None:
         with self._changed:
@@ -131,6 +135,12 @@ class Receiver:
         self._release.set()
         self._server.shutdown()
         self._server.server_close()
+
+
+def _answer(handler: BaseHTTPRequestHandler, status: int) -> None:
+    handler.send_response(status)
+    handler.send_header("content-length", "0")
+    handler.end_headers()
 
 
 @contextmanager
