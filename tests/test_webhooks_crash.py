@@ -69,7 +69,7 @@ def test_sigkill_between_commit_and_delivery_loses_nothing(tmp_path: Path) -> No
         finally:
             second.send_signal(signal.SIGKILL)
             second.wait(timeout=DEADLINE_S)
-    assert receiver.rejected == 0
+    assert receiver.rejected == 0, receiver.rejections
     assert receiver.ids() == committed  # every item, and nothing else
     repeats = Counter(r.id for r in receiver.received)
     repeated = {item for item, n in repeats.items() if n > 1}

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 import anyio
 import httpx
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
 from bridge._ledger.coordination.deliverer_lease import hold_deliverer, release_deliverer
 from bridge._ledger.coordination.fencing import Membership
@@ -67,10 +67,10 @@ class WebhookDeliverer:
         self._own: Membership | None = None
         self._own_renewed = 0.0
         self.holds_lease = False  # whether this deliverer held the lease at its last look
+        self._in_flight: set[str] = set()  # ids being delivered now (not started again)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         self._wake = anyio.Event()
-        self._slots = anyio.Semaphore(CONCURRENCY)
         token = anyio.lowlevel.current_token()
         loop_thread = threading.get_ident()
 
@@ -85,16 +85,19 @@ class WebhookDeliverer:
 
         self._ledger.add_outbox_listener(on_outbox)
         try:
-            async with httpx.AsyncClient(follow_redirects=False) as client:
+            async with (
+                httpx.AsyncClient(follow_redirects=False) as client,
+                anyio.create_task_group() as deliveries,
+            ):
                 task_status.started()
                 while True:
-                    self._wake = anyio.Event()
+                    self._wake = anyio.Event()  # before the read: a later commit wakes us
                     member = await self._member()
                     self.holds_lease = member is not None and await self._db(
                         hold_deliverer, self._ledger, member
                     )
-                    full = self.holds_lease and await self._round(client)
-                    if not full:
+                    more = self.holds_lease and await self._start_due(client, deliveries)
+                    if not more:
                         with anyio.move_on_after(self._look_every_s):
                             await self._wake.wait()
         finally:
@@ -127,20 +130,27 @@ class WebhookDeliverer:
             if self._own is not None:
                 await self._db(ReplicaRegistry(self._ledger).retire, self._own)
 
-    async def _round(self, client: httpx.AsyncClient) -> bool:
-        """Deliver what is due for every principal; True if a batch was full (look again)."""
-        full = False
+    async def _start_due(self, client: httpx.AsyncClient, deliveries: TaskGroup) -> bool:
+        """Start delivering what is due for every principal, up to ``CONCURRENCY`` at once,
+        without waiting for deliveries already in flight (a slow endpoint holds up nothing
+        else): True if a batch was full (look again at once). A delivery that ends wakes the
+        loop, so what did not fit is started then."""
+        more = False
         for principal, endpoint in self._endpoints.items():
             tenant = self._ledger.for_principal(principal)
-            items = await self._db(tenant.due_webhooks, BATCH)
-            full = full or len(items) == BATCH
-            async with anyio.create_task_group() as tg:
-                for item in items:
-                    await self._slots.acquire()
-                    tg.start_soon(self._deliver_released, client, endpoint, tenant, item)
-        return full
+            room = CONCURRENCY - len(self._in_flight)
+            if room <= 0:
+                return False
+            limit = min(BATCH, room) + len(self._in_flight)
+            items = await self._db(tenant.due_webhooks, limit)
+            fresh = [item for item in items if item.id not in self._in_flight][:room]
+            more = more or len(items) == limit
+            for item in fresh:
+                self._in_flight.add(item.id)
+                deliveries.start_soon(self._deliver_tracked, client, endpoint, tenant, item)
+        return more
 
-    async def _deliver_released(
+    async def _deliver_tracked(
         self,
         client: httpx.AsyncClient,
         endpoint: WebhookEndpoint,
@@ -149,8 +159,12 @@ class WebhookDeliverer:
     ) -> None:
         try:
             await self.deliver(client, endpoint, tenant, item)
-        finally:
-            self._slots.release()
+        except Exception:  # a bug or a ledger outage: the item stays due, tried at the next look
+            log.exception("delivery of webhook %s failed", item.id)
+            self._in_flight.discard(item.id)
+            return
+        self._in_flight.discard(item.id)
+        self._wake.set()  # a slot is free: start what did not fit
 
     async def deliver(
         self,

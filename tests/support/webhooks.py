@@ -3,7 +3,8 @@ builders of attention items through the ledger's write path.
 
 The receiver is a threaded HTTP server (the stdlib's): it answers each request as its current
 ``mode`` says (``ok``: 204; ``fail``: 503; ``hold``: keeps the request open until released,
-then 204), and records every request it verified. Tests wait on it with deadlines
+then 204), and records every request it verified; a request whose body never fully came (its
+sender was killed) is only counted. Tests wait on it with deadlines
 (:meth:`Receiver.wait_for`), never with bare sleeps.
 """
 
@@ -49,6 +50,8 @@ class Receiver:
         self.mode = "ok"
         self.received: list[Received] = []  # verified requests, in arrival order
         self.rejected = 0  # requests whose signature did not verify
+        self.rejections: list[str] = []  # why
+        self.truncated = 0  # requests whose sender went away before the whole body came
         self.requests = 0
         self._changed = threading.Condition()
         self._release = threading.Event()
@@ -58,7 +61,12 @@ class Receiver:
             protocol_version = "HTTP/1.1"  # keep-alive: the deliverer reuses its connections
 
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                length = int(self.headers.get("content-length", "0"))
+                body = self.rfile.read(length)
+                if len(body) < length:  # the sender died mid-request (a crash test)
+                    with receiver._changed:
+                        receiver.truncated += 1
+                    return
                 receiver._take(self, body)
 
             def log_message(self, format: str, *args: Any) -> None:
@@ -81,9 +89,10 @@ class Receiver:
             mode = self.mode
         try:
             payload = Webhook(self.secret).verify(body, headers)
-        except WebhookVerificationError:
+        except WebhookVerificationError as exc:
             with self._changed:
                 self.rejected += 1
+                self.rejections.append(str(exc))
                 self._changed.notify_all()
             _answer(handler, 400)
             return
