@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,7 @@ def _samples(text: str, name: str) -> dict[frozenset[tuple[str, str]], float]:
 def _known_ledger(db: Path) -> None:
     """acme: one item of each kind (its input request first seen WAITED_MS ago) and two more
     anomalies; globex: one anomaly."""
-    clock = FakeClock(FakeClock().now_ms)
-    import time
-
+    clock = FakeClock()
     clock.now_ms = time.time_ns() // 1_000_000 - WAITED_MS
     ledger = Ledger.open(db, clock=clock)
     try:
@@ -149,3 +148,55 @@ async def test_polls_commits_and_deliveries_are_counted(tmp_path: Path, reader: 
     ]
     assert sum(p.value for p in delivered) >= 1
     assert sum(p.count for p in _points(reader, "bridge.webhook.delivery.latency")) >= 1
+
+
+@pytest.mark.e2e
+def test_the_gateway_pushes_and_reports_its_principals_items(tmp_path: Path) -> None:
+    """A real gateway with ``--metrics`` and a ``webhook`` for alice in its config: alice's items
+    reach a receiver on loopback, signed with the secret its reference names; the scrape shows
+    them delivered."""
+    db = tmp_path / "ledger.db"
+    ledger = Ledger.open(db)
+    try:
+        alice = ledger.for_principal("alice")
+        run = new_run(alice)
+        alice.record_anomaly(run.ref, "malformed_reply", "a")
+        op = alice.begin_dispatch(
+            run.ref, server_endpoint="http://127.0.0.1:9/mcp", tool_name="pay", arguments={}
+        )
+        alice.mark_dispatch_sent(op.ref)
+        alice.mark_dispatch_unknown(op.ref, "connection dropped")
+        expected = {item.id for item in alice.due_webhooks()}
+    finally:
+        ledger.close()
+    secret = new_secret()
+    config = tmp_path / "gateway.json"
+    with receiving(secret) as receiver:
+        hook = {"url": receiver.url, "secret_ref": "alice_hook"}
+        principals = {
+            "alice": {"token_sha256": token_digest("alice-token"), "webhook": hook},
+            "bob": {"token_sha256": token_digest("bob-token")},
+        }
+        config.write_text(json.dumps({"mcpServers": [], "principals": principals}))
+        port_file = tmp_path / "metrics-port"
+        args = ["--config", str(config), "--db", str(db)]
+        args += ["--metrics", "127.0.0.1:0", "--metrics-port-file", str(port_file)]
+        env = {"BRIDGE_CREDENTIAL_ALICE_HOOK": secret}
+        with ServerProcess("bridge.gateway", args=args, env=env):
+            receiver.wait_for(lambda r: r.ids() == expected)
+            url = f"http://127.0.0.1:{int(port_file.read_text())}/metrics"
+
+            def delivered() -> float:
+                page = httpx.get(url, timeout=30).text
+                counted = _samples(page, "bridge_webhook_deliveries_total")
+                return sum(v for k, v in counted.items() if ("outcome", "delivered") in k)
+
+            deadline = time.monotonic() + 30
+            while delivered() < len(expected):
+                assert time.monotonic() < deadline, "the deliveries were not counted"
+                time.sleep(0.1)
+            page = httpx.get(url, timeout=30).text
+    assert receiver.rejected == 0
+    items = _samples(page, "bridge_attention_items")
+    mine = {dict(k)["kind"]: v for k, v in items.items() if ("principal", "alice") in k}
+    assert mine["anomaly"] == 1 and mine["unknown_outcome"] == 1
