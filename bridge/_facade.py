@@ -85,6 +85,7 @@ class Bridge:
         self.last_recovery: RecoveryReport | None = None
         self._replica: ReplicaLeases | None = None
         self._stop_gauges: Callable[[], None] | None = None
+        self._deliverer: Any = None  # the webhook deliverer, with settings.webhooks
         self._outer = OuterRuns(
             ledger,
             self._db,
@@ -142,7 +143,8 @@ class Bridge:
         if self._replica is not None:
             await self._tg.start(self._replica.run)
         if self.settings.webhooks:
-            await self._tg.start(self._webhook_deliverer().run)
+            self._deliverer = self._webhook_deliverer()
+            await self._tg.start(self._deliverer.run)
         self._stop_gauges = LEDGER_GAUGES.add(self._ledger, self.principals)
         return self
 

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from bridge import Bridge, BridgeSettings, WebhookEndpoint, events as ev
+from bridge import Bridge, BridgeSettings, ReplicaConfig, WebhookEndpoint, events as ev
 from bridge._ledger.attention_events import WEBHOOK_UNDELIVERABLE
 from bridge._ledger.coordination.deliverer_lease import hold_deliverer, release_deliverer
 from bridge._ledger.coordination.leases import ReplicaRegistry
 from bridge._ledger.store import Ledger
 from tests.support.builders import new_run
+from tests.support.postgres import fresh_database
 from tests.support.webhooks import Receiver, new_secret, one_of_each_kind, receiving
 
 pytestmark = pytest.mark.anyio
@@ -191,3 +192,37 @@ def test_endpoint_settings_are_checked() -> None:
         BridgeSettings(principals=["acme"], webhooks=[hook, hook])
     assert [hook.retry_delay_ms(n) for n in (1, 2, 3)] == [1_000, 2_000, 4_000]
     assert hook.retry_delay_ms(40) == hook.max_retry_ms
+
+
+@pytest.mark.postgres
+async def test_two_replicas_deliver_each_item_once(postgres_admin_url: str) -> None:
+    """Two bridges in leased mode on one PostgreSQL ledger, both with the endpoint: one holds
+    the deliverer's lease, and each item reaches the receiver once (no crash, no repeat),
+    whichever replica wrote it."""
+    with fresh_database(postgres_admin_url) as url, receiving(SECRET) as receiver:
+        hook = WebhookEndpoint(principal="acme", url=receiver.url, secret_ref="acme-hook")
+
+        def settings(replica: str) -> BridgeSettings:
+            return BridgeSettings(
+                ledger_url=url,
+                principals=["acme"],
+                webhooks=[hook],
+                credentials=_credentials,
+                replica=ReplicaConfig(replica, lease_ms=3_000, claim_every_ms=200),
+            )
+
+        async with Bridge.open(settings("r1")) as first, Bridge.open(settings("r2")) as second:
+            expected: set[str] = set()
+            for bridge in (first, second):  # items written by both replicas
+                tenant = bridge._ledger.for_principal("acme")
+                expected |= set(one_of_each_kind(tenant).values())
+            tenant = first._ledger.for_principal("acme")
+
+            def settled(r: Receiver) -> bool:
+                figures = tenant.webhook_outbox_figures()
+                return expected <= r.ids() and figures.pending == 0
+
+            await receiver.until(settled)  # (the replicas find the tasks' server gone: more)
+            holders = [b._deliverer for b in (first, second)]
+    assert len(receiver.received) == len(receiver.ids())  # each item once
+    assert sorted(h.holds_lease for h in holders if h is not None) == [False, True]

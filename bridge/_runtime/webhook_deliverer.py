@@ -68,6 +68,9 @@ class WebhookDeliverer:
         self._own_renewed = 0.0
         self.holds_lease = False  # whether this deliverer held the lease at its last look
         self._in_flight: set[str] = set()  # ids being delivered now (not started again)
+        # Ids whose delivery ended while a read of due items ran: that read may still have
+        # seen them due (its snapshot predates their settling), so it must not start them.
+        self._ended_during_read: set[str] = set()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         self._wake = anyio.Event()
@@ -142,8 +145,10 @@ class WebhookDeliverer:
             if room <= 0:
                 return False
             limit = min(BATCH, room) + len(self._in_flight)
+            self._ended_during_read = set()
             items = await self._db(tenant.due_webhooks, limit)
-            fresh = [item for item in items if item.id not in self._in_flight][:room]
+            skip = self._in_flight | self._ended_during_read
+            fresh = [item for item in items if item.id not in skip][:room]
             more = more or len(items) == limit
             for item in fresh:
                 self._in_flight.add(item.id)
@@ -164,6 +169,7 @@ class WebhookDeliverer:
             self._in_flight.discard(item.id)
             return
         self._in_flight.discard(item.id)
+        self._ended_during_read.add(item.id)
         self._wake.set()  # a slot is free: start what did not fit
 
     async def deliver(
