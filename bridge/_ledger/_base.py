@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import cache
+from time import perf_counter
 from types import SimpleNamespace
 from typing import Any, TypeVar, cast
 
@@ -49,7 +50,7 @@ from bridge._ledger.commit.driver_sessions import (
     SqliteDriverSession,
 )
 from bridge._ledger.commit.group_commit import GroupCommit
-from bridge._ledger.commit.latency import timed_commit
+from bridge._ledger.commit.latency import record_commit
 from bridge._ledger.coordination.availability import refuse_if_unavailable
 from bridge._ledger.coordination.commit_signals import CommitPublisher
 from bridge._ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
@@ -334,21 +335,25 @@ class LedgerCore:
     @contextmanager
     def _write(self) -> Iterator[Tx]:
         tx = Tx(through=self._driver.cursor_on)
-        with timed_commit("core"), self.engine.begin() as conn:
+        started = perf_counter()
+        with self.engine.begin() as conn:
             tx.conn = conn
             try:
                 yield tx
             finally:
                 tx.close_cursor()
+        record_commit("core", started)
         self._notify_appended(tx)
 
     @contextmanager
     def _driver_write(self) -> Iterator[Tx]:
         """A write transaction of the driver session (precompiled statements only): a short
         transaction there costs a fraction of one opened through Core."""
-        with timed_commit("driver"), self._driver.transaction() as cursor:
+        started = perf_counter()
+        with self._driver.transaction() as cursor:
             tx = Tx(cursor)
             yield tx
+        record_commit("driver", started)
         self._notify_appended(tx)
 
     def _notify_appended(self, tx: Tx) -> None:
