@@ -12,7 +12,8 @@ absent("standardwebhooks", "prometheus_client")
 
 
 async def main() -> None:
-    from bridge import Bridge, ServerCredentialsRejected
+    from bridge import Bridge
+    from bridge.errors import ServerCredentialsRejected
 
     async with Bridge.open(settings(token="not-" + TOKEN)) as bridge:
         try:
