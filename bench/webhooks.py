@@ -100,7 +100,7 @@ async def bench_webhooks(quick: bool, report: Report) -> None:
             arrived = received()
     latencies = [arrived[item] - at for item, at in committed.items()]
     p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
-    report.add(f"## 13. Webhook delivery latency with {runs} active runs")
+    report.add(f"## 15. Webhook delivery latency with {runs} active runs")
     report.add()
     report.add(
         f"{runs} served runs on SQLite (WAL), each with a report task open on "
