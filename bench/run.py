@@ -28,6 +28,8 @@ average then (``bench.common.provenance``): figures from two runs compare only w
 13-14. DBOS workflows (``bench/dbos_workflows.py``): a bridged task call inside a workflow
    against the same MCP work as one plain DBOS step; 1,000 open handles in concurrent
    workflows on PostgreSQL 15: polls/s against demand, lateness.
+15. Webhook delivery latency (``bench/webhooks.py``): from the commit of an attention item to a
+   receiver on loopback, with 200 runs active.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ import anyio
 import httpx
 from httpx_sse import aconnect_sse
 
-from bench import concurrent_calls, dbos_workflows, hundred_k, polls, scale_out, waits
+from bench import concurrent_calls, dbos_workflows, hundred_k, polls, scale_out, waits, webhooks
 from bench.common import Report, machine, median, percentile, provenance, register_open_tasks
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge._ledger.store import Ledger, TenantLedger
@@ -435,6 +437,8 @@ async def main_async(args: argparse.Namespace) -> Report:
         await hundred_k.bench_hundred_k(args.quick, report)
     if "dbos" in only:
         await dbos_workflows.bench_dbos(args.quick, report)
+    if "webhooks" in only:
+        await webhooks.bench_webhooks(args.quick, report)
     return report
 
 
@@ -448,6 +452,7 @@ SECTIONS = (
     "concurrent-calls",
     "hundred-k",
     "dbos",
+    "webhooks",
 )
 
 

@@ -8,6 +8,7 @@ from common import TOKEN, absent, bridged_call, done, missing_extra, settings
 
 absent("typer", "rich", "opentelemetry.sdk", "psycopg", "uvloop", "httptools")
 absent("pydantic_ai", "agents", "langgraph", "dbos", "fastmcp", "harness_examples")
+absent("standardwebhooks", "prometheus_client")
 
 
 async def main() -> None:
@@ -36,5 +37,10 @@ missing_extra("openai-agents", lambda: importlib.import_module("bridge.integrati
 missing_extra("dbos", lambda: importlib.import_module("bridge.integrations.dbos"))
 missing_extra(
     "postgres", lambda: importlib.import_module("bridge._ledger.store").Ledger.open("postgresql://x/y")
+)
+missing_extra("webhooks", lambda: importlib.import_module("bridge._runtime.webhook_message"))
+missing_extra(
+    "metrics",
+    lambda: importlib.import_module("bridge._telemetry.prometheus").serve_prometheus("127.0.0.1", 0),
 )
 done("core")
