@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         ReplicaConfig as ReplicaConfig,
     )
     from bridge._ledger.reads.views import (
+        AttentionItem as AttentionItem,
         CallInputView as CallInputView,
         DispatchView as DispatchView,
         InputRequestView as InputRequestView,
@@ -177,6 +178,7 @@ _EXPORTS: dict[str, str] = {
     "OnStuckInput": "bridge._policies",
     "UnansweredInput": "bridge._policies",
     "RecoveryReport": "bridge._runtime.recovery_report",
+    "AttentionItem": "bridge._ledger.reads.views",
     "CallInputView": "bridge._ledger.reads.views",
     "AgentStateView": "bridge._ledger.agent_states",
     "DispatchView": "bridge._ledger.reads.views",

@@ -141,12 +141,29 @@ class Run:
             task = await db(self._tenant.get_task, dispatch.task_ref)
         return OperationRecord(dispatch, task)
 
-    async def resolve_unknown_outcome(self, op_ref: str, admission: Admission) -> None:
+    async def resolve_unknown_outcome(
+        self, op_ref: str, admission: Admission, *, by: str = "host"
+    ) -> None:
         """Say whether a call of this run whose outcome is unknown was admitted by its server
-        (recorded once, ``call.admission_checked`` by ``host``; see
-        :mod:`bridge._mcp.calls.admission`)."""
+        (recorded once, ``call.admission_checked`` by ``host``, naming ``by``: who gave the
+        verdict; see :mod:`bridge._mcp.calls.admission`)."""
         await self._owned_call(op_ref)
-        await self._services.requester.resolve_unknown_outcome(self.principal, op_ref, admission)
+        requester = self._services.requester
+        await requester.resolve_unknown_outcome(self.principal, op_ref, admission, by)
+
+    async def acknowledge(self, ref: str, *, by: str, note: str = "") -> None:
+        """Acknowledge a lost task of this run (``tk_…``) or an anomaly on it (``run_…:<seq>``,
+        as ``Bridge.attention`` names it): it leaves the attention list; nothing else changes
+        (``operator.acknowledged``, naming ``by``)."""
+        if not ref.startswith(self.ref + ":"):
+            await self.task(ref)
+        await self._services.db(self._tenant.acknowledge, ref, by, note)
+
+    async def close(self, status: OuterStatus, *, reason: str, by: str) -> None:
+        """End this served run, still ``in_progress``, with a terminal ``status``: for a run
+        whose harness is gone (an orphaned run). Recorded as ``outer.closed_by_operator`` with
+        ``reason`` and ``by``; its inner tasks are left as they are, open ones still watched."""
+        await self._services.db(self._tenant.close_run, self.ref, status, reason, by)
 
     # -- tasks ---------------------------------------------------------------------------------
     async def task(self, task_ref: str) -> TaskView:
