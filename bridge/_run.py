@@ -22,7 +22,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from bridge import events as ev
-from bridge._errors import NotFound
+from bridge._errors import InputAlreadyAnswered, NotFound, TaskWasLost
 from bridge._ids import is_call_ref
 from bridge._ledger.agent_states import AgentStateView
 from bridge._ledger.reads.views import RunView, TaskView
@@ -205,6 +205,25 @@ class Run:
         """This run's unanswered input requests (its tasks', then its calls' before any task),
         oldest first: answer each with ``accept`` / ``decline`` / ``cancel`` / ``respond``."""
         return await reads.pending_inputs(self._services, self.principal, self.ref)
+
+    async def pending_input(self, owner_ref: str, input_ref: str) -> InputRequest:
+        """The one request ``input_ref`` of a task (``tk_…``) or call (``op_…``) of this run
+        that waits for an answer. Raises ``TaskWasLost`` when its task was lost (the request
+        was closed with it), ``InputAlreadyAnswered`` when it was answered, declined or
+        closed, ``NotFound`` for another run's task or call."""
+        for request in await self.pending_inputs():
+            if request.input_ref == input_ref and owner_ref in (request.task_ref, request.op_ref):
+                return request
+        if is_call_ref(owner_ref):
+            await self._owned_call(owner_ref)
+        else:
+            task = await self.task(owner_ref)
+            if task.lost_reason is not None and task.terminal_at_ms is None:
+                raise TaskWasLost(
+                    f"task {owner_ref} was lost ({task.lost_reason.value}): its input request "
+                    f"{input_ref} was closed with it; nothing was sent"
+                )
+        raise InputAlreadyAnswered(f"input request {input_ref} is not waiting for an answer")
 
     def input_request(self, event: ev.InputRequiredEvent) -> InputRequest:
         """The typed request an input-required event of this run announces."""

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import insert, or_, select, update
 
 from bridge import events as ev
-from bridge._errors import InputAlreadyAnswered, UnknownInputKey
+from bridge._errors import InputAlreadyAnswered, TaskWasLost, UnknownInputKey
 from bridge._ids import INPUT_PREFIX, canonical_json, new_ref, sha256_hex
 from bridge._ledger._base import INPUTS, TASKS, Tx
 from bridge._ledger.coordination.fencing import Membership, check_lease
@@ -35,6 +35,14 @@ def write_answer(tx: Tx, request_id: int, response: Any, now: int) -> None:
             answered_at_ms=now,
         )
     )
+
+
+def _refuse_if_lost(row: Any, input_ref: str) -> None:
+    if row.lost_reason is not None and row.terminal_at_ms is None:
+        raise TaskWasLost(
+            f"task {row.ref} was lost ({row.lost_reason}): its input request {input_ref} was "
+            "closed with it; nothing was recorded or sent"
+        )
 
 
 class InputWrites(TenantQueries):
@@ -100,6 +108,35 @@ class InputWrites(TenantQueries):
                 )
         return appended
 
+    def _close_inputs_of_lost_task(self, tx: Tx, row: Any) -> None:
+        """A task was lost: its unanswered requests are closed (``task.input_declined`` with
+        ``task_lost``), so no view shows them waiting and no answer is taken."""
+        open_requests = tx.conn.execute(
+            select(INPUTS.c.id, INPUTS.c.ref, INPUTS.c.method).where(
+                self._owned(INPUTS),
+                INPUTS.c.task_ref == row.ref,
+                INPUTS.c.answered_at_ms.is_(None),
+                INPUTS.c.declined_at_ms.is_(None),
+            )
+        ).all()
+        if not open_requests:
+            return
+        tx.conn.execute(
+            update(INPUTS)
+            .where(INPUTS.c.id.in_([r.id for r in open_requests]))
+            .values(declined_at_ms=self.now)
+        )
+        for request in open_requests:
+            self._append_task_event(
+                tx,
+                row,
+                ev.TaskInputDeclined,
+                input_ref=request.ref,
+                method=request.method,
+                reason="task_lost",
+                answered=False,
+            )
+
     def record_input_answer(self, task_ref: str, input_ref: str, response: Any) -> InputRequestView:
         """Record the host's answer to one input request, exactly once per request.
 
@@ -109,6 +146,7 @@ class InputWrites(TenantQueries):
         """
         with self._write() as tx:
             row = self._task_row(tx.conn, task_ref, lock=True)
+            _refuse_if_lost(row, input_ref)
             request = self._unanswered_input(tx, task_ref, input_ref)
             write_answer(tx, request.id, response, self.now)
             self._append_task_event(tx, row, ev.TaskInputAnswered, input_ref=request.ref)
@@ -130,6 +168,7 @@ class InputWrites(TenantQueries):
         """
         with self._write() as tx:
             row = self._task_row(tx.conn, task_ref, lock=True)
+            _refuse_if_lost(row, input_ref)
             request = self._unanswered_input(tx, task_ref, input_ref)
             tx.conn.execute(
                 update(INPUTS).where(INPUTS.c.id == request.id).values(declined_at_ms=self.now)

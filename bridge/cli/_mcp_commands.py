@@ -294,15 +294,11 @@ async def _answer(
 ) -> AnswerDelivery:
     async with _bridge_for(ledger, principal, servers) as bridge:
         run = await bridge.run_of(principal, task_ref)
-        for request in await run.pending_inputs():
-            if request.input_ref == input_ref and task_ref in (request.task_ref, request.op_ref):
-                receipt: AnswerReceipt = await request.answer(
-                    shaped.action, texts=shaped.texts or None, content=shaped.content
-                )
-                return receipt.delivery
-        from bridge._errors import InputAlreadyAnswered
-
-        raise InputAlreadyAnswered(f"input request {input_ref} is not waiting for an answer")
+        request = await run.pending_input(task_ref, input_ref)  # TaskWasLost: nothing sent
+        receipt: AnswerReceipt = await request.answer(
+            shaped.action, texts=shaped.texts or None, content=shaped.content
+        )
+        return receipt.delivery
 
 
 @dataclass(frozen=True, slots=True)

@@ -266,7 +266,11 @@ class RunSnapshot:
 def load_snapshot(tenant: TenantLedger, run_ref: str, *, now: int | None = None) -> RunSnapshot:
     run = tenant.get_run(run_ref)  # NotFound for a foreign or missing run
     tasks = tenant.list_tasks(run_ref=run_ref)
-    pending = {t.ref: tenant.input_requests(t.ref, pending_only=True) for t in tasks}
+    # A request the bridge declined, or closed with its lost task, waits for nobody.
+    pending = {
+        t.ref: [r for r in tenant.input_requests(t.ref, pending_only=True) if not r.declined_at_ms]
+        for t in tasks
+    }
     inputs = {t.ref: tenant.input_requests(t.ref) for t in tasks if t.is_open}
     return RunSnapshot(
         run=run,
