@@ -19,10 +19,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, and_, func, literal, select
 
 from bridge import events as ev
-from bridge._ledger._base import DISPATCHES, EVENTS, INPUTS, OPEN_RUN, OPEN_TASK, RUNS, TASKS
+from bridge._ledger._base import (
+    DISPATCHES,
+    EVENTS,
+    INPUTS,
+    OPEN_RUN,
+    OPEN_TASK,
+    RUNS,
+    TASKS,
+    scrub_raw_id,
+)
 from bridge._ledger.reads.queries import TenantQueries
 from bridge._ledger.reads.views import AttentionItem, AttentionKind
 from bridge._lifecycle import DispatchState
@@ -102,6 +111,7 @@ class AttentionReads(TenantQueries):
                 TASKS.c.tool_name,
                 TASKS.c.server_name,
                 TASKS.c.server_endpoint,
+                TASKS.c.task_id,
             )
             .join(TASKS, TASKS.c.ref == INPUTS.c.task_ref)
             .where(self._owned(INPUTS), self._owned(TASKS), *waiting, *OPEN_TASK)
@@ -117,6 +127,7 @@ class AttentionReads(TenantQueries):
                 DISPATCHES.c.tool_name,
                 DISPATCHES.c.server_name,
                 DISPATCHES.c.server_endpoint,
+                literal(None).label("task_id"),
             )
             .join(DISPATCHES, DISPATCHES.c.ref == INPUTS.c.op_ref)
             .where(
@@ -130,7 +141,10 @@ class AttentionReads(TenantQueries):
         responses = self._response_ids(conn, {row.run_ref for row in rows})
         for row in rows:
             owner = row[4]
-            question, fields, schema = question_of(json.loads(row.params_json))
+            params = row.params_json  # server text: it may quote the raw task id
+            if row.task_id:
+                params = scrub_raw_id(params, row.task_id, owner)
+            question, fields, schema = question_of(json.loads(params))
             overdue = window.now_ms - row.first_seen_ms >= window.overdue_after_ms
             kind: AttentionKind = "input_overdue" if overdue else "input_waiting"
             where = f"{row.server_name or row.server_endpoint}.{row.tool_name}"
