@@ -5,6 +5,7 @@ an answer, recovery sends nothing; attention's items leave once acted upon."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from bridge import Bridge, BridgeSettings, McpServerConfig, WaitMode, events as ev
 from bridge._errors import AnswerRefused, InvalidAnswer, TaskWasLost
+from bridge._ledger.input_bounds import MAX_OPEN_INPUTS_PER_TASK, TOO_LARGE, TOO_MANY
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import LostReason, TaskStatus
 from bridge._runtime.step_results import TaskPending
@@ -129,3 +131,39 @@ async def test_after_the_server_refused_an_answer_recovery_sends_nothing(
         assert stats["updates"]["refused"] == refused  # nothing was sent again
         await recovered.run(P, run.ref).cancel(handle.ref)
     assert tenant.undelivered_answers() == []
+
+
+async def test_inputs_are_bounded_and_what_is_beyond_is_an_anomaly(
+    wall_ledger: Ledger, adversarial_server: ServerProcess
+) -> None:
+    """One reply asking thousands of inputs records at most the bound (one anomaly, however
+    often it is polled again); a question of megabytes is kept as a marker, never whole."""
+    tenant = wall_ledger.for_principal(P)
+    async with Bridge(wall_ledger, _settings("fake", adversarial_server.url)) as bridge:
+        run = await bridge.register_served_run(P, response_id="resp_flood", session_id=None,
+                                               harness_id=None)  # fmt: skip
+        flood = await run.call_tool("fake", "flood_inputs", {}, wait=WaitMode.DETACH)
+        huge = await run.call_tool("fake", "huge_question", {}, wait=WaitMode.DETACH)
+        assert isinstance(flood, TaskPending) and isinstance(huge, TaskPending)
+
+        def anomalies() -> list[str]:
+            return [e.kind for e in tenant.events(run.ref) if isinstance(e, ev.Anomaly)]
+
+        await wait_until(lambda: len(anomalies()) >= 2, timeout=30, what="both anomalies")
+        scheduler = bridge._requester.scheduler
+        polls = scheduler.stats.polls
+        await wait_until(lambda: scheduler.stats.polls >= polls + 6, what="more polls")
+        items = await bridge.attention()
+        await run.cancel(flood.task.ref)
+        await run.cancel(huge.task.ref)
+    assert sorted(anomalies()) == [TOO_LARGE, TOO_MANY]  # each once
+    assert len(tenant.input_requests(flood.task.ref)) == MAX_OPEN_INPUTS_PER_TASK
+    asked = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
+    assert len(asked) == MAX_OPEN_INPUTS_PER_TASK + 1
+    (kept,) = tenant.input_requests(huge.task.ref)
+    assert len(json.dumps(kept.params)) < 8 * 1024 and kept.params["bridge.truncated"] is True
+    kinds = [item.kind for item in items]
+    assert kinds.count("input_waiting") == MAX_OPEN_INPUTS_PER_TASK + 1
+    assert kinds.count("anomaly") == 2
+    (too_large,) = [i for i in items if i.ref == kept.ref]
+    assert too_large.question is not None and too_large.question.startswith("[question too large")

@@ -3,6 +3,7 @@ answered at most once; answers kept until the server acknowledges them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,10 +12,20 @@ from sqlalchemy import insert, or_, select, update
 from bridge import events as ev
 from bridge._errors import InputAlreadyAnswered, TaskWasLost, UnknownInputKey
 from bridge._ids import INPUT_PREFIX, canonical_json, new_ref, sha256_hex
-from bridge._ledger._base import INPUTS, TASKS, Tx
+from bridge._ledger._base import EVENTS, INPUTS, TASKS, Tx
 from bridge._ledger.coordination.fencing import Membership, check_lease
+from bridge._ledger.input_bounds import (
+    MAX_OPEN_INPUTS_PER_TASK,
+    TOO_LARGE,
+    TOO_MANY,
+    bound_params,
+    too_large_detail,
+    too_many_detail,
+)
 from bridge._ledger.reads.queries import TenantQueries
 from bridge._ledger.reads.views import InputRequestView
+
+_ANOMALY: str = ev.Anomaly.model_fields["type"].default
 
 
 def input_request_digest(method: str, params: Any) -> str:
@@ -60,13 +71,22 @@ class InputWrites(TenantQueries):
             )
         }
         now = self.now
+        waiting = sum(
+            1 for r in known.values() if r.answered_at_ms is None and r.declined_at_ms is None
+        )
+        skipped = 0
         for key, request in requests.items():
             method = str(request.get("method", ""))
             params = request.get("params") or {}
             digest = input_request_digest(method, params)
             seen = known.get(key)
             if seen is None:
+                if waiting >= MAX_OPEN_INPUTS_PER_TASK:
+                    skipped += 1  # recorded on a later poll, once earlier ones are answered
+                    continue
+                waiting += 1
                 input_ref = new_ref(INPUT_PREFIX)
+                bounded = bound_params(params)
                 tx.conn.execute(
                     insert(INPUTS).values(
                         ref=input_ref,
@@ -74,7 +94,7 @@ class InputWrites(TenantQueries):
                         task_ref=row.ref,
                         key=key,
                         method=method,
-                        params_json=canonical_json(params).decode("utf-8"),
+                        params_json=canonical_json(bounded.params).decode("utf-8"),
                         payload_digest=digest,
                         first_seen_ms=now,
                         surfaced_at_ms=now,
@@ -87,9 +107,13 @@ class InputWrites(TenantQueries):
                         ev.TaskInputRequired,
                         input_ref=input_ref,
                         method=method,
-                        params=params,
+                        params=bounded.params,
                     )
                 )
+                if bounded.too_large:
+                    detail = too_large_detail(input_ref, bounded.original_bytes)
+                    anomaly = ev.Anomaly(kind=TOO_LARGE, detail=detail, task_ref=row.ref)
+                    appended.append(self._append(tx, row.run_ref, anomaly))
             elif digest not in (seen.payload_digest, seen.conflicting_digest):
                 tx.conn.execute(
                     update(INPUTS).where(INPUTS.c.id == seen.id).values(conflicting_digest=digest)
@@ -106,7 +130,23 @@ class InputWrites(TenantQueries):
                         raw_task_id=row.task_id,
                     )
                 )
+        if skipped and not self._reported_once(tx, row.run_ref, row.ref, TOO_MANY):
+            anomaly = ev.Anomaly(kind=TOO_MANY, detail=too_many_detail(skipped), task_ref=row.ref)
+            appended.append(self._append(tx, row.run_ref, anomaly))
         return appended
+
+    def _reported_once(self, tx: Tx, run_ref: str, task_ref: str, kind: str) -> bool:
+        """Whether an anomaly of ``kind`` was recorded on this task already (each poll sees
+        the same reply again: it is reported once)."""
+        rows = tx.conn.execute(
+            select(EVENTS.c.payload_json).where(
+                self._owned(EVENTS),
+                EVENTS.c.run_ref == run_ref,
+                EVENTS.c.task_ref == task_ref,
+                EVENTS.c.type == _ANOMALY,
+            )
+        )
+        return any(json.loads(payload).get("kind") == kind for (payload,) in rows)
 
     def _close_inputs_of_lost_task(self, tx: Tx, row: Any) -> None:
         """A task was lost: its unanswered requests are closed (``task.input_declined`` with
