@@ -48,7 +48,7 @@ import anyio
 import httpx
 from httpx_sse import aconnect_sse
 
-from bench import concurrent_calls, hundred_k, polls, scale_out, waits
+from bench import attention, concurrent_calls, hundred_k, polls, scale_out, waits
 from bench.common import Report, machine, median, percentile, provenance, register_open_tasks
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge._ledger.store import Ledger, TenantLedger
@@ -430,6 +430,8 @@ async def main_async(args: argparse.Namespace) -> Report:
         await concurrent_calls.bench_concurrent_calls(args.quick, report)
     if "hundred-k" in only:
         await hundred_k.bench_hundred_k(args.quick, report)
+    if "attention" in only:
+        await attention.bench_attention(args.quick, report)
     return report
 
 
@@ -442,6 +444,7 @@ SECTIONS = (
     "waits",
     "concurrent-calls",
     "hundred-k",
+    "attention",
 )
 
 

@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, literal, select
+from sqlalchemy import Connection, Select, Table, and_, bindparam, func, literal, select
+from sqlalchemy.sql.elements import ColumnElement
 
 from bridge import events as ev
 from bridge._ledger._base import (
@@ -82,63 +84,126 @@ def question_of(params: Any) -> tuple[str | None, tuple[str, ...], Any]:
     return text, fields, schema if isinstance(schema, dict) else None
 
 
+# The statements, built once (building a statement costs more than running it here).
+def _mine(table: Table) -> ColumnElement[bool]:
+    return table.c.principal == bindparam("w_principal")
+
+
+@cache
+def _input_queries() -> tuple[Select[Any], Select[Any]]:
+    """Waiting inputs of open tasks, then of calls waiting before any task."""
+    waiting = (INPUTS.c.answered_at_ms.is_(None), INPUTS.c.declined_at_ms.is_(None))
+    of_tasks = (
+        select(
+            INPUTS.c.ref,
+            INPUTS.c.method,
+            INPUTS.c.params_json,
+            INPUTS.c.first_seen_ms,
+            INPUTS.c.task_ref,
+            TASKS.c.run_ref,
+            TASKS.c.tool_name,
+            TASKS.c.server_name,
+            TASKS.c.server_endpoint,
+            TASKS.c.task_id,
+            RUNS.c.response_id,
+        )
+        .join(TASKS, TASKS.c.ref == INPUTS.c.task_ref)
+        .join(RUNS, RUNS.c.ref == TASKS.c.run_ref)
+        .where(_mine(INPUTS), _mine(TASKS), *waiting, *OPEN_TASK)
+    )
+    of_calls = (
+        select(
+            INPUTS.c.ref,
+            INPUTS.c.method,
+            INPUTS.c.params_json,
+            INPUTS.c.first_seen_ms,
+            INPUTS.c.op_ref,
+            DISPATCHES.c.run_ref,
+            DISPATCHES.c.tool_name,
+            DISPATCHES.c.server_name,
+            DISPATCHES.c.server_endpoint,
+            literal(None).label("task_id"),
+            RUNS.c.response_id,
+        )
+        .join(DISPATCHES, DISPATCHES.c.ref == INPUTS.c.op_ref)
+        .join(RUNS, RUNS.c.ref == DISPATCHES.c.run_ref)
+        .where(
+            _mine(INPUTS),
+            _mine(DISPATCHES),
+            DISPATCHES.c.state == DispatchState.INPUT_REQUIRED.value,
+            *waiting,
+        )
+    )
+    return of_tasks, of_calls
+
+
+_UNKNOWN_CALLS = (
+    select(DISPATCHES, RUNS.c.response_id)
+    .join(RUNS, RUNS.c.ref == DISPATCHES.c.run_ref)
+    .where(_mine(DISPATCHES), DISPATCHES.c.state == DispatchState.UNKNOWN.value)
+)
+_EVENTS_OF_TYPE = select(EVENTS.c.run_ref, EVENTS.c.payload_json).where(
+    _mine(EVENTS), EVENTS.c.type == bindparam("w_type")
+)
+_LOST_TASKS = (
+    select(TASKS, RUNS.c.response_id.label("run_response_id"))
+    .join(RUNS, RUNS.c.ref == TASKS.c.run_ref)
+    .where(_mine(TASKS), TASKS.c.lost_reason.is_not(None), TASKS.c.terminal_at_ms.is_(None))
+)
+_ANOMALIES = (
+    select(
+        EVENTS.c.run_ref, EVENTS.c.seq, EVENTS.c.payload_json, EVENTS.c.at_ms, RUNS.c.response_id
+    )
+    .join(RUNS, RUNS.c.ref == EVENTS.c.run_ref)
+    .where(_mine(EVENTS), EVENTS.c.type == _ANOMALY)
+)
+_LAST_EVENT = EVENTS.alias("last_event")
+_SILENT_SERVED_RUNS = (
+    select(
+        RUNS.c.ref,
+        RUNS.c.response_id,
+        RUNS.c.updated_at_ms,
+        _LAST_EVENT.c.at_ms,
+        select(func.max(TASKS.c.updated_at_ms))
+        .where(TASKS.c.run_ref == RUNS.c.ref)
+        .scalar_subquery()
+        .label("task_at_ms"),
+    )
+    .outerjoin(
+        _LAST_EVENT,
+        and_(_LAST_EVENT.c.run_ref == RUNS.c.ref, _LAST_EVENT.c.seq == RUNS.c.event_seq),
+    )
+    .where(
+        _mine(RUNS),
+        OPEN_RUN,
+        RUNS.c.status.is_not(None),
+        func.substr(RUNS.c.uhp_server, 1, len(_SERVED_PREFIX)) == _SERVED_PREFIX,
+        RUNS.c.updated_at_ms <= bindparam("w_cutoff"),
+    )
+)
+
+
 class AttentionReads(TenantQueries):
     """The attention query of one principal."""
 
     def attention(self, window: AttentionWindow) -> list[AttentionItem]:
         """Everything of this principal that waits for a person, oldest first."""
         with self._read() as conn:
+            lost_acked, anomalies_acked = self._acknowledged(conn)
             items = [
                 *self._inputs(conn, window),
                 *self._unknown_calls(conn),
-                *self._lost_tasks(conn),
-                *self._anomalies(conn),
+                *self._lost_tasks(conn, lost_acked),
+                *self._anomalies(conn, anomalies_acked),
                 *self._orphaned_runs(conn, window),
             ]
         return sorted(items, key=lambda item: (item.since_ms, item.kind, item.ref))
 
     # -- inputs --------------------------------------------------------------------------------
     def _inputs(self, conn: Connection, window: AttentionWindow) -> Iterable[AttentionItem]:
-        waiting = (INPUTS.c.answered_at_ms.is_(None), INPUTS.c.declined_at_ms.is_(None))
-        of_tasks = (
-            select(
-                INPUTS.c.ref,
-                INPUTS.c.method,
-                INPUTS.c.params_json,
-                INPUTS.c.first_seen_ms,
-                INPUTS.c.task_ref,
-                TASKS.c.run_ref,
-                TASKS.c.tool_name,
-                TASKS.c.server_name,
-                TASKS.c.server_endpoint,
-                TASKS.c.task_id,
-            )
-            .join(TASKS, TASKS.c.ref == INPUTS.c.task_ref)
-            .where(self._owned(INPUTS), self._owned(TASKS), *waiting, *OPEN_TASK)
-        )
-        of_calls = (
-            select(
-                INPUTS.c.ref,
-                INPUTS.c.method,
-                INPUTS.c.params_json,
-                INPUTS.c.first_seen_ms,
-                INPUTS.c.op_ref,
-                DISPATCHES.c.run_ref,
-                DISPATCHES.c.tool_name,
-                DISPATCHES.c.server_name,
-                DISPATCHES.c.server_endpoint,
-                literal(None).label("task_id"),
-            )
-            .join(DISPATCHES, DISPATCHES.c.ref == INPUTS.c.op_ref)
-            .where(
-                self._owned(INPUTS),
-                self._owned(DISPATCHES),
-                DISPATCHES.c.state == DispatchState.INPUT_REQUIRED.value,
-                *waiting,
-            )
-        )
-        rows = [*conn.execute(of_tasks), *conn.execute(of_calls)]
-        responses = self._response_ids(conn, {row.run_ref for row in rows})
+        of_tasks, of_calls = _input_queries()
+        mine = {"w_principal": self.principal}
+        rows = [*conn.execute(of_tasks, mine), *conn.execute(of_calls, mine)]
         for row in rows:
             owner = row[4]
             params = row.params_json  # server text: it may quote the raw task id
@@ -153,7 +218,7 @@ class AttentionReads(TenantQueries):
                 ref=row.ref,
                 principal=self.principal,
                 run_ref=row.run_ref,
-                response_id=responses.get(row.run_ref),
+                response_id=row.response_id,
                 since_ms=row.first_seen_ms,
                 summary=f"{where} asks ({row.method}): {question or '-'}",
                 next_step=(
@@ -169,15 +234,10 @@ class AttentionReads(TenantQueries):
 
     # -- calls of unknown outcome ----------------------------------------------------------------
     def _unknown_calls(self, conn: Connection) -> Iterable[AttentionItem]:
-        calls = conn.execute(
-            select(DISPATCHES).where(
-                self._owned(DISPATCHES), DISPATCHES.c.state == DispatchState.UNKNOWN.value
-            )
-        ).all()
+        calls = conn.execute(_UNKNOWN_CALLS, {"w_principal": self.principal}).all()
         if not calls:
             return
-        final = self._finally_resolved(conn, {c.run_ref for c in calls})
-        responses = self._response_ids(conn, {c.run_ref for c in calls})
+        final = self._finally_resolved(conn)
         for call in calls:
             if call.ref in final:
                 continue
@@ -186,7 +246,7 @@ class AttentionReads(TenantQueries):
                 ref=call.ref,
                 principal=self.principal,
                 run_ref=call.run_ref,
-                response_id=responses.get(call.run_ref),
+                response_id=call.response_id,
                 since_ms=call.updated_at_ms,
                 summary=(
                     f"{call.server_name or call.server_endpoint}.{call.tool_name}: "
@@ -199,17 +259,11 @@ class AttentionReads(TenantQueries):
                 op_ref=call.ref,
             )
 
-    def _finally_resolved(self, conn: Connection, run_refs: set[str]) -> set[str]:
-        """The calls of these runs with a final admission verdict."""
+    def _finally_resolved(self, conn: Connection) -> set[str]:
+        """The calls with a final admission verdict."""
         final: set[str] = set()
-        rows = conn.execute(
-            select(EVENTS.c.payload_json).where(
-                self._owned(EVENTS),
-                EVENTS.c.type == _ADMISSION,
-                EVENTS.c.run_ref.in_(sorted(run_refs)),
-            )
-        )
-        for (payload,) in rows:
+        mine = {"w_principal": self.principal, "w_type": _ADMISSION}
+        for _, payload in conn.execute(_EVENTS_OF_TYPE, mine):
             data = json.loads(payload)
             if data.get("admission") in ("admitted", "not_admitted"):
                 final.add(str(data.get("op_ref")))
@@ -220,11 +274,8 @@ class AttentionReads(TenantQueries):
         """Lost tasks and anomalies an operator acknowledged."""
         tasks: set[str] = set()
         anomalies: set[tuple[str, int]] = set()
-        rows = conn.execute(
-            select(EVENTS.c.run_ref, EVENTS.c.payload_json).where(
-                self._owned(EVENTS), EVENTS.c.type == _ACKNOWLEDGED
-            )
-        )
+        mine = {"w_principal": self.principal, "w_type": _ACKNOWLEDGED}
+        rows = conn.execute(_EVENTS_OF_TYPE, mine)
         for run_ref, payload in rows:
             data = json.loads(payload)
             if data.get("subject") == "lost_task" and data.get("task_ref"):
@@ -233,18 +284,10 @@ class AttentionReads(TenantQueries):
                 anomalies.add((run_ref, int(data["anomaly_seq"])))
         return tasks, anomalies
 
-    def _lost_tasks(self, conn: Connection) -> Iterable[AttentionItem]:
-        lost = conn.execute(
-            select(TASKS).where(
-                self._owned(TASKS),
-                TASKS.c.lost_reason.is_not(None),
-                TASKS.c.terminal_at_ms.is_(None),
-            )
-        ).all()
+    def _lost_tasks(self, conn: Connection, acknowledged: set[str]) -> Iterable[AttentionItem]:
+        lost = conn.execute(_LOST_TASKS, {"w_principal": self.principal}).all()
         if not lost:
             return
-        acknowledged, _ = self._acknowledged(conn)
-        responses = self._response_ids(conn, {t.run_ref for t in lost})
         for task in lost:
             if task.ref in acknowledged:
                 continue
@@ -254,7 +297,7 @@ class AttentionReads(TenantQueries):
                 ref=task.ref,
                 principal=self.principal,
                 run_ref=task.run_ref,
-                response_id=responses.get(task.run_ref),
+                response_id=task.run_response_id,
                 since_ms=task.updated_at_ms,
                 summary=(
                     f"{task.server_name or task.server_endpoint}.{task.tool_name} lost "
@@ -268,16 +311,12 @@ class AttentionReads(TenantQueries):
                 op_ref=task.op_ref,
             )
 
-    def _anomalies(self, conn: Connection) -> Iterable[AttentionItem]:
-        rows = conn.execute(
-            select(EVENTS.c.run_ref, EVENTS.c.seq, EVENTS.c.payload_json, EVENTS.c.at_ms).where(
-                self._owned(EVENTS), EVENTS.c.type == _ANOMALY
-            )
-        ).all()
+    def _anomalies(
+        self, conn: Connection, acknowledged: set[tuple[str, int]]
+    ) -> Iterable[AttentionItem]:
+        rows = conn.execute(_ANOMALIES, {"w_principal": self.principal}).all()
         if not rows:
             return
-        _, acknowledged = self._acknowledged(conn)
-        responses = self._response_ids(conn, {r.run_ref for r in rows})
         for row in rows:
             if (row.run_ref, row.seq) in acknowledged:
                 continue
@@ -288,7 +327,7 @@ class AttentionReads(TenantQueries):
                 ref=ref,
                 principal=self.principal,
                 run_ref=row.run_ref,
-                response_id=responses.get(row.run_ref),
+                response_id=row.response_id,
                 since_ms=row.at_ms,
                 summary=f"{data.get('kind')}: {data.get('detail')}",
                 next_step=f"read it (bridge show {row.run_ref}), then: bridge ack {ref}",
@@ -299,35 +338,13 @@ class AttentionReads(TenantQueries):
     # -- orphaned runs ---------------------------------------------------------------------------
     def _orphaned_runs(self, conn: Connection, window: AttentionWindow) -> Iterable[AttentionItem]:
         cutoff = window.now_ms - window.orphan_after_ms
-        last_event = EVENTS.alias("last_event")
-        candidates = conn.execute(
-            select(RUNS.c.ref, RUNS.c.response_id, RUNS.c.updated_at_ms, last_event.c.at_ms)
-            .outerjoin(
-                last_event,
-                and_(last_event.c.run_ref == RUNS.c.ref, last_event.c.seq == RUNS.c.event_seq),
-            )
-            .where(
-                self._owned(RUNS),
-                OPEN_RUN,
-                RUNS.c.status.is_not(None),
-                func.substr(RUNS.c.uhp_server, 1, len(_SERVED_PREFIX)) == _SERVED_PREFIX,
-                RUNS.c.updated_at_ms <= cutoff,
-            )
-        ).all()
-        silent = {r.ref: r for r in candidates if (r.at_ms or 0) <= cutoff}
-        if not silent:
-            return
-        task_activity = dict(
-            conn.execute(
-                select(TASKS.c.run_ref, func.max(TASKS.c.updated_at_ms))
-                .where(self._owned(TASKS), TASKS.c.run_ref.in_(sorted(silent)))
-                .group_by(TASKS.c.run_ref)
-            ).all()
-        )
-        for ref, row in silent.items():
-            last = max(row.updated_at_ms, row.at_ms or 0, task_activity.get(ref) or 0)
+        params = {"w_principal": self.principal, "w_cutoff": cutoff}
+        candidates = conn.execute(_SILENT_SERVED_RUNS, params).all()
+        for row in candidates:
+            last = max(row.updated_at_ms, row.at_ms or 0, row.task_at_ms or 0)
             if last > cutoff:
                 continue
+            ref = row.ref
             yield AttentionItem(
                 kind="orphaned_run",
                 ref=ref,
@@ -341,13 +358,3 @@ class AttentionReads(TenantQueries):
                     f"{ref} --status failed --reason '…' (its tasks are left alone)"
                 ),
             )
-
-    def _response_ids(self, conn: Connection, run_refs: set[str]) -> dict[str, str | None]:
-        if not run_refs:
-            return {}
-        rows = conn.execute(
-            select(RUNS.c.ref, RUNS.c.response_id).where(
-                self._owned(RUNS), RUNS.c.ref.in_(sorted(run_refs))
-            )
-        )
-        return {ref: response for ref, response in rows}
