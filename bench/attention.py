@@ -105,7 +105,8 @@ async def bench_attention(quick: bool, report: Report) -> None:
         f"{runs:,} served runs, each with a finished task; {mix['input']} wait on an input, "
         f"{mix['unknown']} hold a call of unknown outcome, {mix['lost']} a lost task, "
         f"{mix['anomaly']} an anomaly; one in ten is still `in_progress` and silent "
-        f"(orphaned: `orphan_after=0`). The answer holds {size} items; {rounds} reads, one after another."
+        f"(orphaned: `orphan_after=0`). The answer holds {size} items; {rounds} reads, "
+        "one after another."
     )
     report.add()
     report.add("| | p50 | p99 | max | goal |")
