@@ -8,15 +8,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner, Result
 
 from bridge._ledger.store import Ledger
-from bridge._lifecycle import OuterStatus, TaskStatus
+from bridge._lifecycle import DispatchState, OuterStatus, TaskStatus
 from bridge.cli._app import app
 from tests.conftest import FakeClock
+from tests.support.builders import ENDPOINT, new_run
 from tests.support.processes import REPO_ROOT
 from tests.test_cli import PRINCIPAL, Scenario, assert_no_raw_ids, populate
 
@@ -139,3 +141,37 @@ def test_attention_follow_prints_items_as_they_come_and_go(scenario: Scenario) -
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert lines[0]["kind"] == "input_overdue"
     assert len({(line["kind"], line["ref"]) for line in lines}) == len(lines) == 5
+
+
+def test_recover_leaves_calls_in_flight_alone_unless_asked_and_wait_ends_once_settled(
+    sqlite_ledger: Ledger, tmp_path: Path
+) -> None:
+    """Another process may still be dispatching: a call left ``sent`` is only marked unknown
+    with --settle-in-flight; --wait returns at once when nothing is open."""
+    tenant = sqlite_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    op = tenant.begin_dispatch(
+        run.ref, server_endpoint=ENDPOINT, server_name="pay", tool_name="charge", arguments={}
+    )
+    tenant.mark_dispatch_sent(op.ref)
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": []}))
+    db = str(tmp_path / "ledger.db")
+
+    def recover(*more: str) -> dict[str, object]:
+        result = CliRunner().invoke(
+            app,
+            ["--db", db, "--principal", PRINCIPAL, "recover", "--mcp-config", str(config),
+             "--json", *more],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        report: dict[str, object] = json.loads(result.stdout)
+        return report
+
+    started = time.monotonic()
+    report = recover("--wait", "60")
+    assert time.monotonic() - started < 30  # nothing open: no waiting out the 60 s
+    assert report["dispatches_marked_unknown"] == 0 and report["settled"] is True
+    assert tenant.get_dispatch(op.ref).state is DispatchState.SENT
+    assert recover("--settle-in-flight")["dispatches_marked_unknown"] == 1
+    assert tenant.get_dispatch(op.ref).state is DispatchState.UNKNOWN
