@@ -28,7 +28,14 @@ from bridge._ledger.agent_states import AgentStateView
 from bridge._ledger.reads.views import RunView, TaskView
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import Admission, OuterStatus
-from bridge._outcomes import AnswerReceipt, CallOutcome, InputPending, InputRequest, TaskHandle
+from bridge._outcomes import (
+    ELICITATION,
+    AnswerReceipt,
+    CallOutcome,
+    InputPending,
+    InputRequest,
+    TaskHandle,
+)
 from bridge._policies import WaitMode
 from bridge._runtime import reads
 from bridge._runtime.reads import BridgeServices
@@ -232,16 +239,22 @@ class Run:
         return reads.input_request(self._services, self.principal, event)
 
     async def answer(self, owner_ref: str, input_ref: str, response: Any) -> AnswerReceipt:
-        """Send a raw answer (the method's own result shape, unchecked) to an input request of
-        this run: of a task (``owner_ref``: its ``tk_…``) or of a call waiting for input before
-        any task (MRTR: its ``op_…``). Prefer the typed request's ``accept`` / ``decline`` /
-        ``cancel``. Recorded first, once per request (``UnknownInputKey`` /
-        ``InputAlreadyAnswered`` otherwise), then sent; the receipt says whether it was
-        delivered, queued for redelivery, or found the task lost."""
+        """Send an answer in the method's own result shape to an input request of this run: of
+        a task (``owner_ref``: its ``tk_…``) or of a call waiting for input before any task
+        (MRTR: its ``op_…``). An elicitation's answer (``{"action", "content"}``) is checked
+        against the request's schema first (``InvalidAnswer`` names every problem; nothing is
+        recorded or sent); another method's result is sent as given. Prefer the typed
+        request's ``accept`` / ``decline`` / ``cancel``. Recorded first, once per request
+        (``UnknownInputKey`` / ``InputAlreadyAnswered`` / ``TaskWasLost`` otherwise), then
+        sent; the receipt says whether it was delivered, queued for redelivery, or found the
+        task lost."""
         if is_call_ref(owner_ref):
             await self._owned_call(owner_ref)
         else:
             await self.task(owner_ref)
+        for request in await self.pending_inputs():
+            if request.input_ref == input_ref and owner_ref in (request.task_ref, request.op_ref):
+                response = _checked(request, response)
         requester = self._services.requester
         return await requester.answer_input(self.principal, owner_ref, input_ref, response)
 
@@ -295,3 +308,15 @@ class Run:
         dispatch = await self._services.db(self._tenant.get_dispatch, op_ref)
         if dispatch.run_ref != self.ref:
             raise NotFound("call", op_ref)
+
+
+def _checked(request: InputRequest, response: Any) -> Any:
+    """An elicitation's answer, checked against the request's schema (as ``accept`` checks
+    it); anything else as given."""
+    if request.method != ELICITATION or not isinstance(response, dict):
+        return response
+    from bridge._answers import build_answer
+
+    action = response.get("action")
+    content = response.get("content")
+    return build_answer(request.input_ref, request.requested_schema, str(action), content=content)

@@ -97,6 +97,9 @@ async def test_a_refused_answer_then_a_corrected_one_is_taken(
             run, handle, asked = await _asking(bridge, ledger, "pay", "approve_payment", args)
             with pytest.raises(InvalidAnswer, match="approve"):
                 await asked.answer("accept", texts={"approve": "perhaps"})
+            raw = {"action": "accept", "content": {"approve": "yes please"}}
+            with pytest.raises(InvalidAnswer, match="approve"):  # a raw answer is checked too
+                await run.answer(handle.ref, asked.input_ref, raw)
             assert tenant.input_requests(handle.ref, pending_only=True) != []
             again = await run.pending_input(handle.ref, asked.input_ref)
             receipt = await again.answer("accept", texts={"approve": "yes"})

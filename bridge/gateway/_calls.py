@@ -29,9 +29,11 @@ import mcp_types
 
 from bridge._errors import (
     InputAlreadyAnswered,
+    InvalidInputAnswer,
     NotFound,
     OperationReused,
     ServerConnectFailed,
+    TaskWasLost,
     UnknownInputKey,
     UnknownServer,
 )
@@ -215,7 +217,13 @@ class GatewayCalls:
         for input_ref, response in responses.items():
             try:
                 await run.answer(task_ref, input_ref, response)
-            except (UnknownInputKey, InputAlreadyAnswered, NotFound) as exc:
+            except (
+                UnknownInputKey,
+                InputAlreadyAnswered,
+                TaskWasLost,
+                InvalidInputAnswer,
+                NotFound,
+            ) as exc:
                 raise invalid_params(f"input {input_ref!r}: {exc}") from None
 
     async def cancel_task(self, principal: str, handle: str) -> None:

@@ -11,8 +11,10 @@ from starlette.responses import JSONResponse, Response
 from bridge import (
     AnswerRefused,
     InputAlreadyAnswered,
+    InvalidInputAnswer,
     McpSideError,
     NotFound,
+    TaskWasLost,
     UnknownInputKey,
 )
 from bridge.uhp.serving import (
@@ -154,6 +156,10 @@ async def answer_mcp_input(request: Request) -> Response:
         raise not_found("input_request_not_found", "No such pending input request.") from None
     except InputAlreadyAnswered:
         raise conflict("input_already_answered", "This input request has an answer.") from None
+    except TaskWasLost:
+        raise conflict("task_lost", "The task was lost: its input requests are closed.") from None
+    except InvalidInputAnswer as exc:  # checked against the request's schema: nothing sent
+        raise invalid_request(str(exc), "response", code="invalid_input") from None
     except AnswerRefused as exc:  # the MCP server refused it: not delivered, the caller decides
         raise conflict(
             "input_answer_refused", f"The MCP server refused the answer: {exc.reason}"
