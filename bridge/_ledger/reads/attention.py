@@ -84,6 +84,12 @@ def question_of(params: Any) -> tuple[str | None, tuple[str, ...], Any]:
     return text, fields, schema if isinstance(schema, dict) else None
 
 
+def _answer_step(owner: str, input_ref: str, fields: tuple[str, ...]) -> str:
+    given = " ".join(f"--accept {name}=…" for name in fields)
+    accept = given or "--content '{…}'"
+    return f"answer it: bridge answer {owner} {input_ref} {accept} (or --decline)"
+
+
 # The statements, built once (building a statement costs more than running it here).
 def _mine(table: Table) -> ColumnElement[bool]:
     return table.c.principal == bindparam("w_principal")
@@ -221,10 +227,7 @@ class AttentionReads(TenantQueries):
                 response_id=row.response_id,
                 since_ms=row.first_seen_ms,
                 summary=f"{where} asks ({row.method}): {question or '-'}",
-                next_step=(
-                    f"answer it: bridge answer {owner} {row.ref} --content '{{…}}' "
-                    "(or --decline); bridge show prints its fields"
-                ),
+                next_step=_answer_step(owner, row.ref, fields),
                 task_ref=owner if owner.startswith("tk_") else None,
                 op_ref=owner if owner.startswith("op_") else None,
                 question=question,
