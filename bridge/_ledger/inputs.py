@@ -110,6 +110,22 @@ class InputWrites(TenantQueries):
                         params=bounded.params,
                     )
                 )
+                if row.lost_reason is not None and row.terminal_at_ms is None:
+                    # Asked of a task already lost: closed at once, as its others were.
+                    tx.conn.execute(
+                        update(INPUTS).where(INPUTS.c.ref == input_ref).values(declined_at_ms=now)
+                    )
+                    appended.append(
+                        self._append_task_event(
+                            tx,
+                            row,
+                            ev.TaskInputDeclined,
+                            input_ref=input_ref,
+                            method=method,
+                            reason="task_lost",
+                            answered=False,
+                        )
+                    )
                 if bounded.too_large:
                     detail = too_large_detail(input_ref, bounded.original_bytes)
                     anomaly = ev.Anomaly(kind=TOO_LARGE, detail=detail, task_ref=row.ref)
