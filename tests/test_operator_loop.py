@@ -96,13 +96,10 @@ async def test_a_refused_answer_then_a_corrected_one_is_taken(
             args = {"amount": 75, "payment_key": "pay-fix"}
             run, handle, asked = await _asking(bridge, ledger, "pay", "approve_payment", args)
             with pytest.raises(InvalidAnswer, match="approve"):
-                await asked.answer("accept", texts={"approve": "perhaps"})
-            raw = {"action": "accept", "content": {"approve": "yes please"}}
-            with pytest.raises(InvalidAnswer, match="approve"):  # a raw answer is checked too
-                await run.answer(handle.ref, asked.input_ref, raw)
+                await asked.accept(texts={"approve": "perhaps"})
             assert tenant.input_requests(handle.ref, pending_only=True) != []
             again = await run.pending_input(handle.ref, asked.input_ref)
-            receipt = await again.answer("accept", texts={"approve": "yes"})
+            receipt = await again.accept(texts={"approve": "yes"})
             assert receipt.delivered
             await wait_closed(tenant, handle.ref, timeout=30)
             assert await bridge.attention() == []
@@ -118,7 +115,7 @@ async def test_after_the_server_refused_an_answer_recovery_sends_nothing(
     async with Bridge(wall_ledger, settings) as bridge:
         run, handle, asked = await _asking(bridge, wall_ledger, "fake", "refuse_update", {})
         with pytest.raises(AnswerRefused):
-            await asked.respond({"action": "accept", "content": {"ok": True}})
+            await asked.accept({})
         refused = (await adversarial_stats(adversarial_server.url))["updates"]["refused"]
         # The refused answer was dropped: the request waits again, for a person, and the
         # refusal is an anomaly the operator sees.
@@ -132,7 +129,7 @@ async def test_after_the_server_refused_an_answer_recovery_sends_nothing(
         await wait_until(lambda: scheduler.stats.polls >= 5, what="polls after recovery")
         stats = await adversarial_stats(adversarial_server.url)
         assert stats["updates"]["refused"] == refused  # nothing was sent again
-        await recovered.run(P, run.ref).cancel(handle.ref)
+        await recovered.run(P, run.ref).cancel_task(handle.ref)
     assert tenant.undelivered_answers() == []
 
 
@@ -157,8 +154,8 @@ async def test_inputs_are_bounded_and_what_is_beyond_is_an_anomaly(
         polls = scheduler.stats.polls
         await wait_until(lambda: scheduler.stats.polls >= polls + 6, what="more polls")
         items = await bridge.attention()
-        await run.cancel(flood.task.ref)
-        await run.cancel(huge.task.ref)
+        await run.cancel_task(flood.task.ref)
+        await run.cancel_task(huge.task.ref)
     assert sorted(anomalies()) == [TOO_LARGE, TOO_MANY]  # each once
     assert len(tenant.input_requests(flood.task.ref)) == MAX_OPEN_INPUTS_PER_TASK
     asked = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskInputRequired)]

@@ -25,9 +25,9 @@ from bridge._errors import (
     AnswerRefused,
     InputAlreadyAnswered,
     InvalidAnswer,
-    InvalidInputAnswer,
     InvalidTransition,
     TaskWasLost,
+    UnknownInputKey,
 )
 from bridge._facade import Bridge
 from bridge._ledger.reads.views import AttentionItem
@@ -40,7 +40,7 @@ from bridge.console._reads import ConsoleReads
 
 log = logging.getLogger("bridge.console")
 
-ANSWER_ACTIONS = ("accept", "decline", "cancel")
+ANSWER_ACTIONS = ("accept", "decline", "dismiss")
 
 
 class _Refused(Exception):
@@ -99,7 +99,7 @@ class ConsoleActions:
         except TaskWasLost as exc:
             page = message_page(frame, "Task lost", str(exc))
             return HTMLResponse(page, status_code=409)
-        except InputAlreadyAnswered:
+        except (InputAlreadyAnswered, UnknownInputKey):
             page = message_page(
                 frame, "Already answered", f"{input_ref} is not waiting for an answer any more."
             )
@@ -139,12 +139,11 @@ class ConsoleActions:
     ) -> AnswerReceipt:
         """Check, record and send one answer (``_Refused``: nothing was recorded)."""
         try:
-            texts = posted if action == "accept" else None
-            return await request.answer(action, texts=texts)
+            if action == "accept":
+                return await request.accept(texts=posted)
+            return await (request.decline() if action == "decline" else request.dismiss())
         except InvalidAnswer as exc:
             raise _Refused(exc.problems) from None
-        except InvalidInputAnswer as exc:
-            raise _Refused([exc.detail]) from None
 
     async def _refused_answer(
         self,
@@ -170,7 +169,7 @@ class ConsoleActions:
         """Ask the task's server to cancel it (recorded first as intent)."""
         run = self.bridge.run(frame.principal, run_ref)
         await run.task(task_ref)  # NotFound for another principal's or another run's task
-        acknowledged = await run.cancel(task_ref)
+        acknowledged = await run.cancel_task(task_ref)
         log.info(
             "console cancel %s by %s: acknowledged=%s", task_ref, frame.principal, acknowledged
         )

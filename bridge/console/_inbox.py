@@ -69,7 +69,7 @@ def _input_card(item: AttentionItem, frame: Frame, problem: FormProblem | None) 
         '<form method="post" action="{}" class="answer" novalidate>{}{}{}'
         '<div class="buttons"><button type="submit" name="action" value="accept" '
         'class="primary">{}</button> <button type="submit" name="action" value="decline">'
-        'Decline</button> <button type="submit" name="action" value="cancel">Dismiss</button>'
+        'Decline</button> <button type="submit" name="action" value="dismiss">Dismiss</button>'
         "</div></form>",
         answer_action(item),
         csrf_input(frame),

@@ -40,7 +40,7 @@ async def main() -> None:
 
         # 2. Act: answer it (checked against its schema before anything is recorded or sent).
         request = await run.pending_input(asked.task_ref or "", asked.ref)
-        receipt = await request.answer("accept", texts={"approve": "yes"})
+        receipt = await request.accept(texts={"approve": "yes"})
         print("answer", receipt.delivery.value)
         (task,) = await run.wait_for([asked.task_ref or ""], timeout=30)
         print(task.status.value, "|", task.result["content"][0]["text"])
