@@ -107,9 +107,11 @@ async def test_a_refused_answer_then_a_corrected_one_is_taken(
     assert effects(effects_file) == ["payment pay-fix 75"]
 
 
+@pytest.mark.parametrize("ledger_fixture", LEDGERS)
 async def test_after_the_server_refused_an_answer_recovery_sends_nothing(
-    wall_ledger: Ledger, adversarial_server: ServerProcess
+    ledger_fixture: str, request: pytest.FixtureRequest, adversarial_server: ServerProcess
 ) -> None:
+    wall_ledger: Ledger = request.getfixturevalue(ledger_fixture)
     tenant = wall_ledger.for_principal(P)
     settings = _settings("fake", adversarial_server.url)
     async with Bridge(wall_ledger, settings) as bridge:
