@@ -99,7 +99,7 @@ async def bench_attention(quick: bool, report: Report) -> None:
             times, cpu, size = await _measure(ledger, rounds)
         finally:
             ledger.close()
-    report.add(f"## 13. `Bridge.attention` on {runs:,} runs (SQLite)")
+    report.add(f"## 16. `Bridge.attention` on {runs:,} runs (SQLite)")
     report.add()
     report.add(
         f"{runs:,} served runs, each with a finished task; {mix['input']} wait on an input, "
