@@ -30,6 +30,8 @@ average then (``bench.common.provenance``): figures from two runs compare only w
    workflows on PostgreSQL 15: polls/s against demand, lateness.
 15. Webhook delivery latency (``bench/webhooks.py``): from the commit of an attention item to a
    receiver on loopback, with 200 runs active.
+16. ``Bridge.attention`` on a 1,000-run SQLite ledger (``bench/attention.py``): p50/p99 of the
+   operator's query, wall clock and CPU.
 """
 
 from __future__ import annotations
@@ -53,7 +55,16 @@ import anyio
 import httpx
 from httpx_sse import aconnect_sse
 
-from bench import concurrent_calls, dbos_workflows, hundred_k, polls, scale_out, waits, webhooks
+from bench import (
+    attention,
+    concurrent_calls,
+    dbos_workflows,
+    hundred_k,
+    polls,
+    scale_out,
+    waits,
+    webhooks,
+)
 from bench.common import Report, machine, median, percentile, provenance, register_open_tasks
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge._ledger.store import Ledger, TenantLedger
@@ -439,6 +450,8 @@ async def main_async(args: argparse.Namespace) -> Report:
         await dbos_workflows.bench_dbos(args.quick, report)
     if "webhooks" in only:
         await webhooks.bench_webhooks(args.quick, report)
+    if "attention" in only:
+        await attention.bench_attention(args.quick, report)
     return report
 
 
@@ -453,6 +466,7 @@ SECTIONS = (
     "hundred-k",
     "dbos",
     "webhooks",
+    "attention",
 )
 
 

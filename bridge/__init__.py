@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         LedgerReader as LedgerReader,
     )
     from bridge._ledger.reads.views import (
+        AttentionItem as AttentionItem,
         CallInputView as CallInputView,
         CallView as CallView,
         InputRequestView as InputRequestView,
@@ -144,6 +145,7 @@ _EXPORTS: dict[str, str] = {
     "OnStuckInput": "bridge._policies",
     "UnansweredInput": "bridge._policies",
     "RecoveryReport": "bridge._runtime.recovery_report",
+    "AttentionItem": "bridge._ledger.reads.views",
     "CallInputView": "bridge._ledger.reads.views",
     "AgentStateView": "bridge._ledger.agent_states",
     "CallView": "bridge._ledger.reads.views",

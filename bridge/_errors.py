@@ -12,6 +12,7 @@ errors live in :mod:`bridge.uhp._errors`; every name is exported by :mod:`bridge
     │   ├── DuplicateTaskHandle      a task id the ledger holds for another call
     │   ├── UnknownInputKey          the task never asked for that input
     │   ├── InputAlreadyAnswered     input requests are answered once
+    │   ├── TaskWasLost              the task was lost: its inputs are closed, nothing sent
     │   ├── LeaseLost                the row is no longer leased to this replica
     │   ├── LedgerUnavailable        the database is gone, unopenable or locked too long
     │   └── AgentStateTooLarge       an agent state over the size bound (nothing written)
@@ -90,6 +91,12 @@ class UnknownInputKey(LedgerError):
 
 class InputAlreadyAnswered(LedgerError):
     """An input request key was answered before; keys are answered at most once."""
+
+
+class TaskWasLost(LedgerError):
+    """An answer to an input request of a task that was lost (the server no longer knows it,
+    its TTL passed, its server is gone): the task's requests were closed with it
+    (``task_lost``); nothing was recorded or sent."""
 
 
 class McpSideError(BridgeError):

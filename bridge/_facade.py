@@ -29,6 +29,12 @@ from bridge._ids import is_call_ref
 from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
+from bridge._ledger.reads.attention import (
+    DEFAULT_ORPHAN_AFTER_MS,
+    DEFAULT_OVERDUE_AFTER_MS,
+    AttentionWindow,
+)
+from bridge._ledger.reads.views import AttentionItem
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import OuterStatus
@@ -279,6 +285,39 @@ class Bridge:
         runs; one run's: :meth:`Run.pending_inputs`."""
         self._scope(principal)
         return await reads.pending_inputs(self._services, principal, None)
+
+    async def attention(
+        self,
+        principal: str | None = None,
+        *,
+        older_than: float | None = None,
+        overdue_after: float = DEFAULT_OVERDUE_AFTER_MS / 1000,
+        orphan_after: float = DEFAULT_ORPHAN_AFTER_MS / 1000,
+    ) -> list[AttentionItem]:
+        """Everything that waits for a person, oldest first: of ``principal``, or of every
+        principal this bridge serves (``None``). Each item says what it is (``kind``), since
+        when, which run and response, and its next step; it leaves the list once acted upon.
+
+        ``older_than`` (seconds): only items waiting at least that long. An input waiting
+        ``overdue_after`` seconds is ``input_overdue``; a served run with nothing recorded
+        for ``orphan_after`` seconds is ``orphaned_run`` (docs/architecture.md, glossary).
+        """
+        principals = self.principals if principal is None else (principal,)
+        for name in principals:
+            self._scope(name)
+        now = self._ledger.clock()
+        window = AttentionWindow(
+            now_ms=now,
+            overdue_after_ms=int(overdue_after * 1000),
+            orphan_after_ms=int(orphan_after * 1000),
+        )
+        items: list[AttentionItem] = []
+        for name in principals:
+            items.extend(await self._db(self._ledger.for_principal(name).attention, window))
+        if older_than is not None:
+            cutoff = now - int(older_than * 1000)
+            items = [item for item in items if item.since_ms <= cutoff]
+        return sorted(items, key=lambda item: (item.since_ms, item.kind, item.ref))
 
     async def list_tools(self, principal: str, server: str) -> list[mcp_types.Tool]:
         """The tools ``server`` lists, through the bridge's own connection and credentials

@@ -23,13 +23,18 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from bridge import events as ev
-from bridge._errors import InputAlreadyAnswered, NotFound, UnknownInputKey
+from bridge._errors import InputAlreadyAnswered, NotFound, TaskWasLost, UnknownInputKey
 from bridge._ids import is_call_ref
 from bridge._ledger.agent_states import AgentStateView
 from bridge._ledger.reads.views import CallView, RunView, TaskView
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import Admission, DispatchState, OuterStatus
-from bridge._outcomes import CallOutcome, InputPending, InputRequest, TaskHandle
+from bridge._outcomes import (
+    CallOutcome,
+    InputPending,
+    InputRequest,
+    TaskHandle,
+)
 from bridge._policies import WaitMode
 from bridge._runtime import reads
 from bridge._runtime.reads import BridgeServices
@@ -149,12 +154,29 @@ class Run:
             task = await db(self._tenant.get_task, dispatch.task_ref)
         return replace(dispatch, task=task)
 
-    async def resolve_unknown_outcome(self, op_ref: str, admission: Admission) -> None:
+    async def resolve_unknown_outcome(
+        self, op_ref: str, admission: Admission, *, by: str = "host"
+    ) -> None:
         """Say whether a call of this run whose outcome is unknown was admitted by its server
-        (recorded once, ``call.admission_checked`` by ``host``; see
-        :mod:`bridge._mcp.calls.admission`)."""
+        (recorded once, ``call.admission_checked`` by ``host``, naming ``by``: who gave the
+        verdict; see :mod:`bridge._mcp.calls.admission`)."""
         await self._owned_call(op_ref)
-        await self._services.requester.resolve_unknown_outcome(self.principal, op_ref, admission)
+        requester = self._services.requester
+        await requester.resolve_unknown_outcome(self.principal, op_ref, admission, by)
+
+    async def acknowledge(self, ref: str, *, by: str, note: str = "") -> None:
+        """Acknowledge a lost task of this run (``tk_…``) or an anomaly on it (``run_…:<seq>``,
+        as ``Bridge.attention`` names it): it leaves the attention list; nothing else changes
+        (``operator.acknowledged``, naming ``by``)."""
+        if not ref.startswith(self.ref + ":"):
+            await self.task(ref)
+        await self._services.db(self._tenant.acknowledge, ref, by, note)
+
+    async def close(self, status: OuterStatus, *, reason: str, by: str) -> None:
+        """End this served run, still ``in_progress``, with a terminal ``status``: for a run
+        whose harness is gone (an orphaned run). Recorded as ``outer.closed_by_operator`` with
+        ``reason`` and ``by``; its inner tasks are left as they are, open ones still watched."""
+        await self._services.db(self._tenant.close_run, self.ref, status, reason, by)
 
     # -- tasks ---------------------------------------------------------------------------------
     async def task(self, task_ref: str) -> TaskView:
@@ -209,16 +231,23 @@ class Run:
     async def pending_input(self, owner_ref: str, input_ref: str) -> InputRequest:
         """The typed request ``input_ref`` of a task (``tk_…``) or call (MRTR: ``op_…``) of this
         run, still waiting for an answer. ``NotFound``: not this run's task or call;
-        ``UnknownInputKey``: never asked; ``InputAlreadyAnswered``: answered (or declined)."""
+        ``UnknownInputKey``: never asked; ``TaskWasLost``: its task was lost (the request was
+        closed with it); ``InputAlreadyAnswered``: answered (or declined)."""
         db, tenant = self._services.db, self._tenant
+        task: TaskView | None = None
         if is_call_ref(owner_ref):
             await self._owned_call(owner_ref)
             asked = [v.ref for v in await db(tenant.call_inputs, owner_ref)]
         else:
-            await self.task(owner_ref)
+            task = await self.task(owner_ref)
             asked = [v.ref for v in await db(tenant.input_requests, owner_ref)]
         if input_ref not in asked:
             raise UnknownInputKey(f"{owner_ref} never asked for input {input_ref}")
+        if task is not None and task.lost_reason is not None and task.terminal_at_ms is None:
+            raise TaskWasLost(
+                f"task {owner_ref} was lost ({task.lost_reason.value}): its input request "
+                f"{input_ref} was closed with it; nothing was sent"
+            )
         for request in await self.pending_inputs():
             if request.input_ref == input_ref and owner_ref in (request.task_ref, request.op_ref):
                 return request

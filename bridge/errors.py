@@ -32,6 +32,7 @@ from bridge._errors import (
     ServerNotReachable,
     ServerTlsFailed,
     TaskRequestFailed,
+    TaskWasLost,
     UnknownInputKey,
     UnknownServer,
     WaitTimedOut,
@@ -47,6 +48,7 @@ __all__ = [  # noqa: RUF022 -- grouped by what a caller is doing, not sorted
     "AnswerRefused",
     "InputAlreadyAnswered",
     "UnknownInputKey",
+    "TaskWasLost",
     # Reading and waiting.
     "NotFound",
     "NoToolResult",

@@ -15,7 +15,7 @@ from bridge._lifecycle import Admission, DispatchState, LostReason, OuterStatus,
 
 # Why the bridge declined an input request, how a host's input handler failed, and what the
 # input policy did then (the input-trust events, and the ledger writes that emit them).
-DeclineReason = Literal["undeclared", "handler_failed"]
+DeclineReason = Literal["undeclared", "handler_failed", "task_lost"]
 HandlerFailure = Literal["raised", "invalid_answer", "invalid_request"]
 HandlerFailedAction = Literal["declined", "left_pending"]
 
@@ -121,6 +121,7 @@ class CallAdmissionChecked(_Event):
     server: str
     admission: Admission
     decided_by: Literal["hook", "host"]
+    by: str = ""  # who gave the verdict (an operator's name, "console:<principal>", ...)
 
 
 class CallResult(_Event):
@@ -347,6 +348,29 @@ class Anomaly(_Event):
     op_ref: str | None = None
 
 
+class OperatorAcknowledged(_Event):
+    """An operator acknowledged a lost task or an anomaly: it leaves the attention list.
+    Nothing else changes (a lost task stays lost; an anomaly stays on record)."""
+
+    type: Literal["operator.acknowledged"] = "operator.acknowledged"
+    subject: Literal["lost_task", "anomaly"]
+    task_ref: str | None = None  # the lost task
+    anomaly_seq: int | None = None  # the anomaly event's seq on this run
+    by: str
+    note: str = ""
+
+
+class OuterClosedByOperator(_Event):
+    """An operator ended a served run nobody reports on any more (an orphaned run), with a
+    stated status and reason. Its inner tasks are left exactly as they are (two lifecycles)."""
+
+    type: Literal["outer.closed_by_operator"] = "outer.closed_by_operator"
+    status: OuterStatus
+    reason: str
+    by: str
+    open_task_refs: list[str]  # still open, and still watched
+
+
 BridgeEvent = Annotated[
     RunRegistered
     | OuterIdsRecorded
@@ -377,7 +401,9 @@ BridgeEvent = Annotated[
     | ServerUnreachable
     | TaskLost
     | TaskTerminal
-    | Anomaly,
+    | Anomaly
+    | OperatorAcknowledged
+    | OuterClosedByOperator,
     Field(discriminator="type"),
 ]
 

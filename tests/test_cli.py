@@ -186,6 +186,8 @@ def test_show_tree_and_json(scenario: Scenario) -> None:
         "first_seen_at": pending["first_seen_at"],
         "answered_at": None,
         "delivered_at": None,
+        "question": "Approve 120 EUR?",  # what is asked, so nobody guesses field names
+        "fields": [],
     }
     assert tasks[scenario.lost_ref]["lost_reason"] == "not_found"
     assert tasks[scenario.lost_ref]["verdicts"] == ["lost(not_found: tasks/get answered -32602)"]

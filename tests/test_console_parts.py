@@ -10,12 +10,11 @@ import pytest
 from starlette.requests import Request
 
 from bridge._answers import coerce_texts
-from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.reads.views import AttentionItem, TaskObservation
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import TaskStatus
 from bridge.cli._records import load_snapshot
 from bridge.cli._timeline import build_timeline
-from bridge.console._actions import InboxItem
 from bridge.console._auth import (
     ConsoleAuthError,
     ConsoleTokens,
@@ -249,18 +248,53 @@ def test_pages_escape_what_servers_and_callers_wrote(sqlite_ledger: Ledger) -> N
 
 
 def test_the_inbox_escapes_request_text() -> None:
-    item = InboxItem(
-        kind="input_required",
+    item = AttentionItem(
+        kind="input_waiting",
+        ref="in_1",
+        principal="acme",
         run_ref="run_1",
-        response_id=None,
-        subject_ref="tk_1",
-        input_ref="in_1",
-        summary=HOSTILE,
-        requested_schema={"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        response_id="resp_1",
         since_ms=0,
+        summary=HOSTILE,
         next_step="answer",
+        task_ref="tk_1",
+        question=HOSTILE,
+        fields=("ok",),
+        requested_schema={"type": "object", "properties": {"ok": {"type": "boolean"}}},
     )
     page = inbox_page(Frame("acme", "t"), [item])
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert 'action="/runs/run_1/inputs/tk_1/in_1/answer"' in page
+    assert "response resp_1" in page  # the response, not a hard-coded dash
+
+
+def test_the_inbox_has_a_card_with_its_action_for_every_kind() -> None:
+    def item(kind: str, ref: str, **more: object) -> AttentionItem:
+        return AttentionItem(
+            kind=kind,  # type: ignore[arg-type]
+            ref=ref,
+            principal="acme",
+            run_ref="run_1",
+            response_id="resp_1",
+            since_ms=0,
+            summary=kind,
+            next_step="act",
+            **more,  # type: ignore[arg-type]
+        )
+
+    items = [
+        item("input_overdue", "in_2", task_ref="tk_2", question="Approve?"),
+        item("unknown_outcome", "op_1", op_ref="op_1"),
+        item("lost_task", "tk_3", task_ref="tk_3"),
+        item("anomaly", "run_1:7"),
+        item("orphaned_run", "run_1"),
+    ]
+    page = inbox_page(Frame("acme", "t"), items)
+    for kind in ("input_overdue", "unknown_outcome", "lost_task", "anomaly", "orphaned_run"):
+        assert f'data-kind="{kind}"' in page
+    assert 'action="/runs/run_1/inputs/tk_2/in_2/answer"' in page and "Approve?" in page
+    assert 'action="/runs/run_1/calls/op_1/resolve"' in page
+    assert page.count('action="/runs/run_1/acknowledge"') == 2
+    assert 'value="tk_3"' in page and 'value="run_1:7"' in page
+    assert 'action="/runs/run_1/close"' in page and 'name="reason"' in page
     assert "Nothing waits" in inbox_page(Frame("acme", "t"), [])

@@ -66,7 +66,7 @@ PRINCIPAL = "acme"
 MARKER = re.compile(r"^<!-- example: (docs/examples/[\w.-]+\.py)(?::([\w-]+))? -->$")
 FENCE = re.compile(r"^```(\w*)\s*$")
 # CLI commands that act on MCP servers or wait for ever: their command lines are only parsed.
-PARSE_ONLY = {"recover", "cancel-task", "answer"}
+PARSE_ONLY = {"recover", "cancel-task", "answer", "resolve", "ack", "close-run"}
 
 
 class GuideError(Exception):

@@ -2,7 +2,8 @@
 venv outside the repository, timed: a venv, ``pip install`` of the wheel with ``[serve]``,
 the example task server, the guide's script. The one difference: the server binds a free port
 (``--port 0``, handed to the script as ``BRIDGE_MCP_URL``) instead of 8701, so the test never
-races another process for that port. The script's output must be what the guide shows."""
+races another process for that port, and the checkout is installed as a wheel built from it.
+The script's output must be what the guide shows; run again, it sends nothing."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def test_the_first_task_guide_runs_as_written_in_a_clean_venv(tmp_path: Path) ->
     shell = "\n".join(fenced("sh"))
     for command in (
         "python3 -m venv venv",
-        'venv/bin/pip install "uhp-mcp-bridge[serve]"',
+        'venv/bin/pip install "./uhp-mcp-bridge[serve]"',
         "venv/bin/python -m bridge.testing.server --port 8701",
         "venv/bin/python first_task.py",
     ):
@@ -88,6 +89,10 @@ def test_the_first_task_guide_runs_as_written_in_a_clean_venv(tmp_path: Path) ->
             "venv/bin/python", "first_task.py", cwd=folder, env={**env, "BRIDGE_MCP_URL": url}
         )
         timings["python first_task.py"] = time.monotonic() - started
+        # Run again: the operation is replayed from the ledger, nothing is sent again.
+        again = run(
+            "venv/bin/python", "first_task.py", cwd=folder, env={**env, "BRIDGE_MCP_URL": url}
+        )
     finally:
         server.terminate()
         server.wait(10)
@@ -96,5 +101,7 @@ def test_the_first_task_guide_runs_as_written_in_a_clean_venv(tmp_path: Path) ->
         print(f"{seconds:6.1f} s  {step}")
     print(f"{elapsed:6.1f} s  the newcomer's steps in all")
     assert [line.rstrip() for line in out.splitlines()] == expected.rstrip().splitlines()
+    rerun = [line.rstrip() for line in again.splitlines()]
+    assert rerun == ["rerun: nothing sent again", *expected.rstrip().splitlines()[1:]]
     assert (folder / "first-task.db").is_file()
     assert elapsed < BUDGET_S

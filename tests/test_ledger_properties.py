@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bridge import events as ev
+from bridge._errors import TaskWasLost
 from bridge._ledger.reads.views import TaskObservation, TaskView
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import LostReason, TaskStatus
@@ -78,7 +79,14 @@ def _apply(ledger: Ledger, task_ref: str, action: Action) -> None:
     elif isinstance(action, MarkLost):
         tenant.mark_task_lost(task_ref, action.reason)
     else:
-        pending = {r.key for r in tenant.input_requests(task_ref, pending_only=True)}
+        task = tenant.get_task(task_ref)
+        asked = tenant.input_requests(task_ref)
+        if task.lost_reason is not None and task.terminal_at_ms is None:
+            if action.key in {r.key for r in asked}:  # lost is lost: its inputs are closed
+                with pytest.raises(TaskWasLost):
+                    tenant.record_input_answer(task_ref, action.key, {"action": "accept"})
+            return
+        pending = {r.key for r in asked if r.answered_at_ms is None and r.declined_at_ms is None}
         if action.key in pending:
             tenant.record_input_answer(task_ref, action.key, {"action": "accept"})
 

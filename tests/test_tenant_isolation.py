@@ -12,6 +12,7 @@ import pytest
 
 from bridge._errors import NotFound
 from bridge._ledger.commit.group_commit import StagedCommit
+from bridge._ledger.reads.attention import AttentionWindow
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
@@ -78,6 +79,7 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
     run, task = acme["run"], acme["task"]
     return {
         "get_run": lambda: foreign.get_run(run.ref),
+        "attention": lambda: foreign.attention(AttentionWindow(now, 0, 0)),
         "find_run": lambda: foreign.find_run(SERVER, "resp_acme"),
         "find_run_by_idempotency_key": lambda: foreign.find_run_by_idempotency_key("idem-acme"),
         "find_runs_by_response_id": lambda: foreign.find_runs_by_response_id("resp_acme"),
@@ -135,6 +137,8 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
         "record_outer_sequence": lambda: foreign.record_outer_sequence(run.ref, 99),
         "record_trace_context": lambda: foreign.record_trace_context(run.ref, "0" * 32, "0" * 16),
         "record_anomaly": lambda: foreign.record_anomaly(run.ref, "x", "y"),
+        "acknowledge": lambda: foreign.acknowledge(f"{run.ref}:1", "mallory"),
+        "close_run": lambda: foreign.close_run(run.ref, OuterStatus.FAILED, "x", "mallory"),
         "record_fields_ignored": lambda: foreign.record_fields_ignored(run.ref, ["tools"]),
         "save_agent_state": lambda: foreign.save_agent_state(run.ref, "agent", {"history": []}),
         "record_gateway_handle": lambda: foreign.record_gateway_handle(

@@ -26,13 +26,17 @@ class AdmissionWrites(RunWrites):
     """Record and read admission verdicts."""
 
     def record_admission(
-        self, op_ref: str, admission: Admission, decided_by: Literal["hook", "host"]
+        self,
+        op_ref: str,
+        admission: Admission,
+        decided_by: Literal["hook", "host"],
+        by: str = "",
     ) -> ev.CallAdmissionChecked:
         """Record whether the unknown-outcome call ``op_ref`` was admitted.
 
         Raises :class:`~bridge.errors.InvalidTransition` unless the dispatch is ``unknown`` and
         has no final verdict yet (an admitted call is never declared not admitted later, nor
-        the reverse).
+        the reverse). ``by``: who gave it (an operator's name), kept on the event.
         """
         with self._write() as tx:
             row = self._dispatch_row(tx.conn, op_ref, lock=True)
@@ -51,6 +55,7 @@ class AdmissionWrites(RunWrites):
                 server=row.server_name or row.server_endpoint,
                 admission=admission,
                 decided_by=decided_by,
+                by=by or decided_by,
             )
             appended = self._append(tx, row.run_ref, event)
         assert isinstance(appended, ev.CallAdmissionChecked)

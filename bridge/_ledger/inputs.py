@@ -3,18 +3,29 @@ answered at most once; answers kept until the server acknowledges them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import insert, or_, select, update
 
 from bridge import events as ev
-from bridge._errors import InputAlreadyAnswered, UnknownInputKey
+from bridge._errors import InputAlreadyAnswered, TaskWasLost, UnknownInputKey
 from bridge._ids import INPUT_PREFIX, canonical_json, new_ref, sha256_hex
-from bridge._ledger._base import INPUTS, TASKS, Tx
+from bridge._ledger._base import EVENTS, INPUTS, TASKS, Tx
 from bridge._ledger.coordination.fencing import Membership, check_lease
+from bridge._ledger.input_bounds import (
+    MAX_OPEN_INPUTS_PER_TASK,
+    TOO_LARGE,
+    TOO_MANY,
+    bound_params,
+    too_large_detail,
+    too_many_detail,
+)
 from bridge._ledger.reads.queries import TenantQueries
 from bridge._ledger.reads.views import InputRequestView
+
+_ANOMALY: str = ev.Anomaly.model_fields["type"].default
 
 
 def input_request_digest(method: str, params: Any) -> str:
@@ -37,6 +48,14 @@ def write_answer(tx: Tx, request_id: int, response: Any, now: int) -> None:
     )
 
 
+def _refuse_if_lost(row: Any, input_ref: str) -> None:
+    if row.lost_reason is not None and row.terminal_at_ms is None:
+        raise TaskWasLost(
+            f"task {row.ref} was lost ({row.lost_reason}): its input request {input_ref} was "
+            "closed with it; nothing was recorded or sent"
+        )
+
+
 class InputWrites(TenantQueries):
     """Writes of input requests and their answers."""
 
@@ -52,13 +71,22 @@ class InputWrites(TenantQueries):
             )
         }
         now = self.now
+        waiting = sum(
+            1 for r in known.values() if r.answered_at_ms is None and r.declined_at_ms is None
+        )
+        skipped = 0
         for key, request in requests.items():
             method = str(request.get("method", ""))
             params = request.get("params") or {}
             digest = input_request_digest(method, params)
             seen = known.get(key)
             if seen is None:
+                if waiting >= MAX_OPEN_INPUTS_PER_TASK:
+                    skipped += 1  # recorded on a later poll, once earlier ones are answered
+                    continue
+                waiting += 1
                 input_ref = new_ref(INPUT_PREFIX)
+                bounded = bound_params(params)
                 tx.conn.execute(
                     insert(INPUTS).values(
                         ref=input_ref,
@@ -66,7 +94,7 @@ class InputWrites(TenantQueries):
                         task_ref=row.ref,
                         key=key,
                         method=method,
-                        params_json=canonical_json(params).decode("utf-8"),
+                        params_json=canonical_json(bounded.params).decode("utf-8"),
                         payload_digest=digest,
                         first_seen_ms=now,
                         surfaced_at_ms=now,
@@ -79,9 +107,29 @@ class InputWrites(TenantQueries):
                         ev.TaskInputRequired,
                         input_ref=input_ref,
                         method=method,
-                        params=params,
+                        params=bounded.params,
                     )
                 )
+                if row.lost_reason is not None and row.terminal_at_ms is None:
+                    # Asked of a task already lost: closed at once, as its others were.
+                    tx.conn.execute(
+                        update(INPUTS).where(INPUTS.c.ref == input_ref).values(declined_at_ms=now)
+                    )
+                    appended.append(
+                        self._append_task_event(
+                            tx,
+                            row,
+                            ev.TaskInputDeclined,
+                            input_ref=input_ref,
+                            method=method,
+                            reason="task_lost",
+                            answered=False,
+                        )
+                    )
+                if bounded.too_large:
+                    detail = too_large_detail(input_ref, bounded.original_bytes)
+                    anomaly = ev.Anomaly(kind=TOO_LARGE, detail=detail, task_ref=row.ref)
+                    appended.append(self._append(tx, row.run_ref, anomaly))
             elif digest not in (seen.payload_digest, seen.conflicting_digest):
                 tx.conn.execute(
                     update(INPUTS).where(INPUTS.c.id == seen.id).values(conflicting_digest=digest)
@@ -98,7 +146,52 @@ class InputWrites(TenantQueries):
                         raw_task_id=row.task_id,
                     )
                 )
+        if skipped and not self._reported_once(tx, row.run_ref, row.ref, TOO_MANY):
+            anomaly = ev.Anomaly(kind=TOO_MANY, detail=too_many_detail(skipped), task_ref=row.ref)
+            appended.append(self._append(tx, row.run_ref, anomaly))
         return appended
+
+    def _reported_once(self, tx: Tx, run_ref: str, task_ref: str, kind: str) -> bool:
+        """Whether an anomaly of ``kind`` was recorded on this task already (each poll sees
+        the same reply again: it is reported once)."""
+        rows = tx.conn.execute(
+            select(EVENTS.c.payload_json).where(
+                self._owned(EVENTS),
+                EVENTS.c.run_ref == run_ref,
+                EVENTS.c.task_ref == task_ref,
+                EVENTS.c.type == _ANOMALY,
+            )
+        )
+        return any(json.loads(payload).get("kind") == kind for (payload,) in rows)
+
+    def _close_inputs_of_lost_task(self, tx: Tx, row: Any) -> None:
+        """A task was lost: its unanswered requests are closed (``task.input_declined`` with
+        ``task_lost``), so no view shows them waiting and no answer is taken."""
+        open_requests = tx.conn.execute(
+            select(INPUTS.c.id, INPUTS.c.ref, INPUTS.c.method).where(
+                self._owned(INPUTS),
+                INPUTS.c.task_ref == row.ref,
+                INPUTS.c.answered_at_ms.is_(None),
+                INPUTS.c.declined_at_ms.is_(None),
+            )
+        ).all()
+        if not open_requests:
+            return
+        tx.conn.execute(
+            update(INPUTS)
+            .where(INPUTS.c.id.in_([r.id for r in open_requests]))
+            .values(declined_at_ms=self.now)
+        )
+        for request in open_requests:
+            self._append_task_event(
+                tx,
+                row,
+                ev.TaskInputDeclined,
+                input_ref=request.ref,
+                method=request.method,
+                reason="task_lost",
+                answered=False,
+            )
 
     def record_input_answer(self, task_ref: str, input_ref: str, response: Any) -> InputRequestView:
         """Record the host's answer to one input request, exactly once per request.
@@ -109,6 +202,7 @@ class InputWrites(TenantQueries):
         """
         with self._write() as tx:
             row = self._task_row(tx.conn, task_ref, lock=True)
+            _refuse_if_lost(row, input_ref)
             request = self._unanswered_input(tx, task_ref, input_ref)
             write_answer(tx, request.id, response, self.now)
             self._append_task_event(tx, row, ev.TaskInputAnswered, input_ref=request.ref)
@@ -130,6 +224,7 @@ class InputWrites(TenantQueries):
         """
         with self._write() as tx:
             row = self._task_row(tx.conn, task_ref, lock=True)
+            _refuse_if_lost(row, input_ref)
             request = self._unanswered_input(tx, task_ref, input_ref)
             tx.conn.execute(
                 update(INPUTS).where(INPUTS.c.id == request.id).values(declined_at_ms=self.now)

@@ -22,6 +22,14 @@ from bridge import events as ev
 from bridge._errors import InputAlreadyAnswered, InvalidTransition, UnknownInputKey
 from bridge._ids import INPUT_PREFIX, canonical_json, new_ref
 from bridge._ledger._base import DISPATCHES, INPUTS, Tx
+from bridge._ledger.input_bounds import (
+    MAX_OPEN_INPUTS_PER_TASK,
+    TOO_LARGE,
+    TOO_MANY,
+    bound_params,
+    too_large_detail,
+    too_many_detail,
+)
 from bridge._ledger.inputs import input_request_digest, write_answer
 from bridge._ledger.reads.queries import TenantQueries
 from bridge._ledger.reads.views import CallInputView, DispatchView
@@ -70,8 +78,14 @@ class CallRoundWrites(TenantQueries):
                     received_at_ms=now,
                 )
             )
-            for key, request in requests.items():
+            kept = list(requests.items())[:MAX_OPEN_INPUTS_PER_TASK]
+            for key, request in kept:
                 self._surface(tx, row, leg, key, request, now)
+            if len(requests) > len(kept):
+                detail = too_many_detail(len(requests) - len(kept))
+                self._append(
+                    tx, row.run_ref, ev.Anomaly(kind=TOO_MANY, detail=detail, op_ref=op_ref)
+                )
         return self.call_inputs(op_ref, leg=leg)
 
     def _surface(
@@ -80,6 +94,7 @@ class CallRoundWrites(TenantQueries):
         method = str(request.get("method", ""))
         params = request.get("params") or {}
         input_ref = new_ref(INPUT_PREFIX)
+        bounded = bound_params(params)
         tx.conn.execute(
             insert(INPUTS).values(
                 ref=input_ref,
@@ -89,7 +104,7 @@ class CallRoundWrites(TenantQueries):
                 leg=leg,
                 key=key,
                 method=method,
-                params_json=canonical_json(params).decode("utf-8"),
+                params_json=canonical_json(bounded.params).decode("utf-8"),
                 payload_digest=input_request_digest(method, params),
                 first_seen_ms=now,
                 surfaced_at_ms=now,
@@ -105,9 +120,12 @@ class CallRoundWrites(TenantQueries):
                 leg=leg,
                 input_ref=input_ref,
                 method=method,
-                params=params,
+                params=bounded.params,
             ),
         )
+        if bounded.too_large:
+            detail = too_large_detail(input_ref, bounded.original_bytes)
+            self._append(tx, row.run_ref, ev.Anomaly(kind=TOO_LARGE, detail=detail, op_ref=row.ref))
 
     def record_call_input_answer(
         self, op_ref: str, input_ref: str, response: Any

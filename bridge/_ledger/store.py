@@ -42,7 +42,9 @@ from bridge._ledger.coordination.availability import first_line, waiting_for_the
 from bridge._ledger.dispatches import DispatchWrites
 from bridge._ledger.gateway_handles import GatewayHandleWrites
 from bridge._ledger.inputs import input_request_digest
+from bridge._ledger.operator_acts import OperatorWrites
 from bridge._ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
+from bridge._ledger.reads.attention import AttentionReads
 from bridge._ledger.rounds import CallRoundWrites
 from bridge._ledger.schema import migrate
 from bridge._ledger.schema.dialects import SqliteSynchronous
@@ -128,6 +130,8 @@ class TenantLedger(
     CallRoundWrites,
     AgentStateWrites,
     GatewayHandleWrites,
+    OperatorWrites,
+    AttentionReads,
     WebhookOutboxWrites,
 ):
     """All ledger operations for one principal/tenant: runs, dispatches (and the call path),

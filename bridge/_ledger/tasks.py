@@ -212,6 +212,7 @@ class TaskWrites(InputWrites):
                 updated_at_ms=self.now,
             )
             self._append_task_event(tx, row, ev.TaskLost, reason=reason, detail=detail)
+            self._close_inputs_of_lost_task(tx, row)
         return True
 
     def record_cancel_requested(self, task_ref: str, requested_by: str) -> bool:

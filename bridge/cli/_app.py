@@ -38,6 +38,7 @@ from bridge.cli._mcp_commands import (
     load_mcp_config,
     recover,
 )
+from bridge.cli._operator_commands import ack, attention, close_run, resolve
 from bridge.cli._records import (
     Redactor,
     event_record,
@@ -304,6 +305,11 @@ def console(ctx: typer.Context) -> None:
 app.command()(recover)
 app.command("cancel-task")(cancel_task)
 app.command()(answer)
+# -- the operator's loop: what waits for a person, then acting on it ------------------------------
+app.command()(attention)
+app.command()(resolve)
+app.command()(ack)
+app.command("close-run")(close_run)
 
 
 # -- db -------------------------------------------------------------------------------------------

@@ -7,11 +7,12 @@ markers with a ``<title>`` tooltip. Every text goes through the run's redactor a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 
 from bridge.cli._records import duration, iso, relative
 from bridge.cli._style import MARKER_COLOURS, MARKER_LABELS, STATE_COLOURS
-from bridge.cli._timeline import Timeline
+from bridge.cli._timeline import Segment, Timeline
 
 LABEL_W = 370
 CHART_W = 900
@@ -98,6 +99,14 @@ def render_svg(timeline: Timeline) -> str:
             "</text>"
             "</g>"
         )
+        end = lane_end_state(lane.segments)
+        if end is not None:  # the state the lane ended in (or is still in), in words
+            ink = STATE_COLOURS.get(end.split()[-1], "#333")
+            parts.append(
+                f'<text class="end-state" data-end="{escape(end)}" x="{LABEL_W - 8}" '
+                f'y="{y + 18}" text-anchor="end" fill="{ink}" font-weight="bold">'
+                f"{escape(end)}</text>"
+            )
         for seg in lane.segments:
             x1 = _x(timeline, seg.start_ms)
             x2 = max(_x(timeline, seg.end_ms), x1 + 3)
@@ -131,6 +140,19 @@ def render_svg(timeline: Timeline) -> str:
             )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def lane_end_state(segments: Sequence[Segment]) -> str | None:
+    """How a lane ended: its final state, or ``still <state>`` while it is open."""
+    if not segments:
+        return None
+    last = segments[-1]
+    return f"still {last.state}" if last.open_end else last.state
+
+
+def legend() -> str:
+    """What the timeline's colours and markers mean (the page shows it above the chart)."""
+    return _legend()
 
 
 def _legend() -> str:

@@ -85,23 +85,32 @@ def _bridge_for(ledger: Ledger, principal: str, servers: list[McpServerConfig]) 
     )
 
 
+SETTLED_POLL_S = 0.1
+
+
 def recover(
     ctx: typer.Context,
     mcp_config: McpConfigOpt,
     wait: Annotated[
-        float, typer.Option("--wait", min=0, help="Keep watching open tasks for SECONDS.")
+        float,
+        typer.Option(
+            "--wait",
+            min=0,
+            help="Keep watching open tasks until every one has settled, at most SECONDS.",
+        ),
     ] = 0.0,
     settle: Annotated[
         bool,
         typer.Option(
-            "--settle/--no-settle",
-            help="Mark dispatches left pending/sent as unknown outcome. Only safe when no other "
-            "live process is dispatching for this principal.",
+            "--settle-in-flight/--no-settle-in-flight",
+            help="Also mark calls left pending/sent as unknown outcome. Off by default: only "
+            "safe once every other process dispatching for this principal is stopped.",
         ),
-    ] = True,
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Open a Bridge on the ledger, recover open work and print the recovery report."""
+    """Open a Bridge on the ledger, recover open work and print the recovery report. Calls
+    another process may still have in flight are left alone unless --settle-in-flight."""
 
     def body() -> None:
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
@@ -114,7 +123,8 @@ def recover(
             "remote_runs_resumed": report.remote_runs_resumed,
             "served_runs_open": list(report.served_runs_open),
             "pending_inputs": [input_record(r) for r in report.pending_inputs],
-            "waited_s": wait,
+            "waited_s": wait,  # at most: it returns once every task has settled
+            "settled": all(not task["open"] for task in tasks),
             "tasks": tasks,
         }
         if as_json:
@@ -159,9 +169,11 @@ async def _recover(
     async with _bridge_for(ledger, principal, servers) as bridge:
         report = await bridge.recover(settle_in_flight_dispatches=settle)
         watched = [t.ref for t in tenant.list_tasks(open_only=True)]
-        if wait > 0:
-            with err_console().status(f"watching {len(watched)} open task(s) for {wait:g}s"):
-                await anyio.sleep(wait)
+        if wait > 0 and watched:
+            with err_console().status(f"watching {len(watched)} open task(s), at most {wait:g}s"):
+                with anyio.move_on_after(wait):
+                    while tenant.list_tasks(open_only=True):  # returns once all have settled
+                        await anyio.sleep(SETTLED_POLL_S)
     now = now_ms()
     tasks = [task_record(tenant.get_task(ref), [], now) for ref in watched]
     return report, tasks
@@ -293,6 +305,7 @@ async def _answer(
 ) -> AnswerDelivery:
     async with _bridge_for(ledger, principal, servers) as bridge:
         run = await bridge.run_of(principal, owner_ref)
+        # TaskWasLost when the task was lost: nothing is sent
         receipt = await send(await run.pending_input(owner_ref, input_ref))
         return receipt.delivery
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bridge import events as ev
+from bridge._ledger.reads.attention import question_of
 from bridge._ledger.reads.call_states import CallStanding, calls_of
 from bridge._ledger.reads.views import DispatchView, InputRequestView, RunView, TaskView
 from bridge._ledger.store import TenantLedger
@@ -242,8 +243,13 @@ class RunSnapshot:
         for task in self.tasks:
             by_op.setdefault(task.op_ref, []).append(task)
         calls = []
+        verdicts = {
+            e.op_ref: e for e in self.events if isinstance(e, ev.CallAdmissionChecked)
+        }  # the latest verdict on each call (events are in order)
         for dispatch in self.dispatches:
             item = dispatch_record(dispatch)
+            verdict = verdicts.get(dispatch.ref)
+            item["verdict"] = None if verdict is None else verdict_record(verdict)
             item["tasks"] = [self._task(t) for t in by_op.pop(dispatch.ref, [])]
             calls.append(item)
         orphans = [self._task(t) for tasks in by_op.values() for t in tasks]
@@ -260,13 +266,37 @@ class RunSnapshot:
 
     def _task(self, task: TaskView) -> dict[str, Any]:
         pending = self.pending_inputs.get(task.ref, [])
-        return task_record(task, pending, self.now_ms, self.inputs.get(task.ref, pending))
+        record = task_record(task, pending, self.now_ms, self.inputs.get(task.ref, pending))
+        for shown, request in zip(record["pending_inputs"], pending, strict=True):
+            question, fields, _ = question_of(request.params)  # redacted with the record
+            shown.update(question=question, fields=list(fields))
+        acknowledged = [
+            e
+            for e in self.events
+            if isinstance(e, ev.OperatorAcknowledged) and e.task_ref == task.ref
+        ]
+        record["acknowledged_by"] = acknowledged[-1].by if acknowledged else None
+        return record
+
+
+def verdict_record(event: ev.CallAdmissionChecked) -> dict[str, Any]:
+    """A verdict on a call of unknown outcome, and who gave it."""
+    return {
+        "admission": event.admission.value,
+        "decided_by": event.decided_by,
+        "by": event.by or event.decided_by,
+        "at": iso(event.at_ms),
+    }
 
 
 def load_snapshot(tenant: TenantLedger, run_ref: str, *, now: int | None = None) -> RunSnapshot:
     run = tenant.get_run(run_ref)  # NotFound for a foreign or missing run
     tasks = tenant.list_tasks(run_ref=run_ref)
-    pending = {t.ref: tenant.input_requests(t.ref, pending_only=True) for t in tasks}
+    # A request the bridge declined, or closed with its lost task, waits for nobody.
+    pending = {
+        t.ref: [r for r in tenant.input_requests(t.ref, pending_only=True) if not r.declined_at_ms]
+        for t in tasks
+    }
     inputs = {t.ref: tenant.input_requests(t.ref) for t in tasks if t.is_open}
     return RunSnapshot(
         run=run,
@@ -336,6 +366,15 @@ def describe(event: ev.BridgeEvent) -> str:
             return f"{event.status.value} with {kind}{trunc}{extra}"
         case ev.Anomaly():
             return f"{event.kind}: {event.detail}"
+        case ev.CallAdmissionChecked():
+            return f"{event.op_ref} {event.admission.value} (by {event.by or event.decided_by})"
+        case ev.OperatorAcknowledged():
+            what = event.task_ref or f"anomaly #{event.anomaly_seq}"
+            return f"{what} acknowledged by {event.by}" + (f": {event.note}" if event.note else "")
+        case ev.OuterClosedByOperator():
+            return f"closed as {event.status.value} by {event.by}: {event.reason}"
+        case ev.TaskInputDeclined():
+            return f"{event.input_ref} closed ({event.reason})"
     return ""
 
 

@@ -66,9 +66,15 @@ def event_style(event: ev.BridgeEvent) -> str:
 
 # -- runs list ------------------------------------------------------------------------------------
 def runs_table(rows: Sequence[dict[str, Any]]) -> Table:
-    table = Table(title="Outer runs", header_style="bold", title_justify="left")
-    for name in ("run", "UHP server", "response", "session", "status", "updated", "tasks"):
-        table.add_column(name, no_wrap=name != "tasks")
+    """Readable at 80 columns and when piped: each run's ids stacked in one cell, and every
+    cell folded, never cut (a reference cut to ``res…`` cannot be typed back)."""
+    table = Table(
+        title="Outer runs", header_style="bold", title_justify="left", box=None, pad_edge=False
+    )
+    table.add_column("run · response · session", overflow="fold", min_width=26)
+    table.add_column("status", overflow="fold")
+    table.add_column("updated", overflow="fold", min_width=10)
+    table.add_column("tasks", overflow="fold", min_width=16)
     for row in rows:
         run = row["run"]
         counts = row["counts"]
@@ -78,19 +84,23 @@ def runs_table(rows: Sequence[dict[str, Any]]) -> Table:
         if counts["unknown"]:
             parts.append(f"[bold yellow]{counts['unknown']} unknown[/bold yellow]")
         status = run["status"] or "pending"
+        ids = Text(run["run_ref"], style="bold")
+        ids.append(f"\n{run['response_id'] or '-'}\n{run['session_id'] or '-'}")
+        ids.append(f"\non {run['uhp_server']}", style="dim")
         table.add_row(
-            run["run_ref"],
-            Text(run["uhp_server"]),
-            Text(run["response_id"] or "-"),
-            Text(run["session_id"] or "-"),
+            ids,
             Text(run.get("status_brief", status), style=RICH_STYLES.get(status, "")),
-            short_time(run["updated_at_ms"]),
-            ", ".join(parts) if parts else "-",
+            short_time(run["updated_at_ms"]).replace(" ", "\n"),
+            "\n".join(parts) if parts else "-",
         )
+        table.add_section()
     return table
 
 
 # -- show tree ------------------------------------------------------------------------------------
+_VERDICT_WORDS = {"admitted": "ran", "not_admitted": "never ran", "unknown": "still unknown"}
+
+
 def run_tree(snapshot: RunSnapshot) -> Tree:
     record = snapshot.record()
     run = record["run"]
@@ -113,6 +123,10 @@ def run_tree(snapshot: RunSnapshot) -> Tree:
             label.append("  unknown outcome", style="bold yellow")
             if call["unknown_reason"]:
                 label.append(f" ({call['unknown_reason']})", style="yellow")
+        verdict = call.get("verdict")
+        if verdict is not None:
+            said = _VERDICT_WORDS.get(verdict["admission"], verdict["admission"])
+            label.append(f"  verdict: {said} (by {verdict['by']})", style="bold")
         node = tree.add(label)
         for task in call["tasks"]:
             _add_task(node, task)
@@ -141,12 +155,18 @@ def _add_task(parent: Tree, task: dict[str, Any]) -> None:
         label.append("  result" + (" (isError)" if task["result_is_error"] else ""), style="dim")
     if task["has_error"]:
         label.append("  error", style="red")
+    if task.get("acknowledged_by"):
+        label.append(f"  acknowledged by {task['acknowledged_by']}", style="dim")
     node = parent.add(label)
     for request in task["pending_inputs"]:
-        node.add(
+        asked = node.add(
             Text.assemble(
                 ("input ", "dark_orange"),
                 (request["input_ref"], "bold"),
                 f"  {request['method']}  pending since {short_time_iso(request['first_seen_at'])}",
             )
         )
+        if request.get("question"):
+            asked.add(Text(f"asks: {request['question']}"))
+        if request.get("fields"):
+            asked.add(Text("fields: " + ", ".join(request["fields"])))

@@ -1,5 +1,6 @@
-"""What the console does for a principal: the inbox, answering an input request from its form,
-cancelling a task, giving the verdict on a call whose outcome is unknown.
+"""What the console does for a principal: the inbox (``Bridge.attention``), answering an input
+request from its form, cancelling a task, giving the verdict on a call whose outcome is
+unknown, acknowledging a lost task or an anomaly, closing an orphaned run.
 
 Every action goes through the bridge's public API (:class:`~bridge.Bridge`,
 :class:`~bridge.Run`), bound to the signed-in principal. An answer is built from the posted
@@ -11,9 +12,11 @@ nothing.
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -22,11 +25,13 @@ from bridge._errors import (
     AnswerRefused,
     InputAlreadyAnswered,
     InvalidAnswer,
-    NotFound,
+    InvalidTransition,
+    TaskWasLost,
     UnknownInputKey,
 )
 from bridge._facade import Bridge
-from bridge._lifecycle import Admission
+from bridge._ledger.reads.views import AttentionItem
+from bridge._lifecycle import Admission, OuterStatus
 from bridge._outcomes import AnswerDelivery, AnswerReceipt, InputRequest, elicit
 from bridge.console._forms import form_fields, posted_values
 from bridge.console._inbox import FormProblem, inbox_page
@@ -36,21 +41,6 @@ from bridge.console._reads import ConsoleReads
 log = logging.getLogger("bridge.console")
 
 ANSWER_ACTIONS = ("accept", "decline", "dismiss")
-
-
-@dataclass(frozen=True, slots=True)
-class InboxItem:
-    """An input request as the inbox shows it."""
-
-    kind: str
-    run_ref: str
-    response_id: str | None
-    subject_ref: str
-    input_ref: str | None
-    summary: str
-    requested_schema: dict[str, Any] | None
-    since_ms: int
-    next_step: str
 
 
 class _Refused(Exception):
@@ -68,51 +58,18 @@ class ConsoleActions:
         self.bridge = bridge
         self.reads = reads
 
-    async def items(self, principal: str) -> list[InboxItem]:
-        """What waits for ``principal``, redacted: its input requests (oldest first), then its
-        calls of unknown outcome with no final verdict."""
+    async def items(self, principal: str) -> list[AttentionItem]:
+        """What waits for ``principal`` (the public attention query), oldest first, with
+        whatever quotes a raw task id redacted."""
         redactor = await self.reads.redactor(principal)
-        tenant = self.bridge._ledger.for_principal(principal)
-        items = []
-        for request in await self.bridge.pending_inputs(principal):
-            owner = request.task_ref or request.op_ref or ""
-            if request.task_ref is not None:
-                task = await self.bridge._runner(tenant.get_task, request.task_ref)
-                run_ref, response_id, since = task.run_ref, task.response_id, task.updated_at_ms
-            else:
-                call = await self.bridge._runner(tenant.get_dispatch, owner)
-                run_ref, response_id, since = call.run_ref, None, call.updated_at_ms
-            items.append(
-                InboxItem(
-                    kind="input_required",
-                    run_ref=run_ref,
-                    response_id=response_id,
-                    subject_ref=owner,
-                    input_ref=request.input_ref,
-                    summary=redactor.text(request.message or request.method),
-                    requested_schema=request.requested_schema,
-                    since_ms=since,
-                    next_step="answer the form, or decline / dismiss the request",
-                )
+        return [
+            replace(
+                item,
+                summary=redactor.text(item.summary),
+                question=redactor.text(item.question) if item.question else None,
             )
-        for call in await self.reads.unresolved_calls(principal):
-            items.append(
-                InboxItem(
-                    kind="unknown_outcome",
-                    run_ref=call.run_ref,
-                    response_id=None,
-                    subject_ref=call.ref,
-                    input_ref=None,
-                    summary=redactor.text(
-                        f"{call.server_name or call.server_endpoint}.{call.tool_name}: "
-                        f"{call.unknown_reason or 'no reply'}"
-                    ),
-                    requested_schema=None,
-                    since_ms=call.updated_at_ms,
-                    next_step="say whether the server ran the call (never resent until then)",
-                )
-            )
-        return items
+            for item in await self.bridge.attention(principal)
+        ]
 
     async def waiting(self, principal: str) -> int:
         """How many items wait for ``principal``."""
@@ -131,23 +88,18 @@ class ConsoleActions:
         page = inbox_page(frame, items, problem=problem, flash=flash)
         return HTMLResponse(page, status_code=422 if problem else 200)
 
-    async def _pending(
-        self, frame: Frame, run_ref: str, owner_ref: str, input_ref: str
-    ) -> InputRequest | None:
-        run = self.bridge.run(frame.principal, run_ref)
-        await run.view()  # NotFound for another principal's run
-        try:
-            return await run.pending_input(owner_ref, input_ref)
-        except (NotFound, UnknownInputKey, InputAlreadyAnswered):  # not waiting (any more)
-            return None
-
     async def answer(
         self, frame: Frame, run_ref: str, owner_ref: str, input_ref: str, form: FormData
     ) -> Response:
         """Answer one input request from its posted form (once: a second post finds it
-        answered and sends nothing)."""
-        request = await self._pending(frame, run_ref, owner_ref, input_ref)
-        if request is None:
+        answered and sends nothing; a lost task's request is refused and nothing is sent)."""
+        run = self.bridge.run(frame.principal, run_ref)
+        try:
+            request = await run.pending_input(owner_ref, input_ref)
+        except TaskWasLost as exc:
+            page = message_page(frame, "Task lost", str(exc))
+            return HTMLResponse(page, status_code=409)
+        except (InputAlreadyAnswered, UnknownInputKey):
             page = message_page(
                 frame, "Already answered", f"{input_ref} is not waiting for an answer any more."
             )
@@ -178,7 +130,9 @@ class ConsoleActions:
         done = "answered" if receipt.delivered else "queued"
         if receipt.delivery is AnswerDelivery.TASK_LOST:
             done = "lost"
-        return RedirectResponse(f"/inbox?done={done}", status_code=303)
+        said = str(action) if action != "accept" else "accept " + json.dumps(posted)
+        confirm = {"done": done, "ref": input_ref, "run": run_ref, "answer": said[:200]}
+        return RedirectResponse(f"/inbox?{urlencode(confirm)}", status_code=303)
 
     async def _send(
         self, request: InputRequest, action: str, posted: dict[str, str]
@@ -228,6 +182,44 @@ class ConsoleActions:
             page = message_page(frame, "Refused", "Say whether the call ran or never ran.")
             return HTMLResponse(page, status_code=422)
         run = self.bridge.run(frame.principal, run_ref)
-        await run.resolve_unknown_outcome(op_ref, Admission(admission))
+        await run.resolve_unknown_outcome(op_ref, Admission(admission), by=_by(frame))
         log.info("console verdict on %s by %s: %s", op_ref, frame.principal, admission)
         return RedirectResponse(f"/runs/{run_ref}?done=resolved", status_code=303)
+
+    async def acknowledge(
+        self, frame: Frame, run_ref: str, ref: str | None, note: str | None
+    ) -> Response:
+        """Acknowledge a lost task or an anomaly of this run (recorded, naming who)."""
+        if not ref:
+            return HTMLResponse(message_page(frame, "Refused", "Nothing to acknowledge."), 422)
+        try:
+            await self.bridge.run(frame.principal, run_ref).acknowledge(
+                ref, by=_by(frame), note=note or ""
+            )
+        except InvalidTransition as exc:
+            return HTMLResponse(message_page(frame, "Not acknowledged", str(exc)), 409)
+        log.info("console acknowledged %s by %s", ref, frame.principal)
+        confirm = {"done": "acknowledged", "ref": ref, "run": run_ref}
+        return RedirectResponse(f"/inbox?{urlencode(confirm)}", status_code=303)
+
+    async def close_run(
+        self, frame: Frame, run_ref: str, status: str | None, reason: str | None
+    ) -> Response:
+        """Close an orphaned run with an end state and a reason; its tasks are left alone."""
+        ends = [s.value for s in OuterStatus if s.is_terminal]
+        if status not in ends or not (reason or "").strip():
+            text = "Choose an end state and say why the run is closed."
+            return HTMLResponse(message_page(frame, "Refused", text), 422)
+        try:
+            await self.bridge.run(frame.principal, run_ref).close(
+                OuterStatus(status), reason=reason or "", by=_by(frame)
+            )
+        except InvalidTransition as exc:
+            return HTMLResponse(message_page(frame, "Not closed", str(exc)), 409)
+        log.info("console closed %s by %s as %s", run_ref, frame.principal, status)
+        return RedirectResponse(f"/runs/{run_ref}?done=closed", status_code=303)
+
+
+def _by(frame: Frame) -> str:
+    """Who acts from the console: its signed-in principal."""
+    return f"console:{frame.principal}"

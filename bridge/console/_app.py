@@ -11,7 +11,9 @@ answers ``404``, as the ledger does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from sse_starlette.sse import EventSourceResponse
@@ -185,8 +187,10 @@ class Console:
             text=request.query_params.get("q", "")[:200],
             status=request.query_params.get("status", "any"),
         )
-        rows, scanned = await self.reads.runs(frame.principal, query)
-        frame = await self.actions.with_count(frame)
+        items = await self.actions.items(frame.principal)
+        waiting = Counter(item.run_ref for item in items)  # the attention column
+        rows, scanned = await self.reads.runs(frame.principal, query, waiting)
+        frame = replace(frame, attention_count=len(items))
         return HTMLResponse(
             runs_page(frame, rows, query=query.text, status=query.status, scanned=scanned)
         )
@@ -198,7 +202,7 @@ class Console:
         )
         verdicts = await self.reads.verdicts(frame.principal, snapshot)
         frame = await self.actions.with_count(frame)
-        flash = _flash(request.query_params.get("done"))
+        flash = _confirmation(request.query_params)
         return HTMLResponse(run_page(snapshot, timeline, frame, verdicts=verdicts, flash=flash))
 
     async def stream(self, request: Request, frame: Frame) -> Response:
@@ -216,7 +220,7 @@ class Console:
 
     async def inbox(self, request: Request, frame: Frame) -> Response:
         """``GET /inbox``."""
-        return await self.actions.inbox(frame, flash=_flash(request.query_params.get("done")))
+        return await self.actions.inbox(frame, flash=_confirmation(request.query_params))
 
     # -- actions -------------------------------------------------------------------------
     async def answer(self, request: Request, frame: Frame) -> Response:
@@ -238,6 +242,20 @@ class Console:
             frame, p["run_ref"], p["op_ref"], _text(form, "admission")
         )
 
+    async def acknowledge(self, request: Request, frame: Frame) -> Response:
+        """``POST /runs/{run_ref}/acknowledge`` (``ref``, ``note``)."""
+        form: FormData = request.state.form
+        return await self.actions.acknowledge(
+            frame, request.path_params["run_ref"], _text(form, "ref"), _text(form, "note")
+        )
+
+    async def close_run(self, request: Request, frame: Frame) -> Response:
+        """``POST /runs/{run_ref}/close`` (``status``, ``reason``)."""
+        form: FormData = request.state.form
+        return await self.actions.close_run(
+            frame, request.path_params["run_ref"], _text(form, "status"), _text(form, "reason")
+        )
+
 
 def _text(form: FormData, name: str) -> str | None:
     value = form.get(name)
@@ -250,11 +268,22 @@ FLASHES = {
     "cancel": "Cancel requested (recorded as intent). The task's status says when it stops.",
     "resolved": "Verdict recorded.",
     "lost": "Answer recorded, NOT delivered: the server no longer knows the task (now lost).",
+    "acknowledged": "Acknowledged (recorded).",
+    "closed": "Run closed (recorded); its tasks are left as they are.",
 }
 
 
-def _flash(code: str | None) -> str | None:
-    return FLASHES.get(code or "")
+def _confirmation(params: Mapping[str, str]) -> str | None:
+    """The flash after an action: what was done, and to which request, run and answer, so an
+    operator sees at once which of two identical-looking cards was acted on."""
+    said = FLASHES.get(params.get("done") or "")
+    if said is None:
+        return None
+    ref, run, answer = params.get("ref"), params.get("run"), params.get("answer")
+    if ref and run:
+        said += f" Request {ref[:80]} of run {run[:80]}"
+        said += f": {answer[:200]}." if answer else "."
+    return said
 
 
 async def _index(request: Request) -> Response:
@@ -289,6 +318,8 @@ def build_app(bridge: Bridge, tokens: ConsoleTokens, signer: SessionSigner | Non
             methods=["POST"],
         ),
         Route("/runs/{run_ref}/tasks/{task_ref}/cancel", action(console.cancel), methods=["POST"]),
+        Route("/runs/{run_ref}/acknowledge", action(console.acknowledge), methods=["POST"]),
+        Route("/runs/{run_ref}/close", action(console.close_run), methods=["POST"]),
         Route(
             "/runs/{run_ref}/calls/{op_ref}/resolve", action(console.resolve_call), methods=["POST"]
         ),

@@ -1,44 +1,23 @@
-"""The attention inbox: everything of the principal that waits for a person, one card each.
+"""The attention inbox: everything of the principal that waits for a person, one card per
+item of :meth:`bridge.Bridge.attention`, each with its action.
 
-An input request with a form schema gets a form generated from that schema
-(:mod:`bridge.console._forms`) and three answers: accept (with the form's content), decline,
-dismiss. A call whose outcome is unknown gets the two verdicts an operator can give; any other
-kind links to its run.
+An input request (waiting or overdue) shows its question and gets a form generated from its
+schema (:mod:`bridge.console._forms`) and three answers: accept (with the form's content),
+decline, dismiss. A call whose outcome is unknown gets the two verdicts; a lost task and an
+anomaly an acknowledgement; an orphaned run a close form (an end state and a reason).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
+from bridge._ledger.reads.views import AttentionItem
+from bridge._lifecycle import OuterStatus
 from bridge.cli._records import short_time
 from bridge.console._forms import form_fields, render_fields
 from bridge.console._markup import Markup, attrs, html, join
 from bridge.console._pages import Frame, csrf_input, layout
-
-
-class AttentionLike(Protocol):
-    """What the inbox reads of an attention item."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def run_ref(self) -> str: ...
-    @property
-    def response_id(self) -> str | None: ...
-    @property
-    def subject_ref(self) -> str: ...
-    @property
-    def input_ref(self) -> str | None: ...
-    @property
-    def summary(self) -> str: ...
-    @property
-    def requested_schema(self) -> Mapping[str, Any] | None: ...
-    @property
-    def since_ms(self) -> int: ...
-    @property
-    def next_step(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,20 +31,28 @@ class FormProblem:
 
 
 KIND_TITLES = {
-    "input_required": "Input required",
+    "input_waiting": "Input waiting",
+    "input_overdue": "Input overdue",
     "unknown_outcome": "Unknown outcome",
     "lost_task": "Lost task",
     "anomaly": "Anomaly",
-    "unwatched_task": "Task nobody watches",
+    "orphaned_run": "Orphaned run",
 }
+INPUT_KINDS = ("input_waiting", "input_overdue")
+_END_STATES = [s.value for s in OuterStatus if s.is_terminal]
 
 
-def answer_action(item: AttentionLike) -> str:
+def owner_of(item: AttentionItem) -> str:
+    """The task or call an input request belongs to."""
+    return item.task_ref or item.op_ref or ""
+
+
+def answer_action(item: AttentionItem) -> str:
     """Where an input request's answer is posted."""
-    return f"/runs/{item.run_ref}/inputs/{item.subject_ref}/{item.input_ref}/answer"
+    return f"/runs/{item.run_ref}/inputs/{owner_of(item)}/{item.ref}/answer"
 
 
-def _input_card(item: AttentionLike, frame: Frame, problem: FormProblem | None) -> Markup:
+def _input_card(item: AttentionItem, frame: Frame, problem: FormProblem | None) -> Markup:
     fields = form_fields(item.requested_schema)
     general = join(
         html('<p class="error" role="alert">{}</p>', text)
@@ -75,7 +62,7 @@ def _input_card(item: AttentionLike, frame: Frame, problem: FormProblem | None) 
         fields,
         values=problem.values if problem else None,
         errors=problem.field_errors if problem else None,
-        id_prefix=f"in-{item.input_ref}",
+        id_prefix=f"in-{item.ref}",
     )
     accept_label = "Accept and send" if fields else "Accept"
     return html(
@@ -92,35 +79,72 @@ def _input_card(item: AttentionLike, frame: Frame, problem: FormProblem | None) 
     )
 
 
-def _unknown_card(item: AttentionLike, frame: Frame) -> Markup:
+def _unknown_card(item: AttentionItem, frame: Frame) -> Markup:
     return html(
         '<form method="post" action="/runs/{}/calls/{}/resolve" class="inline">{}'
         '<button type="submit" name="admission" value="admitted">It ran (never resend)</button> '
         '<button type="submit" name="admission" value="not_admitted">It never ran (safe to '
         "resend)</button></form>",
         item.run_ref,
-        item.subject_ref,
+        item.ref,
         csrf_input(frame),
     )
 
 
-def _card(item: AttentionLike, frame: Frame, problem: FormProblem | None) -> Markup:
+def _ack_card(item: AttentionItem, frame: Frame) -> Markup:
+    return html(
+        '<form method="post" action="/runs/{}/acknowledge" class="inline">{}'
+        '<input type="hidden" name="ref" value="{}">'
+        '<label>What you found <input type="text" name="note" maxlength="500"></label> '
+        '<button type="submit" data-action="acknowledge">Acknowledge</button></form>',
+        item.run_ref,
+        csrf_input(frame),
+        item.ref,
+    )
+
+
+def _close_card(item: AttentionItem, frame: Frame) -> Markup:
+    options = join(
+        html('<option value="{}"{}>{}</option>', s, attrs(selected=s == "failed"), s)
+        for s in _END_STATES
+    )
+    return html(
+        '<form method="post" action="/runs/{}/close" class="inline">{}'
+        '<label>End state <select name="status">{}</select></label> '
+        '<label>Reason <input type="text" name="reason" required maxlength="500"></label> '
+        '<button type="submit" class="danger" data-action="close">Close the run (its tasks '
+        "are left alone)</button></form>",
+        item.run_ref,
+        csrf_input(frame),
+        options,
+    )
+
+
+def _card(item: AttentionItem, frame: Frame, problem: FormProblem | None) -> Markup:
     kind = str(item.kind)
     action: Markup = html("")
-    if kind == "input_required" and item.input_ref is not None:
+    question: Markup = html("")
+    if kind in INPUT_KINDS:
         action = _input_card(item, frame, problem)
+        if item.question:
+            question = html('<p class="question">{}</p>', item.question)
     elif kind == "unknown_outcome":
         action = _unknown_card(item, frame)
+    elif kind in ("lost_task", "anomaly"):
+        action = _ack_card(item, frame)
+    elif kind == "orphaned_run":
+        action = _close_card(item, frame)
     return html(
         '<section class="card attention" data-kind="{}" data-subject="{}"{}>'
-        '<h2>{} <small>{}</small></h2><p class="summary">{}</p>'
+        '<h2>{} <small>{}</small></h2>{}<p class="summary">{}</p>'
         '<p class="meta">run <a href="/runs/{}">{}</a> · response {} · since {} UTC</p>'
         '<p class="next">Next step: {}</p>{}</section>',
         kind,
-        item.subject_ref,
-        attrs(data_input=item.input_ref),
+        owner_of(item) if kind in INPUT_KINDS else item.ref,
+        attrs(data_input=item.ref if kind in INPUT_KINDS else None),
         KIND_TITLES.get(kind, kind),
-        item.subject_ref,
+        item.ref,
+        question,
         item.summary,
         item.run_ref,
         item.run_ref,
@@ -133,14 +157,14 @@ def _card(item: AttentionLike, frame: Frame, problem: FormProblem | None) -> Mar
 
 def inbox_page(
     frame: Frame,
-    items: Sequence[AttentionLike],
+    items: Sequence[AttentionItem],
     *,
     problem: FormProblem | None = None,
     flash: str | None = None,
 ) -> str:
     """Every item waiting for this principal, oldest first."""
     cards = [
-        _card(item, frame, problem if problem and problem.input_ref == item.input_ref else None)
+        _card(item, frame, problem if problem and problem.input_ref == item.ref else None)
         for item in items
     ]
     body = html(

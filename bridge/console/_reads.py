@@ -7,6 +7,7 @@ gateway's do: the console is a product on the bridge, in this package."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bridge._facade import Bridge
@@ -65,10 +66,13 @@ class ConsoleReads:
         tenant = self._tenant(principal)
         return Redactor(await self.bridge._runner(tenant.list_tasks, open_only=True))
 
-    async def runs(self, principal: str, query: RunsQuery) -> tuple[list[RunRow], int]:
+    async def runs(
+        self, principal: str, query: RunsQuery, waiting: Mapping[str, int]
+    ) -> tuple[list[RunRow], int]:
         """The runs matching ``query`` among the most recently updated, and how many were
-        looked at."""
-        return await self.bridge._runner(_matching_runs, self._tenant(principal), query)
+        looked at; ``waiting``: how many attention items each run has."""
+        tenant = self._tenant(principal)
+        return await self.bridge._runner(_matching_runs, tenant, query, waiting)
 
 
 def _unresolved(tenant: TenantLedger) -> list[DispatchView]:
@@ -81,9 +85,10 @@ def _unresolved(tenant: TenantLedger) -> list[DispatchView]:
     return sorted(open_calls, key=lambda c: c.updated_at_ms)
 
 
-def _matching_runs(tenant: TenantLedger, query: RunsQuery) -> tuple[list[RunRow], int]:
+def _matching_runs(
+    tenant: TenantLedger, query: RunsQuery, waiting: Mapping[str, int]
+) -> tuple[list[RunRow], int]:
     runs = tenant.list_runs(limit=RUNS_SCANNED, open_only=query.status == "open")
-    pending = {v.task_ref for v in tenant.pending_input_requests()}
     needle = query.text.strip().lower()
     rows = []
     for run in runs:
@@ -102,7 +107,7 @@ def _matching_runs(tenant: TenantLedger, query: RunsQuery) -> tuple[list[RunRow]
                 run=run,
                 tasks=len(tasks),
                 open_tasks=sum(1 for t in tasks if t.is_open),
-                attention=sum(1 for t in tasks if t.ref in pending),
+                attention=waiting.get(run.ref, 0),
             )
         )
     return rows, len(runs)

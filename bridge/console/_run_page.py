@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bridge._lifecycle import DispatchState
-from bridge.cli._html_timeline import render_svg
+from bridge.cli._html_timeline import legend, render_svg
 from bridge.cli._records import RunSnapshot, relative, short_time, task_verdicts
 from bridge.cli._timeline import Timeline
 from bridge.console._markup import Markup, html, join
@@ -36,8 +36,10 @@ def _task_rows(snapshot: RunSnapshot, frame: Frame) -> Markup:
                 )
             )
         pending = snapshot.pending_inputs.get(task.ref, [])
-        if pending:
+        lost = task.lost_reason is not None and task.terminal_at_ms is None
+        if pending and not lost:
             actions.append(html('<a href="/inbox">{} input(s) waiting</a>', len(pending)))
+        shown = "lost" if lost else task.status.value  # lost: waiting for nothing any more
         rows.append(
             html(
                 '<tr data-task="{}"><td>{}</td><td>{}.{}</td><td>{}</td><td>{}</td><td>{}</td>'
@@ -46,7 +48,7 @@ def _task_rows(snapshot: RunSnapshot, frame: Frame) -> Markup:
                 task.ref,
                 task.server_label,
                 task.tool_name,
-                status_badge(task.status.value),
+                status_badge(shown),
                 red(task.status_message or ""),
                 red(", ".join(task_verdicts(task))) or "-",
                 join(actions, " ") or "-",
@@ -142,7 +144,7 @@ def live_fragment(
         '<p class="meta">outer response <b>{}</b> · session {} · UHP server {} · status '
         '<span id="run-status">{}</span> · {} events · last change {} UTC</p>'
         "<h2>Nested tasks</h2>{}{}"
-        '<h2>Timeline</h2><div class="timeline" data-last-seq="{}">{}</div>'
+        '<h2>Timeline</h2>{}<div class="timeline" data-last-seq="{}">{}</div>'
         "<h2>Events</h2>{}",
         red(run.response_id or "-"),
         red(run.session_id or "-"),
@@ -152,6 +154,7 @@ def live_fragment(
         short_time(run.updated_at_ms),
         _task_rows(snapshot, frame),
         _unknown_calls(snapshot, frame, verdicts or {}),
+        Markup(legend()),  # what each colour and marker means; each lane names its end state
         run.event_count,
         Markup(render_svg(timeline)),  # the CLI's renderer: every text in it is escaped
         _events_table(timeline),

@@ -8,6 +8,7 @@ settle another live process's in-flight calls as unknown."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from bridge._facade import Bridge
@@ -43,5 +44,9 @@ async def serve_console(
     )
     async with Bridge.open(settings) as bridge:
         app = build_app(bridge, tokens)
+        bound_host, bound_port = sock.getsockname()[:2]
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        # The one line an operator needs to find the console (stderr: stdout stays free).
+        print(f"bridge console: http://{shown}:{bound_port}/", file=sys.stderr, flush=True)
         web = uvicorn_server(app, sock, port_file, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
         await web.serve(sockets=[sock])

@@ -49,7 +49,12 @@ h2 { font-size: 16px; margin: 20px 0 8px; }
 h2 small { font-weight: normal; color: #5b6670; margin-left: 6px; }
 .card { background: #fff; border: 1px solid #d9dee4; border-radius: 6px; padding: 12px 16px;
   margin: 0 0 14px; max-width: 1100px; }
-.attention[data-kind="input_required"] { border-left: 5px solid #fb8c00; }
+.attention[data-kind="input_waiting"] { border-left: 5px solid #fb8c00; }
+.attention[data-kind="input_overdue"] { border-left: 5px solid #e65100; }
+.attention[data-kind="orphaned_run"] { border-left: 5px solid #8e24aa; }
+.legend { display: flex; flex-wrap: wrap; gap: 14px; margin: 8px 0; font-size: 13px; }
+.legend .item { display: inline-flex; align-items: center; gap: 4px; }
+.question { white-space: pre-wrap; font-weight: bold; }
 .attention[data-kind="unknown_outcome"] { border-left: 5px solid #fdd835; }
 .attention[data-kind="lost_task"] { border-left: 5px solid #c62828; }
 .attention[data-kind="anomaly"] { border-left: 5px solid #d81b60; }
@@ -84,6 +89,7 @@ td, th { border-bottom: 1px solid #e6e9ed; padding: 4px 10px; text-align: left;
 .badge[data-status=failed] { background: #e53935; }
 .badge[data-status=cancelled] { background: #757575; }
 .badge[data-status=incomplete] { background: #8e24aa; }
+.badge[data-status=lost] { background: #424242; outline: 2px dashed #c62828; }
 .count { background: #fb8c00; border-radius: 10px; padding: 0 7px; font-size: 12px; }
 .timeline { overflow-x: auto; background: #fff; border: 1px solid #d9dee4; }
 .filters input { min-width: 320px; padding: 4px 6px; }

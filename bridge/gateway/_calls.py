@@ -32,6 +32,7 @@ from bridge._errors import (
     NotFound,
     OperationReused,
     ServerConnectFailed,
+    TaskWasLost,
     UnknownInputKey,
     UnknownServer,
 )
@@ -215,7 +216,7 @@ class GatewayCalls:
         for input_ref, response in responses.items():
             try:
                 await self.bridge._requester.answer_input(principal, task_ref, input_ref, response)
-            except (UnknownInputKey, InputAlreadyAnswered, NotFound) as exc:
+            except (UnknownInputKey, InputAlreadyAnswered, TaskWasLost, NotFound) as exc:
                 raise invalid_params(f"input {input_ref!r}: {exc}") from None
 
     async def cancel_task(self, principal: str, handle: str) -> None:

@@ -10,6 +10,10 @@ Tools:
   ``io.modelcontextprotocol/tasks``). ``tasks/get`` reports ``working`` with the section being
   written, then ``completed`` with the report text (a pure function of the arguments);
   ``tasks/cancel`` cancels it.
+* ``approve_payment(amount, payee)`` — a task that asks before it does anything: it starts
+  ``input_required`` with one form elicitation (``approve``: a boolean), so a user can try an
+  approval (``bridge attention``, ``bridge answer``, the console's inbox). Accepted with
+  ``approve: true`` it completes ``paid <amount> to <payee>``; otherwise ``not paid``.
 * ``echo(text)`` — answered inline (a plain ``CallToolResult``).
 
 With ``--token`` (or ``$BRIDGE_MCP_TOKEN``) every HTTP request needs ``Authorization: Bearer
@@ -39,11 +43,23 @@ from mcp.server.mcpserver import Extension, MCPServer, MethodBinding
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bridge._mcp.wire.shapes import INVALID_PARAMS, TASKS_EXTENSION, TaskIdParams
+from bridge._mcp.wire.shapes import (
+    INVALID_PARAMS,
+    TASKS_EXTENSION,
+    TaskIdParams,
+    UpdateTaskParams,
+)
 from bridge.uhp.serving._listening import add_port_arguments, check_port_arguments, run_uvicorn
 
 TOKEN_ENV = "BRIDGE_MCP_TOKEN"
 TASK_TOOL = "generate_report"
+APPROVAL_TOOL = "approve_payment"
+APPROVAL_KEY = "approve"
+APPROVAL_SCHEMA = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "description": "pay it?"}},
+    "required": ["approve"],
+}
 POLL_INTERVAL_MS = 200
 TTL_MS = 3_600_000
 SECTION_TITLES = ("Revenue", "Costs", "Headcount", "Pipeline", "Risks", "Outlook")
@@ -95,6 +111,58 @@ class _Report:
         return {**task, "status": "working", "lastUpdatedAt": _iso(now), "statusMessage": message}
 
 
+@dataclass
+class _Approval:
+    """A payment waiting for a person's yes (an ``input_required`` task until answered)."""
+
+    amount: int
+    payee: str
+    started: float
+    answer: Any = None
+    answered_at: float | None = None
+    cancelled_at: float | None = None
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        task: dict[str, Any] = {
+            "taskId": task_id,
+            "createdAt": _iso(self.started),
+            "ttlMs": TTL_MS,
+            "pollIntervalMs": POLL_INTERVAL_MS,
+        }
+        if self.cancelled_at is not None:
+            return {**task, "status": "cancelled", "lastUpdatedAt": _iso(self.cancelled_at)}
+        if self.answered_at is None:
+            ask = {
+                "method": "elicitation/create",
+                "params": {
+                    "mode": "form",
+                    "message": f"Pay {self.amount} to {self.payee}?",
+                    "requestedSchema": APPROVAL_SCHEMA,
+                },
+            }
+            waiting = {"status": "input_required", "lastUpdatedAt": _iso(self.started)}
+            return {**task, **waiting, "inputRequests": {APPROVAL_KEY: ask}}
+        approved = (
+            isinstance(self.answer, dict)
+            and self.answer.get("action") == "accept"
+            and (self.answer.get("content") or {}).get("approve") is True
+        )
+        text = f"paid {self.amount} to {self.payee}" if approved else "not paid"
+        result = {"content": [{"type": "text", "text": text}], "isError": False}
+        done = {"status": "completed", "lastUpdatedAt": _iso(self.answered_at)}
+        return {**task, **done, "result": result}
+
+
+def _approval_arguments(arguments: dict[str, Any] | None) -> _Approval:
+    args = arguments or {}
+    amount, payee = args.get("amount"), args.get("payee")
+    if isinstance(amount, bool) or not isinstance(amount, int) or not 1 <= amount <= 10**9:
+        raise MCPError(INVALID_PARAMS, "amount: an integer from 1")
+    if not isinstance(payee, str) or not 1 <= len(payee) <= 100:
+        raise MCPError(INVALID_PARAMS, "payee: a string of 1 to 100 characters")
+    return _Approval(amount, payee, time.time())
+
+
 def _report_arguments(arguments: dict[str, Any] | None) -> _Report:
     args = arguments or {}
     quarter, sections = args.get("quarter"), args.get("sections", 3)
@@ -119,7 +187,7 @@ class ReportTasks(Extension):
     identifier = TASKS_EXTENSION
 
     def __init__(self) -> None:
-        self.reports: dict[str, _Report] = {}
+        self.reports: dict[str, _Report | _Approval] = {}
 
     def methods(self) -> Sequence[MethodBinding]:
         """The ``tasks/*`` methods this server answers (2026-07-28 protocol versions)."""
@@ -127,6 +195,7 @@ class ReportTasks(Extension):
         return [
             MethodBinding("tasks/get", TaskIdParams, self.get, protocol_versions=modern),
             MethodBinding("tasks/cancel", TaskIdParams, self.cancel, protocol_versions=modern),
+            MethodBinding("tasks/update", UpdateTaskParams, self.update, protocol_versions=modern),
         ]
 
     async def intercept_tool_call(
@@ -135,15 +204,20 @@ class ReportTasks(Extension):
         ctx: ServerRequestContext[Any, Any],
         call_next: CallNext,
     ) -> HandlerResult:
-        """``generate_report`` is answered with a new task handle; other tools run inline."""
-        if params.name != TASK_TOOL:
+        """``generate_report`` and ``approve_payment`` are answered with a new task handle;
+        other tools run inline."""
+        report: _Report | _Approval
+        if params.name == TASK_TOOL:
+            report = _report_arguments(params.arguments)
+        elif params.name == APPROVAL_TOOL:
+            report = _approval_arguments(params.arguments)
+        else:
             return await call_next(ctx)
-        report = _report_arguments(params.arguments)
         task_id = secrets.token_urlsafe(18)
         self.reports[task_id] = report
         return {"resultType": "task", **report.task(task_id)}
 
-    def _report(self, task_id: str) -> _Report:
+    def _report(self, task_id: str) -> _Report | _Approval:
         report = self.reports.get(task_id)
         if report is None:
             raise MCPError(INVALID_PARAMS, "unknown task")
@@ -158,13 +232,25 @@ class ReportTasks(Extension):
     ) -> HandlerResult:
         """``tasks/cancel``: a working task is cancelled; a terminal one stays as it is."""
         report = self._report(params.task_id)
-        if report.task(params.task_id)["status"] == "working":
+        if report.task(params.task_id)["status"] in ("working", "input_required"):
             report.cancelled_at = time.time()
         return {"resultType": "complete", **report.task(params.task_id)}
 
+    async def update(
+        self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
+    ) -> HandlerResult:
+        """``tasks/update``: the answer to an approval's question (the first one counts)."""
+        report = self._report(params.task_id)
+        answer = params.input_responses.get(APPROVAL_KEY)
+        if not isinstance(report, _Approval) or answer is None:
+            raise MCPError(INVALID_PARAMS, f"no input request {APPROVAL_KEY!r} waits here")
+        if report.answered_at is None and report.cancelled_at is None:
+            report.answer, report.answered_at = answer, time.time()
+        return {"resultType": "complete"}
+
 
 def build_server() -> MCPServer:
-    """The example server: ``generate_report`` (a task) and ``echo`` (inline)."""
+    """The example server: ``generate_report`` and ``approve_payment`` (tasks), ``echo``."""
     server = MCPServer("bridge-testing-server", extensions=[ReportTasks()])
 
     @server.tool(annotations=mcp_types.ToolAnnotations(readOnlyHint=True, idempotentHint=True))
@@ -172,6 +258,11 @@ def build_server() -> MCPServer:
         quarter: str, sections: int = 3, seconds_per_section: float = 0.5
     ) -> str:
         """Write a quarterly report, one section at a time (answered with a task handle)."""
+        raise RuntimeError("answered by the Tasks extension")  # intercept_tool_call
+
+    @server.tool(annotations=mcp_types.ToolAnnotations(destructiveHint=True, idempotentHint=False))
+    async def approve_payment(amount: int, payee: str) -> str:
+        """Pay ``amount`` to ``payee`` once a person approves (a task asking for input)."""
         raise RuntimeError("answered by the Tasks extension")  # intercept_tool_call
 
     @server.tool(annotations=mcp_types.ToolAnnotations(readOnlyHint=True, idempotentHint=True))

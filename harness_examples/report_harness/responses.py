@@ -15,6 +15,7 @@ from bridge.errors import (
     InvalidAnswer,
     McpSideError,
     NotFound,
+    TaskWasLost,
     UnknownInputKey,
 )
 from bridge.uhp.serving import (
@@ -164,6 +165,8 @@ async def answer_mcp_input(request: Request) -> Response:
         raise not_found("input_request_not_found", "No such pending input request.") from None
     except InputAlreadyAnswered:
         raise conflict("input_already_answered", "This input request has an answer.") from None
+    except TaskWasLost:
+        raise conflict("task_lost", "The task was lost: its input requests are closed.") from None
     except AnswerRefused as exc:  # the MCP server refused it: not delivered, the caller decides
         raise conflict(
             "input_answer_refused", f"The MCP server refused the answer: {exc.reason}"

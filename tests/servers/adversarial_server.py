@@ -69,8 +69,13 @@ TASK_TOOLS = frozenset(
         "created_completed_bare",
         "created_failed",
         "poll_changing",
+        "flood_inputs",
+        "huge_question",
     }
 )
+#: How many input requests ``flood_inputs`` asks at once, and how large ``huge_question`` is.
+FLOOD_INPUTS = 1_000
+HUGE_QUESTION_BYTES = 4 * 1024 * 1024
 #: The task id every ``duplicate_id`` call returns (a reused handle).
 DUPLICATE_ID = "dup-" + "d" * 40
 #: Task ids of ``rate_limited`` start with this; their first tasks/get is answered 429.
@@ -259,6 +264,12 @@ class AdversarialTasks(Extension):
             # The key embeds the raw task id (servers do that): it must not reach a log.
             key = f"{task.task_id}/approve"
             return {**task.wire("input_required"), "inputRequests": {key: _elicit("ok?")}}
+        if tool == "flood_inputs":  # one reply asking for far more than anyone can answer
+            asks = {f"ask-{n}": _elicit(f"question {n}?") for n in range(FLOOD_INPUTS)}
+            return {**task.wire("input_required"), "inputRequests": asks}
+        if tool == "huge_question":
+            asks = {"huge": _elicit("x" * HUGE_QUESTION_BYTES)}
+            return {**task.wire("input_required"), "inputRequests": asks}
         if tool == "quote_id_error":
             error = {"code": -1, "message": f"job {task.task_id} exploded", "data": [task.task_id]}
             return {

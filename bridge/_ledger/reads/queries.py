@@ -66,9 +66,12 @@ def _inputs_query(pending_only: bool) -> Select[Any]:
 _PENDING_INPUTS_OF_RUN = select(func.count().label("pending")).where(
     INPUTS.c.principal == bindparam("w_principal"),
     INPUTS.c.answered_at_ms.is_(None),
+    INPUTS.c.declined_at_ms.is_(None),
     INPUTS.c.task_ref.in_(
         select(TASKS.c.ref).where(
-            TASKS.c.principal == bindparam("w_principal"), TASKS.c.run_ref == bindparam("w_ref")
+            TASKS.c.principal == bindparam("w_principal"),
+            TASKS.c.run_ref == bindparam("w_ref"),
+            *OPEN_TASK,
         )
     ),
 )

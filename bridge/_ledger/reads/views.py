@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 from bridge._lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
 
@@ -345,3 +345,52 @@ class TaskObservation:
     error: Any = None  # JSON-RPC error object, when failed
     input_requests: dict[str, dict[str, Any]] | None = None  # key -> {method, params}
     next_poll_due_ms: int | None = None  # when to look again, if still open
+
+
+#: What an attention item is about (stable values: webhooks and dashboards key on them).
+AttentionKind = Literal[
+    "input_waiting", "input_overdue", "unknown_outcome", "lost_task", "anomaly", "orphaned_run"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionItem:
+    """One thing that waits for a person (``Bridge.attention``), with what to do next.
+
+    ``ref`` names what to act on: the input request (``in_…``), the call (``op_…``), the lost
+    task (``tk_…``), the anomaly (``run_…:<seq>``: its event on that run) or the run
+    (``run_…``). ``since_ms``: when it started waiting. ``question`` and ``fields``: what an
+    input request asks (its message, and the names of its schema's fields).
+    """
+
+    kind: AttentionKind
+    ref: str
+    principal: str
+    run_ref: str
+    response_id: str | None
+    since_ms: int
+    summary: str
+    next_step: str
+    task_ref: str | None = None
+    op_ref: str | None = None
+    question: str | None = None
+    fields: tuple[str, ...] = ()
+    requested_schema: Any = field(default=None, repr=False)  # server text, for a form
+
+    def to_json(self) -> dict[str, Any]:
+        """The item as plain JSON values (``bridge attention --json``)."""
+        return {
+            "kind": self.kind,
+            "ref": self.ref,
+            "principal": self.principal,
+            "run_ref": self.run_ref,
+            "response_id": self.response_id,
+            "since_ms": self.since_ms,
+            "summary": self.summary,
+            "next_step": self.next_step,
+            "task_ref": self.task_ref,
+            "op_ref": self.op_ref,
+            "question": self.question,
+            "fields": list(self.fields),
+            "requested_schema": self.requested_schema,
+        }

@@ -237,7 +237,10 @@ class EventRecord(SQLModel, table=True):
     """Append-only per-run event log; ``seq`` is gapless per run, starting at 1."""
 
     __tablename__ = "bridge_events"
-    __table_args__ = (UniqueConstraint("run_ref", "seq", name="uq_event_run_seq"),)
+    __table_args__ = (
+        UniqueConstraint("run_ref", "seq", name="uq_event_run_seq"),
+        Index("ix_events_principal_type", "principal", "type"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     principal: str = Field(max_length=200)

@@ -341,14 +341,14 @@ class TaskRequester:
         return [t.task_id for t in tasks if t.server_endpoint == intent.server_endpoint]
 
     async def resolve_unknown_outcome(
-        self, principal: str, op_ref: str, admission: Admission
+        self, principal: str, op_ref: str, admission: Admission, by: str = "host"
     ) -> None:
         """The host's verdict on a call whose outcome is unknown (``call.admission_checked``
         with ``decided_by="host"``). Raises ``InvalidTransition`` unless the dispatch is
         ``unknown`` and not resolved yet. After ``not_admitted``, calling again with the same
         operation id sends the call once more (same duplicate-prevention key)."""
         tenant = self.ledger.for_principal(principal)
-        await self.db(tenant.record_admission, op_ref, admission, "host")
+        await self.db(tenant.record_admission, op_ref, admission, "host", by)
 
     # -- input, cancel, detach -------------------------------------------------------------
     async def answer_input(

@@ -1,7 +1,7 @@
 """the webhook outbox (attention items to push, per principal) and its one deliverer's lease
 
 Revision ID: 0012_webhook_outbox
-Revises: 0010_gateway_handles
+Revises: 0011_operator_loop
 Create Date: 2026-12-04
 
 """
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0012_webhook_outbox"
-down_revision: str | Sequence[str] | None = "0010_gateway_handles"
+down_revision: str | Sequence[str] | None = "0011_operator_loop"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

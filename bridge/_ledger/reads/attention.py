@@ -1,0 +1,363 @@
+"""What waits for a person, across one principal's runs: the attention query.
+
+Every item is derived at read time from rows and events already recorded (nothing is stored
+for it), in one read transaction, oldest first. An item leaves the list once acted upon: an
+input answered or declined, a call given a final verdict, a lost task or an anomaly
+acknowledged (``operator.acknowledged``), an orphaned run closed.
+
+An **orphaned run** is a run this side serves itself (``uhp_server = local:<harness>``, as
+``register_served_run`` records it) that is still ``in_progress`` although nothing about it
+has been recorded for ``orphan_after_ms``: no event on it, no change of its row, no
+observation of any of its tasks. Only its harness reports a served run's end; a harness that
+died never will.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, Select, Table, and_, bindparam, func, literal, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from bridge import events as ev
+from bridge._ledger._base import (
+    DISPATCHES,
+    EVENTS,
+    INPUTS,
+    OPEN_RUN,
+    OPEN_TASK,
+    RUNS,
+    TASKS,
+    scrub_raw_id,
+)
+from bridge._ledger.reads.queries import TenantQueries
+from bridge._ledger.reads.views import AttentionItem, AttentionKind
+from bridge._lifecycle import DispatchState
+
+_ADMISSION: str = ev.CallAdmissionChecked.model_fields["type"].default
+_ANOMALY: str = ev.Anomaly.model_fields["type"].default
+_ACKNOWLEDGED: str = ev.OperatorAcknowledged.model_fields["type"].default
+_SERVED_PREFIX = "local:"
+#: How long an input waits before it is overdue, and a served run stays silent before it is
+#: orphaned, unless the caller says otherwise.
+DEFAULT_OVERDUE_AFTER_MS = 60 * 60 * 1000
+DEFAULT_ORPHAN_AFTER_MS = 60 * 60 * 1000
+_QUESTION_CHARS = 2000  # of a message, in an item (the request itself is kept whole)
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionWindow:
+    """The clock and thresholds one attention read uses."""
+
+    now_ms: int
+    overdue_after_ms: int = DEFAULT_OVERDUE_AFTER_MS
+    orphan_after_ms: int = DEFAULT_ORPHAN_AFTER_MS
+
+
+def anomaly_ref(run_ref: str, seq: int) -> str:
+    """The reference of an anomaly: its event on its run."""
+    return f"{run_ref}:{seq}"
+
+
+def parse_anomaly_ref(ref: str) -> tuple[str, int] | None:
+    """``(run_ref, seq)`` of an anomaly reference; None if ``ref`` is not one."""
+    run_ref, sep, seq = ref.rpartition(":")
+    if not sep or not run_ref or not seq.isdigit():
+        return None
+    return run_ref, int(seq)
+
+
+def question_of(params: Any) -> tuple[str | None, tuple[str, ...], Any]:
+    """What an input request asks: its message, its schema's field names, the schema."""
+    if not isinstance(params, dict):
+        return None, (), None
+    message = params.get("message")
+    schema = params.get("requestedSchema")
+    fields: tuple[str, ...] = ()
+    if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+        fields = tuple(str(name) for name in schema["properties"])
+    text = message[:_QUESTION_CHARS] if isinstance(message, str) else None
+    return text, fields, schema if isinstance(schema, dict) else None
+
+
+def _answer_step(owner: str, input_ref: str, fields: tuple[str, ...]) -> str:
+    given = " ".join(f"--accept {name}=…" for name in fields)
+    accept = given or "--content '{…}'"
+    return f"answer it: bridge answer {owner} {input_ref} {accept} (or --decline)"
+
+
+# The statements, built once (building a statement costs more than running it here).
+def _mine(table: Table) -> ColumnElement[bool]:
+    return table.c.principal == bindparam("w_principal")
+
+
+@cache
+def _input_queries() -> tuple[Select[Any], Select[Any]]:
+    """Waiting inputs of open tasks, then of calls waiting before any task."""
+    waiting = (INPUTS.c.answered_at_ms.is_(None), INPUTS.c.declined_at_ms.is_(None))
+    of_tasks = (
+        select(
+            INPUTS.c.ref,
+            INPUTS.c.method,
+            INPUTS.c.params_json,
+            INPUTS.c.first_seen_ms,
+            INPUTS.c.task_ref,
+            TASKS.c.run_ref,
+            TASKS.c.tool_name,
+            TASKS.c.server_name,
+            TASKS.c.server_endpoint,
+            TASKS.c.task_id,
+            RUNS.c.response_id,
+        )
+        .join(TASKS, TASKS.c.ref == INPUTS.c.task_ref)
+        .join(RUNS, RUNS.c.ref == TASKS.c.run_ref)
+        .where(_mine(INPUTS), _mine(TASKS), *waiting, *OPEN_TASK)
+    )
+    of_calls = (
+        select(
+            INPUTS.c.ref,
+            INPUTS.c.method,
+            INPUTS.c.params_json,
+            INPUTS.c.first_seen_ms,
+            INPUTS.c.op_ref,
+            DISPATCHES.c.run_ref,
+            DISPATCHES.c.tool_name,
+            DISPATCHES.c.server_name,
+            DISPATCHES.c.server_endpoint,
+            literal(None).label("task_id"),
+            RUNS.c.response_id,
+        )
+        .join(DISPATCHES, DISPATCHES.c.ref == INPUTS.c.op_ref)
+        .join(RUNS, RUNS.c.ref == DISPATCHES.c.run_ref)
+        .where(
+            _mine(INPUTS),
+            _mine(DISPATCHES),
+            DISPATCHES.c.state == DispatchState.INPUT_REQUIRED.value,
+            *waiting,
+        )
+    )
+    return of_tasks, of_calls
+
+
+_UNKNOWN_CALLS = (
+    select(DISPATCHES, RUNS.c.response_id)
+    .join(RUNS, RUNS.c.ref == DISPATCHES.c.run_ref)
+    .where(_mine(DISPATCHES), DISPATCHES.c.state == DispatchState.UNKNOWN.value)
+)
+_EVENTS_OF_TYPE = select(EVENTS.c.run_ref, EVENTS.c.payload_json).where(
+    _mine(EVENTS), EVENTS.c.type == bindparam("w_type")
+)
+_LOST_TASKS = (
+    select(TASKS, RUNS.c.response_id.label("run_response_id"))
+    .join(RUNS, RUNS.c.ref == TASKS.c.run_ref)
+    .where(_mine(TASKS), TASKS.c.lost_reason.is_not(None), TASKS.c.terminal_at_ms.is_(None))
+)
+_ANOMALIES = (
+    select(
+        EVENTS.c.run_ref, EVENTS.c.seq, EVENTS.c.payload_json, EVENTS.c.at_ms, RUNS.c.response_id
+    )
+    .join(RUNS, RUNS.c.ref == EVENTS.c.run_ref)
+    .where(_mine(EVENTS), EVENTS.c.type == _ANOMALY)
+)
+_LAST_EVENT = EVENTS.alias("last_event")
+_SILENT_SERVED_RUNS = (
+    select(
+        RUNS.c.ref,
+        RUNS.c.response_id,
+        RUNS.c.updated_at_ms,
+        _LAST_EVENT.c.at_ms,
+        select(func.max(TASKS.c.updated_at_ms))
+        .where(TASKS.c.run_ref == RUNS.c.ref)
+        .scalar_subquery()
+        .label("task_at_ms"),
+    )
+    .outerjoin(
+        _LAST_EVENT,
+        and_(_LAST_EVENT.c.run_ref == RUNS.c.ref, _LAST_EVENT.c.seq == RUNS.c.event_seq),
+    )
+    .where(
+        _mine(RUNS),
+        OPEN_RUN,
+        RUNS.c.status.is_not(None),
+        func.substr(RUNS.c.uhp_server, 1, len(_SERVED_PREFIX)) == _SERVED_PREFIX,
+        RUNS.c.updated_at_ms <= bindparam("w_cutoff"),
+    )
+)
+
+
+class AttentionReads(TenantQueries):
+    """The attention query of one principal."""
+
+    def attention(self, window: AttentionWindow) -> list[AttentionItem]:
+        """Everything of this principal that waits for a person, oldest first."""
+        with self._read() as conn:
+            lost_acked, anomalies_acked = self._acknowledged(conn)
+            items = [
+                *self._inputs(conn, window),
+                *self._unknown_calls(conn),
+                *self._lost_tasks(conn, lost_acked),
+                *self._anomalies(conn, anomalies_acked),
+                *self._orphaned_runs(conn, window),
+            ]
+        return sorted(items, key=lambda item: (item.since_ms, item.kind, item.ref))
+
+    # -- inputs --------------------------------------------------------------------------------
+    def _inputs(self, conn: Connection, window: AttentionWindow) -> Iterable[AttentionItem]:
+        of_tasks, of_calls = _input_queries()
+        mine = {"w_principal": self.principal}
+        rows = [*conn.execute(of_tasks, mine), *conn.execute(of_calls, mine)]
+        for row in rows:
+            owner = row[4]
+            params = row.params_json  # server text: it may quote the raw task id
+            if row.task_id:
+                params = scrub_raw_id(params, row.task_id, owner)
+            question, fields, schema = question_of(json.loads(params))
+            overdue = window.now_ms - row.first_seen_ms >= window.overdue_after_ms
+            kind: AttentionKind = "input_overdue" if overdue else "input_waiting"
+            where = f"{row.server_name or row.server_endpoint}.{row.tool_name}"
+            yield AttentionItem(
+                kind=kind,
+                ref=row.ref,
+                principal=self.principal,
+                run_ref=row.run_ref,
+                response_id=row.response_id,
+                since_ms=row.first_seen_ms,
+                summary=f"{where} asks ({row.method}): {question or '-'}",
+                next_step=_answer_step(owner, row.ref, fields),
+                task_ref=owner if owner.startswith("tk_") else None,
+                op_ref=owner if owner.startswith("op_") else None,
+                question=question,
+                fields=fields,
+                requested_schema=schema,
+            )
+
+    # -- calls of unknown outcome ----------------------------------------------------------------
+    def _unknown_calls(self, conn: Connection) -> Iterable[AttentionItem]:
+        calls = conn.execute(_UNKNOWN_CALLS, {"w_principal": self.principal}).all()
+        if not calls:
+            return
+        final = self._finally_resolved(conn)
+        for call in calls:
+            if call.ref in final:
+                continue
+            yield AttentionItem(
+                kind="unknown_outcome",
+                ref=call.ref,
+                principal=self.principal,
+                run_ref=call.run_ref,
+                response_id=call.response_id,
+                since_ms=call.updated_at_ms,
+                summary=(
+                    f"{call.server_name or call.server_endpoint}.{call.tool_name}: "
+                    f"{call.unknown_reason or 'no reply'}"
+                ),
+                next_step=(
+                    f"find out whether the server ran it, then: bridge resolve {call.ref} "
+                    "--ran | --never-ran (never resent until then)"
+                ),
+                op_ref=call.ref,
+            )
+
+    def _finally_resolved(self, conn: Connection) -> set[str]:
+        """The calls with a final admission verdict."""
+        final: set[str] = set()
+        mine = {"w_principal": self.principal, "w_type": _ADMISSION}
+        for _, payload in conn.execute(_EVENTS_OF_TYPE, mine):
+            data = json.loads(payload)
+            if data.get("admission") in ("admitted", "not_admitted"):
+                final.add(str(data.get("op_ref")))
+        return final
+
+    # -- lost tasks, anomalies ---------------------------------------------------------------------
+    def _acknowledged(self, conn: Connection) -> tuple[set[str], set[tuple[str, int]]]:
+        """Lost tasks and anomalies an operator acknowledged."""
+        tasks: set[str] = set()
+        anomalies: set[tuple[str, int]] = set()
+        mine = {"w_principal": self.principal, "w_type": _ACKNOWLEDGED}
+        rows = conn.execute(_EVENTS_OF_TYPE, mine)
+        for run_ref, payload in rows:
+            data = json.loads(payload)
+            if data.get("subject") == "lost_task" and data.get("task_ref"):
+                tasks.add(str(data["task_ref"]))
+            elif data.get("subject") == "anomaly" and data.get("anomaly_seq") is not None:
+                anomalies.add((run_ref, int(data["anomaly_seq"])))
+        return tasks, anomalies
+
+    def _lost_tasks(self, conn: Connection, acknowledged: set[str]) -> Iterable[AttentionItem]:
+        lost = conn.execute(_LOST_TASKS, {"w_principal": self.principal}).all()
+        if not lost:
+            return
+        for task in lost:
+            if task.ref in acknowledged:
+                continue
+            detail = f": {task.lost_detail}" if task.lost_detail else ""
+            yield AttentionItem(
+                kind="lost_task",
+                ref=task.ref,
+                principal=self.principal,
+                run_ref=task.run_ref,
+                response_id=task.run_response_id,
+                since_ms=task.updated_at_ms,
+                summary=(
+                    f"{task.server_name or task.server_endpoint}.{task.tool_name} lost "
+                    f"({task.lost_reason}{detail}); its outcome is unknown"
+                ),
+                next_step=(
+                    "check on the server whether the work happened, then acknowledge: "
+                    f"bridge ack {task.ref}"
+                ),
+                task_ref=task.ref,
+                op_ref=task.op_ref,
+            )
+
+    def _anomalies(
+        self, conn: Connection, acknowledged: set[tuple[str, int]]
+    ) -> Iterable[AttentionItem]:
+        rows = conn.execute(_ANOMALIES, {"w_principal": self.principal}).all()
+        if not rows:
+            return
+        for row in rows:
+            if (row.run_ref, row.seq) in acknowledged:
+                continue
+            data = json.loads(row.payload_json)
+            ref = anomaly_ref(row.run_ref, row.seq)
+            yield AttentionItem(
+                kind="anomaly",
+                ref=ref,
+                principal=self.principal,
+                run_ref=row.run_ref,
+                response_id=row.response_id,
+                since_ms=row.at_ms,
+                summary=f"{data.get('kind')}: {data.get('detail')}",
+                next_step=f"read it (bridge show {row.run_ref}), then: bridge ack {ref}",
+                task_ref=data.get("task_ref"),
+                op_ref=data.get("op_ref"),
+            )
+
+    # -- orphaned runs ---------------------------------------------------------------------------
+    def _orphaned_runs(self, conn: Connection, window: AttentionWindow) -> Iterable[AttentionItem]:
+        cutoff = window.now_ms - window.orphan_after_ms
+        params = {"w_principal": self.principal, "w_cutoff": cutoff}
+        candidates = conn.execute(_SILENT_SERVED_RUNS, params).all()
+        for row in candidates:
+            last = max(row.updated_at_ms, row.at_ms or 0, row.task_at_ms or 0)
+            if last > cutoff:
+                continue
+            ref = row.ref
+            yield AttentionItem(
+                kind="orphaned_run",
+                ref=ref,
+                principal=self.principal,
+                run_ref=ref,
+                response_id=row.response_id,
+                since_ms=last,
+                summary="served run still in_progress; nothing recorded about it since",
+                next_step=(
+                    "if its harness is gone: bridge close-run "
+                    f"{ref} --status failed --reason '…' (its tasks are left alone)"
+                ),
+            )
