@@ -177,6 +177,7 @@ _EXPORTS: dict[str, str] = {
     "OnStuckInput": "bridge._policies",
     "UnansweredInput": "bridge._policies",
     "RecoveryReport": "bridge._runtime.recovery_report",
+    "RetentionPolicy": "bridge._ledger.retention.policy",
     "CallInputView": "bridge._ledger.reads.views",
     "AgentStateView": "bridge._ledger.agent_states",
     "DispatchView": "bridge._ledger.reads.views",

@@ -17,6 +17,7 @@ outer run is cancelled or ends while inner tasks are open), a policy the harness
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
 from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
+from bridge._ledger.retention.policy import RetentionPolicy, policy_for
+from bridge._ledger.retention.prune import PruneReport
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import OuterStatus
@@ -38,6 +41,7 @@ from bridge._run import Run
 from bridge._runtime import reads
 from bridge._runtime.compose import BridgeLeaseHolder, ledger_runner
 from bridge._runtime.outer_runs import OuterRuns
+from bridge._runtime.pruner import ScheduledPruner, prune_principal
 from bridge._runtime.reads import BridgeServices
 from bridge._runtime.recovery_report import RecoveryReport
 from bridge._settings import BridgeSettings
@@ -81,6 +85,7 @@ class Bridge:
         self._spans = OuterSpans(ledger, self._db)
         self.last_recovery: RecoveryReport | None = None
         self._replica: ReplicaLeases | None = None
+        self._pruner: ScheduledPruner | None = None
         self._outer = OuterRuns(
             ledger,
             self._db,
@@ -137,6 +142,9 @@ class Bridge:
                 scheduler.release()
         if self._replica is not None:
             await self._tg.start(self._replica.run)
+        if self.settings.retention is not None:
+            self._pruner = ScheduledPruner(self._ledger, self.settings.retention, self.principals)
+            await self._tg.start(self._pruner.run)
         return self
 
     async def _join_replicas(self, config: ReplicaConfig) -> None:
@@ -274,6 +282,30 @@ class Bridge:
         ``UnknownServer`` or ``ServerConnectFailed``."""
         self._scope(principal)
         return await self._requester.pool.connection(server).list_tools()
+
+    async def prune(
+        self,
+        principal: str,
+        *,
+        policy: RetentionPolicy | None = None,
+        dry_run: bool = False,
+        archive: str | Path | None = None,
+    ) -> PruneReport:
+        """Remove ``principal``'s finished runs the policy lets go, with everything nested in
+        them, in short batches while calls go on; never a run that is open, waiting on input,
+        holding a lost task, or a call of unknown outcome without a final verdict.
+
+        ``policy``: default ``settings.retention``'s for the principal (``BridgeError`` if there
+        is none). ``dry_run``: remove nothing, report what would go. ``archive``: a file the
+        removed runs are appended to first (gzip JSON Lines, no raw task ids; ``bridge import``
+        restores it). See docs/guides/retention.md.
+        """
+        self._scope(principal)
+        chosen = policy or policy_for(self.settings.retention, principal)
+        if chosen is None:
+            raise BridgeError(f"no retention policy for principal {principal!r}")
+        to = None if archive is None else Path(archive)
+        return await prune_principal(self._ledger, principal, chosen, dry_run=dry_run, archive=to)
 
     def _scope(self, principal: str) -> None:
         if principal not in self.principals:

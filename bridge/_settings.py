@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bridge._ledger.coordination.replica import ReplicaConfig
+from bridge._ledger.retention.policy import Retention
 from bridge._ledger.schema.dialects import SqliteSynchronous
 from bridge._mcp.calls.admission import AdmissionChecks
 from bridge._mcp.inputs.handlers import InputHandlers
@@ -46,6 +47,10 @@ class BridgeSettings:
     default, survives a process crash). ``input_handlers``: who answers which input kinds, and
     so what is declared to each server (default: the host answers form elicitations).
     ``recover_on_start``: take back every open handle and run when the bridge opens.
+    ``retention``: when finished runs leave the ledger (``None``, the default: never): one
+    :class:`~bridge.RetentionPolicy` for every principal, or a mapping of principal to policy
+    (a principal missing from it keeps everything); a running bridge prunes on its schedule,
+    one bridge per ledger at a time (docs/guides/retention.md).
     """
 
     principals: Sequence[str]
@@ -62,6 +67,7 @@ class BridgeSettings:
     admission_checks: AdmissionChecks | None = None
     recover_on_start: bool = True
     sqlite_synchronous: SqliteSynchronous = "NORMAL"
+    retention: Retention | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.principals, str):

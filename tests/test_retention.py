@@ -7,7 +7,10 @@ import gzip
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
 
+from bridge._errors import NotFound
+from bridge._ledger._base import EVENTS
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.retention.policy import DAY_MS, RetentionPolicy, policy_for
 from bridge._ledger.retention.prune import Prune, PruneReport
@@ -26,14 +29,22 @@ def finished_run(tenant: TenantLedger, *, task_id: str | None = None) -> str:
     task = new_task(tenant, run.ref, task_id=task_id)
     raw = task_id or "?"
     result = {"content": [{"type": "text", "text": f"report of {raw} ready"}]}
-    tenant.observe_task(task.ref, TaskObservation(TaskStatus.COMPLETED, result=result,
-                                                  status_message=f"{raw} done"))
+    tenant.observe_task(
+        task.ref, TaskObservation(TaskStatus.COMPLETED, result=result, status_message=f"{raw} done")
+    )
     tenant.observe_outer(run.ref, OuterStatus.COMPLETED)
     return run.ref
 
 
-def prune(ledger: Ledger, principal: str, policy: RetentionPolicy = POLICY, **kw: object) -> PruneReport:
-    job = Prune(ledger, principal, policy, **kw)  # type: ignore[arg-type]
+def prune(
+    ledger: Ledger,
+    principal: str,
+    policy: RetentionPolicy = POLICY,
+    *,
+    dry_run: bool = False,
+    archive: Path | None = None,
+) -> PruneReport:
+    job = Prune(ledger, principal, policy, dry_run=dry_run, archive=archive)
     while job.step():
         pass
     return job.report
@@ -67,9 +78,12 @@ def test_prune_removes_old_finished_runs_whole(ledger: Ledger, clock: FakeClock)
     assert report.rows["bridge_outer_responses"] == 5
     assert report.rows["bridge_inner_tasks"] == 5
     assert report.rows["bridge_events"] > 5
+    for ref in old:
+        with pytest.raises(NotFound):
+            tenant.get_run(ref)
     with ledger._read() as conn:
-        left = conn.exec_driver_sql(
-            "SELECT count(*) FROM bridge_events WHERE run_ref IN ('%s')" % "','".join(old)
+        left = conn.execute(
+            select(func.count()).select_from(EVENTS).where(EVENTS.c.run_ref.in_(old))
         ).scalar()
     assert left == 0
 
@@ -114,30 +128,50 @@ def test_live_and_unresolved_runs_stay(ledger: Ledger, clock: FakeClock) -> None
     tenant.mark_task_lost(lost_task.ref, LostReason.NOT_FOUND, "gone")
     tenant.observe_outer(lost.ref, OuterStatus.FAILED)
     unknown = new_run(tenant)
-    op = tenant.begin_dispatch(unknown.ref, server_endpoint="http://127.0.0.1:9/mcp",
-                               server_name="reports", tool_name="pay", arguments={})
+    op = tenant.begin_dispatch(
+        unknown.ref,
+        server_endpoint="http://127.0.0.1:9/mcp",
+        server_name="reports",
+        tool_name="pay",
+        arguments={},
+    )
     tenant.mark_dispatch_sent(op.ref)
     tenant.mark_dispatch_unknown(op.ref, "connection dropped")
     tenant.observe_outer(unknown.ref, OuterStatus.FAILED)
     resolved = new_run(tenant)
-    op2 = tenant.begin_dispatch(resolved.ref, server_endpoint="http://127.0.0.1:9/mcp",
-                                server_name="reports", tool_name="pay", arguments={})
+    op2 = tenant.begin_dispatch(
+        resolved.ref,
+        server_endpoint="http://127.0.0.1:9/mcp",
+        server_name="reports",
+        tool_name="pay",
+        arguments={},
+    )
     tenant.mark_dispatch_sent(op2.ref)
     tenant.mark_dispatch_unknown(op2.ref, "connection dropped")
     tenant.record_admission(op2.ref, Admission.UNKNOWN, "host")
     tenant.record_admission(op2.ref, Admission.NOT_ADMITTED, "host")
     tenant.observe_outer(resolved.ref, OuterStatus.FAILED)
     in_flight = new_run(tenant)
-    op3 = tenant.begin_dispatch(in_flight.ref, server_endpoint="http://127.0.0.1:9/mcp",
-                                server_name="reports", tool_name="pay", arguments={})
+    op3 = tenant.begin_dispatch(
+        in_flight.ref,
+        server_endpoint="http://127.0.0.1:9/mcp",
+        server_name="reports",
+        tool_name="pay",
+        arguments={},
+    )
     tenant.mark_dispatch_sent(op3.ref)
     tenant.observe_outer(in_flight.ref, OuterStatus.CANCELLED)
     clock.advance(40 * DAY_MS)
     report = prune(ledger, "acme", RetentionPolicy(max_age_days=0, keep_runs=0, min_age_days=0))
     assert report.runs == 1 and report.sample == [resolved.ref]
     assert report.unresolved == 1
-    assert run_refs(tenant) == {open_run, ended_with_open_task.ref, lost.ref, unknown.ref,
-                                in_flight.ref}
+    assert run_refs(tenant) == {
+        open_run,
+        ended_with_open_task.ref,
+        lost.ref,
+        unknown.ref,
+        in_flight.ref,
+    }
 
 
 def test_prune_is_scoped_to_its_principal(ledger: Ledger, clock: FakeClock) -> None:
@@ -156,9 +190,14 @@ def test_export_then_import_restores_reads(
     tenant = ledger.for_principal("acme")
     raw_ids = [f"raw-task-{i}-secretish" for i in range(4)]
     refs = [finished_run(tenant, task_id=raw) for raw in raw_ids]
-    before = {ref: ([e.model_dump() for e in tenant.events(ref)],
-                    [t.status for t in tenant.list_tasks(run_ref=ref)],
-                    [d.state for d in tenant.list_dispatches(run_ref=ref)]) for ref in refs}
+    before = {
+        ref: (
+            [e.model_dump() for e in tenant.events(ref)],
+            [t.status for t in tenant.list_tasks(run_ref=ref)],
+            [d.state for d in tenant.list_dispatches(run_ref=ref)],
+        )
+        for ref in refs
+    }
     clock.advance(8 * DAY_MS)
     archive = tmp_path / "acme.jsonl.gz"
     report = prune(ledger, "acme", archive=archive)

@@ -51,8 +51,9 @@ def append_member(
 ) -> int:
     """Append one batch to the archive at ``path`` as a gzip member, synced to disk; the
     compressed bytes written."""
-    lines = [json.dumps({"archive": FORMAT, "version": VERSION, "principal": principal,
-                         "runs": runs})]
+    lines = [
+        json.dumps({"archive": FORMAT, "version": VERSION, "principal": principal, "runs": runs})
+    ]
     for table, table_rows in scrub_rows(rows).items():
         lines.extend(json.dumps({"table": table, "row": row}) for row in table_rows)
     data = gzip.compress(("\n".join(lines) + "\n").encode("utf-8"))
@@ -82,8 +83,10 @@ def read_members(path: Path) -> Iterator[Member]:
                 record = json.loads(line)
                 if "archive" in record:
                     if record.get("archive") != FORMAT or record.get("version") != VERSION:
-                        raise ArchiveError(f"{path}: line {number} is not a version {VERSION} "
-                                           "bridge archive header")
+                        raise ArchiveError(
+                            f"{path}: line {number} is not a version {VERSION} "
+                            "bridge archive header"
+                        )
                     if member is not None:
                         yield member
                     member = Member(str(record["principal"]))

@@ -32,8 +32,12 @@ class ImportReport:
     rows: dict[str, int] = field(default_factory=dict)
 
     def record(self) -> dict[str, object]:
-        return {"principal": self.principal, "runs": self.runs, "skipped": self.skipped,
-                "rows": dict(self.rows)}
+        return {
+            "principal": self.principal,
+            "runs": self.runs,
+            "skipped": self.skipped,
+            "rows": dict(self.rows),
+        }
 
 
 def _kept(table: Table, rows: list[dict[str, Any]], taken: dict[str, set[str]]) -> list[Any]:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Connection, Select, Table, and_, exists, or_, select
+from sqlalchemy import Connection, Select, and_, exists, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from bridge import events as ev
@@ -122,7 +122,7 @@ def candidates(
     if after is not None:
         query = query.where(after.after())
     query = query.order_by(RUNS.c.updated_at_ms, RUNS.c.ref).limit(limit)
-    return query.with_for_update(skip_locked=True, of=cast(Table, RUNS)) if lock else query
+    return query.with_for_update(skip_locked=True, of=RUNS) if lock else query
 
 
 def unresolved_runs(conn: Connection, principal: str, run_refs: Sequence[str]) -> set[str]:

@@ -228,7 +228,7 @@ class GatewayHandle(SQLModel, table=True):
 
     handle_sha256: str = Field(primary_key=True, max_length=64)
     principal: str = Field(max_length=200, index=True)
-    task_ref: str = Field(foreign_key="bridge_inner_tasks.ref", max_length=64)
+    task_ref: str = Field(foreign_key="bridge_inner_tasks.ref", index=True, max_length=64)
     op_ref: str = Field(max_length=64)
     issued_at_ms: int = Field(sa_column=_ms())
 
@@ -266,6 +266,18 @@ class Replica(SQLModel, table=True):
     started_at_ms: int = Field(sa_column=_ms())
 
 
+class LedgerJob(SQLModel, table=True):
+    """A ledger-wide job only one process runs at a time (the scheduled pruner): whoever holds
+    the unexpired lease runs it (infrastructure, not tenant data). Migration 0013."""
+
+    __tablename__ = "bridge_ledger_jobs"
+
+    name: str = Field(primary_key=True, max_length=100)
+    holder: str | None = Field(default=None, max_length=200)
+    expires_at_ms: int = Field(sa_column=_ms())
+    last_done_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+
+
 ALL_TABLES = (
     OuterResponse,
     DispatchIntent,
@@ -276,4 +288,5 @@ ALL_TABLES = (
     GatewayHandle,
     EventRecord,
     Replica,
+    LedgerJob,
 )
