@@ -46,6 +46,7 @@ from bridge.cli._records import (
     run_record,
     task_counts,
 )
+from bridge.cli._retention_commands import db_vacuum, export, import_, prune
 from bridge.cli._tables import add_event_row, events_table, run_tree, runs_table
 from bridge.cli._timeline import build_timeline, timeline_renderable
 
@@ -304,6 +305,10 @@ def console(ctx: typer.Context) -> None:
 app.command()(recover)
 app.command("cancel-task")(cancel_task)
 app.command()(answer)
+app.command()(prune)
+app.command()(export)
+app.command("import")(import_)
+db_app.command("vacuum")(db_vacuum)
 
 
 # -- db -------------------------------------------------------------------------------------------
