@@ -86,7 +86,7 @@ def test_prune_dry_run_then_archive_then_import(tmp_path: Path) -> None:
 
 def test_export_writes_without_removing(tmp_path: Path) -> None:
     db = tmp_path / "ledger.db"
-    done, _open_run, _ = populate(db, 3)
+    populate(db, 3)
     archive = tmp_path / "export.jsonl.gz"
     report = cli(db, "export", str(archive), "--keep", "1", "--json")
     assert report["runs"] == 2 and archive.stat().st_size == report["archived_bytes"]
