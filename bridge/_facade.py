@@ -27,6 +27,7 @@ from anyio.abc import TaskGroup
 from bridge import events as ev
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
+from bridge._ledger.coordination.availability import watch_the_file
 from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
 from bridge._ledger.retention.policy import RetentionPolicy, policy_for
@@ -131,6 +132,7 @@ class Bridge:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         await self._tg.start(self._notifier.run)  # wakes waiters on other processes' commits
+        self._tg.start_soon(watch_the_file, self._ledger.engine)  # a deleted file, said at once
         if self.settings.replica is not None:
             await self._join_replicas(self.settings.replica)
         if self.settings.recover_on_start:
