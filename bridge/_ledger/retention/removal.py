@@ -21,11 +21,18 @@ AGENT_STATES = cast(Table, AgentState.__table__)  # type: ignore[attr-defined]
 GATEWAY_HANDLES = cast(Table, GatewayHandle.__table__)  # type: ignore[attr-defined]
 
 
+def owned_by(table: Table, principal: str) -> ColumnElement[bool]:
+    """SQL: the row is the principal's, as a filter on rows an index already found: the
+    principal's index would otherwise be chosen for it (SQLite's planner, without statistics),
+    and a delete of a few runs would walk every row of the principal."""
+    return (table.c.principal + "") == principal
+
+
 def _nested(principal: str, run_refs: Sequence[str]) -> list[tuple[Table, ColumnElement[bool]]]:
     """Each table's rows of the runs, in the order they must be deleted (children first)."""
-    tasks = select(TASKS.c.ref).where(TASKS.c.principal == principal, TASKS.c.run_ref.in_(run_refs))
+    tasks = select(TASKS.c.ref).where(owned_by(TASKS, principal), TASKS.c.run_ref.in_(run_refs))
     calls = select(DISPATCHES.c.ref).where(
-        DISPATCHES.c.principal == principal, DISPATCHES.c.run_ref.in_(run_refs)
+        owned_by(DISPATCHES, principal), DISPATCHES.c.run_ref.in_(run_refs)
     )
     return [
         (INPUTS, INPUTS.c.task_ref.in_(tasks)),
@@ -52,9 +59,7 @@ def read_runs(conn: Connection, principal: str, run_refs: Sequence[str]) -> dict
         if table.name not in found:
             continue
         key = table.c.id if "id" in table.c else table.c.ref
-        rows = conn.execute(
-            select(table).where(table.c.principal == principal, which).order_by(key)
-        )
+        rows = conn.execute(select(table).where(owned_by(table, principal), which).order_by(key))
         found[table.name].extend(dict(r._mapping) for r in rows)
     return found
 
@@ -63,6 +68,6 @@ def delete_runs(conn: Connection, principal: str, run_refs: Sequence[str]) -> di
     """Delete the runs and everything nested in them; the rows removed, by table name."""
     removed: dict[str, int] = {}
     for table, which in _nested(principal, run_refs):
-        result = conn.execute(delete(table).where(table.c.principal == principal, which))
+        result = conn.execute(delete(table).where(owned_by(table, principal), which))
         removed[table.name] = removed.get(table.name, 0) + int(result.rowcount or 0)
     return removed

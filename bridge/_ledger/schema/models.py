@@ -22,7 +22,7 @@ class OuterResponse(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("principal", "uhp_server", "response_id", name="uq_outer_response"),
         UniqueConstraint("principal", "idempotency_key", name="uq_outer_idempotency"),
-        Index("ix_outer_principal_updated", "principal", "updated_at_ms"),
+        Index("ix_outer_principal_updated", "principal", "updated_at_ms", "ref"),
     )
 
     ref: str = Field(primary_key=True, max_length=64)
@@ -100,7 +100,7 @@ class InnerTask(SQLModel, table=True):
     ref: str = Field(primary_key=True, max_length=64)
     principal: str = Field(max_length=200)
     run_ref: str = Field(foreign_key="bridge_outer_responses.ref", index=True, max_length=64)
-    op_ref: str = Field(foreign_key="bridge_dispatch_intents.ref", max_length=64)
+    op_ref: str = Field(foreign_key="bridge_dispatch_intents.ref", index=True, max_length=64)
     response_id: str | None = Field(default=None, max_length=200)  # outer ids at creation
     session_id: str | None = Field(default=None, max_length=200)
     server_endpoint: str = Field(max_length=500)

@@ -1,5 +1,6 @@
-"""retention: a ledger-wide job lease (one pruner per ledger), and an index for removing the
-gateway's handles of a run's tasks
+"""retention: a ledger-wide job lease (one pruner per ledger); indexes a prune's deletes need
+(a task's dispatch and a gateway handle's task: the foreign-key checks of a delete look there),
+and the runs' (principal, updated) index ends with the ref, so a prune walks runs in order
 
 Revision ID: 0013_retention
 Revises: 0010_gateway_handles
@@ -27,8 +28,20 @@ def upgrade() -> None:
         sa.Column("last_done_at_ms", sa.BigInteger(), nullable=True),
     )
     op.create_index("ix_bridge_gateway_handles_task_ref", "bridge_gateway_handles", ["task_ref"])
+    op.create_index("ix_bridge_inner_tasks_op_ref", "bridge_inner_tasks", ["op_ref"])
+    op.drop_index("ix_outer_principal_updated", table_name="bridge_outer_responses")
+    op.create_index(
+        "ix_outer_principal_updated",
+        "bridge_outer_responses",
+        ["principal", "updated_at_ms", "ref"],
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_outer_principal_updated", table_name="bridge_outer_responses")
+    op.create_index(
+        "ix_outer_principal_updated", "bridge_outer_responses", ["principal", "updated_at_ms"]
+    )
+    op.drop_index("ix_bridge_inner_tasks_op_ref", table_name="bridge_inner_tasks")
     op.drop_index("ix_bridge_gateway_handles_task_ref", table_name="bridge_gateway_handles")
     op.drop_table("bridge_ledger_jobs")
