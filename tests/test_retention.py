@@ -4,13 +4,14 @@ archive it writes restores the runs' reads in an empty ledger (both backends).""
 from __future__ import annotations
 
 import gzip
+import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
 
 from bridge._errors import NotFound
-from bridge._ledger._base import EVENTS
+from bridge._ledger._base import EVENTS, RUNS
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.retention.policy import DAY_MS, RetentionPolicy, policy_for
 from bridge._ledger.retention.prune import Prune, PruneReport
@@ -221,3 +222,22 @@ def test_export_then_import_restores_reads(
         assert run_refs(target.for_principal("globex")) == set()
     finally:
         target.close()
+
+
+def test_postgres_prune_skips_a_run_a_live_writer_holds(
+    pg_ledger: Ledger, clock: FakeClock
+) -> None:
+    """A replica writing to a run (its row locked) is never waited for: the prune passes over
+    that run, finishes the rest at once, and takes it on a later prune."""
+    tenant = pg_ledger.for_principal("acme")
+    held, *_others = [finished_run(tenant) for _ in range(4)]
+    clock.advance(8 * DAY_MS)
+    with pg_ledger.engine.connect() as writer:
+        with writer.begin():
+            writer.execute(select(RUNS.c.ref).where(RUNS.c.ref == held).with_for_update())
+            started = time.monotonic()
+            report = prune(pg_ledger, "acme")
+            assert time.monotonic() - started < 5.0
+        assert report.runs == 3 and held not in report.sample
+    assert run_refs(tenant) == {held}
+    assert prune(pg_ledger, "acme").runs == 1
