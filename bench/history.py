@@ -236,6 +236,11 @@ def size_bytes(ledger: Ledger, path: Path | None) -> int:
         return int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar() or 0)
 
 
+def page_size(ledger: Ledger) -> int:
+    with ledger.engine.connect() as conn:
+        return int(conn.exec_driver_sql("PRAGMA page_size").scalar() or 0)
+
+
 def measure(ledger: Ledger, live_run: str, calls: int) -> dict[str, float]:
     tenant = ledger.for_principal(PRINCIPAL)
     call_path(tenant, live_run, 100)  # warm
@@ -268,12 +273,13 @@ def prune_while_calling(ledger: Ledger, live_run: str, calls: int) -> dict[str, 
     while not done.is_set():
         during.extend(call_path(tenant, live_run, 50))
     thread.join()
-    return_space(ledger.engine)
+    pages = return_space(ledger.engine)
     return {
         "runs": job.report.runs,
         "rate": job.report.runs / timing["prune_s"],
         "during_p50": percentile(during[: max(1, len(during))], 50),
         "calls": len(during),
+        "pages": pages,
     }
 
 
@@ -319,6 +325,7 @@ def bench_history(backend: str, finished: int, calls: int, report: Report) -> No
         baseline = percentile(call_path(tenant, caller, calls), 50)
         pruned = prune_while_calling(ledger, caller, calls)
         after_bytes = size_bytes(ledger, path)
+        psize = page_size(ledger) if path is not None else 0
     name = {"sqlite": "SQLite (WAL)", "postgresql": "PostgreSQL 15"}[backend]
     report.add(f"### {name}: {finished:,} finished runs beside {LIVE:,} live ones")
     report.add()
@@ -349,9 +356,16 @@ def bench_history(backend: str, finished: int, calls: int, report: Report) -> No
         f"{pruned['during_p50'] * 1000:.2f} ms ({pruned['calls']:,} calls) | "
         f"**{ratio:.2f}** |"
     )
+    if path is not None:
+        returned = pruned["pages"] * psize
+        report.add(
+            f"| handed back by the incremental vacuum after the prune | | "
+            f"{returned / 1e6:,.1f} MB | |"
+        )
     report.add(
-        f"| size after the prune (incremental vacuum on SQLite) | {empty_bytes:,} B | "
-        f"{after_bytes:,} B | |"
+        f"| size: live runs only; with the history; after the prune (and the calls made "
+        f"meanwhile) | {empty_bytes / 1e6:,.1f} MB | {full_bytes / 1e6:,.1f} MB; "
+        f"{after_bytes / 1e6:,.1f} MB | |"
     )
     report.add()
 

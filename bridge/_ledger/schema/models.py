@@ -7,8 +7,14 @@ server reported are kept verbatim as the ISO strings it sent (``server_*_at``).
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Column, Index, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
+
+
+# The conditions of the partial indexes, as the queries spell them (bridge._ledger._base's
+# OPEN_RUN and OPEN_TASK): a planner uses a partial index only for a query that implies them.
+OPEN_RUN_SQL = "status IS NULL OR status = 'in_progress'"
+OPEN_TASK_SQL = "terminal_at_ms IS NULL AND lost_reason IS NULL AND detached_at_ms IS NULL"
 
 
 def _ms(nullable: bool = False) -> Column[int]:
@@ -23,6 +29,14 @@ class OuterResponse(SQLModel, table=True):
         UniqueConstraint("principal", "uhp_server", "response_id", name="uq_outer_response"),
         UniqueConstraint("principal", "idempotency_key", name="uq_outer_idempotency"),
         Index("ix_outer_principal_updated", "principal", "updated_at_ms", "ref"),
+        # The open runs alone, so that recovery and `--open` never walk a long history.
+        Index(
+            "ix_outer_open",
+            "principal",
+            "updated_at_ms",
+            sqlite_where=text(OPEN_RUN_SQL),
+            postgresql_where=text(OPEN_RUN_SQL),
+        ),
     )
 
     ref: str = Field(primary_key=True, max_length=64)
@@ -95,6 +109,15 @@ class InnerTask(SQLModel, table=True):
         UniqueConstraint("principal", "server_endpoint", "task_id", name="uq_inner_task_id"),
         Index("ix_inner_principal_due", "principal", "next_poll_due_ms"),
         Index("ix_inner_lease", "lease_owner", "lease_incarnation"),
+        # The open (watched) tasks alone: recovery's read never walks a long history.
+        Index(
+            "ix_inner_open",
+            "principal",
+            "created_at_ms",
+            "ref",
+            sqlite_where=text(OPEN_TASK_SQL),
+            postgresql_where=text(OPEN_TASK_SQL),
+        ),
     )
 
     ref: str = Field(primary_key=True, max_length=64)

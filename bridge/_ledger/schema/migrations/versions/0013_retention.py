@@ -1,4 +1,5 @@
-"""retention: a ledger-wide job lease (one pruner per ledger); indexes a prune's deletes need
+"""retention: a ledger-wide job lease (one pruner per ledger); partial indexes of the open runs
+and open tasks (recovery reads them, not the history); indexes a prune's deletes need
 (a task's dispatch and a gateway handle's task: the foreign-key checks of a delete look there),
 and the runs' (principal, updated) index ends with the ref, so a prune walks runs in order
 
@@ -18,6 +19,10 @@ down_revision: str | Sequence[str] | None = "0010_gateway_handles"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+# As the models spell them (a migration keeps its own copy: the models move on).
+OPEN_RUN_SQL = "status IS NULL OR status = 'in_progress'"
+OPEN_TASK_SQL = "terminal_at_ms IS NULL AND lost_reason IS NULL AND detached_at_ms IS NULL"
+
 
 def upgrade() -> None:
     op.create_table(
@@ -29,6 +34,20 @@ def upgrade() -> None:
     )
     op.create_index("ix_bridge_gateway_handles_task_ref", "bridge_gateway_handles", ["task_ref"])
     op.create_index("ix_bridge_inner_tasks_op_ref", "bridge_inner_tasks", ["op_ref"])
+    op.create_index(
+        "ix_outer_open",
+        "bridge_outer_responses",
+        ["principal", "updated_at_ms"],
+        sqlite_where=sa.text(OPEN_RUN_SQL),
+        postgresql_where=sa.text(OPEN_RUN_SQL),
+    )
+    op.create_index(
+        "ix_inner_open",
+        "bridge_inner_tasks",
+        ["principal", "created_at_ms", "ref"],
+        sqlite_where=sa.text(OPEN_TASK_SQL),
+        postgresql_where=sa.text(OPEN_TASK_SQL),
+    )
     op.drop_index("ix_outer_principal_updated", table_name="bridge_outer_responses")
     op.create_index(
         "ix_outer_principal_updated",
@@ -38,6 +57,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_inner_open", table_name="bridge_inner_tasks")
+    op.drop_index("ix_outer_open", table_name="bridge_outer_responses")
     op.drop_index("ix_outer_principal_updated", table_name="bridge_outer_responses")
     op.create_index(
         "ix_outer_principal_updated", "bridge_outer_responses", ["principal", "updated_at_ms"]
