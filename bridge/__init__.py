@@ -65,6 +65,9 @@ if TYPE_CHECKING:
         RunView as RunView,
         TaskView as TaskView,
     )
+    from bridge._ledger.retention.policy import (
+        RetentionPolicy as RetentionPolicy,
+    )
     from bridge._ledger.store import (
         Ledger as Ledger,
     )
