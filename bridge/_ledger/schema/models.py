@@ -10,7 +10,6 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Column, Index, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
-
 # The conditions of the partial indexes, as the queries spell them (bridge._ledger._base's
 # OPEN_RUN and OPEN_TASK): a planner uses a partial index only for a query that implies them.
 OPEN_RUN_SQL = "status IS NULL OR status = 'in_progress'"
