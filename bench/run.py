@@ -25,6 +25,9 @@ average then (``bench.common.provenance``): figures from two runs compare only w
    raw SDK, calls per second and CPU per call, on SQLite and on PostgreSQL 15.
 12. 100,000 open handles on PostgreSQL shared by 3 replicas (``bench/hundred_k.py``): take-up,
    claims/s, balance, RSS per replica, lateness, a SIGKILLed replica's handles taken over.
+13. A long history (``bench/history.py``, also ``python -m bench.history`` alone): finished
+   runs beside live ones against live runs only, on SQLite and PostgreSQL 15; a prune of it
+   while calls go on.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ import anyio
 import httpx
 from httpx_sse import aconnect_sse
 
-from bench import concurrent_calls, hundred_k, polls, scale_out, waits
+from bench import concurrent_calls, history, hundred_k, polls, scale_out, waits
 from bench.common import Report, machine, median, percentile, provenance, register_open_tasks
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge._ledger.store import Ledger, TenantLedger
@@ -430,6 +433,8 @@ async def main_async(args: argparse.Namespace) -> Report:
         await concurrent_calls.bench_concurrent_calls(args.quick, report)
     if "hundred-k" in only:
         await hundred_k.bench_hundred_k(args.quick, report)
+    if "history" in only:
+        await anyio.to_thread.run_sync(history.bench_section, args.quick, report)
     return report
 
 
@@ -442,6 +447,7 @@ SECTIONS = (
     "waits",
     "concurrent-calls",
     "hundred-k",
+    "history",
 )
 
 
