@@ -8,11 +8,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge import Bridge, BridgeError, BridgeSettings, RetentionPolicy
+from bridge import Bridge, BridgeSettings, RetentionPolicy
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import OuterStatus, TaskStatus
 from bridge._runtime.pruner import ScheduledPruner
+from bridge.errors import BridgeError
 from tests.conftest import FakeClock
 from tests.support.builders import new_run, new_task
 
