@@ -151,13 +151,16 @@ class PollScheduler:
             watch.cancel_pending = True
             self.poll_soon(task_ref)
 
-    async def poll_once(self, principal: str, task: TaskView) -> TaskView:
-        """Poll one handle now, watched or not (an operator re-check of a closed handle).
+    async def poll_once(
+        self, principal: str, task: TaskView, watch: Watch | None = None
+    ) -> TaskView:
+        """Poll one handle now, watched or not (an operator re-check of a closed handle;
+        ``watch``: an unwatched handle's state, as :mod:`.handle_resumption` seeds it).
 
         A terminal handle re-checked this way can only confirm its status or be recorded as a
         regression anomaly: nothing overwrites a recorded terminal status.
         """
-        watch = self._watched.get(task.ref) or Watch(principal, task)
+        watch = watch or self._watched.get(task.ref) or Watch(principal, task)
         await self._poll(watch)
         return self._ledger.for_principal(principal).get_task(task.ref)
 
