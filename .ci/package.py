@@ -46,6 +46,8 @@ INSTALLS: dict[str, tuple[str | None, str]] = {
     "openai-agents": ("openai-agents", "openai_agents_.py"),
     "langgraph": ("langgraph", "langgraph_.py"),
     "dbos": ("dbos", "dbos_.py"),
+    "webhooks": ("webhooks", "webhooks.py"),
+    "metrics": ("metrics", "metrics.py"),
 }
 timings: list[tuple[str, float]] = []
 

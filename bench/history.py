@@ -1,4 +1,4 @@
-"""What a long history costs (``python -m bench.history``; docs/benchmarks.md section 15).
+"""What a long history costs (``python -m bench.history``; docs/benchmarks.md section 16).
 
 One ledger is measured twice in the same run: with only its live runs, then after finished runs
 are seeded beside them in bulk (each with one call, one completed task and five events, as a
@@ -371,15 +371,15 @@ def bench_history(backend: str, finished: int, calls: int, report: Report) -> No
 
 
 #: The sizes ``make bench`` measures: the largest that seed and prune within minutes on a
-#: 2-core machine shared with other work (a million finished runs does not: see section 15).
+#: 2-core machine shared with other work (a million finished runs does not: see section 16).
 SQLITE_FINISHED = 100_000
 PG_FINISHED = 20_000
 
 
 def bench_section(quick: bool, report: Report) -> None:
-    """Section 15 of ``make bench``."""
+    """Section 16 of ``make bench``."""
     sqlite, pg, calls = (2_000, 1_000, 200) if quick else (SQLITE_FINISHED, PG_FINISHED, 1_000)
-    report.add("## 15. A long history: finished runs beside live ones")
+    report.add("## 16. A long history: finished runs beside live ones")
     report.add()
     report.add(
         "Each figure is the same operation measured on the same ledger with only its live runs, "

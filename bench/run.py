@@ -28,7 +28,9 @@ average then (``bench.common.provenance``): figures from two runs compare only w
 13-14. DBOS workflows (``bench/dbos_workflows.py``): a bridged task call inside a workflow
    against the same MCP work as one plain DBOS step; 1,000 open handles in concurrent
    workflows on PostgreSQL 15: polls/s against demand, lateness.
-15. A long history (``bench/history.py``, also ``python -m bench.history`` alone): finished
+15. Webhook delivery latency (``bench/webhooks.py``): from the commit of an attention item to a
+   receiver on loopback, with 200 runs active.
+16. A long history (``bench/history.py``, also ``python -m bench.history`` alone): finished
    runs beside live ones against live runs only, on SQLite and PostgreSQL 15; a prune of it
    while calls go on.
 """
@@ -54,7 +56,16 @@ import anyio
 import httpx
 from httpx_sse import aconnect_sse
 
-from bench import concurrent_calls, dbos_workflows, history, hundred_k, polls, scale_out, waits
+from bench import (
+    concurrent_calls,
+    dbos_workflows,
+    history,
+    hundred_k,
+    polls,
+    scale_out,
+    waits,
+    webhooks,
+)
 from bench.common import Report, machine, median, percentile, provenance, register_open_tasks
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge._ledger.store import Ledger, TenantLedger
@@ -438,6 +449,8 @@ async def main_async(args: argparse.Namespace) -> Report:
         await hundred_k.bench_hundred_k(args.quick, report)
     if "dbos" in only:
         await dbos_workflows.bench_dbos(args.quick, report)
+    if "webhooks" in only:
+        await webhooks.bench_webhooks(args.quick, report)
     if "history" in only:
         await anyio.to_thread.run_sync(history.bench_section, args.quick, report)
     return report
@@ -453,6 +466,7 @@ SECTIONS = (
     "concurrent-calls",
     "hundred-k",
     "dbos",
+    "webhooks",
     "history",
 )
 

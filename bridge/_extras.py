@@ -24,6 +24,8 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "openai-agents": ("agents",),
     "langgraph": ("langgraph", "langchain_core"),
     "dbos": ("dbos",),
+    "webhooks": ("standardwebhooks",),
+    "metrics": ("opentelemetry.sdk", "opentelemetry.exporter.prometheus", "prometheus_client"),
 }
 
 

@@ -17,6 +17,7 @@ outer run is cancelled or ends while inner tasks are open), a policy the harness
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from anyio.abc import TaskGroup
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
 from bridge._ledger.coordination.availability import watch_the_file
+from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
 from bridge._ledger.retention.policy import RetentionPolicy, policy_for
@@ -45,6 +47,7 @@ from bridge._runtime.pruner import ScheduledPruner, prune_principal
 from bridge._runtime.reads import BridgeServices
 from bridge._runtime.recovery_report import RecoveryReport
 from bridge._settings import BridgeSettings
+from bridge._telemetry.metrics import LEDGER_GAUGES
 from bridge._telemetry.outer_spans import OuterSpans
 
 if TYPE_CHECKING:
@@ -84,6 +87,8 @@ class Bridge:
         self._spans = OuterSpans(ledger, self._db)
         self.last_recovery: RecoveryReport | None = None
         self._replica: ReplicaLeases | None = None
+        self._stop_gauges: Callable[[], None] | None = None
+        self._deliverer: Any = None  # the webhook deliverer, with settings.webhooks
         self._pruner: ScheduledPruner | None = None
         self._outer = OuterRuns(
             ledger,
@@ -142,10 +147,29 @@ class Bridge:
                 scheduler.release()
         if self._replica is not None:
             await self._tg.start(self._replica.run)
+        if self.settings.webhooks:
+            self._deliverer = self._webhook_deliverer()
+            await self._tg.start(self._deliverer.run)
+        self._stop_gauges = LEDGER_GAUGES.add(self._ledger, self.principals)
         if self.settings.retention is not None:
             self._pruner = ScheduledPruner(self._ledger, self.settings.retention, self.principals)
             await self._tg.start(self._pruner.run)
         return self
+
+    def _webhook_deliverer(self) -> Any:
+        from bridge._runtime.webhook_deliverer import WebhookDeliverer  # extra [webhooks]
+
+        def membership() -> Membership | None:
+            replica = self._replica
+            return replica.membership if replica is not None and replica.can_act() else None
+
+        return WebhookDeliverer(
+            self._ledger,
+            self._db,
+            self.settings.webhooks,
+            self.settings.credentials,
+            membership=membership if self._replica is not None else None,
+        )
 
     async def _join_replicas(self, config: ReplicaConfig) -> None:
         outer = self._outer
@@ -181,6 +205,8 @@ class Bridge:
         tb: TracebackType | None,
     ) -> None:
         assert self._tg is not None and self._notifier is not None
+        if self._stop_gauges is not None:
+            self._stop_gauges()
         self._spans.suspend_all()
         self._tg.cancel_scope.cancel()
         try:

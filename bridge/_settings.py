@@ -24,6 +24,7 @@ from bridge._mcp.polling.push import PushConfig
 from bridge._mcp.polling.watches import SchedulerConfig
 from bridge._mcp.servers import CredentialResolver, McpServerConfig, no_credentials
 from bridge._policies import Policies
+from bridge._runtime.webhook_endpoint import WebhookEndpoint
 from bridge.uhp._client_config import FollowConfig
 
 
@@ -47,6 +48,8 @@ class BridgeSettings:
     default, survives a process crash). ``input_handlers``: who answers which input kinds, and
     so what is declared to each server (default: the host answers form elicitations).
     ``recover_on_start``: take back every open handle and run when the bridge opens.
+    ``webhooks``: where each principal's attention items are pushed (at most one endpoint per
+    principal; its secret resolved by ``credentials``; extra ``[webhooks]``).
     ``retention``: when finished runs leave the ledger (``None``, the default: never): one
     :class:`~bridge.RetentionPolicy` for every principal, or a mapping of principal to policy
     (a principal missing from it keeps everything); a running bridge prunes on its schedule,
@@ -67,6 +70,7 @@ class BridgeSettings:
     admission_checks: AdmissionChecks | None = None
     recover_on_start: bool = True
     sqlite_synchronous: SqliteSynchronous = "NORMAL"
+    webhooks: Sequence[WebhookEndpoint] = ()
     retention: Retention | None = None
 
     def __post_init__(self) -> None:
@@ -74,3 +78,9 @@ class BridgeSettings:
             raise TypeError("principals is a sequence of principal names, not one string")
         if not self.principals:
             raise ValueError("a bridge serves at least one principal/tenant")
+        hooked = [endpoint.principal for endpoint in self.webhooks]
+        if len(set(hooked)) != len(hooked):
+            raise ValueError("at most one webhook endpoint per principal")
+        strangers = sorted(set(hooked) - set(self.principals))
+        if strangers:
+            raise ValueError(f"webhooks for principals this bridge does not serve: {strangers}")

@@ -8,10 +8,12 @@ from common import TOKEN, absent, bridged_call, done, missing_extra, settings
 
 absent("typer", "rich", "opentelemetry.sdk", "psycopg", "uvloop", "httptools")
 absent("pydantic_ai", "agents", "langgraph", "dbos", "fastmcp", "harness_examples")
+absent("standardwebhooks", "prometheus_client")
 
 
 async def main() -> None:
-    from bridge import Bridge, ServerCredentialsRejected
+    from bridge import Bridge
+    from bridge.errors import ServerCredentialsRejected
 
     async with Bridge.open(settings(token="not-" + TOKEN)) as bridge:
         try:
@@ -35,5 +37,10 @@ missing_extra("openai-agents", lambda: importlib.import_module("bridge.integrati
 missing_extra("dbos", lambda: importlib.import_module("bridge.integrations.dbos"))
 missing_extra(
     "postgres", lambda: importlib.import_module("bridge._ledger.store").Ledger.open("postgresql://x/y")
+)
+missing_extra("webhooks", lambda: importlib.import_module("bridge._runtime.webhook_message"))
+missing_extra(
+    "metrics",
+    lambda: importlib.import_module("bridge._telemetry.prometheus").serve_prometheus("127.0.0.1", 0),
 )
 done("core")

@@ -1,8 +1,8 @@
 """Removing whole runs: every row nested in them, children first, in the caller's transaction.
 
-A run's rows are its dispatches, tasks, input requests, MRTR call rounds, events, agent states
-and the gateway's handles of its tasks. They go together or not at all (one transaction), so no
-run is ever left half-deleted.
+A run's rows are its dispatches, tasks, input requests, MRTR call rounds, events, agent states,
+its settled webhook deliveries and the gateway's handles of its tasks. They go together or not
+at all (one transaction), so no run is ever left half-deleted.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from sqlalchemy import Connection, Table, delete, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from bridge._ledger._base import DISPATCHES, EVENTS, INPUTS, RUNS, TASKS
-from bridge._ledger.schema.models import AgentState, CallRound, GatewayHandle
+from bridge._ledger.schema.models import AgentState, CallRound, GatewayHandle, WebhookOutbox
 
 ROUNDS = cast(Table, CallRound.__table__)  # type: ignore[attr-defined]
 AGENT_STATES = cast(Table, AgentState.__table__)  # type: ignore[attr-defined]
 GATEWAY_HANDLES = cast(Table, GatewayHandle.__table__)  # type: ignore[attr-defined]
+OUTBOX = cast(Table, WebhookOutbox.__table__)  # type: ignore[attr-defined]
 
 
 def owned_by(table: Table, principal: str) -> ColumnElement[bool]:
@@ -41,6 +42,7 @@ def _nested(principal: str, run_refs: Sequence[str]) -> list[tuple[Table, Column
         (GATEWAY_HANDLES, GATEWAY_HANDLES.c.task_ref.in_(tasks)),
         (EVENTS, EVENTS.c.run_ref.in_(run_refs)),
         (AGENT_STATES, AGENT_STATES.c.run_ref.in_(run_refs)),
+        (OUTBOX, OUTBOX.c.run_ref.in_(run_refs)),
         (TASKS, TASKS.c.run_ref.in_(run_refs)),
         (DISPATCHES, DISPATCHES.c.run_ref.in_(run_refs)),
         (RUNS, RUNS.c.ref.in_(run_refs)),
@@ -48,7 +50,8 @@ def _nested(principal: str, run_refs: Sequence[str]) -> list[tuple[Table, Column
 
 
 #: The tables an archive holds, parents first (the order an import inserts them in). The
-#: gateway's handles are not archived: a handle is a capability for a task that is gone.
+#: gateway's handles are not archived (a handle is a capability for a task that is gone), nor
+#: the webhook outbox's settled deliveries (what was pushed, not what happened).
 ARCHIVED: tuple[Table, ...] = (RUNS, DISPATCHES, TASKS, INPUTS, ROUNDS, EVENTS, AGENT_STATES)
 
 

@@ -49,6 +49,7 @@ from bridge._mcp.servers import ServerConnection, ServerPool
 from bridge._mcp.wire.shapes import INTERNAL_ERROR, INVALID_PARAMS, DetailedTask
 from bridge._mcp.wire.task_requests import deliver_answers, fetch_task, send_cancel
 from bridge._redaction import scrub_task_id
+from bridge._telemetry.metrics import record_poll
 
 log = logging.getLogger(__name__)
 
@@ -377,6 +378,7 @@ class PollScheduler:
                 self._queue.schedule(task.ref, self._clock() + self.config.lease_wait_ms)
                 return
             self.stats.polls += 1
+            record_poll(None if due_ms is None else self._clock() - due_ms)
             if self.stats.keep_lateness and due_ms is not None:
                 # Measured when the request is about to leave, after any queueing here.
                 self.stats.lateness.append((due_ms, self._clock() - due_ms, task.ref))

@@ -4,7 +4,7 @@ and open tasks (recovery reads them, not the history); indexes a prune's deletes
 and the runs' (principal, updated) index ends with the ref, so a prune walks runs in order
 
 Revision ID: 0013_retention
-Revises: 0010_gateway_handles
+Revises: 0012_webhook_outbox
 Create Date: 2026-12-04
 
 """
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0013_retention"
-down_revision: str | Sequence[str] | None = "0010_gateway_handles"
+down_revision: str | Sequence[str] | None = "0012_webhook_outbox"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
