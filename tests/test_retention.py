@@ -241,3 +241,27 @@ def test_postgres_prune_skips_a_run_a_live_writer_holds(
         assert report.runs == 3 and held not in report.sample
     assert run_refs(tenant) == {held}
     assert prune(pg_ledger, "acme").runs == 1
+
+
+def test_a_runs_webhook_outbox_rows_go_with_it(ledger: Ledger, clock: FakeClock) -> None:
+    """Every attention item has an outbox row, webhooks configured or not: a finished run's go
+    with it (the foreign key to the run would refuse the delete otherwise)."""
+    from sqlalchemy import insert
+
+    from bridge._ledger.retention.removal import OUTBOX
+
+    tenant = ledger.for_principal("acme")
+    refs = [finished_run(tenant), finished_run(tenant)]
+    with ledger.engine.begin() as conn:
+        for n, (ref, due) in enumerate(zip(refs, (clock.now_ms, None), strict=True)):
+            conn.execute(
+                insert(OUTBOX).values(
+                    id=f"wh_{n}", principal="acme", run_ref=ref, seq=10, kind="input_waiting",
+                    created_at_ms=clock.now_ms, attempts=1, next_attempt_ms=due,
+                )
+            )  # fmt: skip
+    clock.advance(8 * DAY_MS)
+    report = prune(ledger, "acme")
+    assert sorted(report.sample) == sorted(refs) and report.rows["bridge_webhook_outbox"] == 2
+    with ledger._read() as conn:
+        assert conn.execute(select(func.count()).select_from(OUTBOX)).scalar() == 0

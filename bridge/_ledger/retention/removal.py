@@ -1,7 +1,7 @@
 """Removing whole runs: every row nested in them, children first, in the caller's transaction.
 
 A run's rows are its dispatches, tasks, input requests, MRTR call rounds, events, agent states,
-its settled webhook deliveries and the gateway's handles of its tasks. They go together or not
+its webhook outbox rows and the gateway's handles of its tasks. They go together or not
 at all (one transaction), so no run is ever left half-deleted.
 """
 
@@ -51,7 +51,8 @@ def _nested(principal: str, run_refs: Sequence[str]) -> list[tuple[Table, Column
 
 #: The tables an archive holds, parents first (the order an import inserts them in). The
 #: gateway's handles are not archived (a handle is a capability for a task that is gone), nor
-#: the webhook outbox's settled deliveries (what was pushed, not what happened).
+#: the webhook outbox (what was pushed, not what happened: every attention item has a row,
+#: whether or not a webhook is configured, so a finished run's rows go with it).
 ARCHIVED: tuple[Table, ...] = (RUNS, DISPATCHES, TASKS, INPUTS, ROUNDS, EVENTS, AGENT_STATES)
 
 

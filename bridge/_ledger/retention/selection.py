@@ -7,11 +7,10 @@ A run is *finished* when all of these hold, and only then may it go:
 * every call it made is settled (no dispatch ``pending``, ``sent`` or waiting on input);
 * no task of it is open (still watched: not terminal, not detached) nor lost: a lost task
   stays until someone has looked at it;
-* no webhook push of it is still to be delivered (its outbox row is settled);
 * every call of unknown outcome has a final admission verdict (``admitted`` or
   ``not_admitted``): an unresolved one stays for the host to resolve.
 
-The first four are SQL (:func:`finished_runs`); the verdicts live in the run's events, so
+The first three are SQL (:func:`finished_runs`); the verdicts live in the run's events, so
 :func:`unresolved_runs` reads them for the few candidates that have an unknown call.
 """
 
@@ -28,7 +27,6 @@ from sqlalchemy.sql.elements import ColumnElement
 from bridge import events as ev
 from bridge._ledger._base import DISPATCHES, EVENTS, RUNS, TASKS
 from bridge._ledger.retention.policy import RetentionPolicy
-from bridge._ledger.retention.removal import OUTBOX
 from bridge._lifecycle import Admission, DispatchState, OuterStatus
 
 TERMINAL_RUN = tuple(s.value for s in OuterStatus if s.is_terminal)
@@ -59,15 +57,11 @@ def finished(principal: str) -> list[ColumnElement[bool]]:
         DISPATCHES.c.run_ref == RUNS.c.ref,
         DISPATCHES.c.state.not_in(SETTLED_CALL),
     )
-    undelivered = exists().where(
-        OUTBOX.c.run_ref == RUNS.c.ref, OUTBOX.c.next_attempt_ms.is_not(None)
-    )
     return [
         RUNS.c.principal == principal,
         RUNS.c.status.in_(TERMINAL_RUN),
         ~live_task,
         ~open_call,
-        ~undelivered,
     ]
 
 
