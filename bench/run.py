@@ -32,6 +32,9 @@ average then (``bench.common.provenance``): figures from two runs compare only w
    receiver on loopback, with 200 runs active.
 16. ``Bridge.attention`` on a 1,000-run SQLite ledger (``bench/attention.py``): p50/p99 of the
    operator's query, wall clock and CPU.
+17. A long history (``bench/history.py``, also ``python -m bench.history`` alone): finished
+   runs beside live ones against live runs only, on SQLite and PostgreSQL 15; a prune of it
+   while calls go on.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from bench import (
     attention,
     concurrent_calls,
     dbos_workflows,
+    history,
     hundred_k,
     polls,
     scale_out,
@@ -452,6 +456,8 @@ async def main_async(args: argparse.Namespace) -> Report:
         await webhooks.bench_webhooks(args.quick, report)
     if "attention" in only:
         await attention.bench_attention(args.quick, report)
+    if "history" in only:
+        await anyio.to_thread.run_sync(history.bench_section, args.quick, report)
     return report
 
 
@@ -467,6 +473,7 @@ SECTIONS = (
     "dbos",
     "webhooks",
     "attention",
+    "history",
 )
 
 

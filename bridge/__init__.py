@@ -46,6 +46,9 @@ if TYPE_CHECKING:
         RunView as RunView,
         TaskView as TaskView,
     )
+    from bridge._ledger.retention.policy import (
+        RetentionPolicy as RetentionPolicy,
+    )
     from bridge._ledger.store import (
         Ledger as Ledger,
     )
@@ -146,6 +149,7 @@ _EXPORTS: dict[str, str] = {
     "UnansweredInput": "bridge._policies",
     "RecoveryReport": "bridge._runtime.recovery_report",
     "AttentionItem": "bridge._ledger.reads.views",
+    "RetentionPolicy": "bridge._ledger.retention.policy",
     "CallInputView": "bridge._ledger.reads.views",
     "AgentStateView": "bridge._ledger.agent_states",
     "CallView": "bridge._ledger.reads.views",

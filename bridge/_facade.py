@@ -18,6 +18,7 @@ outer run is cancelled or ends while inner tasks are open), a policy the harness
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from anyio.abc import TaskGroup
 
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
+from bridge._ledger.coordination.availability import watch_the_file
 from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
@@ -35,6 +37,8 @@ from bridge._ledger.reads.attention import (
     AttentionWindow,
 )
 from bridge._ledger.reads.views import AttentionItem
+from bridge._ledger.retention.policy import RetentionPolicy, policy_for
+from bridge._ledger.retention.prune import PruneReport
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import OuterStatus
@@ -45,6 +49,7 @@ from bridge._run import Run
 from bridge._runtime import reads
 from bridge._runtime.compose import BridgeLeaseHolder, ledger_runner
 from bridge._runtime.outer_runs import OuterRuns
+from bridge._runtime.pruner import ScheduledPruner, prune_principal
 from bridge._runtime.reads import BridgeServices
 from bridge._runtime.recovery_report import RecoveryReport
 from bridge._settings import BridgeSettings
@@ -90,6 +95,7 @@ class Bridge:
         self._replica: ReplicaLeases | None = None
         self._stop_gauges: Callable[[], None] | None = None
         self._deliverer: Any = None  # the webhook deliverer, with settings.webhooks
+        self._pruner: ScheduledPruner | None = None
         self._outer = OuterRuns(
             ledger,
             self._db,
@@ -135,6 +141,7 @@ class Bridge:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         await self._tg.start(self._notifier.run)  # wakes waiters on other processes' commits
+        self._tg.start_soon(watch_the_file, self._ledger.engine)  # a deleted file, said at once
         if self.settings.replica is not None:
             await self._join_replicas(self.settings.replica)
         if self.settings.recover_on_start:
@@ -150,6 +157,9 @@ class Bridge:
             self._deliverer = self._webhook_deliverer()
             await self._tg.start(self._deliverer.run)
         self._stop_gauges = LEDGER_GAUGES.add(self._ledger, self.principals)
+        if self.settings.retention is not None:
+            self._pruner = ScheduledPruner(self._ledger, self.settings.retention, self.principals)
+            await self._tg.start(self._pruner.run)
         return self
 
     def _webhook_deliverer(self) -> Any:
@@ -325,6 +335,30 @@ class Bridge:
         ``UnknownServer`` or ``ServerConnectFailed``."""
         self._scope(principal)
         return await self._requester.pool.connection(server).list_tools()
+
+    async def prune(
+        self,
+        principal: str,
+        *,
+        policy: RetentionPolicy | None = None,
+        dry_run: bool = False,
+        archive: str | Path | None = None,
+    ) -> PruneReport:
+        """Remove ``principal``'s finished runs the policy lets go, with everything nested in
+        them, in short batches while calls go on; never a run that is open, waiting on input,
+        holding a lost task, or a call of unknown outcome without a final verdict.
+
+        ``policy``: default ``settings.retention``'s for the principal (``BridgeError`` if there
+        is none). ``dry_run``: remove nothing, report what would go. ``archive``: a file the
+        removed runs are appended to first (gzip JSON Lines, no raw task ids; ``bridge import``
+        restores it). See docs/guides/retention.md.
+        """
+        self._scope(principal)
+        chosen = policy or policy_for(self.settings.retention, principal)
+        if chosen is None:
+            raise BridgeError(f"no retention policy for principal {principal!r}")
+        to = None if archive is None else Path(archive)
+        return await prune_principal(self._ledger, principal, chosen, dry_run=dry_run, archive=to)
 
     def _scope(self, principal: str) -> None:
         if principal not in self.principals:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bridge._config import UhpServerConfig as UhpServerConfig
 from bridge._ledger.coordination.replica import ReplicaConfig
+from bridge._ledger.retention.policy import Retention
 from bridge._ledger.schema.dialects import SqliteSynchronous
 from bridge._mcp.calls.admission import AdmissionChecks
 from bridge._mcp.inputs.handlers import InputHandlers
@@ -41,6 +42,10 @@ class BridgeSettings:
     ``recover_on_start``: take back every open handle and run when the bridge opens.
     ``webhooks``: where each principal's attention items are pushed (at most one endpoint per
     principal; its secret resolved by ``credentials``; extra ``[webhooks]``).
+    ``retention``: when finished runs leave the ledger (``None``, the default: never): one
+    :class:`~bridge.RetentionPolicy` for every principal, or a mapping of principal to policy
+    (a principal missing from it keeps everything); a running bridge prunes on its schedule,
+    one bridge per ledger at a time (docs/guides/retention.md).
     """
 
     principals: Sequence[str]
@@ -58,6 +63,7 @@ class BridgeSettings:
     recover_on_start: bool = True
     sqlite_synchronous: SqliteSynchronous = "NORMAL"
     webhooks: Sequence[WebhookEndpoint] = ()
+    retention: Retention | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.principals, str):

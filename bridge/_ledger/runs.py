@@ -88,6 +88,7 @@ class RunWrites(TenantQueries):
             if found is None:
                 raise
             return RunView.from_columns(found)
+        driver.confirm_durable()  # a new run is work accepted: it must be on a file that lasts
         return RunView.from_columns(row)
 
     def _registered(self, tx: Tx, row: dict[str, Any]) -> dict[str, Any] | None:

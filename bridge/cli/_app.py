@@ -47,6 +47,7 @@ from bridge.cli._records import (
     run_record,
     task_counts,
 )
+from bridge.cli._retention_commands import db_vacuum, export, import_, prune
 from bridge.cli._tables import add_event_row, events_table, run_tree, runs_table
 from bridge.cli._timeline import build_timeline, timeline_renderable
 
@@ -310,6 +311,11 @@ app.command()(attention)
 app.command()(resolve)
 app.command()(ack)
 app.command("close-run")(close_run)
+# -- retention: finished runs out of the ledger, archived first -------------------------------
+app.command()(prune)
+app.command()(export)
+app.command("import")(import_)
+db_app.command("vacuum")(db_vacuum)
 
 
 # -- db -------------------------------------------------------------------------------------------

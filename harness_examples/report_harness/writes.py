@@ -193,6 +193,9 @@ class StoreWrites:
         key = {"p": principal, "k": idempotency_key}
         with self._as_sqlalchemy_raises():
             self._create(response, key, idempotency_key, fingerprint, now)
+        # A new response is work accepted: refused (503) if its commit landed in a ledger file
+        # deleted or replaced under the process, instead of acknowledged and lost.
+        self._session.confirm_durable()
 
     def _create(
         self,

@@ -184,6 +184,12 @@ class DriverSession:
     def transaction(self) -> AbstractContextManager[Cursor]:
         return self._server_transaction()
 
+    def confirm_durable(self) -> None:
+        """After a commit that accepts new work (a run registered, a request stored): raise
+        ``LedgerUnavailable`` if that commit may not last. A server database's commit lasts
+        once it returns; a SQLite file is checked (:meth:`SqliteDriverSession.confirm_durable`).
+        """
+
     @contextmanager
     def _server_transaction(self) -> Iterator[Cursor]:
         with self._committing() as connection:
@@ -292,6 +298,13 @@ class SqliteDriverSession(DriverSession):
 
     def transaction(self) -> AbstractContextManager[Cursor]:
         return _SqliteTransaction(self)
+
+    def confirm_durable(self) -> None:
+        """The file is checked now, not one transaction in many: a commit that landed in a file
+        deleted or replaced under the process is lost with it, so the work it accepted must be
+        refused (``LedgerUnavailable``), never acknowledged and forgotten."""
+        if self.watched is not None:
+            self.watched.check()
 
     def held_cursor(self) -> Cursor | None:
         """This thread's call-path cursor if it already has one (never opens a connection)."""

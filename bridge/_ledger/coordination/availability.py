@@ -24,7 +24,10 @@ land in an unlinked file, and a fresh connection would open an empty database) a
 line is logged. The check is one ``stat`` (about a microsecond): on every transaction of the
 SQLAlchemy paths (each costs hundreds of microseconds) and on every
 :data:`CALL_PATH_CHECK_EVERY`-th transaction of the bridged call's precompiled path (tens of
-microseconds each, so a check per transaction would cost it a few per cent).
+microseconds each, so a check per transaction would cost it a few per cent). A commit that
+accepts new work (a run registered, a harness's new response) checks the file right after it
+commits (``DriverSession.confirm_durable``): work is refused rather than acknowledged into a
+file that is gone. A running bridge also looks every :data:`FILE_CHECK_S` (:func:`watch_the_file`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+import anyio
 from sqlalchemy import Engine
 
 from bridge._errors import LedgerUnavailable
@@ -54,6 +58,8 @@ SQLITE_BUSY_TIMEOUT_MS = 5
 WRITE_LOCK_WAIT_S = 30.0
 #: The call path checks the file on one transaction in this many.
 CALL_PATH_CHECK_EVERY = 64
+#: A running bridge also looks at its file this often, so an idle one notices within it.
+FILE_CHECK_S = 0.5
 
 _BACKOFF_FIRST_S = 0.002
 _BACKOFF_MAX_S = 0.1
@@ -226,3 +232,15 @@ def watch_file(engine: Engine, path: Path) -> LedgerFile:
 def file_of(engine: Engine) -> LedgerFile | None:
     """The file the engine's ledger lives in (``None``: a server database or in memory)."""
     return _FILES.get(engine)
+
+
+async def watch_the_file(engine: Engine, every_s: float = FILE_CHECK_S) -> None:
+    """Look at the ledger's file every ``every_s`` until it is lost (logged once, then every
+    transaction refuses): a bridge with nothing to write notices too, and says so at once."""
+    watched = file_of(engine)
+    while watched is not None and watched.lost is None:
+        await anyio.sleep(every_s)
+        try:
+            watched.check()
+        except LedgerUnavailable:
+            return

@@ -14,6 +14,7 @@ read and the wait sets the watch, so it is never missed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterable
 from types import TracebackType
@@ -21,6 +22,8 @@ from types import TracebackType
 import anyio
 from anyio.abc import TaskStatus
 
+from bridge._errors import LedgerUnavailable
+from bridge._ledger.coordination.availability import file_of
 from bridge._ledger.coordination.commit_signals import (
     CommitListener,
     SqliteChangeProbe,
@@ -28,6 +31,8 @@ from bridge._ledger.coordination.commit_signals import (
 )
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
+
+log = logging.getLogger("bridge._ledger")
 
 PROBE_MIN_S = 0.25
 PROBE_MAX_S = 4.0
@@ -68,6 +73,8 @@ class Watch:
         limit = BACKSTOP_S if timeout is None else min(timeout, BACKSTOP_S)
         with anyio.move_on_after(limit):
             await self.event.wait()
+        if self.notifier.unavailable is not None:  # nothing will ever wake it: say why
+            raise LedgerUnavailable(self.notifier.unavailable)
 
 
 class CommitNotifier:
@@ -82,6 +89,7 @@ class CommitNotifier:
         self._someone_waits = anyio.Event()
         self._token = anyio.lowlevel.current_token()
         self._loop_thread = threading.get_ident()
+        self.unavailable: str | None = None  # why the ledger refuses work, once it does
         self.probes = 0  # SQLite data_version probes made (one per tick while anyone waits)
         self.checks = 0  # ledger reads of the watched runs' sequence numbers
         ledger.add_listener(self._on_commit)
@@ -103,6 +111,8 @@ class CommitNotifier:
             self._watches.setdefault(ref, set()).add(watch)
             self._principal[ref] = watch.principal
         self._someone_waits.set()
+        if self.unavailable is not None:  # nothing will commit: read now, and learn why
+            watch.event.set()
 
     def _remove(self, watch: Watch) -> None:
         for ref in watch.run_refs:
@@ -175,6 +185,16 @@ class CommitNotifier:
         task_status.started()
         try:
             await self._probe(probe)
+        except LedgerUnavailable as exc:
+            # The ledger is gone or refuses work: said once, and the waker stops. It must not
+            # end the bridge's task group (a server over the bridge would keep answering from
+            # a bridge with nothing running); every waiter is woken now and at once from then
+            # on, and its own read raises the same error: that is how callers learn it.
+            log.error("the change watcher stops: %s", exc)
+            self.unavailable = exc.reason
+            for ref in list(self._watches):
+                self._fire(ref)
+            await anyio.sleep_forever()
         finally:
             probe.close()
 
@@ -198,6 +218,9 @@ class CommitNotifier:
                 await self._someone_waits.wait()
                 interval = PROBE_MIN_S
             await anyio.sleep(interval)
+            watched = file_of(self._ledger.engine)
+            if watched is not None and watched.lost is not None:
+                raise LedgerUnavailable(watched.lost)
             self.probes += 1
             if await anyio.to_thread.run_sync(probe.changed):
                 interval = PROBE_MIN_S

@@ -109,6 +109,11 @@ class SqliteDialect(LedgerDialect):
             # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite's own is deferred).
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
+            # A new file (no page yet) is made incremental: pages freed by a prune can then be
+            # handed back while writers go on (bridge._ledger.retention.vacuum). Only then:
+            # on a file with tables the pragma would want the write lock, for nothing.
+            if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
+                cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute(f"PRAGMA synchronous={sqlite_synchronous}")
             cursor.execute("PRAGMA foreign_keys=ON")

@@ -7,8 +7,13 @@ server reported are kept verbatim as the ISO strings it sent (``server_*_at``).
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Column, Index, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
+
+# The conditions of the partial indexes, as the queries spell them (bridge._ledger._base's
+# OPEN_RUN and OPEN_TASK): a planner uses a partial index only for a query that implies them.
+OPEN_RUN_SQL = "status IS NULL OR status = 'in_progress'"
+OPEN_TASK_SQL = "terminal_at_ms IS NULL AND lost_reason IS NULL AND detached_at_ms IS NULL"
 
 
 def _ms(nullable: bool = False) -> Column[int]:
@@ -22,7 +27,15 @@ class OuterResponse(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("principal", "uhp_server", "response_id", name="uq_outer_response"),
         UniqueConstraint("principal", "idempotency_key", name="uq_outer_idempotency"),
-        Index("ix_outer_principal_updated", "principal", "updated_at_ms"),
+        Index("ix_outer_principal_updated", "principal", "updated_at_ms", "ref"),
+        # The open runs alone, so that recovery and `--open` never walk a long history.
+        Index(
+            "ix_outer_open",
+            "principal",
+            "updated_at_ms",
+            sqlite_where=text(OPEN_RUN_SQL),
+            postgresql_where=text(OPEN_RUN_SQL),
+        ),
     )
 
     ref: str = Field(primary_key=True, max_length=64)
@@ -95,12 +108,21 @@ class InnerTask(SQLModel, table=True):
         UniqueConstraint("principal", "server_endpoint", "task_id", name="uq_inner_task_id"),
         Index("ix_inner_principal_due", "principal", "next_poll_due_ms"),
         Index("ix_inner_lease", "lease_owner", "lease_incarnation"),
+        # The open (watched) tasks alone: recovery's read never walks a long history.
+        Index(
+            "ix_inner_open",
+            "principal",
+            "created_at_ms",
+            "ref",
+            sqlite_where=text(OPEN_TASK_SQL),
+            postgresql_where=text(OPEN_TASK_SQL),
+        ),
     )
 
     ref: str = Field(primary_key=True, max_length=64)
     principal: str = Field(max_length=200)
     run_ref: str = Field(foreign_key="bridge_outer_responses.ref", index=True, max_length=64)
-    op_ref: str = Field(foreign_key="bridge_dispatch_intents.ref", max_length=64)
+    op_ref: str = Field(foreign_key="bridge_dispatch_intents.ref", index=True, max_length=64)
     response_id: str | None = Field(default=None, max_length=200)  # outer ids at creation
     session_id: str | None = Field(default=None, max_length=200)
     server_endpoint: str = Field(max_length=500)
@@ -228,7 +250,7 @@ class GatewayHandle(SQLModel, table=True):
 
     handle_sha256: str = Field(primary_key=True, max_length=64)
     principal: str = Field(max_length=200, index=True)
-    task_ref: str = Field(foreign_key="bridge_inner_tasks.ref", max_length=64)
+    task_ref: str = Field(foreign_key="bridge_inner_tasks.ref", index=True, max_length=64)
     op_ref: str = Field(max_length=64)
     issued_at_ms: int = Field(sa_column=_ms())
 
@@ -305,6 +327,18 @@ class WebhookDeliverer(SQLModel, table=True):
     lease_incarnation: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
+class LedgerJob(SQLModel, table=True):
+    """A ledger-wide job only one process runs at a time (the scheduled pruner): whoever holds
+    the unexpired lease runs it (infrastructure, not tenant data). Migration 0013."""
+
+    __tablename__ = "bridge_ledger_jobs"
+
+    name: str = Field(primary_key=True, max_length=100)
+    holder: str | None = Field(default=None, max_length=200)
+    expires_at_ms: int = Field(sa_column=_ms())
+    last_done_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+
+
 ALL_TABLES = (
     OuterResponse,
     DispatchIntent,
@@ -317,4 +351,5 @@ ALL_TABLES = (
     Replica,
     WebhookOutbox,
     WebhookDeliverer,
+    LedgerJob,
 )

@@ -26,7 +26,7 @@ import anyio
 from anyio.abc import TaskStatus as AnyioTaskStatus
 
 from bridge import events as ev
-from bridge._errors import LeaseLost
+from bridge._errors import LeaseLost, LedgerUnavailable
 from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.reads.views import TaskObservation, TaskView
 from bridge._ledger.runner import LedgerRunner
@@ -69,6 +69,7 @@ class PollScheduler:
         self._pool = pool
         self._db = db
         self.config = config or SchedulerConfig()
+        self._ledger_fault_logged = False  # a ledger fault is logged once, not per poll
         self._clock = clock
         self._rng = rng or random.Random()
         self.timing = PollTiming(self.config, self._rng)
@@ -344,6 +345,12 @@ class PollScheduler:
             self.stats.leases_lost += 1
             if self._watched.get(watch.view.ref) is watch:
                 self.forget(watch.view.ref)
+        except LedgerUnavailable as exc:
+            # The ledger's fault, not the poll's: said once as what it is, retried later.
+            if not self._ledger_fault_logged:
+                log.error("polls cannot record what they see: %s", exc)
+                self._ledger_fault_logged = True
+            self._backoff(watch)
         except Exception:  # a bug must not stop the scheduler; the handle is retried later
             log.exception("poll of %s failed unexpectedly", watch.view.ref)
             self._backoff(watch)
