@@ -71,7 +71,7 @@ def no_common_version(served: list[str], spoken: tuple[str, ...]) -> UhpUnsuppor
     body = ErrorBody(
         type="invalid_request_error",
         code="unsupported_protocol_version",
-        message=f"the server serves UHP {served or 'no version'}; this client speaks {list(spoken)}",
+        message=f"the server serves UHP {served or 'no version'}; the client speaks {list(spoken)}",
         param="UHP-Version",
         detail={"supported": list(served), "client_versions": list(spoken)},
     )

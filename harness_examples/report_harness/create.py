@@ -23,8 +23,8 @@ from bridge.uhp.serving import (
     resume_start,
     served_version,
 )
-from harness_examples.report_harness.catalogue import CAPABILITIES
 from harness_examples.report_harness import agent
+from harness_examples.report_harness.catalogue import CAPABILITIES
 from harness_examples.report_harness.context import (
     authenticate,
     current_body,

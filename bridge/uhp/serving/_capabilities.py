@@ -120,6 +120,8 @@ def refuse_absent_references(
             continue
         if implemented.get(capability.name) is True or metadata.get(key) is None:
             continue
-        error = not_found(code, f"No {key} {metadata[key]!r} (this server has no {capability.name}).")
+        error = not_found(
+            code, f"No {key} {metadata[key]!r} (this server has no {capability.name})."
+        )
         error.param = f"metadata.{key}"
         raise error
