@@ -30,9 +30,7 @@ def _task_fields(event: ev.TaskEventLike) -> dict[str, Any]:
     return {"task_ref": event.task_ref, "tool": event.tool, "server": event.server}
 
 
-def to_uhp_event(
-    event: ev.BridgeEvent, version: str = PREFERRED_VERSION
-) -> dict[str, Any] | None:
+def to_uhp_event(event: ev.BridgeEvent, version: str = PREFERRED_VERSION) -> dict[str, Any] | None:
     """The UHP stream event for a bridge event (without ``sequence_number``), or None.
     ``version``: the UHP version served; an inner ``input_required`` and its answer take the
     names and the outer status its input-wait mapping gives (``bridge.uhp._waiting``)."""
