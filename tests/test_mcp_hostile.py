@@ -54,6 +54,8 @@ from tests.support.processes import ServerProcess
 pytestmark = pytest.mark.anyio
 PRINCIPAL = "acme"
 DEADLINE_S = 30  # every case ends well within this, or the test fails instead of hanging
+#: What the fake's misbehaving replies carry as their bodies (never to be quoted back).
+RAW_BODIES = ("not JSON", "maintenance", "slow down", "internal error")
 
 
 @pytest.fixture
@@ -212,6 +214,10 @@ async def test_a_reply_without_a_definite_answer_is_an_unknown_outcome(
     assert isinstance(outcome, UnknownOutcome) and outcome.retries == ()
     assert await _only_dispatch_state(wall_ledger, run.ref) is DispatchState.UNKNOWN
     assert "call.unknown_outcome" in event_types(tenant, run.ref)
+    # The reason names what happened in the bridge's own words, never the server's body.
+    [unknown] = [e for e in tenant.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)]
+    for quoted in RAW_BODIES:
+        assert quoted not in unknown.reason and quoted not in outcome.reason, unknown.reason
     after = (await adversarial_stats(adversarial_server.url))["calls"].get(tool, 0)
     assert after == before + 1  # sent once, never repeated
     # The connection is still good for the next call.

@@ -83,7 +83,7 @@ def classify(exc: BaseException) -> Failure | None:
         if exc.code in TRANSPORT_CODES:
             return Failure(FailureKind.NO_ANSWER, exc.message, exc.code, None, _retry_after(exc))
         if _made_by_the_sdk(exc):
-            return Failure(FailureKind.NO_ANSWER, exc.message[:500], exc.code)
+            return Failure(FailureKind.NO_ANSWER, _sdk_reason(exc), exc.code)
         return Failure(FailureKind.RPC_ERROR, exc.message, exc.code, exc.data)
     if isinstance(exc, pydantic.ValidationError | UnexpectedClaimedResult | ValueError):
         return Failure(FailureKind.MALFORMED, _short(exc))
@@ -107,6 +107,18 @@ _SDK_INVALID_REQUEST_PREFIXES = (
     "Unexpected content type",
     "server answered a request with 202 Accepted",
 )
+
+
+def _sdk_reason(exc: MCPError) -> str:
+    """The bridge's own words for a reply the SDK could not read. The SDK's message quotes the
+    server's raw body (its parser's error carries the input), and a reason is recorded in
+    events and shown to operators: it names what went wrong, never what the server sent."""
+    if exc.code == PARSE_ERROR:
+        return "the server's reply could not be parsed as JSON-RPC (body not quoted)"
+    for prefix in _SDK_INVALID_REQUEST_PREFIXES:
+        if exc.message.startswith(prefix):
+            return f"the server's reply was not read: {prefix[0].lower()}{prefix[1:]}"
+    return "the server's reply was not read"
 
 
 def _retry_after(exc: MCPError) -> int | None:
