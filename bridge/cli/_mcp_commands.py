@@ -171,7 +171,7 @@ def _fail_if_refused(refused: list[dict[str, Any]]) -> None:
 
 async def _recover(
     ledger: Ledger, principal: str, servers: list[McpServerConfig], wait: float, settle: bool
-) -> tuple[Any, list[dict[str, Any]]]:
+) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
     tenant = ledger.for_principal(principal)
     async with _bridge_for(ledger, principal, servers) as bridge:
         report = await bridge.recover(settle_in_flight_dispatches=settle)
