@@ -268,7 +268,9 @@ async def test_retry_after_on_a_poll_is_honoured(
     gaps = (await adversarial_stats(adversarial_server.url))["retry_gaps_ms"]
     # FAST backs off 50 ms after a failure; the server asked for RETRY_AFTER_S seconds.
     assert gaps and min(gaps.values()) >= RETRY_AFTER_S * 1000 * 0.9
-    assert _anomaly_kinds(wall_ledger, run.ref) == []  # a 429 is no protocol violation
+    # Waited out as asked, and named once: a server answering 429 is reachable (never
+    # "unreachable"), the kind of trouble is said.
+    assert _anomaly_kinds(wall_ledger, run.ref) == ["misbehaving_server.rate_limited"]
 
 
 def test_retry_after_is_parsed_and_capped() -> None:
@@ -420,3 +422,56 @@ async def test_raw_task_ids_quoted_by_the_server_reach_no_output_channel(
             "logs": caplog.text,
         }.items():
             assert raw_id not in text, channel
+
+
+# -- a server that takes tasks/get and answers it badly -------------------------------------------
+
+REQUEST_TIMEOUT_S = 1.5
+FAKE_POLL_S = 0.05  # the fake's pollIntervalMs
+LOADED_MACHINE_SLACK_S = 5.0  # scheduling on a loaded CI machine, not the bridge's own wait
+
+
+@pytest.mark.parametrize(
+    ("tool", "kind"),
+    [
+        ("get_not_json", "not_json"),
+        ("get_rate_limited", "rate_limited"),
+        ("get_wrong_task", "wrong_task"),
+        ("get_trickle", "slow_reply"),
+        ("get_endless_sse", "slow_reply"),
+    ],
+)
+async def test_a_server_answering_polls_badly_is_named_by_kind_never_unreachable(
+    wall_ledger: Ledger, adversarial_server: ServerProcess, tool: str, kind: str
+) -> None:
+    """Named ``misbehaving_server.<kind>`` within one poll interval plus the request timeout,
+    once; still answering badly past the unreachable grace, it is never ``unreachable``, and
+    the handle stays open (the server may recover)."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    config = McpServerConfig(
+        name="fake", url=adversarial_server.url, request_timeout_s=REQUEST_TIMEOUT_S
+    )
+    async with TaskRequester(wall_ledger, [config], scheduler=FAST) as requester:
+        run = new_run(tenant)
+        created = await requester.call_tool(PRINCIPAL, run.ref, "fake", tool, {})
+        assert isinstance(created, TaskHandle)
+        started = anyio.current_time()
+        named = f"misbehaving_server.{kind}"
+        await wait_until(
+            lambda: named in _anomaly_kinds(wall_ledger, run.ref),
+            timeout=FAKE_POLL_S + REQUEST_TIMEOUT_S + LOADED_MACHINE_SLACK_S,
+            what=named,
+        )
+        assert anyio.current_time() - started < FAKE_POLL_S + REQUEST_TIMEOUT_S + 5.0
+        before = (await adversarial_stats(adversarial_server.url))["gets"].get(tool, 0)
+
+        async def two_more_gets() -> bool:
+            gets = (await adversarial_stats(adversarial_server.url))["gets"].get(tool, 0)
+            return bool(gets >= before + 2)
+
+        await wait_until(two_more_gets, timeout=DEADLINE_S, what="two more polls")
+    # Past FAST's unreachable grace by now, and still answering badly.
+    types = event_types(tenant, run.ref)
+    assert "server.unreachable" not in types and "task.lost" not in types
+    assert _anomaly_kinds(wall_ledger, run.ref) == [named]
+    assert tenant.get_task(created.task_ref).status is TaskStatus.WORKING

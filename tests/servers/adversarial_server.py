@@ -69,8 +69,20 @@ TASK_TOOLS = frozenset(
         "created_completed_bare",
         "created_failed",
         "poll_changing",
+        *("get_not_json", "get_rate_limited", "get_wrong_task", "get_trickle", "get_endless_sse"),
     }
 )
+#: Tasks whose every tasks/get is answered badly at the HTTP level, by task id prefix: a body
+#: that is not JSON, 429, a trickle that never completes, an SSE stream that never ends.
+GET_MISBEHAVIOURS = {
+    "get_not_json": "gnj-",
+    "get_rate_limited": "grl-",
+    "get_trickle": "gtr-",
+    "get_endless_sse": "ges-",
+}
+_PREFIX_TOOL = {prefix: tool for tool, prefix in GET_MISBEHAVIOURS.items()}
+#: How long a trickle or an endless stream goes on at most (the client gives up long before).
+MISBEHAVE_FOR_S = 60.0
 #: The task id every ``duplicate_id`` call returns (a reused handle).
 DUPLICATE_ID = "dup-" + "d" * 40
 #: Task ids of ``rate_limited`` start with this; their first tasks/get is answered 429.
@@ -248,6 +260,8 @@ class AdversarialTasks(Extension):
             return {**task.wire("input_required"), "inputRequests": {"k1": _elicit(message)}}
         if tool == "malformed_get":
             return task.wire("exploded")
+        if tool == "get_wrong_task":  # a well-formed reply about another task
+            return {**task.wire("working"), "taskId": "another-" + task.task_id[:8]}
         if tool == "undeclared_task":
             return {**task.wire("completed"), "result": _text_result("undeclared")}
         if tool == "vanishing":
@@ -328,6 +342,8 @@ def _task_id(tool: str) -> str:
         return DUPLICATE_ID
     if tool == "rate_limited":
         return RATE_LIMITED_PREFIX + secrets.token_urlsafe(32)
+    if tool in GET_MISBEHAVIOURS:
+        return GET_MISBEHAVIOURS[tool] + secrets.token_urlsafe(32)
     return secrets.token_urlsafe(32)
 
 
@@ -352,7 +368,9 @@ class HttpMisbehaviour:
     - ``server_error``: 500 with a plain-text body;
     - ``drop_connection``: headers and half a body, then the connection is dropped;
     - the first ``tasks/get`` of a ``rate_limited`` task (id prefix ``rl-``): 429 with
-      ``Retry-After: 1``.
+      ``Retry-After: 1``;
+    - every ``tasks/get`` of a ``get_*`` task (:data:`GET_MISBEHAVIOURS`): a body that is not
+      JSON, 429, a trickle of whitespace or an SSE stream of keep-alives that never ends.
     """
 
     def __init__(self, app: Asgi, tasks: AdversarialTasks) -> None:
@@ -370,6 +388,11 @@ class HttpMisbehaviour:
             self.tasks.calls[name] += 1
             await _drain(receive)
             await self._misbehave(name, send)
+            return
+        if method == "tasks/get" and name[:4] in GET_MISBEHAVIOURS.values():
+            self.tasks.gets[_PREFIX_TOOL[name[:4]]] += 1
+            await _drain(receive)
+            await _misbehave_on_get(name[:4], send)
             return
         first_get = name.startswith(RATE_LIMITED_PREFIX) and name not in self.limited
         if method == "tasks/get" and first_get:
@@ -402,6 +425,29 @@ class HttpMisbehaviour:
             )
             await send({"type": "http.response.body", "body": b'{"jsonrpc"', "more_body": True})
             raise ConnectionAbortedError("adversarial fake: dropping the connection")
+
+
+async def _misbehave_on_get(prefix: str, send: Send) -> None:
+    if prefix == "gnj-":
+        await _reply(send, 200, b"<html>not a task</html>", "application/json")
+    elif prefix == "grl-":
+        await _reply(send, 429, b"slow down", "text/plain", retry_after=RETRY_AFTER_S)
+    else:  # a trickle of JSON whitespace, or SSE keep-alives: never a response
+        sse = prefix == "ges-"
+        content_type = b"text/event-stream" if sse else b"application/json"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", content_type)],
+            }
+        )
+        chunk = b": keep-alive\n\n" if sse else b" "
+        with anyio.move_on_after(MISBEHAVE_FOR_S):
+            while True:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await anyio.sleep(0.2)
+        await send({"type": "http.response.body", "body": b""})
 
 
 async def _drain(receive: Receive) -> None:

@@ -32,8 +32,9 @@ from bridge._ledger.reads.views import TaskObservation, TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, wall_clock_ms
 from bridge._lifecycle import LostReason, TaskStatus
-from bridge._mcp.calls.failures import Failure, FailureKind, classify
+from bridge._mcp.calls.failures import Failure, FailureKind, Misbehaviour, classify
 from bridge._mcp.polling.due_queue import DueQueue
+from bridge._mcp.polling.misbehaving import name_misbehaviour
 from bridge._mcp.polling.status_reply import input_requests, parse_status, request_digest
 from bridge._mcp.polling.watches import (
     AnswerCarrier,
@@ -446,7 +447,9 @@ class PollScheduler:
         if await self._expire_if_past_ttl(watch, now):
             return
         tenant = self._ledger.for_principal(watch.principal)
-        if failure.kind in (FailureKind.NO_ANSWER, FailureKind.UNREACHABLE):
+        if failure.misbehaviour is not None:  # reachable, answering badly: named by kind
+            await name_misbehaviour(self._db, tenant, watch, failure)
+        elif failure.kind in (FailureKind.NO_ANSWER, FailureKind.UNREACHABLE):
             watch.failing_since_ms = watch.failing_since_ms or now
             failing_for = now - watch.failing_since_ms
             if failing_for >= self.config.unreachable_grace_ms and not watch.unreachable_reported:
@@ -475,18 +478,23 @@ class PollScheduler:
         now = self._clock()
         status = parse_status(reply.status)
         problem = None
+        misbehaviour = None
         if reply.task_id != task.task_id:
             problem = "tasks/get answered for a different task id"
+            misbehaviour = Misbehaviour.WRONG_TASK
         elif status is None:
             problem = f"tasks/get reported an unknown status {reply.status[:40]!r}"
         elif reply.result_type not in (None, "complete"):
             # A task body under a resultType no spec defines: not a state to record.
             problem = f"tasks/get answered with an unknown resultType {reply.result_type[:40]!r}"
         if problem is not None:
-            await self._on_failure(watch, Failure(FailureKind.MALFORMED, problem))
+            await self._on_failure(
+                watch, Failure(FailureKind.MALFORMED, problem, misbehaviour=misbehaviour)
+            )
             return
         assert status is not None
         watch.failures, watch.failing_since_ms, watch.unreachable_reported = 0, None, False
+        watch.last_misbehaviour = None
         next_due = self.timing.next_due_ms(
             now,
             reply.poll_interval_ms or task.poll_interval_ms,
