@@ -25,13 +25,16 @@ Tools: ``slow_report`` (optional task; completes after ``seconds``), ``count_eff
 task; appends one line to the effects file, so a test counts how often it really ran),
 ``wait_forever`` (required task; runs until cancelled), ``approve_payment`` (required task; asks
 a form question, appends ``asked <amount>`` to the effects file each time the question is sent,
-completes with the answer), ``echo`` (no task support: a plain call), ``stats`` (how many
+completes with the answer), ``echo`` (no task support: a plain call), ``confirm_inline`` (no
+task support: asks a form question on the call's own stream, tied to no task, and answers with
+the reply, or with the refusal as an error result), ``stats`` (how many
 requests of each JSON-RPC method this process received, the ``stats`` calls themselves left out).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import uuid
 import warnings
@@ -39,6 +42,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import anyio
@@ -51,9 +55,27 @@ from mcp.shared.experimental.tasks.message_queue import InMemoryTaskMessageQueue
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 from tests.servers.effects import append_effect
 
+
+def _port_handshake() -> ModuleType:
+    """The bridge's port handshake module alone, loaded by path: importing it as
+    ``bridge.uhp.serving._listening`` runs the serving kit's package ``__init__``, which pulls
+    in the ledger (SQLAlchemy), and this venv holds only the legacy SDK."""
+    path = Path(__file__).resolve().parents[2] / "bridge" / "uhp" / "serving" / "_listening.py"
+    spec = importlib.util.spec_from_file_location("legacy_port_handshake", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_handshake = _port_handshake()
+add_port_arguments, check_port_arguments, run_uvicorn = (
+    _handshake.add_port_arguments,
+    _handshake.check_port_arguments,
+    _handshake.run_uvicorn,
+)
 TTL_CAP_MS = 600_000  # the server overrides longer requested TTLs (the spec allows it)
 GRACEFUL_SHUTDOWN_SECONDS = 1
 
@@ -114,6 +136,7 @@ async def list_tools() -> list[types.Tool]:
         _tool("wait_forever", "required", {}),
         _tool("approve_payment", "required", {"amount": {"type": "string"}}),
         _tool("echo", None, {"text": {"type": "string"}}),
+        _tool("confirm_inline", None, {"amount": {"type": "string"}}),
         _tool("stats", None, {}),
     ]
 
@@ -190,6 +213,15 @@ async def call_tool(
         return _text(str(arguments.get("text", "")))
     if name == "stats":
         return _text(json.dumps(dict(methods)))
+    if name == "confirm_inline":  # asks on the call's own stream, tied to no task
+        amount = str(arguments.get("amount", "?"))
+        session = server.request_context.session
+        try:
+            answer = await session.elicit_form(f"Confirm {amount}?", APPROVAL_SCHEMA)
+        except Exception as exc:  # the client refused: the call says so
+            return _text(f"not asked: {exc}", error=True)
+        note = (answer.content or {}).get("note", "")
+        return _text(f"{amount} {answer.action} {note}".rstrip())
     metadata = server.request_context.experimental.task_metadata
     if metadata is None:  # required task support and no params.task (the spec's -32601 case)
         return _text(f"{name} must be called as a task", error=True)

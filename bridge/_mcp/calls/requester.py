@@ -157,7 +157,9 @@ class TaskRequester:
         self.rounds.on_inputs = CallInputs(  # MRTR inputs: the same handlers, on the call
             self.ledger, self.db, self.rounds, self._tg, self.input_handlers, self.input_policy
         ).recorded
-        install_legacy_inputs(self.ledger, self.db, self._pool, self._scheduler, self._tg)
+        install_legacy_inputs(
+            self.ledger, self.db, self._pool, self._scheduler, self._tg, self.input_handlers
+        )
         await self._tg.start(self._scheduler.run)
         return self
 
