@@ -31,6 +31,7 @@ from bridge._mcp.servers import McpServerConfig
 from bridge._mcp.wire.negotiation import unanswered
 from bridge._mcp.wire.task_ids import MAX_TASK_ID_BYTES, task_id_problem
 from bridge._mcp.wire.transport import (
+    MAX_RESUMES_WITHOUT_PROGRESS,
     RETRY_AFTER_CAP_MS,
     SYNTHETIC_KEY,
     IsolatingTransport,
@@ -56,6 +57,7 @@ PRINCIPAL = "acme"
 DEADLINE_S = 30  # every case ends well within this, or the test fails instead of hanging
 #: What the fake's misbehaving replies carry as their bodies (never to be quoted back).
 RAW_BODIES = ("not JSON", "maintenance", "slow down", "internal error")
+RESUME_DELAY_S = 1.0  # the SDK's delay between resumes when the server names none
 
 
 @pytest.fixture
@@ -475,3 +477,31 @@ async def test_a_server_answering_polls_badly_is_named_by_kind_never_unreachable
     assert "server.unreachable" not in types and "task.lost" not in types
     assert _anomaly_kinds(wall_ledger, run.ref) == [named]
     assert tenant.get_task(created.task_ref).status is TaskStatus.WORKING
+
+
+async def test_an_abandoned_stream_is_not_resumed_for_ever(
+    wall_ledger: Ledger, adversarial_server: ServerProcess
+) -> None:
+    """A server ends a call's stream after one event and never replays it: the SDK resumes
+    it (accepted, ended, again) once a second for as long as the request waits, a connection
+    each time. Bounded here: a few resumes, then the stream is given up; the call ends
+    unknown, and nothing is resumed after."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    config = McpServerConfig(name="fake", url=adversarial_server.url, request_timeout_s=5.0)
+
+    async def resumes() -> int:
+        calls = (await adversarial_stats(adversarial_server.url))["calls"]
+        return int(calls.get("abandon_stream_resume", 0))
+
+    before = await resumes()
+    async with TaskRequester(wall_ledger, [config], scheduler=FAST) as requester:
+        run = new_run(tenant)
+        with anyio.fail_after(DEADLINE_S):
+            outcome = await requester.call_tool(PRINCIPAL, run.ref, "fake", "abandon_stream", {})
+        assert isinstance(outcome, UnknownOutcome)
+        # The SDK waits a second between resumes: the request's 5 s would see four or five.
+        await anyio.sleep(2 * RESUME_DELAY_S)
+        settled = await resumes()
+        await anyio.sleep(2 * RESUME_DELAY_S)
+        assert await resumes() == settled, "still resuming the abandoned stream"
+    assert settled - before <= MAX_RESUMES_WITHOUT_PROGRESS

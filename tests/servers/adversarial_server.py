@@ -354,8 +354,13 @@ Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: tools/call names answered at the HTTP level, before the MCP server sees them.
 HTTP_TOOLS = frozenset(
-    {"not_json", "html_200", "rate_limited_call", "server_error", "drop_connection"}
+    {
+        *("not_json", "html_200", "rate_limited_call", "server_error", "drop_connection"),
+        "abandon_stream",
+    }
 )
+#: The event id ``abandon_stream`` ends its stream after; resumes from it are counted.
+ABANDONED_EVENT_ID = "abandon-1"
 
 
 class HttpMisbehaviour:
@@ -367,6 +372,9 @@ class HttpMisbehaviour:
     - ``rate_limited_call``: 429 with ``Retry-After``;
     - ``server_error``: 500 with a plain-text body;
     - ``drop_connection``: headers and half a body, then the connection is dropped;
+    - ``abandon_stream``: an SSE stream with one event (id :data:`ABANDONED_EVENT_ID`) and no
+      response; every resume from that id is accepted and ended at once (counted as the call
+      ``abandon_stream_resume``);
     - the first ``tasks/get`` of a ``rate_limited`` task (id prefix ``rl-``): 429 with
       ``Retry-After: 1``;
     - every ``tasks/get`` of a ``get_*`` task (:data:`GET_MISBEHAVIOURS`): a body that is not
@@ -384,6 +392,10 @@ class HttpMisbehaviour:
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         method, name = headers.get("mcp-method"), headers.get("mcp-name", "")
+        if scope["method"] == "GET" and headers.get("last-event-id") == ABANDONED_EVENT_ID:
+            self.tasks.calls["abandon_stream_resume"] += 1  # accepted, then ended: no replay
+            await _reply(send, 200, b"", "text/event-stream")
+            return
         if method == "tools/call" and name in HTTP_TOOLS:
             self.tasks.calls[name] += 1
             await _drain(receive)
@@ -404,7 +416,13 @@ class HttpMisbehaviour:
         await self.app(scope, receive, send)
 
     async def _misbehave(self, name: str, send: Send) -> None:
-        if name == "not_json":
+        if name == "abandon_stream":  # one event with an id, then the stream ends: no response
+            log = {"level": "info", "data": "x"}
+            note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": log})
+            note = note.encode()
+            event = b"id: " + ABANDONED_EVENT_ID.encode() + b"\ndata: " + note + b"\n\n"
+            await _reply(send, 200, event, "text/event-stream")
+        elif name == "not_json":
             await _reply(send, 200, b"<html>this is not JSON</html>", "application/json")
         elif name == "html_200":
             await _reply(send, 200, b"<html>maintenance</html>", "text/html")
