@@ -32,9 +32,9 @@ async def test_discovery_negotiates_the_newest_version_both_servers_offer(
 ) -> None:
     async with UhpClient(_base(uhp_server), token=TOKEN, ledger=wall_ledger, principal="a") as c:
         await c.discover()
-        assert c.version == "2026-09-28"
+        assert c.version == "2026-10-04"
         reply = await c.http.get(f"{c.base_url}/v1/harnesses", headers=c._headers())
-        assert reply.headers["UHP-Version"] == "2026-09-28"
+        assert reply.headers["UHP-Version"] == "2026-10-04"
     # The report harness defaults to 2026-08-11 for a client that sends no header, and
     # serves 2026-09-28 to one that asks for it.
     harness = _start(tmp_path, dead_port=9)

@@ -65,7 +65,7 @@ from bridge._lifecycle import TaskStatus
 from bridge.uhp import serving as uhp
 from bridge.uhp._adapter import to_uhp_event
 
-VERSIONS = ("2026-08-11", "2026-09-28")
+VERSIONS = ("2026-08-11", "2026-09-12", "2026-09-28", "2026-10-04")
 DEFAULT_VERSION = "2026-09-28"
 HARNESS_ID = "chrn_test"
 DEFAULT_MODEL = "test-model"
