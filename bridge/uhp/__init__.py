@@ -4,7 +4,7 @@ r"""The UHP side: a resumable UHP client for the product side, and (in
 See ``docs/uhp-side.md`` and ``docs/guides/resume-after-sse-loss.md``.
 
 Every public name is importable from here; they load on first use (PEP 562), so
-``import bridge.uhp`` loads no HTTP client. UHP errors are :class:`bridge.BridgeError`\ s.
+``import bridge.uhp`` loads no HTTP client. UHP errors are :class:`bridge.errors.BridgeError`\ s.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ _EXPORTS: dict[str, str] = {
     # How an inner input_required shows on the outer run, per UHP version.
     "InputWaitMapping": "bridge.uhp._waiting",
     "input_wait_mapping": "bridge.uhp._waiting",
-    # Errors (all under bridge.BridgeError).
+    # Errors (all under bridge.errors.BridgeError).
     "UhpError": "bridge.uhp._errors",
     "UhpAuthError": "bridge.uhp._errors",
     "UhpInvalidRequest": "bridge.uhp._errors",

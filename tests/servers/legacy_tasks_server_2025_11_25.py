@@ -34,7 +34,6 @@ requests of each JSON-RPC method this process received, the ``stats`` calls them
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import uuid
 import warnings
@@ -42,7 +41,6 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
@@ -55,27 +53,9 @@ from mcp.shared.experimental.tasks.message_queue import InMemoryTaskMessageQueue
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 from tests.servers.effects import append_effect
 
-
-def _port_handshake() -> ModuleType:
-    """The bridge's port handshake module alone, loaded by path: importing it as
-    ``bridge.uhp.serving._listening`` runs the serving kit's package ``__init__``, which pulls
-    in the ledger (SQLAlchemy), and this venv holds only the legacy SDK."""
-    path = Path(__file__).resolve().parents[2] / "bridge" / "uhp" / "serving" / "_listening.py"
-    spec = importlib.util.spec_from_file_location("legacy_port_handshake", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_handshake = _port_handshake()
-add_port_arguments, check_port_arguments, run_uvicorn = (
-    _handshake.add_port_arguments,
-    _handshake.check_port_arguments,
-    _handshake.run_uvicorn,
-)
 TTL_CAP_MS = 600_000  # the server overrides longer requested TTLs (the spec allows it)
 GRACEFUL_SHUTDOWN_SECONDS = 1
 

@@ -16,12 +16,12 @@ from typing import Any
 import mcp_types
 
 from bridge._answers import build_answer
-from bridge._errors import InvalidInputAnswer
+from bridge._errors import InvalidAnswer
 from bridge._ledger.store import input_request_digest
 from bridge._mcp.inputs.handlers import (
     Accept,
-    Cancel,
     Decline,
+    Dismiss,
     FormElicitation,
     InputHandlers,
     InputKind,
@@ -68,12 +68,12 @@ async def answer_direct_elicitation(
         answer = await handler(asked)  # type: ignore[arg-type]
         if isinstance(answer, Accept):
             built = build_answer(input_ref, schema, "accept", content=answer.content)
-        elif isinstance(answer, Decline | Cancel):
+        elif isinstance(answer, Decline | Dismiss):  # a dismissal is the wire's "cancel"
             action = "decline" if isinstance(answer, Decline) else "cancel"
             built = build_answer(input_ref, schema, action)
         else:
-            raise TypeError(f"expected Accept, Decline or Cancel, got {type(answer).__name__}")
-    except InvalidInputAnswer as exc:
+            raise TypeError(f"expected Accept, Decline or Dismiss, got {type(answer).__name__}")
+    except InvalidAnswer as exc:
         log.warning("direct elicitation %s of %s: invalid answer: %s", input_ref, server, exc)
         return mcp_types.ErrorData(
             code=mcp_types.INTERNAL_ERROR, message="the handler's answer does not fit the form"
