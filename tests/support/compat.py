@@ -97,9 +97,12 @@ def compat(peer: str, checks: str) -> Callable[[F], F]:
 
 
 def rows() -> list[Row]:
+    """Every row, grouped by module in :data:`MODULES` order whatever order pytest imported
+    them in (each module's rows in definition order)."""
     for module in MODULES:
         importlib.import_module(module)
-    return list(_ROWS)
+    order = [module.rsplit(".", 1)[-1] for module in MODULES]
+    return sorted(_ROWS, key=lambda row: order.index(row.test.split("::", 1)[0]))
 
 
 def record_outcome(item: pytest.Item, report: pytest.TestReport) -> None:
