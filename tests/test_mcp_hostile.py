@@ -32,6 +32,7 @@ from bridge._mcp.wire.negotiation import unanswered
 from bridge._mcp.wire.task_ids import MAX_TASK_ID_BYTES, task_id_problem
 from bridge._mcp.wire.transport import (
     MAX_RESUMES_WITHOUT_PROGRESS,
+    RESUME_WINDOW_S,
     RETRY_AFTER_CAP_MS,
     SYNTHETIC_KEY,
     IsolatingTransport,
@@ -505,3 +506,27 @@ async def test_an_abandoned_stream_is_not_resumed_for_ever(
         await anyio.sleep(2 * RESUME_DELAY_S)
         assert await resumes() == settled, "still resuming the abandoned stream"
     assert settled - before <= MAX_RESUMES_WITHOUT_PROGRESS
+
+
+async def test_resumes_are_refused_only_in_a_quick_loop() -> None:
+    """Resumes from one event id close together are a loop (refused, never sent); the same
+    resumes spread out are a quiet stream its server ends now and then (sent)."""
+    sent: list[str] = []
+
+    def server(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request.headers.get("last-event-id", ""))
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"})
+
+    now = [0.0]
+    transport = IsolatingTransport(httpx2.MockTransport(server), clock_s=lambda: now[0])
+    resume = httpx2.Request("GET", "http://127.0.0.1:9/mcp", headers={"Last-Event-ID": "e-7"})
+    answers = []
+    for _ in range(MAX_RESUMES_WITHOUT_PROGRESS + 1):
+        answers.append((await transport.handle_async_request(resume)).status_code)
+        now[0] += 1.0
+    assert answers == [200] * MAX_RESUMES_WITHOUT_PROGRESS + [410]
+    assert len(sent) == MAX_RESUMES_WITHOUT_PROGRESS  # the refused one never left
+    now[0] += RESUME_WINDOW_S + 1  # much later: a quiet stream resumed again
+    assert (await transport.handle_async_request(resume)).status_code == 200
+    other = httpx2.Request("GET", "http://127.0.0.1:9/mcp", headers={"Last-Event-ID": "e-8"})
+    assert (await transport.handle_async_request(other)).status_code == 200
