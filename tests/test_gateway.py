@@ -8,13 +8,17 @@ the payments server's own ``payment_count``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
+from bridge._mcp.wire.shapes import TASKS_EXTENSION, CancelTaskRequest, TaskIdParams
 from bridge.gateway._calls import OPERATION_ID_META_KEY
 from tests.support.gateway import (
     ALICE,
@@ -126,3 +130,62 @@ async def test_plain_client_repeats_a_cut_off_call_by_operation_id(gateway: Gate
     assert text_of(again) == "approved pay-plain"
     assert again.meta is not None and again.meta[OPERATION_ID_META_KEY] == "order-7-payment"
     assert await payment_count(gateway, "pay-plain") == 1
+
+
+@pytest.mark.anyio
+async def test_tasks_methods_need_the_declaration_and_an_mcp_name_naming_the_task(
+    gateway: Gateway,
+) -> None:
+    """``tasks/*`` from a client that did not declare the Tasks extension: ``-32021`` naming
+    it (never a task body it cannot read, never a -32602); a ``Mcp-Name`` that names another
+    task than the body's ``taskId``: ``-32020``."""
+    arguments = {"quarter": "2026-Q1", "sections": 1, "seconds_per_section": 0.05}
+    async with connect(gateway.proc.url, ALICE, tasks=True) as client:
+        handle = (await start_task(client, "reports__generate_report", arguments)).task_id
+        await poll_until(client, handle, {"completed"})
+    async with connect(gateway.proc.url, ALICE, tasks=False) as plain:
+        for request in (
+            get_task(plain, handle),
+            update_task(plain, handle, {"k": {"action": "decline"}}),
+            plain.session.send_request(
+                CancelTaskRequest(params=TaskIdParams(task_id=handle)), mcp_types.Result
+            ),
+        ):
+            with pytest.raises(MCPError) as refused:
+                await request
+            assert refused.value.error.code == mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY
+            assert TASKS_EXTENSION in str(refused.value.error.data)
+    envelope = {
+        PROTOCOL_VERSION_META_KEY: "2026-07-28",
+        CLIENT_CAPABILITIES_META_KEY: {"extensions": {TASKS_EXTENSION: {}}},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tasks/get",
+        "params": {"taskId": handle, "_meta": envelope},
+    }
+    headers = {
+        "Authorization": f"Bearer {ALICE}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tasks/get",
+    }
+    async with httpx2.AsyncClient(timeout=DEADLINE_S) as http:
+        for name, code in ((handle + "x", mcp_types.HEADER_MISMATCH), (handle, None)):
+            reply = await http.post(
+                gateway.proc.url, json=body, headers={**headers, "Mcp-Name": name}
+            )
+            answer = _json_rpc_answer(reply)
+            if code is None:  # the same request naming its own task is served
+                assert answer["result"]["taskId"] == handle, answer
+            else:
+                assert answer["error"]["code"] == code, answer
+
+
+def _json_rpc_answer(reply: httpx2.Response) -> dict[str, Any]:
+    """The JSON-RPC message of a reply sent as JSON or as one SSE ``data:`` event."""
+    if reply.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in reply.text.splitlines() if line.startswith("data:")]
+        return dict(json.loads(data[-1]))
+    return dict(reply.json())

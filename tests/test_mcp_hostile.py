@@ -31,6 +31,8 @@ from bridge._mcp.servers import McpServerConfig
 from bridge._mcp.wire.negotiation import unanswered
 from bridge._mcp.wire.task_ids import MAX_TASK_ID_BYTES, task_id_problem
 from bridge._mcp.wire.transport import (
+    MAX_RESUMES_WITHOUT_PROGRESS,
+    RESUME_WINDOW_S,
     RETRY_AFTER_CAP_MS,
     SYNTHETIC_KEY,
     IsolatingTransport,
@@ -54,6 +56,9 @@ from tests.support.processes import ServerProcess
 pytestmark = pytest.mark.anyio
 PRINCIPAL = "acme"
 DEADLINE_S = 30  # every case ends well within this, or the test fails instead of hanging
+#: What the fake's misbehaving replies carry as their bodies (never to be quoted back).
+RAW_BODIES = ("not JSON", "maintenance", "slow down", "internal error")
+RESUME_DELAY_S = 1.0  # the SDK's delay between resumes when the server names none
 
 
 @pytest.fixture
@@ -212,6 +217,10 @@ async def test_a_reply_without_a_definite_answer_is_an_unknown_outcome(
     assert isinstance(outcome, UnknownOutcome) and outcome.retries == ()
     assert await _only_dispatch_state(wall_ledger, run.ref) is DispatchState.UNKNOWN
     assert "call.unknown_outcome" in event_types(tenant, run.ref)
+    # The reason names what happened in the bridge's own words, never the server's body.
+    [unknown] = [e for e in tenant.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)]
+    for quoted in RAW_BODIES:
+        assert quoted not in unknown.reason and quoted not in outcome.reason, unknown.reason
     after = (await adversarial_stats(adversarial_server.url))["calls"].get(tool, 0)
     assert after == before + 1  # sent once, never repeated
     # The connection is still good for the next call.
@@ -262,7 +271,9 @@ async def test_retry_after_on_a_poll_is_honoured(
     gaps = (await adversarial_stats(adversarial_server.url))["retry_gaps_ms"]
     # FAST backs off 50 ms after a failure; the server asked for RETRY_AFTER_S seconds.
     assert gaps and min(gaps.values()) >= RETRY_AFTER_S * 1000 * 0.9
-    assert _anomaly_kinds(wall_ledger, run.ref) == []  # a 429 is no protocol violation
+    # Waited out as asked, and named once: a server answering 429 is reachable (never
+    # "unreachable"), the kind of trouble is said.
+    assert _anomaly_kinds(wall_ledger, run.ref) == ["misbehaving_server.rate_limited"]
 
 
 def test_retry_after_is_parsed_and_capped() -> None:
@@ -414,3 +425,108 @@ async def test_raw_task_ids_quoted_by_the_server_reach_no_output_channel(
             "logs": caplog.text,
         }.items():
             assert raw_id not in text, channel
+
+
+# -- a server that takes tasks/get and answers it badly -------------------------------------------
+
+REQUEST_TIMEOUT_S = 1.5
+FAKE_POLL_S = 0.05  # the fake's pollIntervalMs
+LOADED_MACHINE_SLACK_S = 5.0  # scheduling on a loaded CI machine, not the bridge's own wait
+
+
+@pytest.mark.parametrize(
+    ("tool", "kind"),
+    [
+        ("get_not_json", "not_json"),
+        ("get_rate_limited", "rate_limited"),
+        ("get_wrong_task", "wrong_task"),
+        ("get_trickle", "slow_reply"),
+        ("get_endless_sse", "slow_reply"),
+    ],
+)
+async def test_a_server_answering_polls_badly_is_named_by_kind_never_unreachable(
+    wall_ledger: Ledger, adversarial_server: ServerProcess, tool: str, kind: str
+) -> None:
+    """Named ``misbehaving_server.<kind>`` within one poll interval plus the request timeout,
+    once; still answering badly past the unreachable grace, it is never ``unreachable``, and
+    the handle stays open (the server may recover)."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    config = McpServerConfig(
+        name="fake", url=adversarial_server.url, request_timeout_s=REQUEST_TIMEOUT_S
+    )
+    async with TaskRequester(wall_ledger, [config], scheduler=FAST) as requester:
+        run = new_run(tenant)
+        created = await requester.call_tool(PRINCIPAL, run.ref, "fake", tool, {})
+        assert isinstance(created, TaskHandle)
+        started = anyio.current_time()
+        named = f"misbehaving_server.{kind}"
+        await wait_until(
+            lambda: named in _anomaly_kinds(wall_ledger, run.ref),
+            timeout=FAKE_POLL_S + REQUEST_TIMEOUT_S + LOADED_MACHINE_SLACK_S,
+            what=named,
+        )
+        assert anyio.current_time() - started < FAKE_POLL_S + REQUEST_TIMEOUT_S + 5.0
+        before = (await adversarial_stats(adversarial_server.url))["gets"].get(tool, 0)
+
+        async def two_more_gets() -> bool:
+            gets = (await adversarial_stats(adversarial_server.url))["gets"].get(tool, 0)
+            return bool(gets >= before + 2)
+
+        await wait_until(two_more_gets, timeout=DEADLINE_S, what="two more polls")
+    # Past FAST's unreachable grace by now, and still answering badly.
+    types = event_types(tenant, run.ref)
+    assert "server.unreachable" not in types and "task.lost" not in types
+    assert _anomaly_kinds(wall_ledger, run.ref) == [named]
+    assert tenant.get_task(created.task_ref).status is TaskStatus.WORKING
+
+
+async def test_an_abandoned_stream_is_not_resumed_for_ever(
+    wall_ledger: Ledger, adversarial_server: ServerProcess
+) -> None:
+    """A server ends a call's stream after one event and never replays it: the SDK resumes
+    it (accepted, ended, again) once a second for as long as the request waits, a connection
+    each time. Bounded here: a few resumes, then the stream is given up; the call ends
+    unknown, and nothing is resumed after."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    config = McpServerConfig(name="fake", url=adversarial_server.url, request_timeout_s=5.0)
+
+    async def resumes() -> int:
+        calls = (await adversarial_stats(adversarial_server.url))["calls"]
+        return int(calls.get("abandon_stream_resume", 0))
+
+    before = await resumes()
+    async with TaskRequester(wall_ledger, [config], scheduler=FAST) as requester:
+        run = new_run(tenant)
+        with anyio.fail_after(DEADLINE_S):
+            outcome = await requester.call_tool(PRINCIPAL, run.ref, "fake", "abandon_stream", {})
+        assert isinstance(outcome, UnknownOutcome)
+        # The SDK waits a second between resumes: the request's 5 s would see four or five.
+        await anyio.sleep(2 * RESUME_DELAY_S)
+        settled = await resumes()
+        await anyio.sleep(2 * RESUME_DELAY_S)
+        assert await resumes() == settled, "still resuming the abandoned stream"
+    assert settled - before <= MAX_RESUMES_WITHOUT_PROGRESS
+
+
+async def test_resumes_are_refused_only_in_a_quick_loop() -> None:
+    """Resumes from one event id close together are a loop (refused, never sent); the same
+    resumes spread out are a quiet stream its server ends now and then (sent)."""
+    sent: list[str] = []
+
+    def server(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request.headers.get("last-event-id", ""))
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"})
+
+    now = [0.0]
+    transport = IsolatingTransport(httpx2.MockTransport(server), clock_s=lambda: now[0])
+    resume = httpx2.Request("GET", "http://127.0.0.1:9/mcp", headers={"Last-Event-ID": "e-7"})
+    answers = []
+    for _ in range(MAX_RESUMES_WITHOUT_PROGRESS + 1):
+        answers.append((await transport.handle_async_request(resume)).status_code)
+        now[0] += 1.0
+    assert answers == [200] * MAX_RESUMES_WITHOUT_PROGRESS + [410]
+    assert len(sent) == MAX_RESUMES_WITHOUT_PROGRESS  # the refused one never left
+    now[0] += RESUME_WINDOW_S + 1  # much later: a quiet stream resumed again
+    assert (await transport.handle_async_request(resume)).status_code == 200
+    other = httpx2.Request("GET", "http://127.0.0.1:9/mcp", headers={"Last-Event-ID": "e-8"})
+    assert (await transport.handle_async_request(other)).status_code == 200

@@ -173,3 +173,34 @@ async def test_a_restarted_bridge_still_lists_the_question_and_its_answer_comple
     assert "tasks/list" not in methods and "tasks/update" not in methods
     # One held per bridge (the second carried the result), maybe one fetched by a poll.
     assert methods["tasks/result"] in (2, 3)
+
+
+async def test_an_elicitation_during_a_direct_call_reaches_the_form_handler(
+    tmp_path: Path, legacy_server: LegacyServerProcess
+) -> None:
+    """A server that asks on a directly answered call's own stream (no task): the registered
+    form handler answers it (checked like every handler's answer); with no handler the
+    server is told clearly that none is registered."""
+    seen: list[FormElicitation] = []
+
+    async def approve(asked: FormElicitation) -> Accept:
+        seen.append(asked)
+        return Accept({"approve": True, "note": "inline"})
+
+    async with _open(tmp_path / "one.db", legacy_server, InputHandlers(form=approve)) as bridge:
+        run = await bridge.register_served_run(
+            P, response_id="resp_in", session_id="hsess_in", harness_id="chrn_t"
+        )
+        step = await run.call_tool("legacy", "confirm_inline", {"amount": "3 EUR"})
+        assert step.text() == "3 EUR accept inline"
+    [asked] = seen
+    assert asked.message == "Confirm 3 EUR?" and asked.server == "legacy"
+    assert asked.task_ref is None and asked.input_ref.startswith("direct#")
+    assert asked.requested_schema["required"] == ["approve"]
+    # The host answers recorded task inputs, which this is not: refused, saying what to do.
+    async with _open(tmp_path / "two.db", legacy_server) as bridge:
+        run = await bridge.register_served_run(
+            P, response_id="resp_in2", session_id="hsess_in2", harness_id="chrn_t"
+        )
+        refused = await run.call_tool("legacy", "confirm_inline", {"amount": "4 EUR"})
+        assert "form handler" in refused.text() and "none is registered" in refused.text()

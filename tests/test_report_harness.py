@@ -159,7 +159,12 @@ def test_discovery_without_credential_and_versions(server: ServerProcess) -> Non
         assert bad.status_code == 400
         assert bad.headers["UHP-Version"] == "2026-08-11"
         assert bad.json()["error"]["code"] == "unsupported_protocol_version"
-        assert bad.json()["error"]["detail"]["supported"] == ["2026-08-11", "2026-09-28"]
+        assert bad.json()["error"]["detail"]["supported"] == [
+            "2026-08-11",
+            "2026-09-12",
+            "2026-09-28",
+            "2026-10-04",
+        ]
 
 
 def test_auth_errors_use_the_envelope(server: ServerProcess) -> None:

@@ -1,6 +1,8 @@
-"""The example report harness at UHP 2026-08-11 and 2026-09-28, as a real server process:
-both versions negotiated, ignored request fields named, a session deleted (what runs in it is
-cancelled first, then everything of it answers 404)."""
+"""The example report harness at UHP 2026-08-11, 2026-09-12, 2026-09-28 and 2026-10-04, as a
+real server process: every version negotiated, discovery stating exactly the capabilities of
+the version served, the endpoints of an absent capability answering 404, ignored request
+fields named, a session deleted (what runs in it is cancelled first, then everything of it
+answers 404)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,25 @@ from harness_examples.report_harness.store import HarnessStore
 from tests.support.processes import ServerProcess
 from tests.test_report_harness import TOKEN, _client, _create, _poll, _start, _text
 
-VERSIONS = ("2026-08-11", "2026-09-28")
+VERSIONS = ("2026-08-11", "2026-09-12", "2026-09-28", "2026-10-04")
+CORE = {
+    "streaming",
+    "sessions",
+    "cancellation",
+    "files_input",
+    "files_output",
+    "session_listing",
+    "harness_management",
+    "session_sharing",
+    "idempotency",
+}
+#: The capabilities each version states: its own optional ones (all off here) on top of Core.
+STATED = {
+    "2026-08-11": CORE,
+    "2026-09-12": CORE | {"plugins"},
+    "2026-09-28": CORE | {"plugins", "environments"},
+    "2026-10-04": CORE | {"plugins", "environments", "memories"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,15 +55,17 @@ def client(harness: tuple[ServerProcess, Path]) -> Iterator[httpx.Client]:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_both_versions_are_served_from_one_code_path(client: httpx.Client, version: str) -> None:
+def test_every_version_is_served_from_one_code_path(client: httpx.Client, version: str) -> None:
     asked = {"UHP-Version": version}
     doc = client.get("/v1/uhp", headers=asked)
     assert doc.status_code == 200 and doc.headers["UHP-Version"] == version
     assert doc.json()["versions"] == list(VERSIONS)
     assert doc.json()["default_version"] == "2026-08-11"
-    # The optional capabilities 2026-09-12 and 2026-09-28 introduced: stated, and off.
-    assert doc.json()["capabilities"]["plugins"] is False
-    assert doc.json()["capabilities"]["environments"] is False
+    capabilities = doc.json()["capabilities"]
+    # Exactly what this version defines (a later version's keys never), the optional ones off;
+    # ``stream_resumption`` is this harness's own key, kept at every version.
+    assert set(capabilities) == STATED[version] | {"stream_resumption"}
+    assert all(capabilities[name] is False for name in STATED[version] - STATED["2026-08-11"])
     ran = client.post("/v1/responses", json={"input": "reply with the word kiwi"}, headers=asked)
     assert ran.status_code == 200 and ran.headers["UHP-Version"] == version
     assert _text(ran.json()) == "kiwi"
@@ -51,10 +73,54 @@ def test_both_versions_are_served_from_one_code_path(client: httpx.Client, versi
     assert read.headers["UHP-Version"] == version
 
 
-def test_an_unknown_version_is_refused_listing_both(client: httpx.Client) -> None:
+@pytest.mark.parametrize(
+    ("path", "capability"),
+    [
+        ("/v1/harnesses/chrn_reports/plugin", "plugins"),
+        ("/v1/environments", "environments"),
+        ("/v1/environments/henv_x/files", "environments"),
+        ("/v1/memories", "memories"),
+        ("/v1/memories/hmem_x/recall", "memories"),
+        ("/v1/harnesses/chrn_reports/memories", "memories"),
+    ],
+)
+def test_an_absent_capability_answers_404_naming_it(
+    client: httpx.Client, path: str, capability: str
+) -> None:
+    for method in ("GET", "POST", "PUT", "DELETE"):
+        answer = client.request(method, path, headers={"UHP-Version": "2026-10-04"})
+        assert answer.status_code == 404, (method, path)
+        error = answer.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["code"] == "not_found"
+        assert error["detail"] == {"capability": capability}
+        assert answer.headers["UHP-Version"] == "2026-10-04"
+
+
+@pytest.mark.parametrize(
+    ("key", "since", "code"),
+    [
+        ("environment", "2026-09-28", "environment_not_found"),
+        ("memory", "2026-10-04", "memory_not_found"),
+    ],
+)
+def test_a_task_naming_an_absent_capabilitys_object_is_refused_from_its_version(
+    client: httpx.Client, key: str, since: str, code: str
+) -> None:
+    body = {"input": "reply with the word lime", "metadata": {key: "x_nope"}}
+    for version in VERSIONS:
+        answer = client.post("/v1/responses", json=body, headers={"UHP-Version": version})
+        if version < since:  # the key is plain metadata there: kept, echoed
+            assert answer.status_code == 200 and answer.json()["metadata"][key] == "x_nope"
+            continue
+        assert answer.status_code == 404, version
+        error = answer.json()["error"]
+        assert (error["code"], error["param"]) == (code, f"metadata.{key}")
+
+
+def test_an_unknown_version_is_refused_listing_every_one(client: httpx.Client) -> None:
     for method, path in (("GET", "/v1/uhp"), ("POST", "/v1/responses")):
         refused = client.request(
-            method, path, json={"input": "x"}, headers={"UHP-Version": "2026-09-12"}
+            method, path, json={"input": "x"}, headers={"UHP-Version": "2026-11-01"}
         )
         assert refused.status_code == 400
         error = refused.json()["error"]

@@ -140,7 +140,10 @@ def headers(draw: st.DrawFn) -> dict[str, str]:
         out["Authorization"] = draw(header_text)
     if draw(st.booleans()):
         out["UHP-Version"] = draw(
-            st.one_of(st.sampled_from(["2026-08-11", "2026-09-28"]), header_text)
+            st.one_of(
+                st.sampled_from(["2026-08-11", "2026-09-12", "2026-09-28", "2026-10-04"]),
+                header_text,
+            )
         )
     if draw(st.booleans()):
         out["Idempotency-Key"] = draw(st.one_of(header_text, st.sampled_from(["k1", "k2"])))

@@ -32,9 +32,9 @@ async def test_discovery_negotiates_the_newest_version_both_servers_offer(
 ) -> None:
     async with UhpClient(_base(uhp_server), token=TOKEN, ledger=wall_ledger, principal="a") as c:
         await c.discover()
-        assert c.version == "2026-09-28"
+        assert c.version == "2026-10-04"
         reply = await c.http.get(f"{c.base_url}/v1/harnesses", headers=c._headers())
-        assert reply.headers["UHP-Version"] == "2026-09-28"
+        assert reply.headers["UHP-Version"] == "2026-10-04"
     # The report harness defaults to 2026-08-11 for a client that sends no header, and
     # serves 2026-09-28 to one that asks for it.
     harness = _start(tmp_path, dead_port=9)
@@ -42,19 +42,56 @@ async def test_discovery_negotiates_the_newest_version_both_servers_offer(
         base = f"http://127.0.0.1:{harness.port}"
         async with UhpClient(base, token=HARNESS_TOKEN, ledger=wall_ledger, principal="b") as c:
             discovery = await c.discover()
-            assert discovery.default_version == "2026-08-11" and c.version == "2026-09-28"
+            assert discovery.default_version == "2026-08-11" and c.version == "2026-10-04"
             run = await c.create_response("reply with the word date")
             assert run.response.output_text() == "date"
             raw = await c.http.get(f"{base}/v1/responses/{run.response.id}", headers=c._headers())
-            assert raw.headers["UHP-Version"] == "2026-09-28"
+            assert raw.headers["UHP-Version"] == "2026-10-04"
         async with UhpClient(
             base, token=HARNESS_TOKEN, ledger=wall_ledger, principal="b", version="1999-01-01"
         ) as old:
             with pytest.raises(UhpUnsupportedVersion) as refused:
                 await old.harnesses()
-            assert refused.value.supported == ["2026-08-11", "2026-09-28"]
+            assert refused.value.supported == [
+                "2026-08-11",
+                "2026-09-12",
+                "2026-09-28",
+                "2026-10-04",
+            ]
     finally:
         harness.stop()
+
+
+@pytest.mark.parametrize("version", ["2026-08-11", "2026-09-12", "2026-09-28", "2026-10-04"])
+async def test_the_client_negotiates_with_a_server_of_any_one_version(
+    wall_ledger: Ledger, version: str
+) -> None:
+    with ServerProcess("tests.servers.uhp_server", args=["--version", version]) as server:
+        async with UhpClient(_base(server), token=TOKEN, ledger=wall_ledger, principal="a") as c:
+            discovery = await c.discover()
+            assert discovery.versions == [version] and c.version == version
+            run = await c.create_response("words=2 delay_ms=0", harness_id=HARNESS)
+            assert run.response.status == "completed"
+            raw = await c.http.get(
+                f"{c.base_url}/v1/responses/{run.response.id}", headers=c._headers()
+            )
+            assert raw.headers["UHP-Version"] == version
+
+
+async def test_a_server_serving_no_version_the_client_speaks_is_refused_before_any_request(
+    wall_ledger: Ledger,
+) -> None:
+    with ServerProcess(
+        "tests.servers.uhp_server", args=["--version", "2025-01-01", "--version", "2027-03-01"]
+    ) as server:
+        async with UhpClient(_base(server), token=TOKEN, ledger=wall_ledger, principal="a") as c:
+            with pytest.raises(UhpUnsupportedVersion) as refused:
+                await c.discover()
+            assert refused.value.code == "unsupported_protocol_version"
+            assert refused.value.supported == ["2025-01-01", "2027-03-01"]
+            assert "2026-10-04" in str(refused.value) and "2027-03-01" in str(refused.value)
+            stats = (await c.http.get(f"{c.base_url}/_test/stats")).json()
+    assert stats["responses"] == 0  # nothing was sent beyond discovery
 
 
 @pytest.mark.parametrize("version", ["2026-08-11", "2026-09-28"])

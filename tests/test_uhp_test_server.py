@@ -53,7 +53,7 @@ def test_discovery_needs_no_auth_and_versions_are_checked(base_url: str) -> None
     assert reply.headers["UHP-Version"] == "2026-09-28"
     body = reply.json()
     assert body["object"] == "uhp.discovery"
-    assert body["versions"] == ["2026-08-11", "2026-09-28"]
+    assert body["versions"] == ["2026-08-11", "2026-09-12", "2026-09-28", "2026-10-04"]
     assert body["capabilities"]["stream_resumption"] is True
 
     bad = httpx.get(f"{base_url}/v1/uhp", headers={"UHP-Version": "2020-01-01"})
@@ -61,7 +61,7 @@ def test_discovery_needs_no_auth_and_versions_are_checked(base_url: str) -> None
     assert bad.headers["UHP-Version"] == "2026-09-28"
     error = bad.json()["error"]
     assert error["code"] == "unsupported_protocol_version"
-    assert error["detail"]["supported"] == ["2026-08-11", "2026-09-28"]
+    assert error["detail"]["supported"] == ["2026-08-11", "2026-09-12", "2026-09-28", "2026-10-04"]
 
 
 def test_auth_errors_use_the_envelope(base_url: str) -> None:

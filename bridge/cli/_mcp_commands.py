@@ -114,7 +114,7 @@ def recover(
 
     def body() -> None:
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
-            report, tasks = anyio.run(_recover, ledger, principal, servers, wait, settle)
+            report, tasks, refused = anyio.run(_recover, ledger, principal, servers, wait, settle)
         data = {
             "tasks_watched": report.tasks_watched,
             "dispatches_marked_unknown": report.dispatches_marked_unknown,
@@ -126,9 +126,11 @@ def recover(
             "waited_s": wait,  # at most: it returns once every task has settled
             "settled": all(not task["open"] for task in tasks),
             "tasks": tasks,
+            "servers_refusing_credentials": refused,
         }
         if as_json:
             print_json(data)
+            _fail_if_refused(refused)
             return
         out = out_console()
         out.print("[bold]Recovery report[/bold]")
@@ -158,13 +160,27 @@ def recover(
                     highlight=False,
                     markup=False,
                 )
+        _fail_if_refused(refused)
 
     run_command(body)
 
 
+def _fail_if_refused(refused: list[dict[str, Any]]) -> None:
+    """Open tasks whose server rejects the bridge's credential cannot be watched: no status
+    the report shows for them is current, so recovery did not succeed."""
+    if refused:
+        named = ", ".join(
+            f"{r['server']} ({r['status']}, {len(r['tasks'])} open task(s))" for r in refused
+        )
+        raise CliError(
+            f"credentials rejected by {named}: their open tasks cannot be watched; fix the "
+            "credential (BRIDGE_CREDENTIAL_<REF>) and run `bridge recover` again"
+        )
+
+
 async def _recover(
     ledger: Ledger, principal: str, servers: list[McpServerConfig], wait: float, settle: bool
-) -> tuple[Any, list[dict[str, Any]]]:
+) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
     tenant = ledger.for_principal(principal)
     async with _bridge_for(ledger, principal, servers) as bridge:
         report = await bridge.recover(settle_in_flight_dispatches=settle)
@@ -174,9 +190,33 @@ async def _recover(
                 with anyio.move_on_after(wait):
                     while tenant.list_tasks(open_only=True):  # returns once all have settled
                         await anyio.sleep(SETTLED_POLL_S)
+        refused = await _servers_refusing_credentials(bridge, principal, servers, tenant, watched)
     now = now_ms()
     tasks = [task_record(tenant.get_task(ref), [], now) for ref in watched]
-    return report, tasks
+    return report, tasks, refused
+
+
+async def _servers_refusing_credentials(
+    bridge: Any, principal: str, servers: list[McpServerConfig], tenant: Any, watched: list[str]
+) -> list[dict[str, Any]]:
+    """Each configured server holding an open task that answers the bridge's credential with
+    401/403. A poll that was refused backs off quietly (the server may be restarting), so it
+    is asked here once, through the bridge's own connection, before the report is trusted."""
+    from bridge._errors import ServerConnectFailed, ServerCredentialsRejected
+
+    open_tasks = [tenant.get_task(ref) for ref in watched]
+    refused: list[dict[str, Any]] = []
+    for config in servers:
+        tasks = [t.ref for t in open_tasks if t.server_endpoint == config.endpoint]
+        if not tasks:
+            continue
+        try:
+            await bridge.list_tools(principal, config.name)
+        except ServerCredentialsRejected as exc:
+            refused.append({"server": config.name, "status": exc.status, "tasks": tasks})
+        except ServerConnectFailed:
+            continue  # unreachable: the report's unreachable events say so; not a credential
+    return refused
 
 
 def cancel_task(

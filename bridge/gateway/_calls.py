@@ -37,6 +37,7 @@ from bridge._errors import (
     UnknownServer,
 )
 from bridge._facade import Bridge
+from bridge._mcp.calls.call_progress import relaying_progress
 from bridge._mcp.wire.tool_result import error_result
 from bridge._outcomes import CallOutcome
 from bridge._policies import WaitMode
@@ -130,7 +131,8 @@ class GatewayCalls:
         assert call.op_id is not None
         tenant = self.bridge._ledger.for_principal(call.principal)
         after_seq = (await self._db(tenant.run_event_seqs, [run_ref])).get(run_ref, 0)
-        outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
+        with relaying_progress(channel.relay):  # an upstream answering directly may report
+            outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
         if isinstance(outcome, TaskPending):
             task_ref = outcome.task.ref
             pending = await self._inputs(call.principal, task_ref)

@@ -27,17 +27,22 @@ def client_channel(
     async def progress(value: float, message: str | None) -> None:
         await session.report_progress(value, None, message)  # a no-op without a progressToken
 
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await session.report_progress(progress, total, message)  # the upstream's, passed on
+
     async def inline(form: mcp_types.ElicitRequestFormParams) -> mcp_types.ElicitResult:
         return await session.elicit_form(
             form.message, form.requested_schema, related_request_id=ctx.request_id
         )
 
+    hears = (params.meta or {}).get("progress_token") is not None
     state = params.request_state
     if state is not None and (not state or len(state) > 200):
         raise MCPError(code=mcp_types.INVALID_PARAMS, message="invalid requestState")
     return ClientChannel(
         progress=progress,
-        hears_progress=(params.meta or {}).get("progress_token") is not None,
+        hears_progress=hears,
+        relay=relay if hears else None,
         elicits=_takes_form_elicitation(ctx),
         inline=inline if session.can_send_request else None,
         input_responses=dict(params.input_responses or {}),

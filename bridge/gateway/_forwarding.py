@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from bridge import events as ev
 from bridge._errors import InputAlreadyAnswered, InvalidAnswer, UnknownInputKey
 from bridge._facade import Bridge
+from bridge._mcp.calls.call_progress import ProgressRelay
 from bridge._outcomes import ELICITATION, CallOutcome, InputRequest, elicit
 from bridge._run import Run
 
@@ -57,6 +58,7 @@ class ClientChannel:
     inline: InlineElicitor | None = None  # set when the connection carries server requests
     input_responses: dict[str, Any] = field(default_factory=dict)  # an MRTR round's answers
     request_state: str | None = None  # echoed from our InputRequiredResult: the operation id
+    relay: ProgressRelay | None = None  # an upstream's progress on a direct answer, passed on
 
 
 def forwardable(request: InputRequest) -> mcp_types.ElicitRequestFormParams | None:

@@ -14,6 +14,7 @@ import mcp_types
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bridge._mcp.wire.shapes import TASKS_EXTENSION, TaskIdParams, UpdateTaskParams
@@ -66,6 +67,26 @@ def _declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(declared) and TASKS_EXTENSION in (declared or {})
 
 
+def _task_request(ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
+    """A ``tasks/*`` request is served to a client that declared the Tasks extension on it
+    (``-32021`` otherwise, as the extension requires: a client that cannot read a task body is
+    told which capability is missing), and over HTTP only when its ``Mcp-Name`` header names
+    the ``taskId`` it carries (``-32020``: the SDK checks the header for ``tools/call``, not
+    for the extension's methods)."""
+    if not _declares_tasks(ctx):
+        raise MCPError(
+            code=mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message=f"tasks/* needs the {TASKS_EXTENSION} extension declared by the client",
+            data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+        )
+    headers = _headers(ctx)
+    if headers is not None and decode_header_value(headers.get(MCP_NAME_HEADER)) != task_id:
+        raise MCPError(
+            code=mcp_types.HEADER_MISMATCH,
+            message=f"{MCP_NAME_HEADER} header does not match the request's taskId",
+        )
+
+
 def build_server(
     calls: GatewayCalls, tokens: GatewayTokens, *, fixed_principal: str | None = None
 ) -> Server[Any]:
@@ -90,6 +111,7 @@ def build_server(
         return await calls.call_and_wait(call, client_channel(ctx, params))
 
     async def get_task(ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
+        _task_request(ctx, params.task_id)
         return {
             "resultType": "complete",
             **await calls.get_task(_principal(ctx), params.task_id),
@@ -98,12 +120,14 @@ def build_server(
     async def update_task(
         ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
     ) -> HandlerResult:
+        _task_request(ctx, params.task_id)
         await calls.update_task(_principal(ctx), params.task_id, params.input_responses)
         return {"resultType": "complete"}
 
     async def cancel_task(
         ctx: ServerRequestContext[Any, Any], params: TaskIdParams
     ) -> HandlerResult:
+        _task_request(ctx, params.task_id)
         await calls.cancel_task(_principal(ctx), params.task_id)
         return {"resultType": "complete"}
 

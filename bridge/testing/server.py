@@ -8,8 +8,8 @@ Tools:
 * ``generate_report(quarter, sections=3, seconds_per_section=0.5)`` — a long-running,
   read-only tool answered with a task handle (``resultType: "task"``, the MCP Tasks extension
   ``io.modelcontextprotocol/tasks``). ``tasks/get`` reports ``working`` with the section being
-  written, then ``completed`` with the report text (a pure function of the arguments);
-  ``tasks/cancel`` cancels it.
+  written, then ``completed`` with the report text (a pure function of the arguments), also as
+  the ``structuredContent`` its ``outputSchema`` advertises; ``tasks/cancel`` cancels it.
 * ``approve_payment(amount, payee)`` — a task that asks before it does anything: it starts
   ``input_required`` with one form elicitation (``approve``: a boolean), so a user can try an
   approval (``bridge attention``, ``bridge answer``, the console's inbox). Accepted with
@@ -103,7 +103,14 @@ class _Report:
             return {**task, "status": "cancelled", "lastUpdatedAt": _iso(self.cancelled_at)}
         if elapsed >= total:
             text = render_report(self.quarter, self.sections)
-            result = {"content": [{"type": "text", "text": text}], "isError": False}
+            # The tool advertises an ``outputSchema`` (``{"result": string}``, from its return
+            # type), so its result carries the matching ``structuredContent``: a client that
+            # checks results against the schema (the TypeScript SDK) rejects one without it.
+            result = {
+                "content": [{"type": "text", "text": text}],
+                "structuredContent": {"result": text},
+                "isError": False,
+            }
             done = {"status": "completed", "lastUpdatedAt": _iso(self.started + total)}
             return {**task, **done, "result": result}
         section = min(int(elapsed // self.seconds_per_section) + 1, self.sections)

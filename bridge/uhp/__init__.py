@@ -45,6 +45,10 @@ if TYPE_CHECKING:
         ResponseObject as ResponseObject,
         StreamEvent as StreamEvent,
     )
+    from bridge.uhp._waiting import (
+        InputWaitMapping as InputWaitMapping,
+        input_wait_mapping as input_wait_mapping,
+    )
 
 _EXPORTS: dict[str, str] = {
     # The client: create, follow and resume a response; a POST whose answer was lost.
@@ -59,6 +63,9 @@ _EXPORTS: dict[str, str] = {
     "to_uhp_event": "bridge.uhp._adapter",
     "nested_tasks_summary": "bridge.uhp._adapter",
     "SUMMARY_KEY": "bridge.uhp._adapter",
+    # How an inner input_required shows on the outer run, per UHP version.
+    "InputWaitMapping": "bridge.uhp._waiting",
+    "input_wait_mapping": "bridge.uhp._waiting",
     # Errors (all under bridge.errors.BridgeError).
     "UhpError": "bridge.uhp._errors",
     "UhpAuthError": "bridge.uhp._errors",

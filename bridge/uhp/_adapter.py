@@ -19,6 +19,8 @@ from typing import Any
 from bridge import events as ev
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.store import TenantLedger
+from bridge.uhp._models import PREFERRED_VERSION
+from bridge.uhp._waiting import input_wait_mapping
 
 SUMMARY_KEY = "bridge_mcp_tasks"
 SUMMARY_TASK_LIMIT = 50
@@ -28,8 +30,11 @@ def _task_fields(event: ev.TaskEventLike) -> dict[str, Any]:
     return {"task_ref": event.task_ref, "tool": event.tool, "server": event.server}
 
 
-def to_uhp_event(event: ev.BridgeEvent) -> dict[str, Any] | None:
-    """The UHP stream event for a bridge event (without ``sequence_number``), or None."""
+def to_uhp_event(event: ev.BridgeEvent, version: str = PREFERRED_VERSION) -> dict[str, Any] | None:
+    """The UHP stream event for a bridge event (without ``sequence_number``), or None.
+    ``version``: the UHP version served; an inner ``input_required`` and its answer take the
+    names and the outer status its input-wait mapping gives (``bridge.uhp._waiting``)."""
+    waits = input_wait_mapping(version)
     body: dict[str, Any]
     match event:
         case ev.TaskCreated():
@@ -51,16 +56,17 @@ def to_uhp_event(event: ev.BridgeEvent) -> dict[str, Any] | None:
             }
         case ev.TaskInputRequired():
             body = {
-                "type": "bridge.mcp_task.input_required",
+                "type": waits.task_event,
                 **_task_fields(event),
                 "status": "input_required",
+                "outer_status": waits.outer_status,
                 "input_ref": event.input_ref,
                 "method": event.method,
                 "params": event.params,
             }
         case ev.TaskInputAnswered():
             body = {
-                "type": "bridge.mcp_task.input_answered",
+                "type": waits.task_answered_event,
                 **_task_fields(event),
                 "input_ref": event.input_ref,
             }
@@ -117,9 +123,10 @@ def to_uhp_event(event: ev.BridgeEvent) -> dict[str, Any] | None:
             }
         case ev.CallInputRequired():  # MRTR: the call asks before any task exists
             body = {
-                "type": "bridge.mcp_call.input_required",
+                "type": waits.call_event,
                 **_call_fields(event),
                 "status": "input_required",
+                "outer_status": waits.outer_status,
                 "leg": event.leg,
                 "input_ref": event.input_ref,
                 "method": event.method,
@@ -127,7 +134,7 @@ def to_uhp_event(event: ev.BridgeEvent) -> dict[str, Any] | None:
             }
         case ev.CallInputAnswered():
             body = {
-                "type": "bridge.mcp_call.input_answered",
+                "type": waits.call_answered_event,
                 **_call_fields(event),
                 "leg": event.leg,
                 "input_ref": event.input_ref,

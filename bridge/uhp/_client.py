@@ -43,7 +43,7 @@ from bridge.uhp._errors import (
     UhpRateLimited,
     UhpServerError,
     UhpSessionBusy,
-    UhpUnsupportedVersion,
+    no_common_version,
 )
 from bridge.uhp._follower import FollowState, ResponseFollower
 from bridge.uhp._models import (
@@ -185,7 +185,7 @@ class UhpClient:
         if self.version not in discovery.versions:
             usable = [v for v in SUPPORTED_VERSIONS if v in discovery.versions]
             if not usable:
-                raise UhpUnsupportedVersion(400, None, f"server serves {discovery.versions}")
+                raise no_common_version(discovery.versions, SUPPORTED_VERSIONS)
             self.version = usable[0]
         self.discovery = discovery
         return discovery

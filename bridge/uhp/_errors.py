@@ -6,7 +6,7 @@ A failed *task* is not an error here: it is a response with ``status: "failed"``
 from __future__ import annotations
 
 from bridge._errors import BridgeError
-from bridge.uhp._models import ErrorEnvelope
+from bridge.uhp._models import ErrorBody, ErrorEnvelope
 
 
 class UhpError(BridgeError):
@@ -63,6 +63,19 @@ class UhpUnsupportedVersion(UhpInvalidRequest):
         detail = self.envelope.error.detail if self.envelope else None
         found = detail.get("supported") if isinstance(detail, dict) else None
         return [str(v) for v in found] if isinstance(found, list) else []
+
+
+def no_common_version(served: list[str], spoken: tuple[str, ...]) -> UhpUnsupportedVersion:
+    """Discovery lists no version this client speaks: refused before any request is sent,
+    shaped as the server's own refusal would be (``supported`` lists what it serves)."""
+    body = ErrorBody(
+        type="invalid_request_error",
+        code="unsupported_protocol_version",
+        message=f"the server serves UHP {served or 'no version'}; the client speaks {list(spoken)}",
+        param="UHP-Version",
+        detail={"supported": list(served), "client_versions": list(spoken)},
+    )
+    return UhpUnsupportedVersion(400, ErrorEnvelope(error=body))
 
 
 class StreamFault(BridgeError):

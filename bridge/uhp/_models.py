@@ -10,8 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from bridge._lifecycle import OuterStatus
 
 VERSION_HEADER = "UHP-Version"
-PREFERRED_VERSION = "2026-09-28"
-SUPPORTED_VERSIONS = ("2026-09-28", "2026-08-11")
+#: Every version this client speaks, newest first: each is additive to the one before, and the
+#: client reads none of the optional capabilities they added, so one code path reads them all.
+SUPPORTED_VERSIONS = ("2026-10-04", "2026-09-28", "2026-09-12", "2026-08-11")
+PREFERRED_VERSION = SUPPORTED_VERSIONS[0]
 TERMINAL_EVENT_TYPES = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 

@@ -1,6 +1,7 @@
-"""report_harness: a small native UHP harness server (conformance class Core, UHP 2026-08-11
-and 2026-09-28; request fields it does not act on are named in ``metadata.ignored_fields``)
-that runs a deterministic scripted agent and makes its MCP tool calls through the bridge.
+"""report_harness: a small native UHP harness server (conformance class Core, UHP 2026-08-11,
+2026-09-12, 2026-09-28 and 2026-10-04 from one code path; request fields it does not act on
+are named in ``metadata.ignored_fields``) that runs a deterministic scripted agent and makes
+its MCP tool calls through the bridge.
 
     python -m harness_examples.report_harness --host 127.0.0.1 --port 8800 \
         --config harness.json --db harness.db

@@ -7,12 +7,18 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bridge.uhp.serving import SERVED_VERSIONS, V2026_08_11, discovery_document
+from bridge.uhp.serving import (
+    SERVED_VERSIONS,
+    V2026_08_11,
+    discovery_document,
+    served_version,
+)
 from harness_examples.report_harness.config import HarnessEntry
 from harness_examples.report_harness.context import authenticate, harness_or_404, runtime_of
 
-#: Both served from one code path (each version is additive; plugins and environments, the
-#: optional capabilities 2026-09-12 and 2026-09-28 added, are stated false). A client that sends
+#: All four served from one code path (each version is additive; plugins, environments and
+#: memories, the optional capabilities 2026-09-12, 2026-09-28 and 2026-10-04 added, are stated
+#: false at the versions that define them, and their endpoints answer 404). A client that sends
 #: no ``UHP-Version`` keeps getting the version this harness first served.
 VERSIONS = SERVED_VERSIONS
 DEFAULT_VERSION = V2026_08_11
@@ -31,6 +37,7 @@ async def discovery(request: Request) -> Response:
             versions=VERSIONS,
             default_version=DEFAULT_VERSION,
             capabilities=CAPABILITIES,
+            served=served_version(request),
             implementation={"name": "report_harness", "version": "0.1"},
         )
     )

@@ -18,10 +18,13 @@ from bridge.uhp.serving import (
     new_response,
     not_found,
     read_create_request,
+    refuse_absent_references,
     replayed_response_id,
     resume_start,
+    served_version,
 )
 from harness_examples.report_harness import agent
+from harness_examples.report_harness.catalogue import CAPABILITIES
 from harness_examples.report_harness.context import (
     authenticate,
     current_body,
@@ -123,6 +126,7 @@ async def _create(
     metadata = body.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise invalid_request("'metadata' must be an object.", "metadata")
+    refuse_absent_references(metadata, served_version(request), CAPABILITIES)
     requested_harness = metadata.get("harness_id")
     if requested_harness is not None and not isinstance(requested_harness, str):
         raise _invalid_input("'metadata.harness_id' must be a string.", "metadata.harness_id")

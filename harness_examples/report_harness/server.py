@@ -16,8 +16,9 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from bridge.uhp.serving import VersionNegotiation, error_handlers
+from bridge.uhp.serving import VersionNegotiation, absent_capability_routes, error_handlers
 from harness_examples.report_harness.catalogue import (
+    CAPABILITIES,
     DEFAULT_VERSION,
     VERSIONS,
     discovery,
@@ -68,6 +69,7 @@ def create_app(config: HarnessConfig, db_url: str, store: HarnessStore | None = 
         Route("/v1/sessions/{session_id}", get_session, methods=["GET"]),
         Route("/v1/sessions/{session_id}", delete_session, methods=["DELETE"]),
         Route("/v1/sessions/{session_id}/cancel", cancel_session, methods=["POST"]),
+        *absent_capability_routes(CAPABILITIES),
     ]
     app = Starlette(routes=routes, exception_handlers=error_handlers(), lifespan=lifespan)
     app.state.runtime = runtime

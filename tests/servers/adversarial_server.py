@@ -71,11 +71,23 @@ TASK_TOOLS = frozenset(
         "poll_changing",
         "flood_inputs",
         "huge_question",
+        *("get_not_json", "get_rate_limited", "get_wrong_task", "get_trickle", "get_endless_sse"),
     }
 )
 #: How many input requests ``flood_inputs`` asks at once, and how large ``huge_question`` is.
 FLOOD_INPUTS = 1_000
 HUGE_QUESTION_BYTES = 4 * 1024 * 1024
+#: Tasks whose every tasks/get is answered badly at the HTTP level, by task id prefix: a body
+#: that is not JSON, 429, a trickle that never completes, an SSE stream that never ends.
+GET_MISBEHAVIOURS = {
+    "get_not_json": "gnj-",
+    "get_rate_limited": "grl-",
+    "get_trickle": "gtr-",
+    "get_endless_sse": "ges-",
+}
+_PREFIX_TOOL = {prefix: tool for tool, prefix in GET_MISBEHAVIOURS.items()}
+#: How long a trickle or an endless stream goes on at most (the client gives up long before).
+MISBEHAVE_FOR_S = 60.0
 #: The task id every ``duplicate_id`` call returns (a reused handle).
 DUPLICATE_ID = "dup-" + "d" * 40
 #: Task ids of ``rate_limited`` start with this; their first tasks/get is answered 429.
@@ -253,6 +265,8 @@ class AdversarialTasks(Extension):
             return {**task.wire("input_required"), "inputRequests": {"k1": _elicit(message)}}
         if tool == "malformed_get":
             return task.wire("exploded")
+        if tool == "get_wrong_task":  # a well-formed reply about another task
+            return {**task.wire("working"), "taskId": "another-" + task.task_id[:8]}
         if tool == "undeclared_task":
             return {**task.wire("completed"), "result": _text_result("undeclared")}
         if tool == "vanishing":
@@ -339,6 +353,8 @@ def _task_id(tool: str) -> str:
         return DUPLICATE_ID
     if tool == "rate_limited":
         return RATE_LIMITED_PREFIX + secrets.token_urlsafe(32)
+    if tool in GET_MISBEHAVIOURS:
+        return GET_MISBEHAVIOURS[tool] + secrets.token_urlsafe(32)
     return secrets.token_urlsafe(32)
 
 
@@ -349,8 +365,13 @@ Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: tools/call names answered at the HTTP level, before the MCP server sees them.
 HTTP_TOOLS = frozenset(
-    {"not_json", "html_200", "rate_limited_call", "server_error", "drop_connection"}
+    {
+        *("not_json", "html_200", "rate_limited_call", "server_error", "drop_connection"),
+        "abandon_stream",
+    }
 )
+#: The event id ``abandon_stream`` ends its stream after; resumes from it are counted.
+ABANDONED_EVENT_ID = "abandon-1"
 
 
 class HttpMisbehaviour:
@@ -362,8 +383,13 @@ class HttpMisbehaviour:
     - ``rate_limited_call``: 429 with ``Retry-After``;
     - ``server_error``: 500 with a plain-text body;
     - ``drop_connection``: headers and half a body, then the connection is dropped;
+    - ``abandon_stream``: an SSE stream with one event (id :data:`ABANDONED_EVENT_ID`) and no
+      response; every resume from that id is accepted and ended at once (counted as the call
+      ``abandon_stream_resume``);
     - the first ``tasks/get`` of a ``rate_limited`` task (id prefix ``rl-``): 429 with
-      ``Retry-After: 1``.
+      ``Retry-After: 1``;
+    - every ``tasks/get`` of a ``get_*`` task (:data:`GET_MISBEHAVIOURS`): a body that is not
+      JSON, 429, a trickle of whitespace or an SSE stream of keep-alives that never ends.
     """
 
     def __init__(self, app: Asgi, tasks: AdversarialTasks) -> None:
@@ -377,10 +403,19 @@ class HttpMisbehaviour:
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         method, name = headers.get("mcp-method"), headers.get("mcp-name", "")
+        if scope["method"] == "GET" and headers.get("last-event-id") == ABANDONED_EVENT_ID:
+            self.tasks.calls["abandon_stream_resume"] += 1  # accepted, then ended: no replay
+            await _reply(send, 200, b"", "text/event-stream")
+            return
         if method == "tools/call" and name in HTTP_TOOLS:
             self.tasks.calls[name] += 1
             await _drain(receive)
             await self._misbehave(name, send)
+            return
+        if method == "tasks/get" and name[:4] in GET_MISBEHAVIOURS.values():
+            self.tasks.gets[_PREFIX_TOOL[name[:4]]] += 1
+            await _drain(receive)
+            await _misbehave_on_get(name[:4], send)
             return
         first_get = name.startswith(RATE_LIMITED_PREFIX) and name not in self.limited
         if method == "tasks/get" and first_get:
@@ -392,7 +427,13 @@ class HttpMisbehaviour:
         await self.app(scope, receive, send)
 
     async def _misbehave(self, name: str, send: Send) -> None:
-        if name == "not_json":
+        if name == "abandon_stream":  # one event with an id, then the stream ends: no response
+            log = {"level": "info", "data": "x"}
+            note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": log})
+            note = note.encode()
+            event = b"id: " + ABANDONED_EVENT_ID.encode() + b"\ndata: " + note + b"\n\n"
+            await _reply(send, 200, event, "text/event-stream")
+        elif name == "not_json":
             await _reply(send, 200, b"<html>this is not JSON</html>", "application/json")
         elif name == "html_200":
             await _reply(send, 200, b"<html>maintenance</html>", "text/html")
@@ -413,6 +454,29 @@ class HttpMisbehaviour:
             )
             await send({"type": "http.response.body", "body": b'{"jsonrpc"', "more_body": True})
             raise ConnectionAbortedError("adversarial fake: dropping the connection")
+
+
+async def _misbehave_on_get(prefix: str, send: Send) -> None:
+    if prefix == "gnj-":
+        await _reply(send, 200, b"<html>not a task</html>", "application/json")
+    elif prefix == "grl-":
+        await _reply(send, 429, b"slow down", "text/plain", retry_after=RETRY_AFTER_S)
+    else:  # a trickle of JSON whitespace, or SSE keep-alives: never a response
+        sse = prefix == "ges-"
+        content_type = b"text/event-stream" if sse else b"application/json"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", content_type)],
+            }
+        )
+        chunk = b": keep-alive\n\n" if sse else b" "
+        with anyio.move_on_after(MISBEHAVE_FOR_S):
+            while True:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await anyio.sleep(0.2)
+        await send({"type": "http.response.body", "body": b""})
 
 
 async def _drain(receive: Receive) -> None:

@@ -25,7 +25,9 @@ Tools: ``slow_report`` (optional task; completes after ``seconds``), ``count_eff
 task; appends one line to the effects file, so a test counts how often it really ran),
 ``wait_forever`` (required task; runs until cancelled), ``approve_payment`` (required task; asks
 a form question, appends ``asked <amount>`` to the effects file each time the question is sent,
-completes with the answer), ``echo`` (no task support: a plain call), ``stats`` (how many
+completes with the answer), ``echo`` (no task support: a plain call), ``confirm_inline`` (no
+task support: asks a form question on the call's own stream, tied to no task, and answers with
+the reply, or with the refusal as an error result), ``stats`` (how many
 requests of each JSON-RPC method this process received, the ``stats`` calls themselves left out).
 """
 
@@ -114,6 +116,7 @@ async def list_tools() -> list[types.Tool]:
         _tool("wait_forever", "required", {}),
         _tool("approve_payment", "required", {"amount": {"type": "string"}}),
         _tool("echo", None, {"text": {"type": "string"}}),
+        _tool("confirm_inline", None, {"amount": {"type": "string"}}),
         _tool("stats", None, {}),
     ]
 
@@ -190,6 +193,15 @@ async def call_tool(
         return _text(str(arguments.get("text", "")))
     if name == "stats":
         return _text(json.dumps(dict(methods)))
+    if name == "confirm_inline":  # asks on the call's own stream, tied to no task
+        amount = str(arguments.get("amount", "?"))
+        session = server.request_context.session
+        try:
+            answer = await session.elicit_form(f"Confirm {amount}?", APPROVAL_SCHEMA)
+        except Exception as exc:  # the client refused: the call says so
+            return _text(f"not asked: {exc}", error=True)
+        note = (answer.content or {}).get("note", "")
+        return _text(f"{amount} {answer.action} {note}".rstrip())
     metadata = server.request_context.experimental.task_metadata
     if metadata is None:  # required task support and no params.task (the spec's -32601 case)
         return _text(f"{name} must be called as a task", error=True)

@@ -131,6 +131,14 @@ async def record_effect(key: str, seconds: float = 0.0) -> str:
 
 
 @mcp.tool
+async def progress_echo(text: str, steps: int, ctx: Context) -> str:
+    """Inline, reporting ``steps`` progress notifications on the way (``step i/steps``)."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step}/{steps}")
+    return text
+
+
+@mcp.tool
 async def record_effect_inline(key: str) -> str:
     """Inline (non-task) counterpart of ``record_effect``."""
     record(f"effect {key}")

@@ -65,7 +65,7 @@ from bridge._lifecycle import TaskStatus
 from bridge.uhp import serving as uhp
 from bridge.uhp._adapter import to_uhp_event
 
-VERSIONS = ("2026-08-11", "2026-09-28")
+VERSIONS = ("2026-08-11", "2026-09-12", "2026-09-28", "2026-10-04")
 DEFAULT_VERSION = "2026-09-28"
 HARNESS_ID = "chrn_test"
 DEFAULT_MODEL = "test-model"
@@ -220,10 +220,13 @@ class ResponseRecord:
 
 
 class ServerState:
-    def __init__(self, tokens: Sequence[str], resumption: bool) -> None:
+    def __init__(
+        self, tokens: Sequence[str], resumption: bool, versions: tuple[str, ...] = VERSIONS
+    ) -> None:
         # Principals are token digests: the owner of a record is never a token.
         self.auth = uhp.BearerAuth(tokens)
         self.resumption = resumption
+        self.versions = versions
         self.responses: dict[str, ResponseRecord] = {}
         self.sessions: dict[str, list[ResponseRecord]] = {}
         self.idempotency = uhp.MemoryKeyStore()
@@ -424,9 +427,14 @@ async def discovery(request: Request) -> Response:
         "idempotency": True,
         "stream_resumption": _state(request).resumption,
     }
+    versions = _state(request).versions
+    default = DEFAULT_VERSION if DEFAULT_VERSION in versions else max(versions)
     return JSONResponse(
         uhp.discovery_document(
-            versions=VERSIONS, default_version=DEFAULT_VERSION, capabilities=capabilities
+            versions=versions,
+            default_version=default,
+            capabilities=capabilities,
+            served=uhp.served_version(request),
         )
     )
 
@@ -639,8 +647,13 @@ async def stats(request: Request) -> Response:
 # --------------------------------------------------------------------------- app
 
 
-def create_app(tokens: Sequence[str] = (DEFAULT_TOKEN,), resumption: bool = True) -> ASGIApp:
-    """The ASGI app (usable in-process too); state lives in the returned app only."""
+def create_app(
+    tokens: Sequence[str] = (DEFAULT_TOKEN,),
+    resumption: bool = True,
+    versions: Sequence[str] = VERSIONS,
+) -> ASGIApp:
+    """The ASGI app (usable in-process too); state lives in the returned app only. ``versions``:
+    the UHP versions served, the newest the default."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -650,7 +663,7 @@ def create_app(tokens: Sequence[str] = (DEFAULT_TOKEN,), resumption: bool = True
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    state = ServerState(tokens, resumption)
+    state = ServerState(tokens, resumption, tuple(versions))
     app = Starlette(
         routes=[
             Route("/v1/uhp", discovery, methods=["GET"]),
@@ -669,7 +682,8 @@ def create_app(tokens: Sequence[str] = (DEFAULT_TOKEN,), resumption: bool = True
         lifespan=lifespan,
     )
     app.state.uhp = state
-    return uhp.VersionNegotiation(app, supported=VERSIONS, default=DEFAULT_VERSION)
+    default = DEFAULT_VERSION if DEFAULT_VERSION in versions else max(versions)
+    return uhp.VersionNegotiation(app, supported=versions, default=default)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -695,9 +709,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="disable Last-Event-ID resumption (GET /v1/responses/{id} always answers JSON)",
     )
+    parser.add_argument(
+        "--version",
+        action="append",
+        help=f"a UHP version to serve; repeat for several (default {' and '.join(VERSIONS)})",
+    )
     args = parser.parse_args(argv)
     check_port_arguments(parser, args)
-    app = create_app(args.token or [DEFAULT_TOKEN], resumption=not args.no_last_event_id)
+    app = create_app(
+        args.token or [DEFAULT_TOKEN],
+        resumption=not args.no_last_event_id,
+        versions=args.version or VERSIONS,
+    )
     uhp.scrub_access_log()  # a token given in a query string never reaches the access log
     sock = listening_socket("127.0.0.1", args.port)
     server: uvicorn.Server = uvicorn_server(

@@ -25,7 +25,8 @@ from tests.support.processes import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "compatibility.md"
 START, END = "<!-- compat-table:start -->", "<!-- compat-table:end -->"
-MODULES = ("tests.test_interop_typescript",)  # the test modules holding @compat tests
+# The test modules holding @compat tests.
+MODULES = ("tests.test_interop_typescript", "tests.test_uhp_conformance_core")
 CACHE_KEY = "uhp-bridge/compat"
 PASSED = "pass"
 
@@ -49,6 +50,27 @@ PEERS: dict[str, Callable[[], str]] = {
         f"{_npm('@modelcontextprotocol/inspector')}; gateway on `mcp` {version('mcp')}"
     ),
 }
+
+#: The UHP conformance suite whose Core check ids ``tests/test_uhp_conformance_core.py``
+#: reproduces (its checks are written again from the spec, not installed).
+UHP_SUITE = "2026.10.4.post9"
+
+
+def uhp_peer(version: str) -> str:
+    """The peer of the Core checks at one UHP version: one row per version the kit serves."""
+    return f"UHP {version}, Core class (`uhp-conformance` checks reproduced)"
+
+
+def _uhp_versions() -> list[str]:
+    from bridge.uhp.serving import SERVED_VERSIONS
+
+    return list(SERVED_VERSIONS)
+
+
+for _version in _uhp_versions():
+    PEERS[uhp_peer(_version)] = lambda v=_version: (
+        f"example report harness at `UHP-Version: {v}`; check ids of `uhp-conformance` {UHP_SUITE}"
+    )
 
 
 @dataclass(frozen=True)
@@ -75,9 +97,12 @@ def compat(peer: str, checks: str) -> Callable[[F], F]:
 
 
 def rows() -> list[Row]:
+    """Every row, grouped by module in :data:`MODULES` order whatever order pytest imported
+    them in (each module's rows in definition order)."""
     for module in MODULES:
         importlib.import_module(module)
-    return list(_ROWS)
+    order = [module.rsplit(".", 1)[-1] for module in MODULES]
+    return sorted(_ROWS, key=lambda row: order.index(row.test.split("::", 1)[0]))
 
 
 def record_outcome(item: pytest.Item, report: pytest.TestReport) -> None:

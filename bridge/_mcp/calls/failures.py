@@ -19,7 +19,13 @@ from mcp import MCPError
 from mcp.client import UnexpectedClaimedResult
 
 from bridge._errors import ServerConnectFailed
-from bridge._mcp.wire.shapes import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, TRANSPORT_CODES
+from bridge._mcp.wire.shapes import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    REQUEST_TIMEOUT,
+    TRANSPORT_CODES,
+)
 from bridge._mcp.wire.transport import RETRY_AFTER_CAP_MS, SYNTHETIC_KEY
 
 
@@ -30,6 +36,17 @@ class FailureKind(StrEnum):
     UNREACHABLE = "unreachable"  # could not connect: nothing was sent
 
 
+class Misbehaviour(StrEnum):
+    """How a server that is reachable answered badly. It took the request, so it is never
+    reported as unreachable: it is named as a misbehaving server, by kind."""
+
+    NOT_JSON = "not_json"  # a reply that is not JSON-RPC (or not of a content type MCP uses)
+    RATE_LIMITED = "rate_limited"  # HTTP 429 (a 503 may be a restart: not named)
+    SLOW_REPLY = "slow_reply"  # no complete reply within the request timeout (a trickle, an
+    # SSE stream that never delivers the response)
+    WRONG_TASK = "wrong_task"  # a reply about another task than the one asked for
+
+
 @dataclass(frozen=True, slots=True)
 class Failure:
     kind: FailureKind
@@ -38,6 +55,8 @@ class Failure:
     data: Any = None
     # How long the server asked us to wait (429/503 ``Retry-After``, capped), if it did.
     retry_after_ms: int | None = None
+    # Set when the server took the request and answered badly (see :class:`Misbehaviour`).
+    misbehaviour: Misbehaviour | None = None
 
     def as_error_object(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.detail}
@@ -81,9 +100,17 @@ def classify(exc: BaseException) -> Failure | None:
         return Failure(FailureKind.UNREACHABLE, exc.detail)
     if isinstance(exc, MCPError):
         if exc.code in TRANSPORT_CODES:
-            return Failure(FailureKind.NO_ANSWER, exc.message, exc.code, None, _retry_after(exc))
+            delay = _retry_after(exc)
+            return Failure(
+                FailureKind.NO_ANSWER, exc.message, exc.code, None, delay, _transport_kind(exc)
+            )
         if _made_by_the_sdk(exc):
-            return Failure(FailureKind.NO_ANSWER, exc.message[:500], exc.code)
+            return Failure(
+                FailureKind.NO_ANSWER,
+                _sdk_reason(exc),
+                exc.code,
+                misbehaviour=Misbehaviour.NOT_JSON,
+            )
         return Failure(FailureKind.RPC_ERROR, exc.message, exc.code, exc.data)
     if isinstance(exc, pydantic.ValidationError | UnexpectedClaimedResult | ValueError):
         return Failure(FailureKind.MALFORMED, _short(exc))
@@ -107,6 +134,32 @@ _SDK_INVALID_REQUEST_PREFIXES = (
     "Unexpected content type",
     "server answered a request with 202 Accepted",
 )
+
+
+def _sdk_reason(exc: MCPError) -> str:
+    """The bridge's own words for a reply the SDK could not read. The SDK's message quotes the
+    server's raw body (its parser's error carries the input), and a reason is recorded in
+    events and shown to operators: it names what went wrong, never what the server sent."""
+    if exc.code == PARSE_ERROR:
+        return "the server's reply could not be parsed as JSON-RPC (body not quoted)"
+    for prefix in _SDK_INVALID_REQUEST_PREFIXES:
+        if exc.message.startswith(prefix):
+            return f"the server's reply was not read: {prefix[0].lower()}{prefix[1:]}"
+    return "the server's reply was not read"
+
+
+NOT_JSON = Misbehaviour.NOT_JSON
+
+
+def _transport_kind(exc: MCPError) -> Misbehaviour | None:
+    """A transport-level error that still shows the server answering: it ran out the request
+    timeout (it accepted the connection, then never completed a reply), or it said 429."""
+    if exc.code == REQUEST_TIMEOUT:
+        return Misbehaviour.SLOW_REPLY
+    data = exc.data
+    synthetic = data.get(SYNTHETIC_KEY) if isinstance(data, dict) else None
+    status = synthetic.get("httpStatus") if isinstance(synthetic, dict) else None
+    return Misbehaviour.RATE_LIMITED if status == 429 else None
 
 
 def _retry_after(exc: MCPError) -> int | None:

@@ -35,6 +35,7 @@ from bridge._ledger.store import Ledger, TenantLedger
 from bridge._lifecycle import Admission
 from bridge._mcp.calls.admission import AdmissionChecks, operation_meta
 from bridge._mcp.calls.answers_and_cancels import TaskUpdates
+from bridge._mcp.calls.call_progress import progress_relay
 from bridge._mcp.calls.failures import FailureKind, classify
 from bridge._mcp.calls.operation_replay import CallReplays
 from bridge._mcp.calls.reply_recording import CallReplies
@@ -157,7 +158,9 @@ class TaskRequester:
         self.rounds.on_inputs = CallInputs(  # MRTR inputs: the same handlers, on the call
             self.ledger, self.db, self.rounds, self._tg, self.input_handlers, self.input_policy
         ).recorded
-        install_legacy_inputs(self.ledger, self.db, self._pool, self._scheduler, self._tg)
+        install_legacy_inputs(
+            self.ledger, self.db, self._pool, self._scheduler, self._tg, self.input_handlers
+        )
         await self._tg.start(self._scheduler.run)
         return self
 
@@ -299,6 +302,7 @@ class TaskRequester:
                     tool,
                     arguments,
                     read_timeout_seconds=config.request_timeout_s,
+                    progress_callback=progress_relay(),
                     allow_claimed=connection.declare_tasks,
                     allow_input_required=True,
                     input_responses=wire_responses(leg) if leg is not None else None,

@@ -46,6 +46,8 @@ from bridge._ledger.reads.views import InputRequestView, TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, input_request_digest
 from bridge._lifecycle import TaskStatus
+from bridge._mcp.inputs.direct_elicitation import answer_direct_elicitation
+from bridge._mcp.inputs.handlers import InputHandlers
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.polling.watches import InputObserver
 from bridge._mcp.servers import ServerPool
@@ -65,7 +67,8 @@ HOLD_TIMEOUT_S = legacy_wire.REQUESTED_TTL_MS / 1000
 _KEY_DIGEST_CHARS = 24
 _ELICIT = "elicitation/create"
 _SAMPLE = "sampling/createMessage"
-# What the SDK answers when no callback is registered: requests not tied to a held task.
+# What the SDK answers when no callback is registered: requests not tied to a held task
+# (an elicitation tied to no task at all goes to the registered handler instead).
 _NOT_ASKED = {
     _ELICIT: "Elicitation not supported",
     _SAMPLE: "Sampling not supported",
@@ -105,7 +108,9 @@ class LegacyInputs:
         scheduler: PollScheduler,
         task_group: TaskGroup,
         inner: InputObserver | None,
+        handlers: InputHandlers | None = None,
     ) -> None:
+        self._handlers = handlers or InputHandlers()
         self._ledger = ledger
         self._db = db
         self._pool = pool
@@ -156,6 +161,10 @@ class LegacyInputs:
         async def elicit(
             context: ClientRequestContext, params: mcp_types.ElicitRequestParams
         ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+            config = self._pool.config_for_endpoint(endpoint)
+            if legacy_wire.RELATED_TASK_META not in (context.meta or {}) and config is not None:
+                # Tied to no task (asked during a directly answered call): its handler.
+                return await answer_direct_elicitation(self._handlers, config.name, params)
             return await self._answer(endpoint, context, _ELICIT, params, mcp_types.ElicitResult)
 
         async def sample(
@@ -301,10 +310,12 @@ def install_legacy_inputs(
     pool: ServerPool,
     scheduler: PollScheduler,
     task_group: TaskGroup,
+    handlers: InputHandlers | None = None,
 ) -> LegacyInputs:
     """Wire :class:`LegacyInputs` into a requester: around the scheduler's input hook, as its
-    answer carrier, and as the pool's answerer of server requests (before any connection)."""
-    legacy = LegacyInputs(ledger, db, pool, scheduler, task_group, scheduler.inputs)
+    answer carrier, and as the pool's answerer of server requests (before any connection);
+    an elicitation tied to no task goes to ``handlers`` (:mod:`.direct_elicitation`)."""
+    legacy = LegacyInputs(ledger, db, pool, scheduler, task_group, scheduler.inputs, handlers)
     scheduler.inputs = legacy
     scheduler.answer_carrier = legacy
     pool.server_requests = legacy

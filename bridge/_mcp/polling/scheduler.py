@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus as AnyioTaskStatus
@@ -32,9 +31,15 @@ from bridge._ledger.reads.views import TaskObservation, TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, wall_clock_ms
 from bridge._lifecycle import LostReason, TaskStatus
-from bridge._mcp.calls.failures import Failure, FailureKind, classify
+from bridge._mcp.calls.failures import Failure, FailureKind, Misbehaviour, classify
 from bridge._mcp.polling.due_queue import DueQueue
-from bridge._mcp.polling.status_reply import input_requests, parse_status, request_digest
+from bridge._mcp.polling.misbehaving import name_misbehaviour
+from bridge._mcp.polling.status_reply import (
+    input_requests,
+    parse_status,
+    reply_is_unchanged,
+    request_digest,
+)
 from bridge._mcp.polling.watches import (
     AnswerCarrier,
     InputObserver,
@@ -48,7 +53,6 @@ from bridge._mcp.polling.watches import (
 from bridge._mcp.servers import ServerConnection, ServerPool
 from bridge._mcp.wire.shapes import INTERNAL_ERROR, INVALID_PARAMS, DetailedTask
 from bridge._mcp.wire.task_requests import deliver_answers, fetch_task, send_cancel
-from bridge._redaction import scrub_task_id
 from bridge._telemetry.metrics import record_poll
 
 log = logging.getLogger(__name__)
@@ -458,7 +462,9 @@ class PollScheduler:
         if await self._expire_if_past_ttl(watch, now):
             return
         tenant = self._ledger.for_principal(watch.principal)
-        if failure.kind in (FailureKind.NO_ANSWER, FailureKind.UNREACHABLE):
+        if failure.misbehaviour is not None:  # reachable, answering badly: named by kind
+            await name_misbehaviour(self._db, tenant, watch, failure)
+        elif failure.kind in (FailureKind.NO_ANSWER, FailureKind.UNREACHABLE):
             watch.failing_since_ms = watch.failing_since_ms or now
             failing_for = now - watch.failing_since_ms
             if failing_for >= self.config.unreachable_grace_ms and not watch.unreachable_reported:
@@ -487,18 +493,23 @@ class PollScheduler:
         now = self._clock()
         status = parse_status(reply.status)
         problem = None
+        misbehaviour = None
         if reply.task_id != task.task_id:
             problem = "tasks/get answered for a different task id"
+            misbehaviour = Misbehaviour.WRONG_TASK
         elif status is None:
             problem = f"tasks/get reported an unknown status {reply.status[:40]!r}"
         elif reply.result_type not in (None, "complete"):
             # A task body under a resultType no spec defines: not a state to record.
             problem = f"tasks/get answered with an unknown resultType {reply.result_type[:40]!r}"
         if problem is not None:
-            await self._on_failure(watch, Failure(FailureKind.MALFORMED, problem))
+            await self._on_failure(
+                watch, Failure(FailureKind.MALFORMED, problem, misbehaviour=misbehaviour)
+            )
             return
         assert status is not None
         watch.failures, watch.failing_since_ms, watch.unreachable_reported = 0, None, False
+        watch.last_misbehaviour = None
         next_due = self.timing.next_due_ms(
             now,
             reply.poll_interval_ms or task.poll_interval_ms,
@@ -506,7 +517,7 @@ class PollScheduler:
             pushed=pushed,
         )
         requests = input_requests(reply) if status is TaskStatus.INPUT_REQUIRED else None
-        if self._is_unchanged(watch, reply, status, requests):
+        if reply_is_unchanged(watch.view, watch.input_digests, reply, status, requests):
             self._queue.schedule(task.ref, next_due)
         else:
             tenant = self._ledger.for_principal(watch.principal)
@@ -537,30 +548,6 @@ class PollScheduler:
         if self.inputs is not None:
             await self.inputs.polled(watch.principal, watch.view, watch.lease)
         await self._expire_if_past_ttl(watch, now)
-
-    def _is_unchanged(
-        self,
-        watch: Watch,
-        reply: DetailedTask,
-        status: TaskStatus,
-        requests: dict[str, dict[str, Any]] | None,
-    ) -> bool:
-        task = watch.view
-        if status is not task.status or status.is_terminal:
-            return False
-        message = reply.status_message
-        if message is not None and scrub_task_id(message, task.task_id, task.ref) != (
-            task.status_message
-        ):
-            return False  # (stored scrubbed: compared scrubbed, or every poll would rewrite it)
-        if reply.poll_interval_ms is not None and reply.poll_interval_ms != task.poll_interval_ms:
-            return False
-        if reply.ttl_ms is not None and reply.ttl_ms != task.ttl_ms:
-            return False
-        for key, request in (requests or {}).items():
-            if watch.input_digests.get(key) != request_digest(request):
-                return False  # a new key, or a known key with another payload (an anomaly)
-        return True
 
     async def _expire_if_past_ttl(self, watch: Watch, now: int) -> bool:
         deadline = ttl_deadline_ms(watch.view)

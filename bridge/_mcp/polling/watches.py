@@ -13,6 +13,7 @@ from bridge import events as ev
 from bridge._config import SchedulerConfig as SchedulerConfig
 from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.reads.views import TaskView
+from bridge._mcp.calls.failures import Misbehaviour
 
 
 class LeaseGuard(Protocol):
@@ -53,6 +54,7 @@ class Watch:
     failing_since_ms: int | None = None
     unreachable_reported: bool = False
     last_anomaly: str | None = None
+    last_misbehaviour: Misbehaviour | None = None  # named once per kind until a good reply
     undelivered_answers: bool = False
     cancel_pending: bool = False
     # The replica incarnation this handle is leased to (leased polling), or None (single

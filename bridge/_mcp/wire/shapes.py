@@ -23,6 +23,7 @@ INVALID_PARAMS = -32602  # unknown or expired taskId
 INTERNAL_ERROR = -32603
 PARSE_ERROR = -32700  # also made up by the SDK when a reply body is not JSON
 INVALID_REQUEST = -32600
+REQUEST_TIMEOUT = mcp_types.REQUEST_TIMEOUT  # the SDK gave up waiting for the reply
 # Codes the SDK raises locally when the transport gave no answer (never sent by a server).
 TRANSPORT_CODES = frozenset({mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT})
 

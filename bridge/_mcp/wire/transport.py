@@ -22,7 +22,14 @@ client and turns such a failure into that one request's own JSON-RPC error inste
   connect refused for its credentials is told apart from any other failure
   (:class:`~bridge.errors.ServerCredentialsRejected`);
 - a failure to connect names its cause in the error's ``data`` as one word (``tls``, ``dns``,
-  ``refused``: :func:`connect_cause`), never the exception's text (it may quote headers).
+  ``refused``: :func:`connect_cause`), never the exception's text (it may quote headers);
+- a stream resumed (``GET`` with ``Last-Event-ID``) from the same event id more than
+  :data:`MAX_RESUMES_WITHOUT_PROGRESS` times within :data:`RESUME_WINDOW_S` is refused here,
+  without a connection (a quiet stream a server ends now and then is resumed as before): the SDK
+  resumes a response stream that ended without its response, and starts over each time the
+  server accepts and ends it again without sending anything, a connection a second for as
+  long as the request waits. Refused, the SDK gives up after its own few attempts and ends
+  the request (its outcome unknown, as at a timeout).
 
 A normal response passes through untouched except for the body wrapper (one extra async frame).
 """
@@ -34,6 +41,7 @@ import math
 import socket
 import ssl
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -50,6 +58,11 @@ _RETRY_STATUSES = frozenset({429, 503})
 _GATEWAY_STATUSES = frozenset({502, 504})
 CREDENTIAL_STATUSES = frozenset({401, 403})
 _SESSION_HEADER = "mcp-session-id"
+_LAST_EVENT_ID = "last-event-id"
+# Resumes from one event id that brought nothing new; then the stream is abandoned.
+MAX_RESUMES_WITHOUT_PROGRESS = 2
+RESUME_WINDOW_S = 10.0  # resumes further apart than this are a quiet stream, not a loop
+_RESUMES_KEPT = 1024  # event ids remembered (oldest forgotten first)
 
 
 def retry_after_ms(value: str | None, now_s: float) -> int | None:
@@ -153,6 +166,25 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
         self._inner = inner
         self._on_failure = on_failure  # the connection may be gone: new requests reconnect
         self._now_s = clock_s
+        # Last-Event-ID -> (resumes, when the first of them was made)
+        self._resumes: OrderedDict[str, tuple[int, float]] = OrderedDict()
+
+    def abandoned(self, request: httpx2.Request) -> bool:
+        """Whether ``request`` resumes a stream from an event id already resumed from
+        :data:`MAX_RESUMES_WITHOUT_PROGRESS` times within :data:`RESUME_WINDOW_S` (the server
+        accepted each and sent nothing after it)."""
+        resumed_from = request.headers.get(_LAST_EVENT_ID)
+        if request.method != "GET" or resumed_from is None:
+            return False
+        now = self._now_s()
+        seen, since = self._resumes.pop(resumed_from, (0, now))
+        if now - since > RESUME_WINDOW_S:
+            seen, since = 0, now
+        seen += 1
+        self._resumes[resumed_from] = (seen, since)
+        while len(self._resumes) > _RESUMES_KEPT:
+            self._resumes.popitem(last=False)
+        return seen > MAX_RESUMES_WITHOUT_PROGRESS
 
     def failed(self, exc: httpx2.TransportError) -> dict[str, Any]:
         """The JSON-RPC error body for a request that got no response (the connection is
@@ -193,6 +225,8 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
         return None
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self.abandoned(request):  # not sent: the SDK counts it as a failed resume
+            return httpx2.Response(410, request=request)
         try:
             response = await self._inner.handle_async_request(request)
         except httpx2.TransportError as exc:

@@ -7,8 +7,11 @@ One module a job, each usable on its own:
 ``envelope``           :class:`UhpApiError` and the exception handlers: every non-2xx body
                        in the UHP error envelope
 ``versions``           :class:`VersionNegotiation`: ``UHP-Version`` refused or stamped;
-                       :data:`SERVED_VERSIONS` (2026-08-11 and 2026-09-28)
-``discovery``          :func:`discovery_document` for ``GET /v1/uhp``
+                       :data:`SERVED_VERSIONS` (2026-08-11, 2026-09-12, 2026-09-28, 2026-10-04)
+``capabilities``       the optional capabilities later versions introduced, per version:
+                       :func:`absent_capability_routes` (their endpoints answer 404),
+                       :func:`refuse_absent_references` (a task naming one of their objects)
+``discovery``          :func:`discovery_document` for ``GET /v1/uhp``, at the served version
 ``auth``               :class:`BearerAuth`: bearer token -> principal, 401 in the envelope
 ``event_log``          :class:`MemoryEventLog`, :class:`EventSource`, :func:`follow_log`:
                        sequence numbers, replay from ``Last-Event-ID``, live tail
@@ -49,6 +52,11 @@ if TYPE_CHECKING:
     )
 from bridge.uhp.serving._access_log import scrub_access_log
 from bridge.uhp.serving._auth import BearerAuth, digest_principal
+from bridge.uhp.serving._capabilities import (
+    absent_capability_routes,
+    capabilities_at,
+    refuse_absent_references,
+)
 from bridge.uhp.serving._discovery import discovery_document
 from bridge.uhp.serving._envelope import (
     UhpApiError,
@@ -118,7 +126,9 @@ from bridge.uhp.serving._sse import (
 from bridge.uhp.serving._versions import (
     SERVED_VERSIONS,
     V2026_08_11,
+    V2026_09_12,
     V2026_09_28,
+    V2026_10_04,
     VersionNegotiation,
     served_version,
 )
@@ -134,7 +144,9 @@ __all__ = [
     "TERMINAL_EVENT_FOR_STATUS",
     "TERMINAL_STATUSES",
     "V2026_08_11",
+    "V2026_09_12",
     "V2026_09_28",
+    "V2026_10_04",
     "BearerAuth",
     "ChangeSignal",
     "CreateRequest",
@@ -151,9 +163,11 @@ __all__ = [
     "StagedCommit",
     "UhpApiError",
     "VersionNegotiation",
+    "absent_capability_routes",
     "add_port_arguments",
     "bound_port",
     "budget",
+    "capabilities_at",
     "check_port_arguments",
     "conflict",
     "create_ledger_engine",
@@ -177,6 +191,7 @@ __all__ = [
     "parse_json",
     "read_create_request",
     "read_limited",
+    "refuse_absent_references",
     "refuse_if_unavailable",
     "replayed_response_id",
     "request_fingerprint",

@@ -7,9 +7,9 @@ several versions at once (``supported=SERVED_VERSIONS``); a handler reads the on
 negotiated with :func:`served_version`.
 
 Each version is additive to the one before (``2026-09-12`` added plugins, ``2026-09-28``
-environments, both optional capabilities), so a Core server serves ``2026-08-11`` and
-``2026-09-28`` from one code path: what differs is only which capabilities discovery states
-(``discovery.VERSIONED_CAPABILITIES``).
+environments, ``2026-10-04`` memories, each an optional capability), so a Core server serves
+all four from one code path: what differs is only which capabilities discovery states and how
+the absent ones answer (``capabilities``).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ _SCOPE_KEY = "uhp_version"
 V2026_08_11 = "2026-08-11"
 V2026_09_12 = "2026-09-12"
 V2026_09_28 = "2026-09-28"
-#: What the kit serves, oldest first: the Core surface of both is the same (see the module doc).
-SERVED_VERSIONS = (V2026_08_11, V2026_09_28)
+V2026_10_04 = "2026-10-04"
+#: What the kit serves, oldest first: the Core surface of all is the same (see the module doc).
+SERVED_VERSIONS = (V2026_08_11, V2026_09_12, V2026_09_28, V2026_10_04)
 
 
 class VersionNegotiation:
