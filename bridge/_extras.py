@@ -23,6 +23,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "pydantic-ai": ("pydantic_ai",),
     "openai-agents": ("agents",),
     "langgraph": ("langgraph", "langchain_core"),
+    "temporal": ("temporalio",),
 }
 
 

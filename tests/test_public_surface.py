@@ -27,6 +27,7 @@ PUBLIC_MODULES = {
     "bridge.integrations.pydantic_ai",
     "bridge.integrations.openai_agents",
     "bridge.integrations.langgraph",
+    "bridge.integrations.temporal",
     "bridge.cli",
     "bridge.cli.__main__",
     "bridge.console",
