@@ -20,6 +20,7 @@ class CallSpec:
     arguments: dict[str, Any] = field(default_factory=dict)
     on_cancel: OnWorkflowCancel = OnWorkflowCancel.LEAVE
     heartbeat_timeout_s: float = 10.0
+    start_timeout_s: float = 60.0
 
 
 @workflow.defn
@@ -33,7 +34,10 @@ class BridgedCallWorkflow:
             spec.tool,
             spec.arguments,
             on_cancel=spec.on_cancel,
-            options=CallOptions(heartbeat_timeout_s=spec.heartbeat_timeout_s),
+            options=CallOptions(
+                heartbeat_timeout_s=spec.heartbeat_timeout_s,
+                start_timeout_s=spec.start_timeout_s,
+            ),
         )
 
 
