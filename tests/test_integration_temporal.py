@@ -24,7 +24,6 @@ from bridge.integrations.temporal import (
     OnWorkflowCancel,
     OutcomeKind,
     PendingInput,
-    ToolOutcome,
 )
 from tests.support.bridging import FAST, wait_until
 from tests.support.processes import ServerProcess

@@ -8,4 +8,6 @@ them). Install the matching extra, e.g. ``uhp-mcp-bridge[pydantic-ai]``:
 * :mod:`bridge.integrations.openai_agents` — ``BridgedMCPServer`` and ``run_to_completion``.
 * :mod:`bridge.integrations.langgraph` — ``bridge_tools``, ``when_settled`` and
   ``BridgeCheckpointer``.
+* :mod:`bridge.integrations.temporal` — ``call_tool`` (workflow side) and
+  ``BridgeActivities`` (worker side).
 """

@@ -79,8 +79,16 @@ class TemporalDevServer:
     def _ready(self) -> bool:
         # The namespace is served once `operator namespace describe` answers.
         done = subprocess.run(
-            [self.cli, "operator", "namespace", "describe", "--address", self.target,
-             "--namespace", NAMESPACE],
+            [
+                self.cli,
+                "operator",
+                "namespace",
+                "describe",
+                "--address",
+                self.target,
+                "--namespace",
+                NAMESPACE,
+            ],
             capture_output=True,
             timeout=30,
             check=False,

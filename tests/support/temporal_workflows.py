@@ -1,6 +1,5 @@
 """Workflows the Temporal integration's tests and benchmark run (and the worker driver hosts)."""
 
-
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any

@@ -154,7 +154,9 @@ async def _observe(run: Run, request: WatchRequest) -> Observation:
         if getattr(event, "task_ref", None) != task_ref:
             continue
         if isinstance(event, ev.TaskTerminal | ev.TaskLost):
-            return Observation(settled=_task_outcome(request.handle.op_ref, await run.task(task_ref)))
+            return Observation(
+                settled=_task_outcome(request.handle.op_ref, await run.task(task_ref))
+            )
         if isinstance(event, ev.TaskInputRequired) and event.input_ref not in seen:
             params = event.params
             schema = params.get("requestedSchema")
@@ -210,7 +212,9 @@ def _result(op_ref: str, task_ref: str | None, result: Any) -> ToolOutcome:
     texts = [
         item["text"]
         for item in content or []
-        if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str)
+        if isinstance(item, dict)
+        and item.get("type") == "text"
+        and isinstance(item.get("text"), str)
     ]
     return ToolOutcome(
         OutcomeKind.COMPLETED,

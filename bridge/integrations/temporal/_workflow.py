@@ -102,7 +102,7 @@ async def call_tool(
     workflow_id = workflow.info().workflow_id
     call = ToolCall(workflow_id, server, tool, dict(arguments or {}), f"{workflow_id}:{name}")
     try:
-        started = await workflow.execute_activity(
+        started: Started = await workflow.execute_activity(
             START_CALL,
             call,
             result_type=Started,
@@ -138,7 +138,7 @@ async def _watch(
     waiting: list[str] = []
     seen: list[str] = []
     while True:
-        seen_now = await workflow.execute_activity(
+        seen_now: Observation = await workflow.execute_activity(
             WATCH_TASK,
             WatchRequest(call, handle, list(waiting), list(seen)),
             result_type=Observation,
