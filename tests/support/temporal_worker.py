@@ -1,7 +1,7 @@
 """A Temporal worker process on the bridge (for SIGKILL tests and the benchmark).
 
     python -m tests.support.temporal_worker --target HOST:PORT --task-queue Q --db LEDGER \
-        --mcp-url URL [--crash STEP] [--max-activities N]
+        --mcp-url URL [--crash STEP]
 
 It opens one bridge (principal ``acme``, the MCP server as ``tasks``, recovering what is open
 on start) and runs the test workflows and the bridge's activities, printing ``READY`` once it
@@ -19,12 +19,7 @@ from bridge import Bridge, BridgeSettings, McpServerConfig
 from bridge.integrations.temporal import BridgeActivities
 from tests.support.bridging import FAST
 from tests.support.crash_driver import CRASH_POINTS, _inject
-from tests.support.temporal_workflows import (
-    BridgedCallWorkflow,
-    PlainCallWorkflow,
-    TwoCallsWorkflow,
-    plain_mcp_call,
-)
+from tests.support.temporal_workflows import BridgedCallWorkflow, TwoCallsWorkflow
 
 PRINCIPAL = "acme"
 
@@ -42,9 +37,8 @@ async def main(args: argparse.Namespace) -> None:
         worker = Worker(
             client,
             task_queue=args.task_queue,
-            workflows=[BridgedCallWorkflow, TwoCallsWorkflow, PlainCallWorkflow],
-            activities=[*acts.activities(), plain_mcp_call],
-            max_concurrent_activities=args.max_activities,
+            workflows=[BridgedCallWorkflow, TwoCallsWorkflow],
+            activities=acts.activities(),
         )
         async with worker:
             print("READY", flush=True)
@@ -56,7 +50,6 @@ if __name__ == "__main__":
     for name in ("--target", "--task-queue", "--db", "--mcp-url"):
         parser.add_argument(name, required=True)
     parser.add_argument("--crash", choices=sorted(CRASH_POINTS))
-    parser.add_argument("--max-activities", type=int, default=200)
     parsed = parser.parse_args()
     if parsed.crash:
         _inject(parsed.crash)

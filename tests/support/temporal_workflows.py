@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from temporalio import activity, workflow
+from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from bridge.integrations.temporal import CallOptions, OnWorkflowCancel, ToolOutcome, call_tool
@@ -64,28 +64,18 @@ class TwoCallsChangedWorkflow:
 
 
 @dataclass(frozen=True)
-class PlainCall:
-    url: str
-    tool: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-
-
-@activity.defn(name="plain_mcp_call")
-async def plain_mcp_call(call: PlainCall) -> str:
-    """The MCP call as one plain activity, the way pydantic-ai's Temporal integration makes it:
-    a client session, ``tools/call``, the result (no task handle kept anywhere)."""
-    from mcp import Client
-
-    async with Client(call.url) as client:
-        result = await client.call_tool(call.tool, call.arguments)
-    return "".join(getattr(item, "text", "") for item in result.content)
+class RawCall:
+    key: str
+    seconds: float
 
 
 @workflow.defn
-class PlainCallWorkflow:
+class RawCallWorkflow:
+    """The MCP call as one plain activity (``bench/temporal.py``'s ``raw_task_call``)."""
+
     @workflow.run
-    async def run(self, call: PlainCall) -> str:
-        result: str = await workflow.execute_activity(
-            "plain_mcp_call", call, result_type=str, start_to_close_timeout=timedelta(seconds=60)
+    async def run(self, call: RawCall) -> str:
+        status: str = await workflow.execute_activity(
+            "raw_task_call", call, result_type=str, start_to_close_timeout=timedelta(seconds=120)
         )
-        return result
+        return status
