@@ -74,15 +74,19 @@ def _settings(db: Path, url: str) -> BridgeSettings:
     )
 
 
-async def bench_temporal(quick: bool, handles: int, report: Report) -> None:
+async def bench_temporal(
+    quick: bool, handles: int, report: Report, parts: tuple[str, ...] = ("call", "handles")
+) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="bench-temporal-"))
     calls = 10 if quick else 40
     count = 100 if quick else handles
     report.add("## 13. Temporal: a bridged task call in a workflow, and open handles")
     report.add()
     with TemporalDevServer(scratch / "temporal") as temporal:
-        await _call_vs_plain(temporal, scratch, calls, report)
-        await _open_handles(temporal, scratch, count, quick, report)
+        if "call" in parts:
+            await _call_vs_plain(temporal, scratch, calls, report)
+        if "handles" in parts:
+            await _open_handles(temporal, scratch, count, quick, report)
 
 
 async def _call_vs_plain(
@@ -244,9 +248,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Temporal benchmarks (section 13)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--handles", type=int, default=1_000)
+    parser.add_argument("--only", nargs="+", choices=("call", "handles"), default=None)
     args = parser.parse_args()
     report = Report("python -m bench.temporal")
-    anyio.run(bench_temporal, args.quick, args.handles, report)
+    parts = tuple(args.only or ("call", "handles"))
+    anyio.run(bench_temporal, args.quick, args.handles, report, parts)
 
 
 if __name__ == "__main__":

@@ -52,9 +52,7 @@ class PayInvoice:
     async def run(self, payment: dict[str, Any]) -> ToolOutcome:
         # Waits, durably, until the task settles; its approval waits for an answer.
         return await call_tool("payments", "approve_payment", payment)
-
-
-# --8<-- [end:workflow]
+        # --8<-- [end:workflow]
 
 
 def temporal_cli() -> str:

@@ -94,11 +94,13 @@ class BridgeActivities:
         """Wait, heartbeating, until the task settles, asks something new, or an input the
         workflow waits on is answered through the bridge (API, CLI, console)."""
         run = self._bridge.run(self.principal, request.handle.run_ref)
-        # A replay: watched again here if no scheduler of this process watches it (the worker
-        # that started it died); it sends nothing.
-        replayed = await _call(run, request.call)
-        if isinstance(replayed, TaskSettled):
-            return Observation(settled=_task_outcome(replayed.op_ref, replayed.task))
+        if not self._bridge._requester.scheduler.is_watching(request.handle.task_ref):
+            # Not watched here (the worker that started it died, or the task settled): a replay
+            # watches it again if it is open, and sends nothing. The private read saves the
+            # replay's ledger write on the usual path, where this process started the call.
+            replayed = await _call(run, request.call)
+            if isinstance(replayed, TaskSettled):
+                return Observation(settled=_task_outcome(replayed.op_ref, replayed.task))
         result: Observation | None = None
         async with anyio.create_task_group() as group:
             group.start_soon(_heartbeat)
