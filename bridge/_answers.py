@@ -4,7 +4,8 @@ An elicitation is answered with ``{"action": "accept", "content": {...}}``, ``{"
 "decline"}`` or ``{"action": "cancel"}``. :func:`build_answer` makes that shape from what a
 person typed: ``KEY=VALUE`` texts (CLI ``--accept``, console forms) coerced to the types of the
 request's ``requestedSchema``, or JSON content; either way the content is then checked against
-the whole schema with jsonschema. A bad answer raises :class:`~bridge.InvalidAnswer`
+the whole schema with jsonschema (a field the schema does not name is refused, as
+``--accept`` refuses it). A bad answer raises :class:`~bridge.errors.InvalidAnswer`
 naming every problem, one per field; nothing is recorded or sent. The console and the CLI both
 answer through this one path.
 """
@@ -161,7 +162,7 @@ def build_answer(
     """The elicitation answer for ``action``, checked. ``accept`` takes ``texts`` (coerced to
     the schema's types) or ``content`` (JSON, used as is), checked against ``schema``; a
     request with no schema (URL mode) takes neither. ``decline``/``cancel`` take nothing.
-    Raises :class:`~bridge.InvalidAnswer` naming every problem."""
+    Raises :class:`~bridge.errors.InvalidAnswer` naming every problem."""
     if action not in ACTIONS:
         raise InvalidAnswer(input_ref, [f"action: choose one of {', '.join(ACTIONS)}"])
     given = bool(texts) or content is not None
@@ -180,6 +181,9 @@ def build_answer(
         if problems:
             raise InvalidAnswer(input_ref, [f"{k}: {v}" for k, v in problems.items()])
     found = schema_problems(schema, content)
+    if isinstance(content, dict) and "properties" in schema:  # a form's fields are all named
+        props = properties(schema)
+        found += [f"{k}: no such field in the requested schema" for k in content if k not in props]
     if found:
         raise InvalidAnswer(input_ref, found)
     return {"action": "accept", "content": content}

@@ -1,7 +1,7 @@
 """Typed errors raised by the bridge. Messages never include raw task ids or credentials.
 
 Catch :class:`BridgeError` for everything the bridge raises on purpose. The tree (the UHP
-errors live in :mod:`bridge.uhp._errors`; every name is exported by :mod:`bridge`)::
+errors live in :mod:`bridge.uhp._errors`; every name is exported by :mod:`bridge.errors`)::
 
     BridgeError
     ├── LedgerError                  a ledger write was refused; nothing was written
@@ -26,8 +26,7 @@ errors live in :mod:`bridge.uhp._errors`; every name is exported by :mod:`bridge
     │   ├── TaskRequestFailed        tasks/get|update|cancel failed
     │   └── AnswerRefused            the server refused a tasks/update (not delivered)
     ├── NoToolResult                 the step holds no tool result to read
-    ├── InvalidInputAnswer           content does not match the requested schema
-    │   └── InvalidAnswer            the same, naming every problem (.problems)
+    ├── InvalidAnswer                an answer that does not fit its request (.problems)
     ├── WaitTimedOut                 wait_for's timeout passed (also a TimeoutError)
     ├── UhpError                     a UHP request failed (bridge.uhp._errors)
     │   ├── UhpAuthError
@@ -226,25 +225,17 @@ class NoToolResult(BridgeError):
     unknown, refused, or truncated in the ledger). The message says which."""
 
 
-class InvalidInputAnswer(BridgeError):
-    """The answer does not fit the input request (content against its requested schema, or an
-    action the request's method does not take). Nothing was recorded or sent."""
+class InvalidAnswer(BridgeError):
+    """An answer does not fit its input request: content against the requested schema
+    (unknown fields included), or an action the request's method does not take. Checked before
+    anything is recorded or sent; the request stays answerable. ``problems`` names each field
+    and what is wrong with it, one line each (``"approve: 'yes' is not of type 'boolean'"``)."""
 
-    def __init__(self, input_ref: str, detail: str) -> None:
-        super().__init__(f"input request {input_ref}: {detail}")
+    def __init__(self, input_ref: str, problems: list[str] | str) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.detail = "; ".join(self.problems) or "the answer does not fit"
+        super().__init__(f"input request {input_ref}: {self.detail}")
         self.input_ref = input_ref
-        self.detail = detail
-
-
-class InvalidAnswer(InvalidInputAnswer):
-    """An answer checked before anything was sent (:mod:`bridge._answers`) does not fit its
-    input request. ``problems`` names each field and what is wrong with it, one line each
-    (``"approve: 'yes' is not of type 'boolean'"``). Nothing was recorded as answered or sent;
-    the request stays answerable."""
-
-    def __init__(self, input_ref: str, problems: list[str]) -> None:
-        super().__init__(input_ref, "; ".join(problems) or "the answer does not fit")
-        self.problems = list(problems)
 
 
 class WaitTimedOut(BridgeError, TimeoutError):

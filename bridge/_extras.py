@@ -3,7 +3,7 @@
 The core install (``pip install uhp-mcp-bridge``) makes bridged calls: ledger, MCP side, UHP
 client. Serving, the CLI, OTLP export, PostgreSQL and each agent framework need an extra; a
 module that needs one calls :func:`require_extra` first, so a missing package is an
-:class:`~bridge.MissingExtra` naming the ``pip install`` to run, not a bare
+:class:`~bridge.errors.MissingExtra` naming the ``pip install`` to run, not a bare
 ``ModuleNotFoundError`` from deep inside it.
 """
 
@@ -36,7 +36,7 @@ def installed(module: str) -> bool:
 
 
 def require_extra(feature: str, extra: str, modules: tuple[str, ...] | None = None) -> None:
-    """Raise :class:`~bridge.MissingExtra` if a package ``feature`` needs is missing.
+    """Raise :class:`~bridge.errors.MissingExtra` if a package ``feature`` needs is missing.
 
     ``modules`` defaults to every import name of ``extra``."""
     wanted = EXTRA_MODULES[extra] if modules is None else modules

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
-from bridge import events as ev
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
 from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
@@ -42,7 +41,6 @@ from bridge._runtime.reads import BridgeServices
 from bridge._runtime.recovery_report import RecoveryReport
 from bridge._settings import BridgeSettings
 from bridge._telemetry.outer_spans import OuterSpans
-from bridge.uhp._client import ResponseFollower
 
 if TYPE_CHECKING:
     import mcp_types
@@ -236,37 +234,25 @@ class Bridge:
 
     async def start_remote_run(
         self, principal: str, uhp_server: str, input: Any, **request: Any
-    ) -> ResponseFollower:
-        """Start a streaming response on a remote UHP server. The returned follower yields its
-        events; if nobody consumes them, call :meth:`follow_remote_run` to reconcile in the
-        background instead."""
+    ) -> Run:
+        """Start a streaming response on a remote UHP server; its handle. The bridge follows
+        it in the background to its terminal state (recorded, so ``Run.subscribe`` reads it),
+        then applies the outer-end policies."""
         self._scope(principal)
         client = await self._outer.client(principal, uhp_server)
         follower = await client.stream_response(input, **request)
         run = await self._db(self._ledger.for_principal(principal).get_run, follower.run_ref)
         await self._spans.start(principal, run, served=False)
-        return follower
-
-    def follow_remote_run(self, principal: str, follower: ResponseFollower) -> None:
-        """The outer reconcile loop for one remote run: follow it to its terminal state in the
-        background, then apply the outer-end policies."""
         self._outer.follow(principal, follower)
+        return Run(self._services, principal, run.ref)
 
     # -- across runs -----------------------------------------------------------------------
-    async def pending_inputs(
-        self, principal: str, run_ref: str | None = None
-    ) -> list[InputRequest]:
-        """Unanswered input requests of this principal's open tasks (of one run), oldest
-        first, then those of calls waiting for input before any task (MRTR): offer them to
-        the user (again, after a restart)."""
+    async def pending_inputs(self, principal: str) -> list[InputRequest]:
+        """Unanswered input requests of every run of this principal (its open tasks', oldest
+        first, then its calls' waiting for input before any task: MRTR), for an inbox across
+        runs; one run's: :meth:`Run.pending_inputs`."""
         self._scope(principal)
-        return await reads.pending_inputs(self._services, principal, run_ref)
-
-    def input_request(self, principal: str, event: ev.InputRequiredEvent) -> InputRequest:
-        """The typed request a ``task.input_required`` (or, MRTR, ``call.input_required``)
-        event announces."""
-        self._scope(principal)
-        return reads.input_request(self._services, principal, event)
+        return await reads.pending_inputs(self._services, principal, None)
 
     async def list_tools(self, principal: str, server: str) -> list[mcp_types.Tool]:
         """The tools ``server`` lists, through the bridge's own connection and credentials

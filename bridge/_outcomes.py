@@ -11,15 +11,16 @@ that answer it.
 
 An :class:`InputRequest` comes from a ``task.input_required`` event, or a
 ``call.input_required`` event (a server that asked before creating any task: MRTR), through
-``Bridge.input_request(principal, event)``, or from ``Bridge.pending_inputs(principal)``.
-For an elicitation (``elicitation/create``) ``accept(content)`` / ``decline()`` / ``cancel()``
+``Run.input_request(event)``, or from ``Run.pending_inputs()`` (``Bridge.pending_inputs``:
+every run's).
+For an elicitation (``elicitation/create``) ``accept(content)`` / ``decline()`` / ``dismiss()``
 send the MCP ``ElicitResult`` shape::
 
     {"action": "accept", "content": {...}}   {"action": "decline"}   {"action": "cancel"}
 
-``accept`` validates ``content`` against the request's ``requestedSchema`` first: a bad answer
-raises :class:`~bridge.InvalidInputAnswer` and nothing is recorded or sent. Other
-methods (``sampling/createMessage``) take a raw result through ``respond`` (or ``Run.answer``).
+``accept`` checks ``content`` against the request's ``requestedSchema`` first: a bad answer
+raises :class:`~bridge.errors.InvalidAnswer` and nothing is recorded or sent. Other methods
+(``sampling/createMessage``) take the method's own result through ``respond``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from bridge._errors import InvalidInputAnswer, NoToolResult
+from bridge._errors import InvalidAnswer, NoToolResult
 from bridge._ledger.reads.views import TaskView
 from bridge._lifecycle import Admission
 from bridge._mcp.wire.tool_result import ToolResultAccess
@@ -67,50 +68,45 @@ class InputRequest:
         schema = self.params.get("requestedSchema")
         return schema if isinstance(schema, dict) else None
 
-    async def accept(self, content: dict[str, Any] | None = None) -> AnswerReceipt:
-        """Accept, with ``content`` matching :attr:`requested_schema` (checked before anything
-        is recorded, as :meth:`answer` checks it). A URL-mode elicitation has no schema and
-        takes no content."""
-        return await self.answer("accept", content=content)
-
-    async def answer(
-        self, action: str, *, texts: dict[str, str] | None = None, content: Any = None
+    async def accept(
+        self, content: dict[str, Any] | None = None, *, texts: dict[str, str] | None = None
     ) -> AnswerReceipt:
-        """Build the answer from the requested schema and send it (:func:`bridge._answers.
-        build_answer`): ``action`` accept/decline/cancel; accept takes ``KEY=VALUE`` ``texts``
-        coerced to the schema's types, or JSON ``content``. ``InvalidAnswer`` names every
-        problem, and nothing is recorded or sent."""
-        from bridge._answers import build_answer
-
-        self._require_elicitation(action)
-        return await self._send(
-            build_answer(
-                self.input_ref, self.requested_schema, action, texts=texts, content=content
-            )
-        )
+        """Accept, with JSON ``content`` or ``KEY=VALUE`` ``texts`` (coerced to the schema's
+        types, as the CLI and console take them), checked against :attr:`requested_schema`
+        (unknown fields included) by :func:`bridge._answers.build_answer`: a bad answer raises
+        :class:`~bridge.errors.InvalidAnswer` naming every problem, and nothing is recorded or sent.
+        A URL-mode elicitation has no schema and takes no content."""
+        return await self._elicit("accept", texts=texts, content=content)
 
     async def decline(self) -> AnswerReceipt:
         """The user explicitly said no."""
-        self._require_elicitation("decline")
-        return await self._send({"action": "decline"})
+        return await self._elicit("decline")
 
-    async def cancel(self) -> AnswerReceipt:
-        """The user dismissed the request without choosing."""
-        self._require_elicitation("cancel")
-        return await self._send({"action": "cancel"})
+    async def dismiss(self) -> AnswerReceipt:
+        """The user dismissed the request without choosing (the wire's ``cancel`` action; the
+        task goes on: ``Run.cancel_task`` cancels a task)."""
+        return await self._elicit("cancel")
 
     async def respond(self, result: Any) -> AnswerReceipt:
-        """Send the method's own result shape as is (``sampling/createMessage``: a
-        ``CreateMessageResult`` dumped to JSON), unchecked, like ``Run.answer``."""
+        """Answer a method other than an elicitation (``sampling/createMessage``: a
+        ``CreateMessageResult`` dumped to JSON) with the method's own result shape. An
+        elicitation is answered only by :meth:`accept`, :meth:`decline` or :meth:`dismiss`."""
+        if self.method == ELICITATION:
+            detail = f"answer {ELICITATION} with accept(), decline() or dismiss()"
+            raise InvalidAnswer(self.input_ref, detail)
         return await self._send(result)
 
-    def _require_elicitation(self, action: str) -> None:
+    async def _elicit(
+        self, action: str, *, texts: dict[str, str] | None = None, content: Any = None
+    ) -> AnswerReceipt:
+        from bridge._answers import build_answer
+
         if self.method != ELICITATION:
-            raise InvalidInputAnswer(
-                self.input_ref,
-                f"{action}() answers {ELICITATION}; answer {self.method} with "
-                "respond() and the method's own result",
-            )
+            detail = f"{action} answers {ELICITATION}; answer {self.method} with respond()"
+            raise InvalidAnswer(self.input_ref, detail)
+        schema = self.requested_schema
+        answer = build_answer(self.input_ref, schema, action, texts=texts, content=content)
+        return await self._send(answer)
 
 
 class OutcomeKind(StrEnum):
@@ -242,9 +238,9 @@ class InputPending(CallOutcome):
     """The server needs input before it does anything (MRTR: an ``InputRequiredResult`` to
     ``tools/call``, leg ``leg`` of the call). Nothing is in flight; the call is recorded
     ``input_required`` and one ``call.input_required`` event per input was written. Answer
-    every input (``inputs[i].accept(...)``, ``Run.answer``): the call is then sent
+    every input (``inputs[i].accept(...)``): the call is then sent
     again with the answers and the server's state, and the last answer's receipt carries
-    what that leg returned. Still listed by ``Bridge.pending_inputs`` after a restart."""
+    what that leg returned. Still listed by ``Run.pending_inputs`` after a restart."""
 
     kind: ClassVar[OutcomeKind] = OutcomeKind.INPUT_REQUIRED
     op_ref: str

@@ -11,21 +11,22 @@ of a task or call reference). A handle holds nothing of its own beyond the two n
 cheap to make, and works while the bridge that made it is open.
 
 A task, input or call named to a handle must belong to its run: anything else is
-:class:`~bridge.NotFound`, as another principal's records are.
+:class:`~bridge.errors.NotFound`, as another principal's records are.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from opentelemetry import context as otel_context
 
 from bridge import events as ev
-from bridge._errors import NotFound
+from bridge._errors import InputAlreadyAnswered, NotFound, UnknownInputKey
 from bridge._ids import is_call_ref
 from bridge._ledger.agent_states import AgentStateView
-from bridge._ledger.reads.views import RunView, TaskView
+from bridge._ledger.reads.views import CallView, RunView, TaskView
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import Admission, OuterStatus
 from bridge._outcomes import AnswerReceipt, CallOutcome, InputPending, InputRequest, TaskHandle
@@ -33,7 +34,6 @@ from bridge._policies import WaitMode
 from bridge._runtime import reads
 from bridge._runtime.reads import BridgeServices
 from bridge._runtime.step_results import (
-    OperationRecord,
     RecoverableFailure,
     TaskPending,
     TaskSettled,
@@ -129,9 +129,10 @@ class Run:
             services.waker(), services.db, tenant, outcome.op_ref, task, deadline, ask
         )
 
-    async def operation(self, operation_id: str) -> OperationRecord | None:
-        """What the call with this operation id recorded in this run (None: nothing). Reading
-        it sends nothing; calling :meth:`call_tool` again with the id replays it."""
+    async def operation(self, operation_id: str) -> CallView | None:
+        """The call with this operation id in this run, with its task if it became one (None:
+        no such call). Reading it sends nothing; calling :meth:`call_tool` again with the id
+        replays it."""
         db = self._services.db
         dispatch = await db(self._tenant.find_dispatch, operation_id)
         if dispatch is None or dispatch.run_ref != self.ref:
@@ -139,7 +140,7 @@ class Run:
         task = None
         if dispatch.task_ref is not None:
             task = await db(self._tenant.get_task, dispatch.task_ref)
-        return OperationRecord(dispatch, task)
+        return replace(dispatch, task=task)
 
     async def resolve_unknown_outcome(self, op_ref: str, admission: Admission) -> None:
         """Say whether a call of this run whose outcome is unknown was admitted by its server
@@ -164,13 +165,13 @@ class Run:
     async def wait_for(self, task_refs: Sequence[str], timeout: float) -> list[TaskView]:
         """Until every task is settled — terminal, or lost (lost counts as final) — then their
         views in the order asked. Woken by commits on this run, this process's or another's
-        (no polling). Raises :class:`~bridge.WaitTimedOut` after ``timeout`` seconds;
+        (no polling). Raises :class:`~bridge.errors.WaitTimedOut` after ``timeout`` seconds;
         the tasks go on being watched."""
         for task_ref in task_refs:
             await self.task(task_ref)
         return await reads.wait_for(self._services, self.principal, task_refs, timeout)
 
-    async def cancel(self, task_ref: str) -> bool:
+    async def cancel_task(self, task_ref: str) -> bool:
         """Ask the server to cancel a task of this run (``tasks/cancel``, recorded first as the
         host's intent). True when the server acknowledged it; False when the task had already
         ended or the request was refused or could not be sent (then resent before the next
@@ -186,8 +187,26 @@ class Run:
     # -- input requests ------------------------------------------------------------------------
     async def pending_inputs(self) -> list[InputRequest]:
         """This run's unanswered input requests (its tasks', then its calls' before any task),
-        oldest first: answer each with ``accept`` / ``decline`` / ``cancel`` / ``respond``."""
+        oldest first: answer each with ``accept`` / ``decline`` / ``dismiss`` / ``respond``."""
         return await reads.pending_inputs(self._services, self.principal, self.ref)
+
+    async def pending_input(self, owner_ref: str, input_ref: str) -> InputRequest:
+        """The typed request ``input_ref`` of a task (``tk_…``) or call (MRTR: ``op_…``) of this
+        run, still waiting for an answer. ``NotFound``: not this run's task or call;
+        ``UnknownInputKey``: never asked; ``InputAlreadyAnswered``: answered (or declined)."""
+        db, tenant = self._services.db, self._tenant
+        if is_call_ref(owner_ref):
+            await self._owned_call(owner_ref)
+            asked = [v.ref for v in await db(tenant.call_inputs, owner_ref)]
+        else:
+            await self.task(owner_ref)
+            asked = [v.ref for v in await db(tenant.input_requests, owner_ref)]
+        if input_ref not in asked:
+            raise UnknownInputKey(f"{owner_ref} never asked for input {input_ref}")
+        for request in await self.pending_inputs():
+            if request.input_ref == input_ref and owner_ref in (request.task_ref, request.op_ref):
+                return request
+        raise InputAlreadyAnswered(f"input request {input_ref} is not waiting for an answer")
 
     def input_request(self, event: ev.InputRequiredEvent) -> InputRequest:
         """The typed request an input-required event of this run announces."""
@@ -195,11 +214,14 @@ class Run:
             raise NotFound("input request", event.input_ref)
         return reads.input_request(self._services, self.principal, event)
 
-    async def answer(self, owner_ref: str, input_ref: str, response: Any) -> AnswerReceipt:
-        """Send a raw answer (the method's own result shape, unchecked) to an input request of
-        this run: of a task (``owner_ref``: its ``tk_…``) or of a call waiting for input before
-        any task (MRTR: its ``op_…``). Prefer the typed request's ``accept`` / ``decline`` /
-        ``cancel``. Recorded first, once per request (``UnknownInputKey`` /
+    async def answer_unchecked(
+        self, owner_ref: str, input_ref: str, response: Any
+    ) -> AnswerReceipt:
+        """UNCHECKED: send ``response`` as is (no schema check) to an input request of this
+        run: of a task (``owner_ref``: its ``tk_…``) or of a call waiting for input before any
+        task (MRTR: its ``op_…``). For a proxy passing on a client's answer (the gateway); a
+        harness answers through the typed request's ``accept`` / ``decline`` / ``dismiss`` /
+        ``respond``, which check first. Recorded first, once per request (``UnknownInputKey`` /
         ``InputAlreadyAnswered`` otherwise), then sent; the receipt says whether it was
         delivered, queued for redelivery, or found the task lost."""
         if is_call_ref(owner_ref):
@@ -238,8 +260,8 @@ class Run:
         a serialised run state) as ``name`` beside this run; returns the new version.
 
         ``expected_version`` is the version you loaded (``0`` when there was none): if another
-        writer saved since, :class:`~bridge.InvalidTransition` is raised and nothing is
-        written. States over 4 MiB (:class:`~bridge.AgentStateTooLarge`) or carrying a
+        writer saved since, :class:`~bridge.errors.InvalidTransition` is raised and nothing is
+        written. States over 4 MiB (:class:`~bridge.errors.AgentStateTooLarge`) or carrying a
         credential-named field are refused: the ledger never stores bearer tokens.
         """
         save = self._tenant.save_agent_state

@@ -23,15 +23,8 @@ import sys
 
 import anyio
 
-from bridge import (
-    Bridge,
-    BridgeSettings,
-    McpServerConfig,
-    OuterStatus,
-    ServerConnectFailed,
-    TaskPending,
-    WaitMode,
-)
+from bridge import Bridge, BridgeSettings, McpServerConfig, OuterStatus, TaskPending, WaitMode
+from bridge.errors import ServerConnectFailed
 
 PRINCIPAL = "example-tenant"
 TOKEN_ENV = "BRIDGE_MCP_TOKEN"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bridge._answers import build_answer, parse_pairs
-from bridge._errors import InvalidAnswer, InvalidInputAnswer
+from bridge._errors import BridgeError, InvalidAnswer
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -27,7 +27,7 @@ SCHEMA: dict[str, Any] = {
 def problems_of(**kwargs: Any) -> list[str]:
     with pytest.raises(InvalidAnswer) as refused:
         build_answer("in_x", kwargs.pop("schema", SCHEMA), kwargs.pop("action", "accept"), **kwargs)
-    assert isinstance(refused.value, InvalidInputAnswer)  # callers catching the base still do
+    assert isinstance(refused.value, BridgeError)  # one error for a bad answer, under the base
     return refused.value.problems
 
 
@@ -48,6 +48,12 @@ def test_json_content_is_checked_against_the_whole_schema() -> None:
     found = problems_of(content={"approve": "yes", "amount": 0})
     assert any(p.startswith("approve:") for p in found)
     assert any(p.startswith("amount:") for p in found)  # minimum 1: a check texts alone skip
+
+
+def test_json_content_with_an_unknown_field_is_refused_as_texts_are() -> None:
+    found = problems_of(content={"approve": True, "colour": "red"})
+    assert found == ["colour: no such field in the requested schema"]
+    assert problems_of(texts={"approve": "yes", "colour": "red"}) == found
 
 
 def test_decline_and_cancel_take_nothing() -> None:

@@ -21,19 +21,16 @@ from bridge import (
     Bridge,
     BridgeSettings,
     InputRequest,
-    InvalidInputAnswer,
     LostReason,
     McpServerConfig,
-    NoToolResult,
     OutcomeKind,
-    ServerConnectFailed,
     TaskPending,
     TaskSettled,
     TaskStatus,
     WaitMode,
-    WaitTimedOut,
     events as ev,
 )
+from bridge.errors import InvalidAnswer, NoToolResult, ServerConnectFailed, WaitTimedOut
 from tests.support.bridging import FAST, served_run, wait_until
 from tests.support.example_servers import example_servers as running_example_servers
 from tests.support.processes import ServerProcess
@@ -86,7 +83,9 @@ async def _approval(bridge: Bridge, run_ref: str, key: str) -> tuple[TaskPending
         "payments", "approve_payment", args, wait=WaitMode.DETACH
     )
     assert isinstance(step, TaskPending)
-    [request] = await wait_until(lambda: bridge.pending_inputs(P, run_ref), what="approval asked")
+    [request] = await wait_until(
+        lambda: bridge.run(P, run_ref).pending_inputs(), what="approval asked"
+    )
     return step, request
 
 
@@ -119,12 +118,15 @@ async def test_accept_validates_then_answers(bridge: Bridge) -> None:
     assert request.requested_schema["required"] == ["approve"]
 
     types_before = [e.type for e in await _events(bridge, run_ref)]
-    for bad in ({"approve": "yes"}, {}, None):
-        with pytest.raises(InvalidInputAnswer):
+    for bad in ({"approve": "yes"}, {}, None, {"approve": True, "colour": "red"}):
+        with pytest.raises(InvalidAnswer):
             await request.accept(bad)
+    with pytest.raises(InvalidAnswer) as raw:  # an elicitation has one checked path
+        await request.respond({"action": "accept", "content": {"approve": "yes"}})
+    assert "accept(), decline() or dismiss()" in raw.value.detail
     # Nothing recorded or sent: still pending, no answer event, the task still waits.
     assert [e.type for e in await _events(bridge, run_ref)] == types_before
-    [still] = await bridge.pending_inputs(P, run_ref)
+    [still] = await bridge.run(P, run_ref).pending_inputs()
     assert still.input_ref == request.input_ref
     task = await (await bridge.run_of(P, step.task.ref)).task(step.task.ref)
     assert task.status is TaskStatus.INPUT_REQUIRED
@@ -136,15 +138,15 @@ async def test_accept_validates_then_answers(bridge: Bridge) -> None:
     assert settled.text() == f"approved {key}"
     result = settled.to_call_tool_result()
     assert isinstance(result, mcp_types.CallToolResult) and not result.is_error
-    assert await bridge.pending_inputs(P, run_ref) == []
+    assert await bridge.run(P, run_ref).pending_inputs() == []
 
 
-@pytest.mark.parametrize("action", ["decline", "cancel"])
-async def test_decline_and_cancel_answer_without_content(bridge: Bridge, action: str) -> None:
+@pytest.mark.parametrize("action", ["decline", "dismiss"])
+async def test_decline_and_dismiss_answer_without_content(bridge: Bridge, action: str) -> None:
     run_ref = await _run(bridge)
     key = f"pay-{uuid.uuid4().hex[:8]}"
     step, request = await _approval(bridge, run_ref, key)
-    receipt = await (request.decline() if action == "decline" else request.cancel())
+    receipt = await (request.decline() if action == "decline" else request.dismiss())
     assert receipt.delivered
     [done] = await bridge.run(P, run_ref).wait_for([step.task.ref], timeout=15)
     assert done.status is TaskStatus.COMPLETED
@@ -153,7 +155,7 @@ async def test_decline_and_cancel_answer_without_content(bridge: Bridge, action:
         "payments", "payment_count", {"payment_key": key}
     )
     assert count.text() == "0"
-    with pytest.raises(InvalidInputAnswer):  # answered once: the helpers refuse nothing new,
+    with pytest.raises(InvalidAnswer):  # answered once: the helpers refuse nothing new,
         await request.accept({"approve": "no"})  # a bad answer is still refused first
 
 
@@ -161,7 +163,7 @@ async def test_input_request_from_the_event(bridge: Bridge) -> None:
     run_ref = await _run(bridge)
     _, pending = await _approval(bridge, run_ref, f"pay-{uuid.uuid4().hex[:8]}")
     [event] = [e for e in await _events(bridge, run_ref) if isinstance(e, ev.TaskInputRequired)]
-    request = bridge.input_request(P, event)
+    request = bridge.run(P, event.run_ref).input_request(event)
     assert (request.input_ref, request.method) == (pending.input_ref, pending.method)
     assert request.requested_schema == pending.requested_schema
 

@@ -19,6 +19,7 @@ from bridge import (
     OuterStatus,
     Policies,
     RecoverableFailure,
+    Run,
     TaskPending,
     TaskSettled,
     TaskStatus,
@@ -88,7 +89,7 @@ async def test_wait_deadline_is_a_recoverable_failure_not_a_result(
     task = wall_ledger.for_principal(P).get_task(step.task.ref)
     assert task.is_open and task.result is None  # still watched, nothing invented
     assert "step.recoverable_failure" in _types(wall_ledger, run_ref)
-    await (await bridge.run_of(P, step.task.ref)).cancel(step.task.ref)
+    await (await bridge.run_of(P, step.task.ref)).cancel_task(step.task.ref)
 
 
 async def test_detach_continues_and_delivers_the_result_later(
@@ -116,7 +117,7 @@ async def test_ask_waits_for_the_hosts_answer(bridge: Bridge, wall_ledger: Ledge
             if isinstance(event, ev.TaskInputRequired):
                 await anyio.sleep(2.0)  # a human takes a while: not counted against the wait
                 answer = {"action": "accept", "content": {"approve": True}}
-                await (await bridge.run_of(P, event.task_ref)).answer(
+                await (await bridge.run_of(P, event.task_ref)).answer_unchecked(
                     event.task_ref, event.input_ref, answer
                 )
                 return
@@ -278,9 +279,8 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
         assert [r.ref for r in report.pending_inputs] == [asked.ref]  # same input_ref
         assert report.served_runs_open == [run_ref]
         answer = {"action": "accept", "content": {"approve": True}}
-        assert (
-            await (await second.run_of(P, step.task.ref)).answer(step.task.ref, asked.ref, answer)
-        ).delivered
+        run = await second.run_of(P, step.task.ref)
+        assert (await run.answer_unchecked(step.task.ref, asked.ref, answer)).delivered
         tenant = second._ledger.for_principal(P)
         await wait_closed(tenant, step.task.ref)
         assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
@@ -293,6 +293,10 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
 def uhp_server() -> Iterator[ServerProcess]:
     with ServerProcess("tests.servers.uhp_server") as server:
         yield server
+
+
+async def _last_sequence(run: Run) -> bool:
+    return ((await run.view()).last_sequence or 0) >= 5
 
 
 async def test_remote_outer_run_is_reconciled_and_resumed_after_restart(
@@ -309,21 +313,25 @@ async def test_remote_outer_run_is_reconciled_and_resumed_after_restart(
         "scheduler": FAST,
     }
     async with Bridge.open(BridgeSettings(ledger_url=db, **options)) as first:
-        follower = await first.start_remote_run(
-            P, "remote", "words=30 delay_ms=30", harness_id="chrn_test"
-        )
-        async with follower:
-            async for event in follower:
-                if event.sequence_number == 5:
-                    break  # this process stops following (and then goes away)
-        run_ref = follower.run_ref
+        run = await first.start_remote_run(
+            P, "remote", "words=150 delay_ms=30", harness_id="chrn_test"
+        )  # followed in the background
+        run_ref = run.ref
+        await wait_until(lambda: _last_sequence(run), timeout=30, what="five events")
+    # this process went away mid-stream: where it stopped is what was recorded
+    ledger = Ledger.open(db)
+    try:
+        stopped_at = ledger.for_principal(P).get_run(run_ref).last_sequence
+    finally:
+        ledger.close()
+    assert stopped_at is not None and stopped_at >= 5
     async with Bridge.open(BridgeSettings(ledger_url=db, **options)) as second:
         assert second.last_recovery is not None
         assert second.last_recovery.remote_runs_resumed == 1
         tenant = second._ledger.for_principal(P)
         await wait_until(lambda: tenant.get_run(run_ref).status is OuterStatus.COMPLETED)
         resumed = [e for e in tenant.events(run_ref) if isinstance(e, ev.OuterResumed)]
-        assert resumed and resumed[0].after_sequence == 5
+        assert resumed and resumed[0].after_sequence == stopped_at
 
 
 @pytest.mark.postgres

@@ -391,7 +391,7 @@ def test_cancel_and_answer_record_intent_without_a_reachable_server(
         "answer",
         scenario.waiting_ref,
         scenario.input_ref,
-        "--cancel",
+        "--dismiss",
         "--mcp-config",
         str(config),
     )

@@ -19,16 +19,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from bridge import (
-    Bridge,
-    BridgeSettings,
-    McpServerConfig,
-    OutcomeKind,
+from bridge import Bridge, BridgeSettings, McpServerConfig, OutcomeKind, WaitMode
+from bridge.errors import (
     ServerConnectFailed,
     ServerCredentialsRejected,
     ServerNotReachable,
     ServerTlsFailed,
-    WaitMode,
 )
 from bridge.uhp.serving._listening import listening_socket
 from tests.support.processes import HOST, ServerProcess, refused_port

@@ -129,7 +129,9 @@ async def test_an_approval_answered_from_the_page_reaches_the_server_once(
         async with anyio.create_task_group() as tg, async_playwright() as playwright:
             tg.start_soon(pay)
             [request] = await wait_until(
-                lambda: bridge.pending_inputs("acme", run_ref), timeout=60, what="approval asked"
+                lambda: bridge.run("acme", run_ref).pending_inputs(),
+                timeout=60,
+                what="approval asked",
             )
             task_ref = request.task_ref
             assert task_ref is not None
@@ -179,7 +181,7 @@ async def test_an_approval_answered_from_the_page_reaches_the_server_once(
                 assert (await not_a_boolean.value).status == 422  # type: ignore[union-attr]
                 assert await inbox.inner_text("[data-field-error='approve']")
                 pages_seen.append(await inbox.content())
-                assert len(await bridge.pending_inputs("acme", run_ref)) == 1  # nothing sent
+                assert len(await bridge.run("acme", run_ref).pending_inputs()) == 1  # nothing sent
                 assert payments_recorded(payments_db, "pay-1") == 0
 
                 # A POST without the CSRF token (the session cookie alone) is refused.

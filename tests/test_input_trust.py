@@ -23,7 +23,6 @@ from bridge import (
     Decline,
     FormElicitation,
     InlineResult,
-    InputAlreadyAnswered,
     InputHandlers,
     InputPolicy,
     McpServerConfig,
@@ -36,6 +35,7 @@ from bridge import (
     WaitMode,
     events as ev,
 )
+from bridge.errors import InputAlreadyAnswered
 from tests.support.bridging import FAST, wait_until
 from tests.support.processes import ServerProcess
 
@@ -185,7 +185,7 @@ async def test_typed_handlers_answer_and_the_tasks_complete(
         assert await _settled_text(bridge, name_ref) == 'accepted {"name": "Ada"}'
         assert await _settled_text(bridge, consent_ref) == "accepted {}"
         assert await _settled_text(bridge, model_ref) == "sampled by test-model: HELLO"
-        assert await bridge.pending_inputs(P, run_ref) == []
+        assert await bridge.run(P, run_ref).pending_inputs() == []
         types = [e.type for e in await _events(bridge, run_ref)]
         assert types.count("task.input_answered") == 3
         assert "task.input_declined" not in types
@@ -229,9 +229,9 @@ async def test_an_undeclared_kind_is_declined_once(
         assert not any(
             isinstance(e, ev.TaskInputAnswered) and e.task_ref == model_ref for e in events
         )
-        assert await bridge.pending_inputs(P, run_ref) == []
+        assert await bridge.run(P, run_ref).pending_inputs() == []
         with pytest.raises(InputAlreadyAnswered):
-            await (await bridge.run_of(P, model_ref)).answer(
+            await (await bridge.run_of(P, model_ref)).answer_unchecked(
                 model_ref, model_declined.input_ref, {"x": 1}
             )
         task = await (await bridge.run_of(P, model_ref)).task(model_ref)
@@ -254,7 +254,7 @@ async def test_an_invalid_handler_answer_is_refused_and_nothing_is_recorded(
         types = [e.type for e in await _events(bridge, run_ref)]
         assert "task.input_answered" not in types and "task.input_declined" not in types
         # Left for the host, untouched: it answers, and the task completes.
-        [request] = await bridge.pending_inputs(P, run_ref)
+        [request] = await bridge.run(P, run_ref).pending_inputs()
         assert request.input_ref == failed.input_ref
         view = (await bridge._db(bridge._ledger.for_principal(P).input_requests, task_ref))[0]
         assert view.answered_at_ms is None and view.answer is None
@@ -312,7 +312,7 @@ async def test_a_stuck_input_is_only_reported_by_default(
         stuck = await _event(bridge, run_ref, ev.TaskInputStuck)
         assert (stuck.task_ref, stuck.polls, stuck.cancel) == (task_ref, 2, False)
         # Still the host's to answer (leave_pending), and nothing was cancelled.
-        [request] = await bridge.pending_inputs(P, run_ref)
+        [request] = await bridge.run(P, run_ref).pending_inputs()
         await request.accept()
         assert await _settled_text(bridge, task_ref) == "accepted {}"
         types = [e.type for e in await _events(bridge, run_ref)]

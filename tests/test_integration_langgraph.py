@@ -172,7 +172,7 @@ async def test_wait_mode_approval_needs_a_concurrent_human(bridge: Bridge) -> No
     async def human() -> None:  # the harness's subscriber: answers while the node is blocked
         async for event in bridge.run(P, run_ref).subscribe():
             if isinstance(event, ev.TaskInputRequired):
-                await bridge.input_request(P, event).accept({"approve": True})
+                await bridge.run(P, event.run_ref).input_request(event).accept({"approve": True})
                 return
 
     async with anyio.create_task_group() as group:

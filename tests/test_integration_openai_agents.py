@@ -135,7 +135,7 @@ async def test_detach_parks_the_call_and_resumes_when_the_task_settles(bridge: B
     assert not resumed.interruptions and model.turns == 2
     assert resumed.final_output.startswith("generate_report: Quarterly report Q3")
     record = await bridge.run(P, run_ref).operation(f"{run_ref}:call_report")
-    assert record is not None and record.dispatch.operation_id == f"{run_ref}:call_report"
+    assert record is not None and record.operation_id == f"{run_ref}:call_report"
 
 
 async def test_an_approval_is_an_interruption_the_human_answers_typed(bridge: Bridge) -> None:
@@ -199,7 +199,7 @@ async def test_wait_mode_without_interruptions_needs_a_concurrent_subscriber(
     async def subscriber() -> None:  # the turn blocks: something else must answer
         async for event in bridge.run(P, run_ref).subscribe():
             if isinstance(event, ev.TaskInputRequired):
-                await bridge.input_request(P, event).accept({"approve": True})
+                await bridge.run(P, event.run_ref).input_request(event).accept({"approve": True})
                 return
 
     with bridged_run(run_ref, principal=P):

@@ -169,7 +169,7 @@ async def test_an_approval_is_answered_by_a_human_through_the_input_request(
     async def concurrent_human() -> None:  # wait mode: the turn is blocked, someone else answers
         async for event in bridge.run(P, run_ref).subscribe():
             if isinstance(event, ev.TaskInputRequired):
-                await human(bridge.input_request(P, event))
+                await human(bridge.run(P, event.run_ref).input_request(event))
                 return
 
     async with anyio.create_task_group() as people:

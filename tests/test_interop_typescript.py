@@ -245,7 +245,7 @@ async def test_cancel_is_sent_once_and_observed(ts_server: TsTasksServer, tmp_pa
         run = await served(bridge)
         step = await run.call_tool("ts", "wait_for_cancel", {}, wait=DETACH)
         assert isinstance(step, TaskPending)
-        assert await run.cancel(step.task.ref)
+        assert await run.cancel_task(step.task.ref)
         (done,) = await run.wait_for([step.task.ref], timeout=DEADLINE_S)
         assert done.status is TaskStatus.CANCELLED
         stats = await server_stats(run)
@@ -561,7 +561,7 @@ async def test_an_unknown_result_type_is_a_typed_anomaly_never_a_result(
         (task,) = [t for t in await run.tasks() if t.ref == step.task.ref]
         found = await anomalies(run)
     assert call is not None and call.task is None
-    assert call.dispatch.state is DispatchState.UNKNOWN  # the server may have acted; no result
+    assert call.state is DispatchState.UNKNOWN  # the server may have acted; no result
     assert task.is_open and task.status is TaskStatus.WORKING and task.result is None
     kinds = [a.kind for a in found]
     assert kinds.count("malformed_reply") == 2, [

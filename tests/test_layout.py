@@ -30,6 +30,7 @@ RANKS: list[tuple[str, int]] = [
     ("bridge._public", 0),
     ("bridge._redaction", 0),
     ("bridge._ledger", 1),
+    ("bridge.errors", 1),  # the errors' public door
     ("bridge._telemetry", 2),
     ("bridge._mcp.wire", 3),
     ("bridge._mcp.servers", 3),

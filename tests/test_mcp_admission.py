@@ -20,7 +20,7 @@ from bridge import (
     AdmissionChecks,
     Bridge,
     BridgeSettings,
-    OperationView,
+    CallView,
     Policies,
     ToolPolicy,
     events as ev,
@@ -55,9 +55,9 @@ class ScriptedCheck:
 
     def __init__(self, verdict: Admission) -> None:
         self.verdict = verdict
-        self.asked: list[OperationView] = []
+        self.asked: list[CallView] = []
 
-    async def __call__(self, operation: OperationView) -> Admission:
+    async def __call__(self, operation: CallView) -> Admission:
         self.asked.append(operation)
         return self.verdict
 
@@ -107,16 +107,22 @@ async def test_not_admitted_retries_with_the_same_key_and_takes_effect_once(
     assert isinstance(retried, InlineResult) and retried.text() == f"ordered {item}"
     assert _orders_of(orders_server, item) == 1  # the key made the retry a no-op on the server
     (asked,) = check.asked
-    assert asked == OperationView(
-        principal=P,
-        server="orders",
-        tool="place_order",
-        operation_id=f"op-{item}",
-        op_ref=outcome.op_ref,
-        args_digest=digest_arguments({"item": item}),
-        sent_at_ms=asked.sent_at_ms,
+    assert (
+        asked.principal,
+        asked.server,
+        asked.tool,
+        asked.operation_id,
+        asked.op_ref,
+        asked.args_digest,
+    ) == (
+        P,
+        "orders",
+        "place_order",
+        f"op-{item}",
+        outcome.op_ref,
+        digest_arguments({"item": item}),
     )
-    assert asked.sent_at_ms <= wall_ledger.clock()
+    assert asked.created_at_ms <= wall_ledger.clock()
     (checked,) = _checked(wall_ledger, run.ref)
     assert (checked.op_ref, checked.admission, checked.decided_by) == (
         outcome.op_ref,
@@ -226,7 +232,7 @@ async def test_a_check_that_fails_leaves_the_outcome_unknown(
     run = new_run(wall_ledger.for_principal(P))
     item = f"rug-{next(_items)}"
 
-    async def broken(_operation: OperationView) -> Admission:
+    async def broken(_operation: CallView) -> Admission:
         raise RuntimeError("the order system is down")
 
     checks = AdmissionChecks(per_tool={"place_order": broken})

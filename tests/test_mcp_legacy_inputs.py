@@ -65,7 +65,7 @@ async def _start_payment(bridge: Bridge, amount: str) -> tuple[str, str]:
 
 async def _pending_one(bridge: Bridge, run_ref: str) -> InputRequest:
     async def listed() -> list[InputRequest]:
-        return await bridge.pending_inputs(P, run_ref)
+        return await bridge.run(P, run_ref).pending_inputs()
 
     [request] = await wait_until(listed, what="the question listed")
     return request
@@ -135,7 +135,7 @@ async def test_a_registered_form_handler_answers_without_the_host(
     async with _open(tmp_path / "bridge.db", legacy_server, handlers) as bridge:
         run_ref, task_ref = await _start_payment(bridge, "12 EUR")
         assert await _settled_text(bridge, task_ref) == "payment of 12 EUR approved by policy"
-        assert await bridge.pending_inputs(P, run_ref) == []
+        assert await bridge.run(P, run_ref).pending_inputs() == []
         types = event_types(bridge._ledger.for_principal(P), run_ref)
         assert types.count("task.input_required") == types.count("task.input_answered") == 1
     [asked] = seen
@@ -160,7 +160,9 @@ async def test_a_restarted_bridge_still_lists_the_question_and_its_answer_comple
         again = await _pending_one(second, run_ref)
         assert again.input_ref == before.input_ref
         await wait_until(lambda: effects(asked_file) == ["asked 7 EUR"] * 2, what="re-asked")
-        assert [r.input_ref for r in await second.pending_inputs(P, run_ref)] == [before.input_ref]
+        assert [r.input_ref for r in await second.run(P, run_ref).pending_inputs()] == [
+            before.input_ref
+        ]
         await again.accept({"approve": True})
         assert await _settled_text(second, task_ref) == "payment of 7 EUR approved"
         tenant = second._ledger.for_principal(P)

@@ -21,7 +21,7 @@ from sqlalchemy import select
 from bridge import Bridge, BridgeSettings, events as ev
 from bridge._errors import (
     InputAlreadyAnswered,
-    InvalidInputAnswer,
+    InvalidAnswer,
     InvalidTaskResponse,
     NotFound,
     NoToolResult,
@@ -106,11 +106,11 @@ async def test_input_required_is_a_typed_input_of_the_call_not_unknown(
     assert asked.op_ref == pending.op_ref and asked.requested_schema is not None
     (event,) = _events(tenant, run.ref, ev.CallInputRequired)
     assert (event.op_ref, event.leg, event.input_ref) == (pending.op_ref, 1, asked.input_ref)
-    assert bridge.input_request(P, event).input_ref == asked.input_ref
+    assert bridge.run(P, event.run_ref).input_request(event).input_ref == asked.input_ref
     uhp = to_uhp_event(event)
     assert uhp is not None and uhp["type"] == "bridge.mcp_call.input_required"
     assert (uhp["op_ref"], uhp["leg"]) == (pending.op_ref, 1)
-    assert [r.input_ref for r in await bridge.pending_inputs(P, run.ref)] == [asked.input_ref]
+    assert [r.input_ref for r in await bridge.run(P, run.ref).pending_inputs()] == [asked.input_ref]
     assert not _events(tenant, run.ref, ev.CallUnknownOutcome)
     assert "requestState" not in tenant.events(run.ref)[-1].model_dump_json()
 
@@ -134,7 +134,7 @@ async def test_accept_retries_with_answers_and_state_once(
     assert intruder.pending_call_inputs() == [] and intruder.calls_ready_to_retry() == []
     with pytest.raises(NotFound):  # another tenant's call is not there to answer
         await bridge._requester.answer_input("intruder", pending.op_ref, "approval", {})
-    with pytest.raises(InvalidInputAnswer):  # checked against the schema: nothing recorded
+    with pytest.raises(InvalidAnswer):  # checked against the schema: nothing recorded
         await pending.inputs[0].accept({"approve": "yes"})
     receipt = await pending.inputs[0].accept(YES)
     assert receipt.delivery is AnswerDelivery.RETRIED and receipt.delivered
@@ -149,7 +149,7 @@ async def test_accept_retries_with_answers_and_state_once(
     with pytest.raises(InputAlreadyAnswered):
         await pending.inputs[0].accept(YES)
     with pytest.raises(InputAlreadyAnswered):  # by the server's key too
-        await (await bridge.run_of(P, pending.op_ref)).answer(
+        await (await bridge.run_of(P, pending.op_ref)).answer_unchecked(
             pending.op_ref, "approval", {"action": "accept"}
         )
     again = await bridge.run(P, run.ref).call_tool(
@@ -162,7 +162,7 @@ async def test_accept_retries_with_answers_and_state_once(
     assert state and state != "payment:12"  # the SDK sealed it; the bridge echoed it as is
     assert state not in caplog.text and STATE_REDACTED in caplog.text
     assert len(_events(tenant, run.ref, ev.CallInputAnswered)) == 1
-    assert await bridge.pending_inputs(P, run.ref) == []
+    assert await bridge.run(P, run.ref).pending_inputs() == []
 
 
 async def test_decline_is_sent_and_the_server_decides(
@@ -187,7 +187,7 @@ async def test_a_second_round_is_a_new_leg_with_its_own_inputs(
     second = named.outcome
     assert isinstance(second, InputPending) and second.leg == 2
     assert second.op_ref == first.op_ref
-    (confirm,) = await bridge.pending_inputs(P, run.ref)
+    (confirm,) = await bridge.run(P, run.ref).pending_inputs()
     assert confirm.input_ref == second.inputs[0].input_ref and confirm.message is not None
     assert "Ann" in confirm.message
     done = await confirm.accept(YES)
@@ -246,7 +246,7 @@ async def _answer_first_call_input(bridge: Bridge, run_ref: str, content: Any) -
     """The host side of an ``ask`` step: answer the call's input from the event stream."""
     async for event in bridge.run(P, run_ref).subscribe():
         if isinstance(event, ev.CallInputRequired):
-            await bridge.input_request(P, event).accept(content)
+            await bridge.run(P, event.run_ref).input_request(event).accept(content)
             return
 
 
@@ -316,7 +316,7 @@ async def test_sigkill_after_the_round_then_answer_after_restart(
 ) -> None:
     ledger, tenant, run_ref = _killed_at(tmp_path, mrtr_server, 16, "after_input_round")
     async with _bridge(ledger, mrtr_server) as bridge:
-        (request,) = await bridge.pending_inputs(P, run_ref)
+        (request,) = await bridge.run(P, run_ref).pending_inputs()
         receipt = await request.accept(YES)
         assert _text(receipt.outcome) == "paid 16"
     assert _paid(mrtr_server, 16) == 1

@@ -102,7 +102,7 @@ async def test_a_form_handler_answers_and_the_call_completes_without_the_host(
             return tenant.get_dispatch(pending.op_ref).state is DispatchState.RESULT
 
         await wait_until(retried, what="the handler's answer sent the next leg")
-        assert await bridge.pending_inputs(P, run.ref) == []
+        assert await bridge.run(P, run.ref).pending_inputs() == []
     (first, second) = asked
     assert (first.message, first.server, first.task_ref) == ("Pay 21 EUR?", SERVER, None)
     assert second.op_ref == pending.op_ref and first.op_ref != second.op_ref
@@ -168,7 +168,7 @@ async def test_a_failed_handler_may_leave_the_input_for_the_host(
             lambda: _events(tenant, run.ref, ev.CallInputHandlerFailed), what="handler failed"
         )
         assert (failed[0].failure, failed[0].action) == ("invalid_answer", "left_pending")
-        (waiting,) = await bridge.pending_inputs(P, run.ref)
+        (waiting,) = await bridge.run(P, run.ref).pending_inputs()
         receipt = await waiting.accept({"approve": True})
         assert receipt.outcome is not None and receipt.outcome.text() == "paid 25"
     assert not _events(tenant, run.ref, ev.CallInputDeclined)
@@ -191,7 +191,7 @@ async def test_a_declined_sampling_request_stays_with_the_host(
         )
         assert (declined[0].reason, declined[0].answered) == ("undeclared", False)
         assert tenant.get_dispatch(pending.op_ref).state is DispatchState.INPUT_REQUIRED
-        (waiting,) = await bridge.pending_inputs(P, run.ref)
+        (waiting,) = await bridge.run(P, run.ref).pending_inputs()
         assert waiting.method == SAMPLING and waiting.input_ref == declined[0].input_ref
         answer = mcp_types.CreateMessageResult(
             role="assistant",

@@ -178,6 +178,21 @@ def test_the_harness_answers_a_calls_input_by_op_ref(
         question = _until(asked, "bridge.mcp_call.input_required")
         url = f"/v1/responses/{response_id}/mcp_inputs"
         body = {"op_ref": question["op_ref"], "input_ref": question["input_ref"], "response": YES}
+        # A bad answer is refused with every problem named, and nothing is recorded or sent.
+        for bad, named in (
+            ({"action": "accept", "content": {"approve": "yes"}}, "approve:"),
+            ({"action": "accept", "content": {"approve": True, "colour": "red"}}, "colour:"),
+            ({"action": "approve"}, "action:"),
+            ({"action": "decline", "content": {"approve": True}}, "takes no content"),
+        ):
+            refused = http.post(url, json={**body, "response": bad})
+            assert refused.status_code == 422, refused.text
+            error = refused.json()["error"]
+            assert error["code"] == "invalid_input_answer" and error["param"] == "response"
+            assert any(named in p for p in error["detail"]["problems"]), error
+        types = [e["type"] for e in _events(http, response_id)]
+        assert "bridge.mcp_call.input_answered" not in types
+        assert "paid 32" not in effects(mrtr_server.effects_path)  # type: ignore[attr-defined]
         answered = http.post(url, json=body)
         assert answered.status_code == 200, answered.text
         assert answered.json()["accepted"] is True

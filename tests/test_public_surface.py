@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PUBLIC_MODULES = {
     "bridge",
+    "bridge.errors",
     "bridge.events",
     "bridge.uhp",
     "bridge.uhp.serving",
@@ -35,7 +36,7 @@ PUBLIC_MODULES = {
     "bridge.gateway",
     "bridge.gateway.__main__",
 }
-DOORS = ("bridge", "bridge.uhp", "bridge.uhp.serving")
+DOORS = ("bridge", "bridge.errors", "bridge.uhp", "bridge.uhp.serving")
 PRIVATE_IMPORT = re.compile(
     r"^\s*(?:from\s+(bridge(?:\.\w+)*)\s+import\s+(.*)|import\s+(bridge(?:\.\w+)*))", re.M
 )

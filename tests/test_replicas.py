@@ -105,15 +105,14 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
         )  # fmt: skip
         follower = await a.start_remote_run(
             P, "remote", "words=80 delay_ms=40", harness_id="chrn_test"
-        )
-        a.follow_remote_run(P, follower)
+        )  # followed in the background
         tenant = b._ledger.for_principal(P)
         leases = TenantLeases(tenant)
-        await wait_until(lambda: tenant.get_run(follower.run_ref).last_sequence, what="streaming")
+        await wait_until(lambda: tenant.get_run(follower.ref).last_sequence, what="streaming")
         assert a._replica is not None and b._replica is not None
         lapsed = a._replica.current()
         assert leases.holder("task", step.task.ref) == lapsed
-        assert leases.holder("run", follower.run_ref) == lapsed
+        assert leases.holder("run", follower.ref) == lapsed
 
         ReplicaRegistry(b._ledger).renew(lapsed, 0)  # A's membership lapses (a long pause)
 
@@ -124,7 +123,7 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
             live = {a._replica.current(), b._replica.current()} - {lapsed}
             return (
                 leases.holder("task", step.task.ref) in live
-                and leases.holder("run", follower.run_ref) in live
+                and leases.holder("run", follower.ref) in live
             )
 
         await wait_until(taken_over, what="live replicas hold both")
@@ -134,13 +133,13 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
         lost = a._requester.scheduler.stats
         assert lost.dropped_on_lapse + lost.leases_lost >= 1
         await wait_until(
-            lambda: tenant.get_run(follower.run_ref).status is OuterStatus.COMPLETED,
+            lambda: tenant.get_run(follower.ref).status is OuterStatus.COMPLETED,
             what="the remote run finished",
         )
         await wait_until(lambda: not tenant.get_task(step.task.ref).is_open, timeout=20)
     task = tenant.get_task(step.task.ref)
     assert task.status is TaskStatus.COMPLETED
-    events = tenant.events(follower.run_ref)
+    events = tenant.events(follower.ref)
     assert any(isinstance(e, ev.OuterResumed) for e in events), "B resumed the stream"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     terminals = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskTerminal)]

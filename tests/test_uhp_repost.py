@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from bridge import Bridge, BridgeSettings, RequestNotRepostable, UhpServerConfig
+from bridge import Bridge, BridgeSettings, UhpServerConfig
 from bridge._ledger.store import Ledger
+from bridge.uhp import RequestNotRepostable
 from bridge.uhp._client import UhpClient
 from bridge.uhp._request_record import REDACTED, RecordedRequest
 from tests.support.processes import REPO_ROOT, ServerProcess

@@ -30,7 +30,7 @@ class AdmissionWrites(RunWrites):
     ) -> ev.CallAdmissionChecked:
         """Record whether the unknown-outcome call ``op_ref`` was admitted.
 
-        Raises :class:`~bridge.InvalidTransition` unless the dispatch is ``unknown`` and
+        Raises :class:`~bridge.errors.InvalidTransition` unless the dispatch is ``unknown`` and
         has no final verdict yet (an admitted call is never declared not admitted later, nor
         the reverse).
         """

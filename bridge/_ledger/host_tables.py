@@ -14,7 +14,7 @@ the ledger runs its own, from these names only, instead of reaching into the led
   synchronous calls and those commits from async code (inline on SQLite, awaiting a held write
   lock; in worker threads otherwise).
 - :func:`refuse_if_unavailable` turns a driver error meaning "the database takes no writes now"
-  into :class:`~bridge.LedgerUnavailable`; :func:`first_line` is an error's first line,
+  into :class:`~bridge.errors.LedgerUnavailable`; :func:`first_line` is an error's first line,
   for a log or a refusal.
 
 Everything else under :mod:`bridge._ledger` is the bridge's own and may change without notice.

@@ -33,7 +33,7 @@ class LedgerRunner:
     An inline write that finds SQLite's write lock held by another connection fails within a
     few milliseconds (:class:`~bridge._ledger.coordination.availability.WriteLockBusy`, nothing
     written); the runner then awaits a backoff and runs the call again, up to ``lock_wait_s``, and
-    raises :class:`~bridge.LedgerUnavailable` after that. Meanwhile the loop serves
+    raises :class:`~bridge.errors.LedgerUnavailable` after that. Meanwhile the loop serves
     everything else. Retried calls take turns (one probes the lock at a time), so a hundred waiting
     writes cost the loop no more than one.
     """

@@ -97,7 +97,7 @@ class Ledger(LedgerCore):
         commits; ``"FULL"`` syncs every commit to disk and survives those too, at a higher
         cost per commit. PostgreSQL ignores it (its commits are durable when they return).
 
-        Raises :class:`~bridge.LedgerUnavailable` (its message one line, without the
+        Raises :class:`~bridge.errors.LedgerUnavailable` (its message one line, without the
         URL's password) when the database cannot be opened: a missing directory, an
         unreadable file or one that is not a database, a server refusing the connection.
         """

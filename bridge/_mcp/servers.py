@@ -324,9 +324,9 @@ def connect_error(
     server: str, failure: list[BaseException], *, sent_credentials: bool
 ) -> ServerConnectFailed:
     """The typed error for a connect that failed with ``failure``: HTTP 401/403 ->
-    :class:`~bridge.ServerCredentialsRejected`; TLS ->
-    :class:`~bridge.ServerTlsFailed`; no answer (DNS, refused, closed) ->
-    :class:`~bridge.ServerNotReachable` (what :mod:`bridge._mcp.wire.transport` put in
+    :class:`~bridge.errors.ServerCredentialsRejected`; TLS ->
+    :class:`~bridge.errors.ServerTlsFailed`; no answer (DNS, refused, closed) ->
+    :class:`~bridge.errors.ServerNotReachable` (what :mod:`bridge._mcp.wire.transport` put in
     the error's data says which); anything else the base class, with its detail."""
     if not failure:
         return ServerNotReachable(server, "connection closed")

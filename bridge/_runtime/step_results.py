@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from bridge._errors import NoToolResult
-from bridge._ledger.reads.views import DispatchView, TaskView
+from bridge._ledger.reads.views import TaskView
 from bridge._lifecycle import TaskStatus
 from bridge._mcp.wire.tool_result import call_tool_result, error_result
 from bridge._outcomes import CallOutcome, OutcomeKind
@@ -88,16 +88,3 @@ class RecoverableFailure(CallOutcome):
 
     def _stored_result(self) -> Any:
         raise NoToolResult(f"the step gave up waiting: {self.reason}")
-
-
-@dataclass(frozen=True, slots=True)
-class OperationRecord:
-    """What an operation id already did: its dispatch and, if it became a task, the task."""
-
-    dispatch: DispatchView
-    task: TaskView | None
-
-    @property
-    def op_ref(self) -> str:
-        """The dispatch's reference."""
-        return self.dispatch.ref

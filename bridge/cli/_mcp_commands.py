@@ -204,7 +204,7 @@ async def _cancel(
     ledger: Ledger, principal: str, servers: list[McpServerConfig], task_ref: str
 ) -> bool:
     async with _bridge_for(ledger, principal, servers) as bridge:
-        result: bool = await (await bridge.run_of(principal, task_ref)).cancel(task_ref)
+        result: bool = await (await bridge.run_of(principal, task_ref)).cancel_task(task_ref)
         return result
 
 
@@ -227,7 +227,7 @@ def answer(
         typer.Option("--accept", metavar="KEY=VALUE", help="Accept, one field each time."),
     ] = None,
     decline: Annotated[bool, typer.Option("--decline", help="Say no.")] = False,
-    cancel: Annotated[bool, typer.Option("--cancel", help="Dismiss without choosing.")] = False,
+    dismiss: Annotated[bool, typer.Option("--dismiss", help="Dismiss without choosing.")] = False,
     content_json: Annotated[
         str | None,
         typer.Option("--content", metavar="JSON", help="Accept with this JSON content (checked)."),
@@ -235,17 +235,17 @@ def answer(
     as_json: JsonOpt = False,
 ) -> None:
     """Answer a pending elicitation: the answer is built from the request's schema
-    (``--accept KEY=VALUE ...``, ``--decline``, ``--cancel``, or ``--content '{...}'`` JSON)
+    (``--accept KEY=VALUE ...``, ``--decline``, ``--dismiss``, or ``--content '{...}'`` JSON)
     and checked before anything is recorded; then sent with tasks/update (a task's), or, once
     its leg is fully answered, by calling the tool again (a call's MRTR input)."""
 
     def body() -> None:
-        chosen = [bool(accept), decline, cancel, content_json is not None]
+        chosen = [bool(accept), decline, dismiss, content_json is not None]
         if sum(chosen) != 1:
             raise CliError(
-                "give exactly one of --accept KEY=VALUE, --decline, --cancel, --content JSON"
+                "give exactly one of --accept KEY=VALUE, --decline, --dismiss, --content JSON"
             )
-        action = "decline" if decline else "cancel" if cancel else "accept"
+        action = "decline" if decline else "dismiss" if dismiss else "accept"
         content: Any = None
         if content_json is not None:
             try:
@@ -294,15 +294,15 @@ async def _answer(
 ) -> AnswerDelivery:
     async with _bridge_for(ledger, principal, servers) as bridge:
         run = await bridge.run_of(principal, task_ref)
-        for request in await run.pending_inputs():
-            if request.input_ref == input_ref and task_ref in (request.task_ref, request.op_ref):
-                receipt: AnswerReceipt = await request.answer(
-                    shaped.action, texts=shaped.texts or None, content=shaped.content
-                )
-                return receipt.delivery
-        from bridge._errors import InputAlreadyAnswered
-
-        raise InputAlreadyAnswered(f"input request {input_ref} is not waiting for an answer")
+        request = await run.pending_input(task_ref, input_ref)
+        receipt: AnswerReceipt = await (
+            request.accept(shaped.content, texts=shaped.texts or None)
+            if shaped.action == "accept"
+            else request.decline()
+            if shaped.action == "decline"
+            else request.dismiss()
+        )
+        return receipt.delivery
 
 
 @dataclass(frozen=True, slots=True)

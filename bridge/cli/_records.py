@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bridge import events as ev
-from bridge._ledger.reads.call_states import CallView, calls_of
+from bridge._ledger.reads.call_states import CallStanding, calls_of
 from bridge._ledger.reads.status_lines import (
     run_status_brief,
     run_status_line,
@@ -96,7 +96,7 @@ class Redactor:
 
 
 # -- records --------------------------------------------------------------------------------------
-def run_record(run: RunView, calls: Sequence[CallView] | None = None) -> dict[str, Any]:
+def run_record(run: RunView, calls: Sequence[CallStanding] | None = None) -> dict[str, Any]:
     """The run's recorded fields; with its ``calls``, also its status line, derived now."""
     record = {
         "run_ref": run.ref,
@@ -233,7 +233,7 @@ class RunSnapshot:
     inputs: dict[str, list[InputRequestView]] = field(default_factory=dict)  # of open tasks
 
     @property
-    def calls(self) -> list[CallView]:
+    def calls(self) -> list[CallStanding]:
         """The run's calls and where each stands now."""
         return calls_of(self.dispatches, self.tasks)
 

@@ -18,7 +18,13 @@ from typing import Any
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from bridge._errors import AnswerRefused, InputAlreadyAnswered, InvalidAnswer, InvalidInputAnswer
+from bridge._errors import (
+    AnswerRefused,
+    InputAlreadyAnswered,
+    InvalidAnswer,
+    NotFound,
+    UnknownInputKey,
+)
 from bridge._facade import Bridge
 from bridge._lifecycle import Admission
 from bridge._outcomes import AnswerDelivery, AnswerReceipt, InputRequest
@@ -29,7 +35,7 @@ from bridge.console._reads import ConsoleReads
 
 log = logging.getLogger("bridge.console")
 
-ANSWER_ACTIONS = ("accept", "decline", "cancel")
+ANSWER_ACTIONS = ("accept", "decline", "dismiss")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,10 +136,10 @@ class ConsoleActions:
     ) -> InputRequest | None:
         run = self.bridge.run(frame.principal, run_ref)
         await run.view()  # NotFound for another principal's run
-        for request in await run.pending_inputs():
-            if request.input_ref == input_ref and owner_ref in (request.task_ref, request.op_ref):
-                return request
-        return None
+        try:
+            return await run.pending_input(owner_ref, input_ref)
+        except (NotFound, UnknownInputKey, InputAlreadyAnswered):  # not waiting (any more)
+            return None
 
     async def answer(
         self, frame: Frame, run_ref: str, owner_ref: str, input_ref: str, form: FormData
@@ -179,12 +185,11 @@ class ConsoleActions:
     ) -> AnswerReceipt:
         """Check, record and send one answer (``_Refused``: nothing was recorded)."""
         try:
-            texts = posted if action == "accept" else None
-            return await request.answer(action, texts=texts)
+            if action == "accept":
+                return await request.accept(texts=posted)
+            return await (request.decline() if action == "decline" else request.dismiss())
         except InvalidAnswer as exc:
             raise _Refused(exc.problems) from None
-        except InvalidInputAnswer as exc:
-            raise _Refused([exc.detail]) from None
 
     async def _refused_answer(
         self,
@@ -210,7 +215,7 @@ class ConsoleActions:
         """Ask the task's server to cancel it (recorded first as intent)."""
         run = self.bridge.run(frame.principal, run_ref)
         await run.task(task_ref)  # NotFound for another principal's or another run's task
-        acknowledged = await run.cancel(task_ref)
+        acknowledged = await run.cancel_task(task_ref)
         log.info(
             "console cancel %s by %s: acknowledged=%s", task_ref, frame.principal, acknowledged
         )

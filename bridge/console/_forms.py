@@ -110,12 +110,17 @@ def form_fields(schema: Mapping[str, Any] | None) -> list[FormField]:
 
 
 def posted_values(fields: list[FormField], form: Mapping[str, Any]) -> dict[str, str]:
-    """The texts posted for the schema's fields (a field left empty is not given)."""
+    """The texts posted for the schema's fields (a field left empty is not given), and any
+    other posted field as is: the answer check refuses it as the CLI does."""
     values: dict[str, str] = {}
     for item in fields:
         raw = form.get(item.form_name)
         if isinstance(raw, str) and raw.strip() != "":
             values[item.name] = raw if item.kind == "string" else raw.strip()
+    known = {item.form_name for item in fields}
+    for key, raw in form.items():
+        if key.startswith(FIELD_PREFIX) and key not in known and isinstance(raw, str):
+            values[key.removeprefix(FIELD_PREFIX)] = raw
     return values
 
 

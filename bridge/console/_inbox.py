@@ -82,7 +82,7 @@ def _input_card(item: AttentionLike, frame: Frame, problem: FormProblem | None) 
         '<form method="post" action="{}" class="answer" novalidate>{}{}{}'
         '<div class="buttons"><button type="submit" name="action" value="accept" '
         'class="primary">{}</button> <button type="submit" name="action" value="decline">'
-        'Decline</button> <button type="submit" name="action" value="cancel">Dismiss</button>'
+        'Decline</button> <button type="submit" name="action" value="dismiss">Dismiss</button>'
         "</div></form>",
         answer_action(item),
         csrf_input(frame),

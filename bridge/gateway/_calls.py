@@ -214,13 +214,13 @@ class GatewayCalls:
         run = await self.bridge.run_of(principal, task_ref)
         for input_ref, response in responses.items():
             try:
-                await run.answer(task_ref, input_ref, response)
+                await run.answer_unchecked(task_ref, input_ref, response)
             except (UnknownInputKey, InputAlreadyAnswered, NotFound) as exc:
                 raise invalid_params(f"input {input_ref!r}: {exc}") from None
 
     async def cancel_task(self, principal: str, handle: str) -> None:
         task_ref = await self._task_ref(principal, handle)
-        await (await self.bridge.run_of(principal, task_ref)).cancel(task_ref)
+        await (await self.bridge.run_of(principal, task_ref)).cancel_task(task_ref)
 
     async def _task_ref(self, principal: str, handle: str) -> str:
         tenant = self.bridge._ledger.for_principal(principal)

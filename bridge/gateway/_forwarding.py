@@ -28,7 +28,7 @@ import mcp_types
 from mcp.shared.exceptions import MCPError
 
 from bridge import events as ev
-from bridge._errors import InputAlreadyAnswered, InvalidInputAnswer, UnknownInputKey
+from bridge._errors import InputAlreadyAnswered, InvalidAnswer, UnknownInputKey
 from bridge._facade import Bridge
 from bridge._outcomes import ELICITATION, CallOutcome, InputRequest
 from bridge._run import Run
@@ -82,8 +82,8 @@ async def deliver(request: InputRequest, answer: mcp_types.ElicitResult) -> None
         elif answer.action == "decline":
             await request.decline()
         else:
-            await request.cancel()
-    except InvalidInputAnswer as exc:
+            await request.dismiss()
+    except InvalidAnswer as exc:
         raise MCPError(code=mcp_types.INVALID_PARAMS, message=str(exc)) from None
     except (InputAlreadyAnswered, UnknownInputKey):
         pass  # answered already (an earlier round, the operator): recorded once, not again

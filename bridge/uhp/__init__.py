@@ -4,7 +4,7 @@ r"""The UHP side: a resumable UHP client for the product side, and (in
 See ``docs/uhp-side.md`` and ``docs/guides/resume-after-sse-loss.md``.
 
 Every public name is importable from here; they load on first use (PEP 562), so
-``import bridge.uhp`` loads no HTTP client. UHP errors are :class:`bridge.BridgeError`\ s.
+``import bridge.uhp`` loads no HTTP client. UHP errors are :class:`bridge.errors.BridgeError`\ s.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ _EXPORTS: dict[str, str] = {
     "to_uhp_event": "bridge.uhp._adapter",
     "nested_tasks_summary": "bridge.uhp._adapter",
     "SUMMARY_KEY": "bridge.uhp._adapter",
-    # Errors (all under bridge.BridgeError).
+    # Errors (all under bridge.errors.BridgeError).
     "UhpError": "bridge.uhp._errors",
     "UhpAuthError": "bridge.uhp._errors",
     "UhpInvalidRequest": "bridge.uhp._errors",

@@ -8,7 +8,8 @@ import secrets
 
 import anyio
 
-from bridge import Bridge, BridgeSettings, InvalidTransition
+from bridge import Bridge, BridgeSettings
+from bridge.errors import InvalidTransition
 
 
 async def main() -> None:

@@ -86,7 +86,7 @@ async def main() -> None:
         # --8<-- [start:operation]
         done = await run.operation(step_7)
         assert done is not None and done.task is not None  # step 7 became a task…
-        print(done.dispatch.state.value, done.task.status.value)  # …and it completed
+        print(done.state.value, done.task.status.value)  # …and it completed
         # a replay: nothing is sent, the same outcome returns
         again = await run.call_tool("reports", "generate_report", args, operation_id=step_7)
         assert again.text() == step.text()

@@ -11,17 +11,15 @@ import secrets
 import anyio
 
 from bridge import (
-    AnswerRefused,
     Bridge,
     BridgeSettings,
-    InvalidInputAnswer,
     McpServerConfig,
     OuterStatus,
     TaskPending,
     WaitMode,
-    WaitTimedOut,
     events as ev,
 )
+from bridge.errors import AnswerRefused, InvalidAnswer, WaitTimedOut
 # --8<-- [end:imports]
 
 servers = [
@@ -63,14 +61,14 @@ async def main() -> None:
         async for event in run.subscribe(after_seq=last_seen):
             last_seen = event.seq  # store it with your run: resume from it after a restart
             if isinstance(event, ev.TaskInputRequired):
-                request = bridge.input_request("acme", event)
+                request = run.input_request(event)
                 print(request.method, request.message, request.requested_schema)
                 try:
                     await request.accept({"approve": "yes please"})  # not a boolean
-                except InvalidInputAnswer as refused:  # checked first: nothing was recorded
+                except InvalidAnswer as refused:  # checked first: nothing was recorded
                     print("refused:", refused.detail)
                 try:
-                    receipt = await request.accept({"approve": True})  # or .decline() / .cancel()
+                    receipt = await request.accept({"approve": True})  # or .decline() / .dismiss()
                     print("answer", receipt.delivery.value)  # delivered | queued | task_lost
                 except AnswerRefused as refused:  # the server said no: not delivered, not resent
                     print("answer refused:", refused.reason)
@@ -101,7 +99,7 @@ async def main() -> None:
             wait=WaitMode.DETACH,
         )
         assert isinstance(first, TaskPending) and isinstance(second, TaskPending)
-        await run.cancel(first.task.ref)  # intent recorded; an ack is no stop
+        await run.cancel_task(first.task.ref)  # intent recorded; an ack is no stop
         await run.detach(second.task.ref)  # keeps running, no longer watched
         [cancelled] = await run.wait_for([first.task.ref], timeout=30)
         print("first:", cancelled.status.value)  # what the server says it did

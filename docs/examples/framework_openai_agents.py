@@ -93,7 +93,7 @@ async def main() -> None:
         async def ask_human(parked: ParkedCall) -> None:
             for question in parked.inputs:  # the server's own typed question
                 print("asked:", question.message)
-                await question.accept({"approve": True})  # or .decline() / .cancel()
+                await question.accept({"approve": True})  # or .decline() / .dismiss()
 
         payments = BridgedMCPServer(bridge, "payments")  # approvals=True: asks park the run
         clerk = Agent(name="clerk", model=model, mcp_servers=[payments])

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.types import ASGIApp
 
-from bridge import Ledger, LedgerUnavailable
+from bridge import Ledger
+from bridge.errors import LedgerUnavailable
 from bridge.uhp.serving import first_line, scrub_access_log
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
 from harness_examples.report_harness.config import (

@@ -6,16 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from bridge import (
-    DuplicateTaskHandle,
     InlineResult,
-    InvalidTaskResponse,
-    MalformedTaskHandle,
     RecoverableFailure,
     RejectedCall,
     TaskPending,
     TaskSettled,
     UnknownOutcome,
 )
+from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, MalformedTaskHandle
 
 #: Tool trouble reported as the step's output (not as a failed response); the most specific
 #: kind first, so a subclass is reported as itself.

@@ -8,9 +8,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bridge import (
+from bridge import AnswerReceipt, InputRequest
+from bridge.errors import (
     AnswerRefused,
     InputAlreadyAnswered,
+    InvalidAnswer,
     McpSideError,
     NotFound,
     UnknownInputKey,
@@ -147,9 +149,17 @@ async def answer_mcp_input(request: Request) -> Response:
         )
     assert rt.bridge is not None
     try:
-        accepted = await (await rt.bridge.run_of(principal, owner)).answer(
-            owner, input_ref, body.get("response")
-        )
+        asked = await (await rt.bridge.run_of(principal, owner)).pending_input(owner, input_ref)
+        accepted = await _answer(asked, body.get("response"))
+    except InvalidAnswer as exc:  # checked before anything was recorded or sent
+        raise UhpApiError(
+            422,
+            "invalid_request_error",
+            "invalid_input_answer",
+            f"The answer does not fit the request: {exc.detail}",
+            param="response",
+            detail={"problems": exc.problems},
+        ) from None
     except (NotFound, UnknownInputKey):
         raise not_found("input_request_not_found", "No such pending input request.") from None
     except InputAlreadyAnswered:
@@ -163,3 +173,21 @@ async def answer_mcp_input(request: Request) -> Response:
             502, "server_error", "mcp_server_error", f"The answer is recorded, not delivered: {exc}"
         ) from None
     return JSONResponse({"object": f"{VENDOR}.input_answer", "accepted": accepted.delivered})
+
+
+async def _answer(asked: InputRequest, response: Any) -> AnswerReceipt:
+    """An elicitation's ``{"action", "content"}`` through the request's checked methods
+    (``InvalidAnswer`` names every problem); another method's result as it is."""
+    if asked.method != "elicitation/create":
+        return await asked.respond(response)
+    if not isinstance(response, dict) or response.get("action") not in _ELICIT_ACTIONS:
+        raise InvalidAnswer(asked.input_ref, "action: choose one of accept, decline, cancel")
+    action, content = response["action"], response.get("content")
+    if action == "accept":
+        return await asked.accept(content)
+    if content is not None:
+        raise InvalidAnswer(asked.input_ref, f"{action} takes no content")
+    return await (asked.decline() if action == "decline" else asked.dismiss())
+
+
+_ELICIT_ACTIONS = ("accept", "decline", "cancel")  # the MCP ElicitResult's actions

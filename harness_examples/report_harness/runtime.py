@@ -14,17 +14,8 @@ from typing import Any
 import anyio
 import pydantic_core
 
-from bridge import (
-    Bridge,
-    BridgeSettings,
-    DuplicateTaskHandle,
-    InvalidTaskResponse,
-    Ledger,
-    McpServerConfig,
-    OuterStatus,
-    ServerConnectFailed,
-    WaitMode,
-)
+from bridge import Bridge, BridgeSettings, Ledger, McpServerConfig, OuterStatus, WaitMode
+from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, ServerConnectFailed
 from bridge.uhp import nested_tasks_summary, to_uhp_event
 from bridge.uhp.serving import (
     BearerAuth,

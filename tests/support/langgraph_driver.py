@@ -57,7 +57,9 @@ async def _run(args: argparse.Namespace) -> None:
         async def human() -> None:
             async for event in bridge.run(P, run.ref).subscribe():
                 if isinstance(event, ev.TaskInputRequired):
-                    await bridge.input_request(P, event).accept({"approve": True})
+                    await (
+                        bridge.run(P, event.run_ref).input_request(event).accept({"approve": True})
+                    )
                     _die()
 
         async with anyio.create_task_group() as group:

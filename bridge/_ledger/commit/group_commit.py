@@ -19,7 +19,7 @@ round trip per statement, and on a busy machine each of those waits for the data
 to be scheduled. The rules above are unchanged: a failing statement or check rolls the whole
 batch back, and its writes are then committed one per transaction.
 
-A database that cannot take writes at all (:class:`~bridge.LedgerUnavailable`: a lost
+A database that cannot take writes at all (:class:`~bridge.errors.LedgerUnavailable`: a lost
 connection, a full disk, SQLite's write lock held elsewhere) fails every write of the batch not
 yet committed, at once: committing them one by one would meet the same refusal once per write.
 For a runner that waits for SQLite's write lock (an inline

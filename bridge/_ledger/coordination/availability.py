@@ -6,7 +6,7 @@ Waiting for the write lock. Every SQLite connection has a busy timeout of a few 
 enough to stall an event loop. A write that still finds the lock held waits in Python instead:
 
 * in a worker thread (no event loop running there), it sleeps with backoff and tries again,
-  up to :data:`WRITE_LOCK_WAIT_S`, then raises :class:`~bridge.LedgerUnavailable`;
+  up to :data:`WRITE_LOCK_WAIT_S`, then raises :class:`~bridge.errors.LedgerUnavailable`;
 * on an event loop thread it raises :class:`WriteLockBusy` at once, and the
   :class:`~bridge._ledger.runner.LedgerRunner` awaits a backoff and runs the whole ledger call again
   (so a held lock delays only the writes that need it, never the loop).

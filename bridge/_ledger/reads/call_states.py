@@ -41,7 +41,7 @@ class CallState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class CallView:
+class CallStanding:
     """One call as read: its dispatch, its task (if it became one) and its state."""
 
     dispatch: DispatchView
@@ -87,17 +87,17 @@ def dispatch_state(dispatch: DispatchView, task: TaskView | None) -> CallState:
     return CallState.UNRESOLVED  # pragma: no cover - every DispatchState is matched above
 
 
-def calls_of(dispatches: Sequence[DispatchView], tasks: Sequence[TaskView]) -> list[CallView]:
+def calls_of(dispatches: Sequence[DispatchView], tasks: Sequence[TaskView]) -> list[CallStanding]:
     """The run's calls, oldest first; a retry folds into the call it retried (its state is
     the call's state once the retry was sent)."""
     by_ref = {t.ref: t for t in tasks}
-    calls: dict[str, CallView] = {}
+    calls: dict[str, CallStanding] = {}
     for dispatch in dispatches:
         task = by_ref.get(dispatch.task_ref) if dispatch.task_ref else None
-        view = CallView(dispatch, task, dispatch_state(dispatch, task))
+        view = CallStanding(dispatch, task, dispatch_state(dispatch, task))
         origin = _RETRY.sub("", dispatch.operation_id)
         if origin != dispatch.operation_id and origin in calls:
-            calls[origin] = CallView(calls[origin].dispatch, task, view.state)
+            calls[origin] = CallStanding(calls[origin].dispatch, task, view.state)
         else:
             calls[dispatch.operation_id] = view
     return list(calls.values())
@@ -112,12 +112,12 @@ class RunEnding:
     error: dict[str, Any] | None
 
 
-def counts(calls: Sequence[CallView]) -> dict[CallState, int]:
+def counts(calls: Sequence[CallStanding]) -> dict[CallState, int]:
     """How many calls stand in each state (states with none left out)."""
     return dict(Counter(call.state for call in calls))
 
 
-def ending_of(calls: Sequence[CallView]) -> RunEnding | None:
+def ending_of(calls: Sequence[CallStanding]) -> RunEnding | None:
     """None while any call is open. Otherwise: ``incomplete`` when any call's outcome is
     unresolved (never a made-up success), else ``failed`` when any failed, else
     ``cancelled`` when any was cancelled, else ``completed``. A run without a single
@@ -139,7 +139,7 @@ def ending_of(calls: Sequence[CallView]) -> RunEnding | None:
     return RunEnding(OuterStatus.COMPLETED, None)
 
 
-def _ref(call: CallView) -> str:
+def _ref(call: CallStanding) -> str:
     return call.task.ref if call.task is not None else call.dispatch.ref
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from bridge._ledger.reads.call_states import CallState, CallView, counts
+from bridge._ledger.reads.call_states import CallStanding, CallState, counts
 from bridge._ledger.reads.views import InputRequestView, RunView, TaskView
 from bridge._lifecycle import TaskStatus
 
@@ -27,7 +27,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def calls_phrase(calls: Sequence[CallView]) -> str:
+def calls_phrase(calls: Sequence[CallStanding]) -> str:
     """``3 calls: 1 in flight, 2 completed`` (open states first)."""
     if not calls:
         return "no calls"
@@ -36,7 +36,7 @@ def calls_phrase(calls: Sequence[CallView]) -> str:
     return f"{_plural(len(calls), 'call')}: " + ", ".join(parts)
 
 
-def run_status_line(run: RunView, calls: Sequence[CallView]) -> str:
+def run_status_line(run: RunView, calls: Sequence[CallStanding]) -> str:
     """The run's recorded outer status, then where its calls stand now. A call still open
     after the run ended (a replay sent again after its end) is said so, not hidden."""
     head = "pending (not acknowledged)" if run.status is None else run.status.value
@@ -47,7 +47,7 @@ def run_status_line(run: RunView, calls: Sequence[CallView]) -> str:
     return line
 
 
-def run_status_brief(run: RunView, calls: Sequence[CallView]) -> str:
+def run_status_brief(run: RunView, calls: Sequence[CallStanding]) -> str:
     """The short form (a table cell): the outer status and how many calls are still open."""
     head = "pending" if run.status is None else run.status.value
     still_open = sum(1 for c in calls if c.state.is_open)

@@ -78,18 +78,19 @@ class RunView:
 
 
 @dataclass(frozen=True, slots=True)
-class DispatchView:
-    """One recorded ``tools/call`` (a dispatch), as a snapshot: its operation id, tool, argument
-    digest, state and outcome."""
+class CallView:
+    """One recorded ``tools/call`` (a call), as a snapshot: its operation id, server, tool,
+    argument digest, state and outcome; ``task``, the task it became, when read with it
+    (:meth:`bridge.Run.operation`). Admission checks are asked about one too."""
 
     ref: str
     principal: str
     run_ref: str
-    operation_id: str
+    operation_id: str  # the caller's idempotency key (the call's reference when none was given)
     server_endpoint: str
     server_name: str | None
     tool_name: str
-    args_digest: str
+    args_digest: str  # SHA-256 of the canonical JSON arguments
     state: DispatchState
     unknown_reason: str | None
     result: Any
@@ -97,11 +98,27 @@ class DispatchView:
     task_ref: str | None
     trace_id: str | None
     span_id: str | None
-    created_at_ms: int
+    created_at_ms: int  # when the intent was committed, immediately before the request left
     updated_at_ms: int
+    task: TaskView | None = None
+
+    @property
+    def op_ref(self) -> str:
+        """The call's reference (``op_…``)."""
+        return self.ref
+
+    @property
+    def server(self) -> str:
+        """The configured server name (its endpoint when the call named none)."""
+        return self.server_name or self.server_endpoint
+
+    @property
+    def tool(self) -> str:
+        """The tool's name."""
+        return self.tool_name
 
     @classmethod
-    def from_row(cls, row: Any, *, result: Any = _FROM_ROW) -> DispatchView:
+    def from_row(cls, row: Any, *, result: Any = _FROM_ROW) -> CallView:
         """A view of a dispatch row; ``result`` spares re-parsing a result already in hand."""
         return cls(
             ref=row.ref,
@@ -124,11 +141,11 @@ class DispatchView:
         )
 
     @classmethod
-    def from_columns(cls, columns: dict[str, Any]) -> DispatchView:
+    def from_columns(cls, columns: dict[str, Any]) -> CallView:
         """A view from the row's columns by name (as Core converts them)."""
         return cls.from_row(SimpleNamespace(**columns))
 
-    def with_result(self, result: Any, truncated: bool, updated_at_ms: int) -> DispatchView:
+    def with_result(self, result: Any, truncated: bool, updated_at_ms: int) -> CallView:
         """This dispatch as it reads once settled with ``result`` (state ``result``)."""
         return replace(
             self,
@@ -137,6 +154,9 @@ class DispatchView:
             result_truncated=truncated,
             updated_at_ms=updated_at_ms,
         )
+
+
+DispatchView = CallView  # the ledger's name for a call (its table is ``dispatches``)
 
 
 @dataclass(frozen=True, slots=True)

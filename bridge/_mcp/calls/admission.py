@@ -10,11 +10,12 @@ consequential tool, repeating it blindly could do the work twice. The host may r
 - ``admitted``: it was taken without a handle reaching the bridge; never retried;
 - ``unknown``: stays unknown until the host resolves it (``Bridge.resolve_unknown_outcome``).
 
-Each answer is recorded (``call.admission_checked``). The check sees an :class:`OperationView`:
-principal, server, tool, operation id, argument digest and when the call was sent; never a raw
-task id (there is none) nor the arguments. A server that accepts a duplicate-prevention key
-(``McpServerConfig.operation_id_meta_key``) gets the operation id in ``params._meta`` of every
-``tools/call``, retries included, so a wrong ``not_admitted`` still cannot do the work twice.
+Each answer is recorded (``call.admission_checked``). The check sees the call's
+:class:`~bridge.CallView`: principal, server, tool, operation id, argument digest and when the
+call was sent (``created_at_ms``); never a raw task id (there is none) nor the arguments. A
+server that accepts a duplicate-prevention key (``McpServerConfig.operation_id_meta_key``) gets
+the operation id in ``params._meta`` of every ``tools/call``, retries included, so a wrong
+``not_admitted`` still cannot do the work twice.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from bridge._ledger.reads.views import DispatchView
+from bridge._ledger.reads.views import CallView, DispatchView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import Admission
@@ -31,32 +32,7 @@ from bridge._lifecycle import Admission
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class OperationView:
-    """The call an admission check is asked about."""
-
-    principal: str
-    server: str  # the configured server name
-    tool: str
-    operation_id: str  # the caller's id (the dispatch's reference when none was given)
-    op_ref: str
-    args_digest: str  # SHA-256 of the canonical JSON arguments
-    sent_at_ms: int  # when the intent was committed, immediately before the request left
-
-    @classmethod
-    def of(cls, dispatch: DispatchView) -> OperationView:
-        return cls(
-            principal=dispatch.principal,
-            server=dispatch.server_name or dispatch.server_endpoint,
-            tool=dispatch.tool_name,
-            operation_id=dispatch.operation_id,
-            op_ref=dispatch.ref,
-            args_digest=dispatch.args_digest,
-            sent_at_ms=dispatch.created_at_ms,
-        )
-
-
-AdmissionCheck = Callable[[OperationView], Awaitable[Admission]]
+AdmissionCheck = Callable[[CallView], Awaitable[Admission]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +60,7 @@ async def ask_admission(
     """Ask the host's check about ``dispatch`` and record its answer. A check that fails or
     answers something else counts as ``unknown``: nothing is retried on a guess."""
     try:
-        verdict = Admission(await check(OperationView.of(dispatch)))
+        verdict = Admission(await check(dispatch))
     except Exception:
         log.exception("admission check for %s failed; its outcome stays unknown", dispatch.ref)
         verdict = Admission.UNKNOWN

@@ -5,7 +5,7 @@ A JSON-RPC error to either is a refusal, not a verdict on the task: ``-32602`` m
 shaped request as well as an unknown task, so only a confirming ``tasks/get`` that answers
 ``-32602`` too marks the task lost. A refused answer is dropped (``task.input_answer_refused``),
 never resent, and the request is answerable again; the host learns why from
-:class:`~bridge.AnswerRefused`.
+:class:`~bridge.errors.AnswerRefused`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   outcome included is closed at once, without a poll.
 * A reply that failed validation, or a result whose ``resultType`` no spec defines: the
   dispatch becomes ``unknown`` with an anomaly on its run, and
-  :class:`~bridge.InvalidTaskResponse` is raised.
+  :class:`~bridge.errors.InvalidTaskResponse` is raised.
 """
 
 from __future__ import annotations

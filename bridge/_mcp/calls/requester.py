@@ -219,8 +219,8 @@ class TaskRequester:
 
         ``operation_id`` makes the call idempotent across retries and restarts: a second call
         with the same id returns what the first one recorded and sends nothing. Raises
-        :class:`~bridge.ServerConnectFailed` (nothing sent) or
-        :class:`~bridge.InvalidTaskResponse` (recorded as unknown, with an anomaly).
+        :class:`~bridge.errors.ServerConnectFailed` (nothing sent) or
+        :class:`~bridge.errors.InvalidTaskResponse` (recorded as unknown, with an anomaly).
         ``duplicate_key``: what a server with an ``operation_id_meta_key`` is sent (default: the
         operation id; a retry sends the original call's).
         """

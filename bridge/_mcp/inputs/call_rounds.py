@@ -31,7 +31,7 @@ import pydantic
 from anyio.abc import TaskGroup
 
 from bridge._errors import (
-    InvalidInputAnswer,
+    InvalidAnswer,
     InvalidTaskResponse,
     ServerConnectFailed,
 )
@@ -163,7 +163,7 @@ class CallRounds:
                 _ANSWER_TYPES[asked.method].validate_python(response)
             except pydantic.ValidationError as exc:
                 detail = f"not a {asked.method} result: {exc.errors()[0]['msg']}"
-                raise InvalidInputAnswer(asked.ref, detail) from None
+                raise InvalidAnswer(asked.ref, detail) from None
         view, ready = await self._db(tenant.record_call_input_answer, op_ref, input_ref, response)
         if not ready:
             return AnswerReceipt(None, view.ref, AnswerDelivery.AWAITING_INPUTS, op_ref=op_ref)

@@ -42,7 +42,7 @@ import mcp_types
 import pydantic
 
 from bridge import events as ev
-from bridge._errors import BridgeError, InvalidInputAnswer
+from bridge._errors import BridgeError, InvalidAnswer
 from bridge._ledger.runner import LedgerRunner
 from bridge._mcp.wire.input_capabilities import InputCapabilities
 from bridge._outcomes import ELICITATION, SAMPLING, InputRequest
@@ -81,11 +81,11 @@ class Decline:
 
 
 @dataclass(frozen=True, slots=True)
-class Cancel:
+class Dismiss:
     """The user dismissed the request without choosing."""
 
 
-ElicitAnswer = Accept | Decline | Cancel
+ElicitAnswer = Accept | Decline | Dismiss
 
 
 # -- what a handler receives -------------------------------------------------------------------
@@ -312,12 +312,12 @@ async def _answer_with(kind: InputKind, handler: Any, request: InputRequest, ser
             await request.accept(answer.content)
         elif isinstance(answer, Decline):
             await request.decline()
-        elif isinstance(answer, Cancel):
-            await request.cancel()
+        elif isinstance(answer, Dismiss):
+            await request.dismiss()
         else:
-            detail = f"expected Accept, Decline or Cancel, got {type(answer).__name__}"
+            detail = f"expected Accept, Decline or Dismiss, got {type(answer).__name__}"
             raise _HandlerFailed("invalid_answer", detail)
-    except InvalidInputAnswer as exc:  # raised before anything is recorded
+    except InvalidAnswer as exc:  # raised before anything is recorded
         raise _HandlerFailed("invalid_answer", exc.detail) from None
 
 

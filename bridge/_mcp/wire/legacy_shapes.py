@@ -171,7 +171,7 @@ async def _fetch_outcome(session: Any, task: TaskView, timeout: float) -> Outcom
 async def learn_task_support(connection: ServerConnection, tool: str) -> None:
     """Know ``tool``'s ``taskSupport`` before the call is recorded (``tools/list`` once per
     connection, again for a tool it did not list). A failure raises
-    :class:`~bridge.ServerConnectFailed`: nothing was recorded or sent."""
+    :class:`~bridge.errors.ServerConnectFailed`: nothing was recorded or sent."""
     known = _task_support.get(connection)
     if known is not None and tool in known:
         return

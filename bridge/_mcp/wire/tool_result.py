@@ -2,7 +2,7 @@
 
 Shared by every step result (``_outcomes``, ``_runtime.step_results``): each says
 what it holds through ``_stored_result`` (the stored ``CallToolResult`` as JSON, or
-:class:`~bridge.NoToolResult` saying why there is none).
+:class:`~bridge.errors.NoToolResult` saying why there is none).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class ToolResultAccess(ABC):
     def text(self) -> str:
         """The concatenated text content of the tool result (``isError`` results included).
 
-        Raises :class:`~bridge.NoToolResult` when the step holds no tool result.
+        Raises :class:`~bridge.errors.NoToolResult` when the step holds no tool result.
         """
         result = call_tool_result(self._stored_result())
         return "".join(item.text for item in result.content if item.type == "text")

@@ -20,7 +20,7 @@ client and turns such a failure into that one request's own JSON-RPC error inste
   a restart behind a proxy) become the same error: nobody who knows MCP answered;
 - ``401`` and ``403`` become a ``-32000`` error whose ``data`` carries the HTTP status, so a
   connect refused for its credentials is told apart from any other failure
-  (:class:`~bridge.ServerCredentialsRejected`);
+  (:class:`~bridge.errors.ServerCredentialsRejected`);
 - a failure to connect names its cause in the error's ``data`` as one word (``tls``, ``dns``,
   ``refused``: :func:`connect_cause`), never the exception's text (it may quote headers).
 

@@ -55,7 +55,7 @@ async def _until_ready(bridge: Bridge, principal: str, run_ref: str, task_refs: 
 
 
 async def _ready(bridge: Bridge, principal: str, run_ref: str, task_refs: set[str]) -> bool:
-    asking = {request.task_ref for request in await bridge.pending_inputs(principal, run_ref)}
+    asking = {request.task_ref for request in await bridge.run(principal, run_ref).pending_inputs()}
     for task_ref in task_refs - asking:
         if (await bridge.run(principal, run_ref).task(task_ref)).is_open:
             return False

@@ -14,7 +14,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import interrupt
 
-from bridge._errors import AnswerRefused, InvalidInputAnswer
+from bridge._errors import AnswerRefused, InvalidAnswer
 from bridge._outcomes import CallOutcome, InputPending, InputRequest
 from bridge._policies import WaitMode
 from bridge._runtime.step_results import TaskPending
@@ -151,7 +151,9 @@ class _BridgedCall:
         return asked_input(base, asking[0], note) if asking else None
 
     async def _pending(self, run_ref: str, mine: Any) -> list[InputRequest]:
-        return [r for r in await self.bridge.pending_inputs(self.principal, run_ref) if mine(r)]
+        return [
+            r for r in await self.bridge.run(self.principal, run_ref).pending_inputs() if mine(r)
+        ]
 
     async def _take(self, resumed: object, run_ref: str) -> str | None:
         """Apply a resume value that answers an input still pending; a note when refused."""
@@ -168,8 +170,8 @@ class _BridgedCall:
             elif resumed.get("action") == "decline":
                 await request.decline()
             else:
-                await request.cancel()
-        except InvalidInputAnswer as refused:  # checked before anything was recorded
+                await request.dismiss()
+        except InvalidAnswer as refused:  # checked before anything was recorded
             return f"answer not taken: {refused.detail}"
         except AnswerRefused as refused:  # recorded, not delivered: the server said no
             return f"the server refused the answer: {refused.reason}"

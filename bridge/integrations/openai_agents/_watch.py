@@ -24,7 +24,7 @@ async def unanswered(
 ) -> list[InputRequest]:
     """The unanswered input requests of one call: its task's, or (MRTR, no task yet) the
     call's own."""
-    pending = await bridge.pending_inputs(principal, run_ref)
+    pending = await bridge.run(principal, run_ref).pending_inputs()
     if task_ref is not None:
         return [r for r in pending if r.task_ref == task_ref]
     return [r for r in pending if r.op_ref == op_ref]

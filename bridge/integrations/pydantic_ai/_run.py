@@ -122,7 +122,7 @@ class BridgedRun:
                 continue
             # Only still-unanswered requests (replaying the run's events after a restart
             # must not offer what was answered before the crash).
-            for request in await self.bridge.pending_inputs(self.principal, self.run_ref):
+            for request in await self.bridge.run(self.principal, self.run_ref).pending_inputs():
                 if request.input_ref not in offered:
                     offered.add(request.input_ref)
                     await answer(request)

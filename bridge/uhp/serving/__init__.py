@@ -31,17 +31,22 @@ from bridge._extras import require_extra
 
 require_extra("the UHP serving kit (bridge.uhp.serving)", "serve")
 
-from bridge._ledger.host_tables import (
-    Cursor,
-    GroupCommit,
-    LedgerRunner,
-    StagedCommit,
-    create_ledger_engine,
-    dialect_of,
-    first_line,
-    refuse_if_unavailable,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from bridge._public import publish
+
+if TYPE_CHECKING:
+    from bridge._ledger.host_tables import (
+        Cursor as Cursor,
+        GroupCommit as GroupCommit,
+        LedgerRunner as LedgerRunner,
+        StagedCommit as StagedCommit,
+        create_ledger_engine as create_ledger_engine,
+        dialect_of as dialect_of,
+        first_line as first_line,
+        refuse_if_unavailable as refuse_if_unavailable,
+    )
 from bridge.uhp.serving._access_log import scrub_access_log
 from bridge.uhp.serving._auth import BearerAuth, digest_principal
 from bridge.uhp.serving._discovery import discovery_document
@@ -188,5 +193,28 @@ __all__ = [
 ]
 
 
-for _name in __all__:
+# The host-table names load the ledger's database stack (SQLAlchemy): only on first use, so a
+# server that takes only the listening helpers stays light.
+_HOST_TABLES = frozenset(
+    {
+        "Cursor",
+        "GroupCommit",
+        "LedgerRunner",
+        "StagedCommit",
+        "create_ledger_engine",
+        "dialect_of",
+        "first_line",
+        "refuse_if_unavailable",
+    }
+)
+
+for _name in set(__all__) - _HOST_TABLES:
     publish(globals()[_name], __name__)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOST_TABLES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = publish(getattr(importlib.import_module("bridge._ledger.host_tables"), name), __name__)
+    globals()[name] = value
+    return value
