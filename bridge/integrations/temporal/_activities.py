@@ -114,8 +114,15 @@ class BridgeActivities:
         """Record and send an answer checked by the update's validator; the delivery, or
         ``already_answered`` when someone answered first (the ledger keeps one answer)."""
         run = self._bridge.run(self.principal, request.handle.run_ref)
+        answer = request.answer
         try:
-            receipt = await run.answer(request.handle.task_ref, request.input_ref, request.answer)
+            asked = await run.pending_input(request.handle.task_ref, request.input_ref)
+            if answer["action"] == "accept":
+                receipt = await asked.accept(answer.get("content"))
+            elif answer["action"] == "decline":
+                receipt = await asked.decline()
+            else:
+                receipt = await asked.dismiss()
         except InputAlreadyAnswered:
             return "already_answered"
         return receipt.delivery.value
@@ -128,7 +135,8 @@ class BridgeActivities:
         record = await run.operation(call.operation_id)
         if record is None or record.task is None or not record.task.is_open:
             return False
-        return await run.cancel(record.task.ref)
+        acknowledged: bool = await run.cancel_task(record.task.ref)
+        return acknowledged
 
 
 async def _call(run: Run, call: ToolCall) -> CallOutcome:
