@@ -45,6 +45,9 @@ INSTALLS: dict[str, tuple[str | None, str]] = {
     "pydantic-ai": ("pydantic-ai", "pydantic_ai_.py"),
     "openai-agents": ("openai-agents", "openai_agents_.py"),
     "langgraph": ("langgraph", "langgraph_.py"),
+    "dbos": ("dbos", "dbos_.py"),
+    "webhooks": ("webhooks", "webhooks.py"),
+    "metrics": ("metrics", "metrics.py"),
 }
 timings: list[tuple[str, float]] = []
 

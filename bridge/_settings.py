@@ -23,6 +23,7 @@ from bridge._mcp.polling.push import PushConfig
 from bridge._mcp.polling.watches import SchedulerConfig
 from bridge._mcp.servers import CredentialResolver, McpServerConfig, no_credentials
 from bridge._policies import Policies
+from bridge._runtime.webhook_endpoint import WebhookEndpoint
 from bridge.uhp._client_config import FollowConfig
 
 
@@ -46,6 +47,8 @@ class BridgeSettings:
     default, survives a process crash). ``input_handlers``: who answers which input kinds, and
     so what is declared to each server (default: the host answers form elicitations).
     ``recover_on_start``: take back every open handle and run when the bridge opens.
+    ``webhooks``: where each principal's attention items are pushed (at most one endpoint per
+    principal; its secret resolved by ``credentials``; extra ``[webhooks]``).
     """
 
     principals: Sequence[str]
@@ -62,9 +65,16 @@ class BridgeSettings:
     admission_checks: AdmissionChecks | None = None
     recover_on_start: bool = True
     sqlite_synchronous: SqliteSynchronous = "NORMAL"
+    webhooks: Sequence[WebhookEndpoint] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.principals, str):
             raise TypeError("principals is a sequence of principal names, not one string")
         if not self.principals:
             raise ValueError("a bridge serves at least one principal/tenant")
+        hooked = [endpoint.principal for endpoint in self.webhooks]
+        if len(set(hooked)) != len(hooked):
+            raise ValueError("at most one webhook endpoint per principal")
+        strangers = sorted(set(hooked) - set(self.principals))
+        if strangers:
+            raise ValueError(f"webhooks for principals this bridge does not serve: {strangers}")

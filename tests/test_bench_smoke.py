@@ -21,3 +21,9 @@ def test_bench_quick_run_writes_the_report(tmp_path: Path) -> None:
     assert "Polls per CPU-second: raw SDK `Client`, lean `tasks/get`, scheduler" in text
     assert "Following a UHP stream" in text
     assert "16 concurrent callers: bridged `tools/call` vs the raw SDK" in text
+
+
+def test_bench_quick_webhook_latency(tmp_path: Path) -> None:
+    text = quick_bench(tmp_path, "webhooks")
+    assert "Webhook delivery latency with 20 active runs" in text
+    assert "| 40 | 40 (in " in text  # every item committed reached the receiver

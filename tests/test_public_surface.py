@@ -28,6 +28,7 @@ PUBLIC_MODULES = {
     "bridge.integrations.pydantic_ai",
     "bridge.integrations.openai_agents",
     "bridge.integrations.langgraph",
+    "bridge.integrations.dbos",
     "bridge.integrations.temporal",
     "bridge.cli",
     "bridge.cli.__main__",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import astuple, replace
 from typing import Any
 
 import anyio
@@ -109,6 +109,11 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "agent_state": lambda: foreign.agent_state(acme["run"].ref, "agent"),
         "gateway_handle_task": lambda: foreign.gateway_handle_task("acme-gateway-handle"),
         "latest_run_of": lambda: foreign.latest_run_of(SERVER, "resp_acme", "#"),
+        "due_webhooks": lambda: foreign.due_webhooks(),
+        "next_webhook_due_ms": lambda: foreign.next_webhook_due_ms(),
+        "webhook_outbox_figures": lambda: [
+            n for n in astuple(foreign.webhook_outbox_figures()) if n
+        ],
     }
 
 
@@ -207,7 +212,13 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
 
 # Writes that cannot address a foreign record by construction (they create new ones, or are
 # filtered updates that silently match nothing), checked separately below.
-CREATES_OR_FILTERS = {"open_run", "schedule_poll"}
+CREATES_OR_FILTERS = {
+    "open_run",
+    "schedule_poll",
+    "webhook_delivered",
+    "webhook_attempt_failed",
+    "webhook_undeliverable",
+}
 
 
 def test_every_public_method_is_covered(ledger: Ledger, acme: dict[str, Any]) -> None:
@@ -261,6 +272,18 @@ def test_foreign_writes_are_refused_and_change_nothing(
     assert own.events(acme["run"].ref) == before_events
     assert own.get_task(acme["task"].ref) == before_task
     assert own.get_run(acme["remote"].ref).response_id is None
+
+
+def test_foreign_webhook_settles_match_nothing(ledger: Ledger, acme: dict[str, Any]) -> None:
+    own = ledger.for_principal("acme")
+    due = own.due_webhooks()
+    assert due, "the owner's attention items wait in its outbox"
+    foreign = ledger.for_principal("mallory")
+    for item in due:
+        assert foreign.webhook_delivered(item.id) is False
+        assert foreign.webhook_attempt_failed(item.id, "x", 0) is False
+        assert foreign.webhook_undeliverable(item.id, "x") is None
+    assert own.due_webhooks() == due
 
 
 def test_same_ids_in_two_tenants_are_two_records(ledger: Ledger, acme: dict[str, Any]) -> None:

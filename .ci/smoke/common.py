@@ -55,7 +55,7 @@ def absent(*modules: str) -> None:
 
 def missing_extra(extra: str, call: Any) -> None:
     """``call()`` raises MissingExtra naming ``pip install 'uhp-mcp-bridge[extra]'``."""
-    from bridge import MissingExtra
+    from bridge.errors import MissingExtra
 
     try:
         call()

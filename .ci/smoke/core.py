@@ -7,11 +7,13 @@ import anyio
 from common import TOKEN, absent, bridged_call, done, missing_extra, settings
 
 absent("typer", "rich", "opentelemetry.sdk", "psycopg", "uvloop", "httptools")
-absent("pydantic_ai", "agents", "langgraph", "fastmcp", "harness_examples")
+absent("pydantic_ai", "agents", "langgraph", "dbos", "fastmcp", "harness_examples")
+absent("standardwebhooks", "prometheus_client")
 
 
 async def main() -> None:
-    from bridge import Bridge, ServerCredentialsRejected
+    from bridge import Bridge
+    from bridge.errors import ServerCredentialsRejected
 
     async with Bridge.open(settings(token="not-" + TOKEN)) as bridge:
         try:
@@ -32,7 +34,13 @@ missing_extra("otlp", lambda: importlib.import_module("bridge").setup_tracing())
 missing_extra("langgraph", lambda: importlib.import_module("bridge.integrations.langgraph"))
 missing_extra("pydantic-ai", lambda: importlib.import_module("bridge.testing.pydantic_ai"))
 missing_extra("openai-agents", lambda: importlib.import_module("bridge.integrations.openai_agents"))
+missing_extra("dbos", lambda: importlib.import_module("bridge.integrations.dbos"))
 missing_extra(
     "postgres", lambda: importlib.import_module("bridge._ledger.store").Ledger.open("postgresql://x/y")
+)
+missing_extra("webhooks", lambda: importlib.import_module("bridge._runtime.webhook_message"))
+missing_extra(
+    "metrics",
+    lambda: importlib.import_module("bridge._telemetry.prometheus").serve_prometheus("127.0.0.1", 0),
 )
 done("core")

@@ -22,7 +22,7 @@ async def main() -> None:
 if PG_URL:
     anyio.run(main)
 else:
-    from bridge import LedgerUnavailable
+    from bridge.errors import LedgerUnavailable
     from bridge._ledger.store import Ledger
 
     try:

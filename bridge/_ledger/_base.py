@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import cache
+from time import perf_counter
 from types import SimpleNamespace
 from typing import Any, TypeVar, cast
 
@@ -41,6 +42,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from bridge import events as ev
 from bridge._errors import NotFound
+from bridge._ledger.attention_events import attention_kind, webhook_id
 from bridge._ledger.commit.driver_sessions import (
     CompiledStatement,
     Cursor,
@@ -48,6 +50,7 @@ from bridge._ledger.commit.driver_sessions import (
     SqliteDriverSession,
 )
 from bridge._ledger.commit.group_commit import GroupCommit
+from bridge._ledger.commit.latency import record_commit
 from bridge._ledger.coordination.availability import refuse_if_unavailable
 from bridge._ledger.coordination.commit_signals import CommitPublisher
 from bridge._ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
@@ -59,6 +62,7 @@ from bridge._ledger.schema.models import (
     InnerTask,
     InputRequest,
     OuterResponse,
+    WebhookOutbox,
 )
 from bridge._lifecycle import OuterStatus
 
@@ -67,6 +71,7 @@ DISPATCHES = cast(Table, DispatchIntent.__table__)  # type: ignore[attr-defined]
 TASKS = cast(Table, InnerTask.__table__)  # type: ignore[attr-defined]
 INPUTS = cast(Table, InputRequest.__table__)  # type: ignore[attr-defined]
 EVENTS = cast(Table, EventRecord.__table__)  # type: ignore[attr-defined]
+OUTBOX = cast(Table, WebhookOutbox.__table__)  # type: ignore[attr-defined]
 
 # A task is open (watched) while it has no stored terminal outcome, no lost verdict and was
 # not detached: the one definition every query uses.
@@ -124,15 +129,24 @@ _EVENT_COLUMNS = ("principal", "run_ref", "seq", "type", "task_ref", "payload_js
 _INSERT_EVENT = insert(EVENTS).values(
     {c: bindparam(f"w_{c}", type_=EVENTS.c[c].type) for c in _EVENT_COLUMNS}
 )
+_OUTBOX_COLUMNS = ("id", "principal", "run_ref", "seq", "kind", "created_at_ms", "attempts")
+_INSERT_OUTBOX = insert(OUTBOX).values(
+    {
+        **{c: bindparam(f"w_{c}", type_=OUTBOX.c[c].type) for c in _OUTBOX_COLUMNS},
+        "next_attempt_ms": bindparam("w_created_at_ms", type_=OUTBOX.c.next_attempt_ms.type),
+    }
+)
 
 
 class EventAppend:
-    """The two statements of an event append, compiled once for the ledger's driver session:
-    every run's log grows through them (:meth:`TenantScope._append`)."""
+    """The statements of an event append, compiled once for the ledger's driver session:
+    every run's log grows through them (:meth:`TenantScope._append`), and an event that needs a
+    person also gets its webhook outbox row."""
 
     def __init__(self, session: DriverSession) -> None:
         self.next_seq = session.compile(_NEXT_EVENT_SEQ)
         self.insert_event = session.compile(_INSERT_EVENT)
+        self.insert_outbox = session.compile(_INSERT_OUTBOX)
 
 
 def written_columns(table: Table) -> list[str]:
@@ -171,6 +185,7 @@ T = TypeVar("T")
 class _Appended:
     def __init__(self) -> None:
         self._last: dict[tuple[str, str], int] = {}
+        self.outboxed: set[str] = set()  # principals whose webhook outbox got a row
 
     def note(self, principal: str, run_ref: str, seq: int) -> None:
         self._last[(principal, run_ref)] = seq
@@ -262,6 +277,7 @@ class LedgerCore:
         self.clock = clock
         self.max_outcome_bytes = max_outcome_bytes
         self._listeners: list[EventListener] = []
+        self._outbox_listeners: list[Callable[[str], None]] = []
         if self.dialect.name == "postgresql":  # other processes' waiters hear commits by NOTIFY
             self._listeners.append(CommitPublisher(engine))
         self._driver = driver_session or self.dialect.driver_session(engine)
@@ -296,6 +312,14 @@ class LedgerCore:
     def remove_listener(self, listener: EventListener) -> None:
         self._listeners.remove(listener)
 
+    def add_outbox_listener(self, listener: Callable[[str], None]) -> None:
+        """Called with the principal after each commit that wrote a webhook outbox row (in the
+        committing thread): the deliverer pushes it at once instead of at its next look."""
+        self._outbox_listeners.append(listener)
+
+    def remove_outbox_listener(self, listener: Callable[[str], None]) -> None:
+        self._outbox_listeners.remove(listener)
+
     def _notify(self, principal: str, run_ref: str, seq: int, *, announced: bool = False) -> None:
         """Call the listeners; ``announced``: the commit announced itself to other processes
         (a ``NOTIFY`` in its own transaction), so the publisher is skipped."""
@@ -311,26 +335,33 @@ class LedgerCore:
     @contextmanager
     def _write(self) -> Iterator[Tx]:
         tx = Tx(through=self._driver.cursor_on)
+        started = perf_counter()
         with self.engine.begin() as conn:
             tx.conn = conn
             try:
                 yield tx
             finally:
                 tx.close_cursor()
+        record_commit("core", started)
         self._notify_appended(tx)
 
     @contextmanager
     def _driver_write(self) -> Iterator[Tx]:
         """A write transaction of the driver session (precompiled statements only): a short
         transaction there costs a fraction of one opened through Core."""
+        started = perf_counter()
         with self._driver.transaction() as cursor:
             tx = Tx(cursor)
             yield tx
+        record_commit("driver", started)
         self._notify_appended(tx)
 
     def _notify_appended(self, tx: Tx) -> None:
         for principal, run_ref, seq in tx.appended.items_last():
             self._notify(principal, run_ref, seq)
+        for principal in tx.appended.outboxed:
+            for listener in list(self._outbox_listeners):
+                listener(principal)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -497,5 +528,18 @@ class TenantScope:
             "w_at_ms": stamped.at_ms,
         }
         tx.run(statements.insert_event, row)
+        kind = attention_kind(stamped)
+        if kind is not None:  # in this transaction: the item exists only if its push does
+            item = {
+                "w_id": webhook_id(run_ref, seq),
+                "w_principal": self.principal,
+                "w_run_ref": run_ref,
+                "w_seq": seq,
+                "w_kind": kind,
+                "w_created_at_ms": stamped.at_ms,
+                "w_attempts": 0,
+            }
+            tx.run(statements.insert_outbox, item)
+            tx.appended.outboxed.add(self.principal)
         tx.appended.note(self.principal, run_ref, seq)
         return stamped

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from time import perf_counter
 from typing import ParamSpec, TypeVar
 
 import anyio
 
 from bridge._errors import LedgerUnavailable
 from bridge._ledger.commit.group_commit import GroupCommit, StagedCommit
+from bridge._ledger.commit.latency import record_commit
 from bridge._ledger.coordination.availability import (
     WRITE_LOCK_WAIT_S,
     WriteLockBusy,
@@ -64,9 +66,13 @@ class LedgerRunner:
         worker thread; a group that gathers a turn batches inline too (only the writes not yet
         committed are committed once a held lock is free).
         """
+        started = perf_counter()
         if self.inline and not group.gathers_turn:
-            return await self(group.commit_alone, staged)
-        return await group.commit(staged, self)  # a batch's commit runs as any call of ours
+            committed = await self(group.commit_alone, staged)
+        else:
+            committed = await group.commit(staged, self)  # a batch's commit runs as ours do
+        record_commit("call_path", started)
+        return committed
 
     async def when_lock_free(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run the inline call ``fn`` again once the write lock is free (it just failed busy:

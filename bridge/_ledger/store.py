@@ -48,6 +48,7 @@ from bridge._ledger.schema import migrate
 from bridge._ledger.schema.dialects import SqliteSynchronous
 from bridge._ledger.schema.engine import create_ledger_engine
 from bridge._ledger.tasks import ObservationOutcome, TaskWrites
+from bridge._ledger.webhook_outbox import WebhookOutboxWrites
 
 __all__ = [
     "DISPATCHES",
@@ -127,6 +128,7 @@ class TenantLedger(
     CallRoundWrites,
     AgentStateWrites,
     GatewayHandleWrites,
+    WebhookOutboxWrites,
 ):
     """All ledger operations for one principal/tenant: runs, dispatches (and the call path),
     tasks, input requests, MRTR call rounds and the reads, each in its aggregate's module."""

@@ -1,5 +1,6 @@
 """``python -m bridge.console --db URL --tokens FILE [--mcp-config FILE]
-[--listen HOST:PORT] [--port N] [--port-file F]`` (also ``bridge console …``).
+[--listen HOST:PORT] [--port N] [--port-file F] [--metrics HOST:PORT]`` (also ``bridge
+console …``).
 
 Console tokens come from ``--tokens`` (``{"principals": {"alice": {"token_sha256": …}}}``) or
 the environment (``BRIDGE_CONSOLE_TOKENS=alice=TOKEN,bob=TOKEN``); MCP server tokens from
@@ -18,6 +19,7 @@ import anyio
 from bridge._errors import LedgerUnavailable
 from bridge._mcp.config_file import McpConfigError, load_mcp_config, resolve_credential
 from bridge._mcp.servers import McpServerConfig
+from bridge._telemetry.prometheus import add_metrics_arguments, start_metrics
 from bridge.console._auth import TOKENS_ENV, ConsoleAuthError, ConsoleTokens
 from bridge.console._serve import serve_console
 from bridge.gateway._event_loop import backend_options
@@ -52,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--port-file", type=Path, help="write the bound port here once the console serves"
     )
+    add_metrics_arguments(parser)
     args = parser.parse_args(argv)
     host, port = args.listen
     if args.port is not None:
@@ -80,6 +83,21 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _serve(
+    args: argparse.Namespace,
+    host: str,
+    port: int,
+    tokens: ConsoleTokens,
+    servers: list[McpServerConfig],
+) -> None:
+    stop_metrics = start_metrics(args)
+    try:
+        _run(args, host, port, tokens, servers)
+    finally:
+        if stop_metrics is not None:
+            stop_metrics()
+
+
+def _run(
     args: argparse.Namespace,
     host: str,
     port: int,

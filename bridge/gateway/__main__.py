@@ -1,8 +1,8 @@
 """``python -m bridge.gateway --config FILE --db URL [--host 127.0.0.1] [--port N]
-[--port-file F]`` (also ``bridge gateway …``), or ``--stdio [--principal P]`` to serve one
-client over stdin/stdout (no bearer there: the principal is ``--principal`` or the config's
-``stdioPrincipal``). Upstream tokens come from the environment (``BRIDGE_CREDENTIAL_<REF>``),
-like every other bridge command."""
+[--port-file F] [--metrics HOST:PORT]`` (also ``bridge gateway …``), or ``--stdio
+[--principal P]`` to serve one client over stdin/stdout (no bearer there: the principal is
+``--principal`` or the config's ``stdioPrincipal``). Upstream tokens come from the
+environment (``BRIDGE_CREDENTIAL_<REF>``), like every other bridge command."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 
 from bridge._mcp.config_file import McpConfigError, load_mcp_config, resolve_credential
+from bridge._telemetry.prometheus import add_metrics_arguments, start_metrics
 from bridge.gateway._config import GatewayConfig, GatewayConfigError, parse_gateway_config
 from bridge.gateway._event_loop import backend_options
 from bridge.gateway._serve import serve_gateway, serve_gateway_stdio
@@ -46,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--stdio", action="store_true", help="serve one client over stdin/stdout (not HTTP)"
     )
     parser.add_argument("--principal", help="with --stdio: the principal served")
+    add_metrics_arguments(parser)
     args = parser.parse_args(argv)
     if not args.stdio:
         if args.principal is not None:
@@ -59,6 +61,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(2) from None
     except (ValueError, OSError) as exc:
         parser.error(f"{args.config}: {exc}")
+    stop_metrics = start_metrics(args)
+    try:
+        _serve(args, config, principal)
+    finally:
+        if stop_metrics is not None:
+            stop_metrics()
+
+
+def _serve(args: argparse.Namespace, config: GatewayConfig, principal: str | None) -> None:
     if principal is not None:
         anyio.run(
             lambda: serve_gateway_stdio(

@@ -6,7 +6,8 @@ gateway adds who may call it and how long a plain ``tools/call`` waits::
     {
       "mcpServers": [{"name": "payments", "url": "http://…/mcp",
                       "auth": {"credential_ref": "payments"}}],
-      "principals": {"alice": {"token_sha256": "<hex SHA-256 of alice's bearer token>"}},
+      "principals": {"alice": {"token_sha256": "<hex SHA-256 of alice's bearer token>",
+                               "webhook": {"url": "https://…", "secret_ref": "alice-hook"}}},
       "waitDeadlineS": 120,
       "toolDeadlinesS": {"payments__approve_payment": 30},
       "silentWaitS": 50,
@@ -20,6 +21,10 @@ after 60 s of silence. It gets the "still running" answer, with its operation id
 ``stdioPrincipal`` (optional, one of ``principals``) is who ``bridge gateway --stdio`` serves
 when no ``--principal`` is given: stdio carries no bearer token.
 
+``webhook`` (optional, per principal): where the principal's attention items are pushed,
+signed with the secret ``secret_ref`` names (``BRIDGE_CREDENTIAL_<REF>``, like upstream tokens;
+extra ``[webhooks]``; docs/guides/webhooks-and-metrics.md).
+
 The file holds no secret: a client token is known only by its SHA-256.
 """
 
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge._mcp.servers import McpServerConfig
+from bridge._runtime.webhook_endpoint import WebhookEndpoint
 
 DEFAULT_WAIT_DEADLINE_S = 120.0
 DEFAULT_SILENT_WAIT_S = 50.0  # under the 60 s request timeout of the official TypeScript SDK
@@ -49,6 +55,7 @@ class GatewayConfig:
     tool_deadlines_s: Mapping[str, float] = field(default_factory=dict)
     stdio_principal: str | None = None
     silent_wait_s: float = DEFAULT_SILENT_WAIT_S
+    webhooks: tuple[WebhookEndpoint, ...] = ()
 
     @property
     def principals(self) -> tuple[str, ...]:
@@ -84,6 +91,11 @@ def parse_gateway_config(data: Any, servers: Sequence[McpServerConfig]) -> Gatew
         if digest in digests:
             raise GatewayConfigError(f"principal {principal!r} shares its token with another")
         digests[digest] = principal
+    webhooks = tuple(
+        _webhook(principal, entry["webhook"])
+        for principal, entry in principals.items()
+        if entry.get("webhook") is not None
+    )
     for server in servers:
         if "__" in server.name:
             raise GatewayConfigError(f"server name {server.name!r} must not contain '__'")
@@ -102,7 +114,23 @@ def parse_gateway_config(data: Any, servers: Sequence[McpServerConfig]) -> Gatew
             for name, value in (data.get("toolDeadlinesS") or {}).items()
         },
         silent_wait_s=_seconds(data.get("silentWaitS", DEFAULT_SILENT_WAIT_S), "silentWaitS"),
+        webhooks=webhooks,
     )
+
+
+def _webhook(principal: str, entry: Any) -> WebhookEndpoint:
+    where = f"principal {principal!r}: webhook"
+    if not isinstance(entry, dict) or set(entry) - {"url", "secret_ref", "max_attempts"}:
+        raise GatewayConfigError(f'{where} is {{"url": …, "secret_ref": …[, "max_attempts"]}}')
+    try:
+        return WebhookEndpoint(
+            principal=principal,
+            url=str(entry.get("url", "")),
+            secret_ref=str(entry.get("secret_ref", "")),
+            max_attempts=int(entry.get("max_attempts", 10)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise GatewayConfigError(f"{where}: {exc}") from None
 
 
 def _seconds(value: Any, where: str) -> float:

@@ -40,6 +40,7 @@ async def serve_gateway(
             principals=config.principals,
             mcp_servers=config.servers,
             credentials=credentials,
+            webhooks=config.webhooks,
         )
     ) as bridge:
         tokens = GatewayTokens(config.token_principals)
@@ -66,6 +67,7 @@ async def serve_gateway_stdio(
             principals=(principal,),
             mcp_servers=config.servers,
             credentials=credentials,
+            webhooks=tuple(w for w in config.webhooks if w.principal == principal),
         )
     ) as bridge:
         tokens = GatewayTokens(config.token_principals)

@@ -266,6 +266,42 @@ class Replica(SQLModel, table=True):
     started_at_ms: int = Field(sa_column=_ms())
 
 
+class WebhookOutbox(SQLModel, table=True):
+    """One attention item to push to its principal's webhook, written in the transaction of
+    the event that created it (at least once: delivered, or given up on and reported)."""
+
+    __tablename__ = "bridge_webhook_outbox"
+    __table_args__ = (
+        Index("ix_webhook_outbox_due", "principal", "next_attempt_ms"),
+        UniqueConstraint("run_ref", "seq", name="uq_webhook_outbox_event"),
+    )
+
+    # The stable id a receiver deduplicates on (the ``webhook-id`` header): from the event.
+    id: str = Field(primary_key=True, max_length=100)
+    principal: str = Field(max_length=200)
+    run_ref: str = Field(foreign_key="bridge_outer_responses.ref", max_length=64)
+    seq: int = Field(sa_column=Column(BigInteger, nullable=False))
+    kind: str = Field(max_length=32)  # the attention kind (input_waiting, lost_task, ...)
+    created_at_ms: int = Field(sa_column=_ms())
+    attempts: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    # NULL once settled (delivered or given up): the one column the deliverer's query scans.
+    next_attempt_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    delivered_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    failed_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    last_error: str | None = Field(default=None, max_length=500)
+
+
+class WebhookDeliverer(SQLModel, table=True):
+    """Who delivers the webhook outbox: one replica incarnation per ledger at a time, held as
+    task and run rows are (lease owner and incarnation; no tenant data)."""
+
+    __tablename__ = "bridge_webhook_deliverer"
+
+    name: str = Field(primary_key=True, max_length=32)
+    lease_owner: str | None = Field(default=None, max_length=200)
+    lease_incarnation: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+
+
 ALL_TABLES = (
     OuterResponse,
     DispatchIntent,
@@ -276,4 +312,6 @@ ALL_TABLES = (
     GatewayHandle,
     EventRecord,
     Replica,
+    WebhookOutbox,
+    WebhookDeliverer,
 )

@@ -371,6 +371,11 @@ class TaskRequester:
         self.scheduler.forget(task_ref)
         return detached
 
+    async def poll_now(self, principal: str, task_ref: str) -> TaskView:
+        """Poll one handle now; its next poll is the caller's (see
+        :meth:`HandleResumption.poll_now`)."""
+        return await self._resumption.poll_now(principal, task_ref)
+
     def emit_task_span(self, principal: str, task_ref: str) -> None:
         """Emit the lifetime span of a task that just closed (when tracing is configured)."""
         if not telemetry.enabled():

@@ -4,7 +4,9 @@ stopped process left in flight.
 Three ways a handle comes back: a restart (:meth:`HandleResumption.resume`, every open handle of
 the principals), a replica's claim (:meth:`HandleResumption.watch_all` with its lease), and a
 replayed call (:meth:`HandleResumption.watch_again`). Each is watched with what the ledger knows
-of it: input keys already seen, cancels and answers still to send.
+of it: input keys already seen, cancels and answers still to send. A fourth is not watched at
+all: a host whose own durable engine schedules the polls (:meth:`HandleResumption.poll_now`)
+takes the handle one poll at a time, with the same knowledge.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from bridge._ledger.coordination.replica import ReplicaLeases
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import DispatchState, TaskStatus
 from bridge._mcp.polling.scheduler import PollScheduler
+from bridge._mcp.polling.watches import Watch
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,3 +137,23 @@ class HandleResumption:
             if lease is None:
                 return  # another replica claimed it in between: it polls it
         self._scheduler().watch(principal, task, due_ms=None, lease=lease)
+
+    async def poll_now(self, principal: str, task_ref: str) -> TaskView:
+        """One ``tasks/get`` of a recorded handle now, for a host that schedules its polls
+        itself: the handle leaves this process's scheduler (the next poll is the host's), and
+        the poll starts from what the ledger knows, as a resumed watch does: input keys
+        already seen (not surfaced again) and answers recorded but not delivered (sent first:
+        nobody else would). A closed handle is read, not polled."""
+        tenant = self._ledger.for_principal(principal)
+        scheduler = self._scheduler()
+        scheduler.forget(task_ref)
+        task = await self._db(tenant.get_task, task_ref)
+        if not task.is_open:
+            return task
+        watch = Watch(principal, task)
+        if task.status is TaskStatus.INPUT_REQUIRED:  # only then can inputs or answers wait
+            digests = await self._db(tenant.input_digests, [task_ref])
+            watch.input_digests.update(digests.get(task_ref, {}))
+            undelivered = await self._db(tenant.undelivered_answers)
+            watch.undelivered_answers = any(a.task_ref == task_ref for a in undelivered)
+        return await scheduler.poll_once(principal, task, watch)

@@ -49,6 +49,7 @@ from bridge._mcp.servers import ServerConnection, ServerPool
 from bridge._mcp.wire.shapes import INTERNAL_ERROR, INVALID_PARAMS, DetailedTask
 from bridge._mcp.wire.task_requests import deliver_answers, fetch_task, send_cancel
 from bridge._redaction import scrub_task_id
+from bridge._telemetry.metrics import record_poll
 
 log = logging.getLogger(__name__)
 
@@ -150,13 +151,16 @@ class PollScheduler:
             watch.cancel_pending = True
             self.poll_soon(task_ref)
 
-    async def poll_once(self, principal: str, task: TaskView) -> TaskView:
-        """Poll one handle now, watched or not (an operator re-check of a closed handle).
+    async def poll_once(
+        self, principal: str, task: TaskView, watch: Watch | None = None
+    ) -> TaskView:
+        """Poll one handle now, watched or not (an operator re-check of a closed handle;
+        ``watch``: an unwatched handle's state, as :mod:`.handle_resumption` seeds it).
 
         A terminal handle re-checked this way can only confirm its status or be recorded as a
         regression anomaly: nothing overwrites a recorded terminal status.
         """
-        watch = self._watched.get(task.ref) or Watch(principal, task)
+        watch = watch or self._watched.get(task.ref) or Watch(principal, task)
         await self._poll(watch)
         return self._ledger.for_principal(principal).get_task(task.ref)
 
@@ -367,6 +371,7 @@ class PollScheduler:
                 self._queue.schedule(task.ref, self._clock() + self.config.lease_wait_ms)
                 return
             self.stats.polls += 1
+            record_poll(None if due_ms is None else self._clock() - due_ms)
             if self.stats.keep_lateness and due_ms is not None:
                 # Measured when the request is about to leave, after any queueing here.
                 self.stats.lateness.append((due_ms, self._clock() - due_ms, task.ref))

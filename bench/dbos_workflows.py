@@ -1,0 +1,384 @@
+"""Bridged MCP task calls inside DBOS workflows (``bridge.integrations.dbos``).
+
+    python -m bench.dbos_workflows [--quick] [--calls N] [--handles N] [--out FILE]
+
+1. One task call per workflow, run one after the other, alternating: the bridged call
+   (``call_tool``: a send step, then a durable ``DBOS.sleep`` of the server's
+   ``pollIntervalMs`` and a poll step per ``tasks/get``, every state in the ledger) against
+   the same MCP work as one plain DBOS step (the way pydantic-ai runs an MCP call: the raw
+   official SDK client, the task created and polled at the same interval inside the step,
+   nothing recorded between). Wall and process CPU per workflow.
+2. ``--handles`` workflows at once, each with one open task handle (the task runs longer than
+   the measurement): polls per second against the demand (handles / interval) and the
+   lateness of each poll (when its poll step started minus when its durable sleep was due to
+   end; the bench wraps ``DBOS.sleep_async`` and the poll step to time them).
+
+Both on SQLite (the ledger and DBOS's system database, two files), against
+``bench/task_tool_server.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from dbos import DBOS, DBOSConfig, SetWorkflowID
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from bench.common import Report, machine, median, percentile, provenance
+from bridge import Bridge, BridgeSettings, McpServerConfig, SchedulerConfig
+from bridge._mcp.wire.extension import TasksClientExtension
+from bridge._mcp.wire.shapes import CreateTaskResult, DetailedTask, GetTaskRequest, TaskIdParams
+from bridge.integrations.dbos import _steps, attach, call_tool
+from tests.support.postgres import ThrowawayPostgres, fresh_database
+from tests.support.processes import ServerProcess
+
+REPO = Path(__file__).resolve().parents[1]
+PRINCIPAL = "bench"
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+_session: Any = None  # the plain step's SDK session (steps take plain arguments only)
+
+
+# Instrumentation (bench only): when each workflow's durable sleep is due to end, and how
+# late its poll step starts after that.
+_due_s: dict[str, float] = {}
+# (when a poll step started, its lateness in ms, how long the step took in ms)
+_polls: list[tuple[float, float, float]] = []
+_sent: list[float] = []  # when each send step returned (the handle recorded)
+_sleep = DBOS.sleep_async
+_poll = _steps.poll
+_send = _steps.send
+
+
+async def _timed_sleep(seconds: float) -> None:
+    if DBOS.workflow_id is not None:
+        _due_s[DBOS.workflow_id] = time.time() + seconds
+    await _sleep(seconds)
+
+
+async def _timed_poll(*args: Any) -> Any:
+    due = _due_s.pop(DBOS.workflow_id or "", None)
+    now = time.time()
+    polled = await _poll(*args)
+    if due is not None:
+        _polls.append((now, (now - due) * 1000, (time.time() - now) * 1000))
+    return polled
+
+
+async def _timed_send(*args: Any) -> Any:
+    sent = await _send(*args)
+    _sent.append(time.time())
+    return sent
+
+
+DBOS.sleep_async = _timed_sleep  # type: ignore[method-assign]
+_steps.poll = _timed_poll
+_steps.send = _timed_send
+
+
+@DBOS.workflow(name="bench.bridged")
+async def bridged(key: str, seconds: float) -> str:
+    outcome = await call_tool("work", "work", {"key": key, "seconds": seconds})
+    return outcome.text()
+
+
+@DBOS.step(name="bench.plain_mcp_call")
+async def plain_mcp_call(key: str, seconds: float) -> str:
+    """The whole MCP call in one step, as a framework without task handles runs it (on a
+    session kept open across calls, as an agent's MCP toolset keeps it)."""
+    assert _session is not None
+    created = await _session.call_tool("work", {"key": key, "seconds": seconds}, allow_claimed=True)
+    assert isinstance(created, CreateTaskResult), created
+    status, interval = created.status, created.poll_interval_ms or 1000
+    request = GetTaskRequest(params=TaskIdParams(task_id=created.task_id))
+    reply: Any = created
+    while status not in TERMINAL:
+        await anyio.sleep(interval / 1000)
+        reply = await _session.send_request(request, DetailedTask)
+        status, interval = reply.status, reply.poll_interval_ms or interval
+    return str(reply.result["content"][0]["text"])
+
+
+@DBOS.step(name="bench.raw_create")
+async def raw_create(key: str, seconds: float) -> tuple[str, int]:
+    created = await _session.call_tool("work", {"key": key, "seconds": seconds}, allow_claimed=True)
+    assert isinstance(created, CreateTaskResult), created
+    return created.task_id, created.poll_interval_ms or 1000
+
+
+@DBOS.step(name="bench.raw_get")
+async def raw_get(task_id: str) -> tuple[str, int | None, Any]:
+    request = GetTaskRequest(params=TaskIdParams(task_id=task_id))
+    reply = await _session.send_request(request, DetailedTask)
+    return reply.status, reply.poll_interval_ms, reply.result
+
+
+@DBOS.workflow(name="bench.raw_durable")
+async def raw_durable(key: str, seconds: float) -> str:
+    """DBOS's own durable polling of the raw SDK, no ledger: what DBOS's checkpoints cost."""
+    task_id, interval = await raw_create(key, seconds)
+    status, result = "working", None
+    while status not in TERMINAL:
+        await DBOS.sleep_async(interval / 1000)
+        status, server_ms, result = await raw_get(task_id)
+        interval = server_ms or interval
+    assert result is not None
+    return str(result["content"][0]["text"])
+
+
+@DBOS.workflow(name="bench.plain")
+async def plain(key: str, seconds: float) -> str:
+    return await plain_mcp_call(key, seconds)
+
+
+async def one_by_one(calls: int, seconds: float, report: Report) -> None:
+    variants = {"plain": plain, "raw_durable": raw_durable, "bridged": bridged}
+    walls: dict[str, list[float]] = {name: [] for name in variants}
+    cpus: dict[str, list[float]] = {name: [] for name in variants}
+    for n in range(calls + 2):  # the first two of each warm up, not counted
+        for name, workflow in variants.items():
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            text = await workflow(f"{name}-{n}", seconds)
+            wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+            assert text == f"done {name}-{n}", text
+            if n >= 2:
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+    report.add(
+        f"## 13. DBOS: a task call in a workflow, bridged vs a plain DBOS step ({calls} each)"
+    )
+    report.add("")
+    report.add(
+        f"Each workflow makes one `work` call: a task of {seconds:.2f} s on "
+        "`bench/task_tool_server.py`, which asks for polls every "
+        f"{POLL_MS} ms. Alternating, one at a time, one process; ledger and DBOS system "
+        "database: SQLite files. CPU: the whole process (DBOS's threads included)."
+    )
+    report.add("")
+    report.add(
+        "Beside them, the raw SDK polled by DBOS itself (a step per `tasks/get`, a durable "
+        "sleep between, no ledger): what DBOS's own checkpoints add, before the bridge."
+    )
+    report.add("")
+    report.add(
+        "| per workflow (median) | plain step | DBOS-polled raw SDK | bridged "
+        "| **bridged / plain** | bridged / DBOS-polled |"
+    )
+    report.add("|---|---|---|---|---|---|")
+    for label, data in (("wall", walls), ("CPU", cpus)):
+        p, r, b = (median(data[name]) for name in variants)
+        report.add(
+            f"| {label} | {p * 1000:.1f} ms | {r * 1000:.1f} ms | {b * 1000:.1f} ms "
+            f"| **{b / p:.2f}** | {b / r:.2f} |"
+        )
+    report.add("")
+
+
+async def many_open(
+    handles: int, interval_ms: int, window_s: float, where: str, report: Report
+) -> None:
+    run_id = f"open-{time.time_ns()}"
+    started = time.time()
+    _polls.clear()
+    _sent.clear()
+    ids = [f"{run_id}-{n}" for n in range(handles)]
+
+    async def start(workflow_id: str) -> None:
+        with SetWorkflowID(workflow_id):
+            await DBOS.start_workflow_async(bridged, workflow_id, 3600.0)
+
+    async with anyio.create_task_group() as starting:
+        for workflow_id in ids:
+            starting.start_soon(start, workflow_id)
+    spread_s = time.time() - started
+    with anyio.fail_after(600):  # every handle recorded: from here on, the steady state
+        while len(_sent) < handles:
+            await anyio.sleep(0.1)
+    steady = time.time()
+    cpu0 = time.process_time()
+    await anyio.sleep(window_s)
+    cpu = time.process_time() - cpu0
+    ended = time.time()
+    in_window = [late for at, late, _ in _polls if at >= steady]
+    took = [ms for at, _, ms in _polls if at >= steady]
+    for workflow_id in ids:  # the tasks outlive the run: stop their workflows
+        await DBOS.cancel_workflow_async(workflow_id)
+    measured = ended - steady
+    polls = len(in_window)
+    lateness = in_window
+    demand = handles / (interval_ms / 1000)
+    report.add(f"## 14. DBOS: {handles} open handles in concurrent workflows")
+    report.add("")
+    report.add(
+        f"{handles} workflows started at once ({spread_s:.1f} s to start them; every handle "
+        f"recorded {steady - started:.1f} s after the first start), each waiting on a task "
+        f"that outlives the run; `pollIntervalMs` {interval_ms}: demand {demand:.0f} polls/s. "
+        f"Measured over {measured:.1f} s once every handle was recorded; ledger and DBOS "
+        f"system database on {where}. Lateness: when a poll step started minus when its "
+        "durable sleep was due to end (the sleep's call plus the interval)."
+    )
+    report.add("")
+    report.add("| figure | value |")
+    report.add("|---|---|")
+    report.add(f"| polls (after a durable sleep) | {polls} ({polls / measured:.0f}/s) |")
+    report.add(f"| demand | {demand:.0f}/s |")
+    report.add(
+        f"| lateness p50 / p99 / max | {percentile(lateness, 50):.0f} ms / "
+        f"{percentile(lateness, 99):.0f} ms / {max(lateness, default=0):.0f} ms |"
+    )
+    report.add(
+        f"| poll step duration p50 / p99 | {percentile(took, 50):.0f} ms / "
+        f"{percentile(took, 99):.0f} ms |"
+    )
+    report.add(f"| process CPU | {cpu / measured:.2f} of one core |")
+    report.add("")
+
+
+POLL_MS = 100  # part 1: the server's pollIntervalMs
+TASK_S = 0.45  # part 1: how long each task runs
+
+
+@contextmanager
+def _postgres() -> Iterator[tuple[str, str] | None]:
+    """Two fresh databases (the ledger, DBOS's system database) on a throwaway PostgreSQL, or
+    None where its binaries are missing."""
+    try:
+        server = ThrowawayPostgres()
+    except FileNotFoundError:
+        yield None
+        return
+    server.start()
+    try:
+        with fresh_database(server.url()) as ledger, fresh_database(server.url()) as sysdb:
+            yield ledger, sysdb
+    finally:
+        server.stop()
+
+
+@asynccontextmanager
+async def _worker(
+    ledger: str, sysdb: str, url: str, *, sysdb_pool: int | None = None
+) -> AsyncIterator[None]:
+    """This process as a DBOS worker with an attached bridge (``sysdb_pool``: DBOS's system
+    database pool, 20 connections by default)."""
+    settings = BridgeSettings(
+        ledger_url=ledger,
+        principals=[PRINCIPAL],
+        mcp_servers=[McpServerConfig(name="work", url=url)],
+        scheduler=SchedulerConfig(floor_ms=20),
+        recover_on_start=False,
+    )
+    async with Bridge.open(settings) as bridge:
+        attach(bridge, PRINCIPAL)
+        config: DBOSConfig = {"name": "bench-dbos", "system_database_url": sysdb}
+        if sysdb_pool is not None:
+            config["sys_db_pool_size"] = sysdb_pool
+        DBOS(config=config)
+        DBOS.launch()
+        try:
+            yield
+        finally:
+            DBOS.destroy()
+
+
+def _server(scratch: Path, name: str, poll_ms: int) -> ServerProcess:
+    effects = str(scratch / f"{name}-effects.log")
+    return ServerProcess(
+        "bench.task_tool_server",
+        args=["--effects-file", effects, "--poll-interval-ms", str(poll_ms)],
+    )
+
+
+async def bench_dbos(quick: bool, report: Report) -> None:
+    """Sections 13-14 of ``python -m bench.run`` (its sizes: :func:`sizes`)."""
+    args = sizes(
+        argparse.Namespace(
+            quick=quick,
+            skip_calls=False,
+            calls=None,
+            handles=None,
+            interval_ms=None,
+            window_s=None,
+            sysdb_pool=None,
+        )
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        await _sections(args, Path(scratch), report)
+
+
+async def main_async(args: argparse.Namespace, scratch: Path) -> Report:
+    report = Report("python -m bench.dbos_workflows" + (" --quick" if args.quick else ""))
+    report.add(f"Machine: {machine()}. {provenance(REPO)}")
+    report.add("")
+    await _sections(args, scratch, report)
+    return report
+
+
+async def _sections(args: argparse.Namespace, scratch: Path, report: Report) -> None:
+    if not args.skip_calls:
+        await _calls(args, scratch, report)
+    with _server(scratch, "many", args.interval_ms) as server, _postgres() as pg:
+        ledger, sysdb = pg or (str(scratch / "ledger-2.db"), f"sqlite:///{scratch / 'sys-2.db'}")
+        where = "PostgreSQL 15 (throwaway; both databases)" if pg else "SQLite (no PostgreSQL)"
+        where += f"; DBOS's system database pool: {args.sysdb_pool} connections"
+        async with _worker(ledger, sysdb, server.url, sysdb_pool=args.sysdb_pool):
+            await many_open(args.handles, args.interval_ms, args.window_s, where, report)
+
+
+async def _calls(args: argparse.Namespace, scratch: Path, report: Report) -> None:
+    global _session
+    with _server(scratch, "one", POLL_MS) as server:
+        sysdb = f"sqlite:///{scratch / 'dbos-system.db'}"
+        async with (
+            create_mcp_http_client() as http,
+            Client(
+                streamable_http_client(server.url, http_client=http),
+                extensions=[TasksClientExtension()],
+            ) as client,
+            _worker(str(scratch / "ledger.db"), sysdb, server.url),
+        ):
+            _session = client.session
+            await one_by_one(args.calls, TASK_S, report)
+
+
+def sizes(args: argparse.Namespace) -> argparse.Namespace:
+    """The sizes not given: small with ``quick``. The open handles' interval keeps their
+    demand within what one worker process polls on these 2-core machines (see the report)."""
+    args.calls = args.calls or (3 if args.quick else 20)
+    args.handles = args.handles or (20 if args.quick else 1000)
+    args.interval_ms = args.interval_ms or (500 if args.quick else 15_000)
+    args.window_s = args.window_s or (3.0 if args.quick else 45.0)
+    # DBOS's default pool (20) queues a thousand workflows' checkpoints; 64 keeps up here.
+    args.sysdb_pool = args.sysdb_pool or (20 if args.quick else 64)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--calls", type=int, default=None)
+    parser.add_argument("--handles", type=int, default=None)
+    parser.add_argument("--interval-ms", type=int, default=None)
+    parser.add_argument("--window-s", type=float, default=None)
+    parser.add_argument("--sysdb-pool", type=int, default=None, help="DBOS sys_db_pool_size")
+    parser.add_argument("--skip-calls", action="store_true", help="only the open handles")
+    parser.add_argument("--out", type=Path, default=None)
+    args = sizes(parser.parse_args(argv))
+    with tempfile.TemporaryDirectory() as scratch:
+        report = anyio.run(main_async, args, Path(scratch))
+    if args.out is not None:
+        args.out.write_text("\n".join(report.lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

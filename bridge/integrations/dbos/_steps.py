@@ -1,0 +1,125 @@
+"""The DBOS steps of a bridged call: send it, poll its task. Each step writes the bridge's
+ledger first and returns what the ledger committed (references and statuses, never a raw
+task id), so a step's checkpoint is a copy of a ledger row and cannot run ahead of it.
+
+A step re-run by DBOS (its process died before the checkpoint) is safe: the send replays the
+operation id (an intent whose reply never came back becomes an unknown outcome, never a second
+call) and a poll asks the server again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any, cast
+
+from dbos import DBOS
+
+from bridge import events as ev
+from bridge._errors import BridgeError
+from bridge._lifecycle import TaskStatus
+from bridge._outcomes import TaskHandle
+from bridge._policies import WaitMode
+from bridge._run import Run
+from bridge._runtime.step_results import TaskPending, TaskSettled
+from bridge.integrations.dbos._attach import attached
+
+# What a served run registered by a workflow is recorded as (``bridge runs`` shows it).
+HARNESS = "dbos"
+
+
+def operation_id(workflow_id: str, step_id: int) -> str:
+    """The call's operation id: the same on every re-run of its step, in any process."""
+    return f"dbos:{workflow_id}:{step_id}"
+
+
+def response_id(workflow_id: str) -> str:
+    """The outer response id of the run a workflow registers (one per workflow)."""
+    return f"dbos-{workflow_id}"
+
+
+def _context() -> tuple[str, int]:
+    workflow_id, step_id = DBOS.workflow_id, DBOS.step_id
+    if workflow_id is None or step_id is None:
+        raise BridgeError("bridge.integrations.dbos: call this inside a @DBOS.workflow")
+    return workflow_id, step_id
+
+
+@DBOS.step(name="bridge.open_run")
+async def open_run(workflow_id: str) -> str:
+    """Register the workflow's run (idempotent on its response id); its ``run_…`` ref."""
+    here = attached()
+    run = await here.bridge.register_served_run(
+        here.principal,
+        response_id=response_id(workflow_id),
+        session_id=None,
+        harness_id=None,
+        harness=HARNESS,
+    )
+    return run.ref
+
+
+@DBOS.step(name="bridge.send")
+async def send(run_ref: str, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Send the call once (write-ahead); the task it made, if any, is polled by the workflow
+    from now on, not by this process's poll scheduler."""
+    workflow_id, step_id = _context()
+    run = attached().run(run_ref)
+    op_id = operation_id(workflow_id, step_id)
+    outcome = await run.call_tool(server, tool, arguments, operation_id=op_id, wait=WaitMode.DETACH)
+    sent: dict[str, Any] = {"operation_id": op_id, "op_ref": outcome.op_ref, "task": None}
+    if isinstance(outcome, TaskPending | TaskSettled | TaskHandle):
+        task = await run.poll(outcome.task.ref)  # out of the scheduler: the workflow polls it
+        asking = task.status is TaskStatus.INPUT_REQUIRED
+        sent["task"] = await _observed(
+            run, task.ref, task.status, task.is_open, after_seq=0, asking=asking
+        )
+        sent["task"]["poll_interval_ms"] = task.poll_interval_ms
+    return sent
+
+
+@DBOS.step(name="bridge.poll")
+async def poll(run_ref: str, task_ref: str, after_seq: int, asking: bool) -> dict[str, Any]:
+    """One ``tasks/get`` of the task, recorded; with the input requests it waits on and the
+    answers recorded since ``after_seq`` (each reaches the workflow in one step's output).
+    ``asking``: the last poll saw it ``input_required`` (answers are read only around that)."""
+    run = attached().run(run_ref)
+    task = await run.poll(task_ref)
+    asking = asking or task.status is TaskStatus.INPUT_REQUIRED
+    observed = await _observed(
+        run, task_ref, task.status, task.is_open, after_seq=after_seq, asking=asking
+    )
+    observed["poll_interval_ms"] = task.poll_interval_ms
+    return observed
+
+
+async def _observed(
+    run: Run, task_ref: str, status: TaskStatus, is_open: bool, *, after_seq: int, asking: bool
+) -> dict[str, Any]:
+    """The task's status and inputs as the ledger has them. ``asking`` (the task is or just
+    was ``input_required``): the answers recorded on the run after ``after_seq``, and the
+    cursor moved past them; otherwise nothing more is read."""
+    answered: list[str] = []
+    waiting: list[str] = []
+    last = after_seq
+    if asking:
+        last = (await run.view()).event_count
+        if last > after_seq:
+            # Run.subscribe is an async generator (typed as an iterator): closed here.
+            reading = cast(AsyncGenerator[ev.BridgeEvent, None], run.subscribe(after_seq=after_seq))
+            async with aclosing(reading) as events:
+                async for event in events:
+                    if isinstance(event, ev.TaskInputAnswered) and event.task_ref == task_ref:
+                        answered.append(event.input_ref)
+                    if event.seq >= last:
+                        break
+        if is_open and status is TaskStatus.INPUT_REQUIRED:
+            waiting = [r.input_ref for r in await run.pending_inputs() if r.task_ref == task_ref]
+    return {
+        "task_ref": task_ref,
+        "status": status.value,
+        "open": is_open,
+        "answered": answered,
+        "waiting": waiting,
+        "after_seq": last,
+    }

@@ -1,0 +1,96 @@
+"""A bridged tool call inside a ``@DBOS.workflow``: one step sends it, then the workflow
+sleeps durably (``DBOS.sleep``) for the server's ``pollIntervalMs`` and polls in a step,
+until the task is settled; the outcome is read from the ledger.
+
+Which record is the truth: the bridge's ledger. The workflow's steps hold only what it needs
+to resume (the run, call and task references, the statuses and input references the ledger
+recorded) and each is taken after the ledger's commit. The outcome itself is not copied into
+a step: it is read from the ledger once the call is settled, and a settled call never changes
+there, so every replay of the workflow reads the same outcome.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbos import DBOS
+
+from bridge._errors import BridgeError
+from bridge._lifecycle import DispatchState, TaskStatus
+from bridge._outcomes import CallOutcome, InlineResult, RejectedCall, UnknownOutcome
+from bridge._runtime.step_results import TaskSettled
+from bridge.integrations.dbos import _steps
+from bridge.integrations.dbos._attach import attached
+
+
+def _workflow_id() -> str:
+    workflow_id = DBOS.workflow_id
+    if workflow_id is None:
+        raise BridgeError("bridge.integrations.dbos: call this inside a @DBOS.workflow")
+    return workflow_id
+
+
+async def workflow_run() -> str:
+    """The ``run_…`` reference of this workflow's bridge run (registered by a step, once
+    per workflow: calling it again returns the same run)."""
+    return await _steps.open_run(_workflow_id())
+
+
+async def call_tool(
+    server: str,
+    tool: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    run_ref: str | None = None,
+) -> CallOutcome:
+    """Call ``tool`` on ``server`` through the attached bridge, durably, from a workflow.
+
+    Returns the bridge's own outcome types: :class:`~bridge.TaskSettled` (ended, or lost:
+    ``.lost``), :class:`~bridge.InlineResult`, :class:`~bridge.RejectedCall`, or
+    :class:`~bridge.UnknownOutcome` (the request may have reached the server and its reply
+    never came back: never sent a second time). While the task is ``input_required`` the
+    workflow waits, polling at the server's interval, for an answer given through the
+    bridge (``Bridge.pending_inputs``, ``bridge answer``, the console)."""
+    _workflow_id()
+    if run_ref is None:
+        run_ref = await workflow_run()
+    sent = await _steps.send(run_ref, server, tool, dict(arguments or {}))
+    observed = sent["task"]
+    while observed is not None and observed["open"]:
+        await DBOS.sleep_async(_delay_s(observed["poll_interval_ms"]))
+        asking = observed["status"] == TaskStatus.INPUT_REQUIRED.value
+        observed = await _steps.poll(run_ref, observed["task_ref"], observed["after_seq"], asking)
+    return await _settled(run_ref, sent["operation_id"])
+
+
+def _delay_s(server_ms: int | None) -> float:
+    """The server's interval, within the floor (and opt-in ceiling) the bridge was opened
+    with: the same pacing the bridge's own scheduler keeps, without its jitter (workflows
+    started at different times are spread already)."""
+    pacing = attached().pacing
+    wanted = pacing.default_interval_ms if server_ms is None else server_ms
+    delay = max(wanted, pacing.floor_ms)
+    if pacing.ceiling_ms is not None:
+        delay = min(delay, pacing.ceiling_ms)
+    return delay / 1000
+
+
+async def _settled(run_ref: str, operation_id: str) -> CallOutcome:
+    """The settled call as the ledger records it (immutable from here on)."""
+    record = await attached().run(run_ref).operation(operation_id)
+    if record is None:
+        raise BridgeError(f"operation {operation_id!r} is not recorded in run {run_ref}")
+    dispatch, task = record, record.task
+    if task is not None:
+        return TaskSettled(dispatch.ref, task)
+    if dispatch.state is DispatchState.RESULT:
+        result = dispatch.result
+        if isinstance(result, dict) and set(result) == {"error"}:
+            return RejectedCall(dispatch.ref, result["error"])
+        return InlineResult(dispatch.ref, result, truncated=dispatch.result_truncated)
+    if dispatch.state is DispatchState.UNKNOWN:
+        return UnknownOutcome(dispatch.ref, dispatch.unknown_reason or "unknown")
+    raise BridgeError(
+        f"call {dispatch.ref} is {dispatch.state.value}: a call that asks for input before "
+        "it starts (MRTR) is not supported inside a DBOS workflow"
+    )

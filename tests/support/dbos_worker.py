@@ -1,0 +1,130 @@
+"""A DBOS worker process for the DBOS integration tests: a bridge attached, one workflow that
+makes one bridged call, DBOS launched (which recovers this application's pending workflows).
+
+    python -m tests.support.dbos_worker --ledger URL --sysdb URL --server-url URL \
+        --workflow-id ID [--start TOOL ARGS_JSON] [--crash POINT] --out FILE
+
+``--start`` starts the workflow; without it the worker only waits for the workflow DBOS
+recovered. It writes the workflow's result (JSON) to ``--out``. ``--crash`` SIGKILLs the
+process at a chosen point, as a machine failure would:
+
+* ``reply_lost``: the server accepted ``tools/call`` and made the task, the process dies
+  before the reply is recorded (the send step's checkpoint never happens);
+* ``polling``: after the first poll step that saw the task ``working`` (mid-task).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from dbos import DBOS, SetWorkflowID
+
+from bridge import Bridge, BridgeSettings, McpServerConfig, SchedulerConfig
+from bridge.integrations import dbos as bridged
+
+PRINCIPAL = "acme"
+SERVER = "tasks"
+# The workers' poll pacing: the test servers ask for 50 ms; the floor stays below it and the
+# default (for a server that says nothing) far above, so a 50 ms sleep is the server's.
+PACING = SchedulerConfig(floor_ms=20, default_interval_ms=1000)
+
+
+def summary(outcome: Any) -> dict[str, Any]:
+    """What the tests compare with the ledger: the outcome kind and what it carries."""
+    out: dict[str, Any] = {"kind": outcome.kind.value, "op_ref": outcome.op_ref}
+    task = getattr(outcome, "task", None)
+    if task is not None:
+        out.update(
+            task_ref=task.ref,
+            status=task.status.value,
+            lost_reason=task.lost_reason.value if task.lost_reason else None,
+            result=task.result,
+        )
+    if hasattr(outcome, "reason"):
+        out["reason"] = outcome.reason
+    if hasattr(outcome, "result") and task is None:
+        out["result"] = outcome.result
+    return out
+
+
+@DBOS.workflow(name="tests.bridged_call")
+async def bridged_call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    outcome = await bridged.call_tool(SERVER, tool, arguments)
+    return summary(outcome)
+
+
+def _die() -> None:
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _inject(point: str | None) -> None:
+    if point == "reply_lost":
+        from bridge._ledger.store import TenantLedger
+
+        def dying(*_args: Any, **_kwargs: Any) -> Any:
+            _die()  # the handle arrived; recording it is the step that never happens
+
+        TenantLedger.stage_task_created = dying  # type: ignore[method-assign]
+    elif point == "polling":
+        from bridge._run import Run
+
+        original = Run.poll
+
+        async def poll_then_die(self: Run, task_ref: str) -> Any:
+            task = await original(self, task_ref)
+            if task.status.value == "working" and os.environ.get("DBOS_WORKER_POLLED"):
+                _die()
+            os.environ["DBOS_WORKER_POLLED"] = "1"  # the send step's own first poll is spared
+            return task
+
+        Run.poll = poll_then_die  # type: ignore[method-assign]
+
+
+async def main(args: argparse.Namespace) -> None:
+    _inject(args.crash)
+    settings = BridgeSettings(
+        ledger_url=args.ledger,
+        principals=[PRINCIPAL],
+        mcp_servers=[McpServerConfig(name=SERVER, url=args.server_url)],
+        scheduler=PACING,
+        recover_on_start=False,
+    )
+    async with Bridge.open(settings) as bridge:
+        bridged.attach(bridge, PRINCIPAL)
+        DBOS(config={"name": "bridge-dbos-tests", "system_database_url": args.sysdb})
+        DBOS.launch()  # inside the loop: recovered async workflows run on it
+        try:
+            if args.start is not None:
+                tool, arguments = args.start[0], json.loads(args.start[1])
+                with SetWorkflowID(args.workflow_id):
+                    handle = await DBOS.start_workflow_async(bridged_call, tool, arguments)
+            else:
+                handle = await DBOS.retrieve_workflow_async(args.workflow_id)
+            result = await handle.get_result()
+        finally:
+            DBOS.destroy(workflow_completion_timeout_sec=0)
+    Path(args.out).write_text(json.dumps(result))
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ledger", required=True)
+    parser.add_argument("--sysdb", required=True)
+    parser.add_argument("--server-url", required=True)
+    parser.add_argument("--workflow-id", required=True)
+    parser.add_argument("--start", nargs=2, metavar=("TOOL", "ARGS_JSON"))
+    parser.add_argument("--crash", choices=["reply_lost", "polling"])
+    parser.add_argument("--out", required=True)
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    anyio.run(main, parse(sys.argv[1:]))

@@ -1,0 +1,322 @@
+"""bridge.integrations.dbos against real parts: DBOS 3.4 workers as real processes (a SQLite
+and a PostgreSQL system database, the ledger beside it), the real Tasks server
+(tests/servers/tasks_server.py, FastMCP + fastmcp-tasks) counting its side effects, workers
+SIGKILLed mid-task and mid-send, the server restarted, and an input request answered by an
+operator (the real ``bridge answer`` CLI, the real ``bridge console`` over HTTP) while the
+workflow waits."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from dbos import DBOSClient
+
+from bridge import DispatchState, InputRequestView, Ledger, LostReason, TaskStatus
+from bridge.integrations.dbos import attach
+from tests.support.console import base_url, console_process
+from tests.support.postgres import fresh_database
+from tests.support.processes import REPO_ROOT, ServerProcess
+
+pytestmark = pytest.mark.e2e
+P = "acme"
+WORKER_DEADLINE_S = 120.0
+
+
+class Backend:
+    """The worker's ledger and DBOS system database, both SQLite files or both PostgreSQL."""
+
+    def __init__(self, ledger: str, sysdb: str) -> None:
+        self.ledger = ledger
+        self.sysdb = sysdb
+
+    @contextmanager
+    def ledger_open(self) -> Iterator[Ledger]:
+        opened = Ledger.open(self.ledger)
+        try:
+            yield opened
+        finally:
+            opened.close()
+
+    def steps(self, workflow_id: str) -> list[dict[str, Any]]:
+        client = DBOSClient(system_database_url=self.sysdb)
+        try:
+            return list(client.list_workflow_steps(workflow_id))
+        finally:
+            client.destroy()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        yield Backend(str(tmp_path / "ledger.db"), f"sqlite:///{tmp_path / 'dbos-system.db'}")
+        return
+    admin = request.getfixturevalue("postgres_admin_url")
+    with fresh_database(admin) as ledger, fresh_database(admin) as sysdb:
+        yield Backend(ledger, sysdb)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    effects = tmp_path / "effects.log"
+    proc = ServerProcess("tests.servers.tasks_server", args=["--effects-file", str(effects)])
+    proc.effects_path = effects  # type: ignore[attr-defined]
+    with proc:
+        yield proc
+
+
+def effects(server: ServerProcess) -> list[str]:
+    path: Path = server.effects_path  # type: ignore[attr-defined]
+    return path.read_text().splitlines() if path.exists() else []
+
+
+class Worker:
+    """One DBOS worker process (tests/support/dbos_worker.py)."""
+
+    def __init__(self, backend: Backend, server: ServerProcess, tmp: Path, wf: str) -> None:
+        self.backend, self.server, self.tmp, self.workflow_id = backend, server, tmp, wf
+        self.out = tmp / f"{wf}.json"
+
+    def spawn(self, *extra: str) -> subprocess.Popen[bytes]:
+        log = (self.tmp / f"{self.workflow_id}-{time.monotonic_ns()}.log").open("wb")
+        argv = [
+            *(sys.executable, "-m", "tests.support.dbos_worker"),
+            *("--ledger", self.backend.ledger, "--sysdb", self.backend.sysdb),
+            *("--server-url", self.server.url, "--workflow-id", self.workflow_id),
+            *("--out", str(self.out), *extra),
+        ]
+        return subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+    def run(self, *extra: str) -> int:
+        return self.spawn(*extra).wait(timeout=WORKER_DEADLINE_S)
+
+    def result(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.out.read_text())
+        return data
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text()[-3000:] for p in sorted(self.tmp.glob("*.log")))
+
+
+def worker(backend: Backend, server: ServerProcess, tmp_path: Path) -> Worker:
+    return Worker(backend, server, tmp_path, f"wf-{uuid.uuid4().hex[:10]}")
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    """Until ``check()`` is truthy (it reads the ledger), or fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _distinct(states: list[str]) -> list[str]:
+    """Consecutive repeats dropped (a poll that saw no change)."""
+    return [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s]
+
+
+def _in_order(part: list[str], whole: list[str]) -> bool:
+    """``part`` is ``whole`` with some entries left out (polls may miss a short state)."""
+    remaining = iter(whole)
+    return all(any(s == w for w in remaining) for s in part)
+
+
+def bridge_steps(backend: Backend, workflow_id: str) -> list[dict[str, Any]]:
+    return [s for s in backend.steps(workflow_id) if s["function_name"].startswith("bridge.")]
+
+
+def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
+    backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    assert w.run("--start", "record_effect", '{"key": "k-plain", "seconds": 0.3}') == 0, w.logs()
+    result = w.result()
+    assert result["kind"] == "task_ended" and result["status"] == "completed"
+    with backend.ledger_open() as ledger:
+        tenant = ledger.for_principal(P)
+        task = tenant.get_task(result["task_ref"])
+        dispatch = tenant.get_dispatch(result["op_ref"])
+        events = tenant.events(task.run_ref)
+    # The workflow's outcome is the ledger's settled record, field for field.
+    assert dispatch.state is DispatchState.TASK and dispatch.task_ref == task.ref
+    assert task.status is TaskStatus.COMPLETED and task.result == result["result"]
+    assert dispatch.operation_id.startswith(f"dbos:{w.workflow_id}:")
+    # Every status a step holds was recorded in the ledger first; the last is the terminal one.
+    steps = bridge_steps(backend, w.workflow_id)
+    names = [s["function_name"] for s in steps]
+    assert names[:2] == ["bridge.open_run", "bridge.send"] and set(names[2:]) <= {"bridge.poll"}
+    observed = [steps[1]["output"]["task"]] + [s["output"] for s in steps[2:]]
+    ledger_states = [
+        e.status.value
+        for e in events
+        if e.type in ("task.created", "task.status_changed", "task.terminal")
+    ]
+    assert ledger_states[-1] == "completed"
+    seen = [o["status"] for o in observed]
+    assert _in_order(_distinct(seen), _distinct(ledger_states)), (seen, ledger_states)
+    assert seen[-1] == "completed" and not observed[-1]["open"]
+    assert all(o["open"] for o in observed[:-1])
+    assert all(o["task_ref"] == task.ref for o in observed)
+    # Sleeps between polls are DBOS's own durable sleeps, one per poll, each as long as the
+    # server's pollIntervalMs: the test server asks for 50 ms (the worker's floor is 20 ms,
+    # its default 1,000 ms); DBOS counts its own checkpoint before the sleep in the length.
+    sleeps = [s for s in backend.steps(w.workflow_id) if s["function_name"] == "DBOS.sleep"]
+    assert len(sleeps) == len(observed) - 1
+    assert all(o["poll_interval_ms"] == 50 for o in observed)
+    slept = [s["completed_at_epoch_ms"] - s["started_at_epoch_ms"] for s in sleeps]
+    assert all(49 <= ms < 500 for ms in slept), slept
+    # No raw task id in anything DBOS keeps.
+    assert task.task_id not in json.dumps([s["output"] for s in steps], default=str)
+    assert effects(server).count("effect k-plain") == 1
+
+
+def test_worker_sigkilled_mid_task_is_resumed_by_dbos_recovery_on_the_same_handle(
+    backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    args = '{"key": "k-kill", "seconds": 2.0}'
+    assert w.run("--start", "record_effect", args, "--crash", "polling") == -9, w.logs()
+    with backend.ledger_open() as ledger:
+        (task_before,) = ledger.for_principal(P).list_tasks()
+    assert task_before.status is TaskStatus.WORKING
+    # Another process: DBOS recovery resumes the workflow, which polls the recorded handle.
+    assert w.run() == 0, w.logs()
+    result = w.result()
+    assert result["status"] == "completed" and result["task_ref"] == task_before.ref
+    with backend.ledger_open() as ledger:
+        tenant = ledger.for_principal(P)
+        assert [t.ref for t in tenant.list_tasks()] == [task_before.ref]
+        assert len(tenant.list_dispatches()) == 1
+    assert effects(server).count("effect k-kill") == 1  # one execution on the server
+
+
+def test_send_whose_reply_was_lost_becomes_unknown_and_is_never_sent_again(
+    backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    args = '{"key": "k-lost-reply", "seconds": 0.2}'
+    assert w.run("--start", "record_effect", args, "--crash", "reply_lost") == -9, w.logs()
+    assert w.run() == 0, w.logs()  # recovery re-runs the send step
+    result = w.result()
+    assert result["kind"] == "unknown_outcome"
+    with backend.ledger_open() as ledger:
+        tenant = ledger.for_principal(P)
+        (dispatch,) = tenant.list_dispatches()
+        assert dispatch.state is DispatchState.UNKNOWN and tenant.list_tasks() == []
+    wait_for(lambda: "effect k-lost-reply" in effects(server), "the server's one execution")
+    assert effects(server).count("effect k-lost-reply") == 1
+
+
+def test_mcp_server_restart_is_a_lost_result_never_a_success(
+    backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    proc = w.spawn("--start", "record_effect", '{"key": "k-restart", "seconds": 30}')
+    try:
+        with backend.ledger_open() as ledger:
+            tenant = ledger.for_principal(P)
+            wait_for(lambda: tenant.list_tasks(), "the task handle")
+            server.restart()  # in-memory tasks are gone
+            assert proc.wait(timeout=WORKER_DEADLINE_S) == 0, w.logs()
+            (task,) = tenant.list_tasks()
+    finally:
+        proc.kill()
+    result = w.result()
+    assert result["kind"] == "task_ended" and result["lost_reason"] == "not_found"
+    assert result["status"] != "completed" and result["result"] is None
+    assert task.lost_reason is LostReason.NOT_FOUND
+    assert "effect k-restart" not in effects(server)
+
+
+def _answer_with_the_cli(
+    backend: Backend, server: ServerProcess, tmp_path: Path, request: InputRequestView
+) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": [{"name": "tasks", "url": server.url}]}))
+    cli = [sys.executable, "-m", "bridge.cli", "--db", backend.ledger, "--principal", P]
+    answer = [*cli, "answer", request.task_ref, request.ref, "--accept", "approve=true"]
+    done = subprocess.run(
+        [*answer, "--mcp-config", str(config)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "delivered" in done.stdout, done.stdout
+
+
+def _answer_in_the_console(
+    backend: Backend, server: ServerProcess, tmp_path: Path, request: InputRequestView
+) -> None:
+    token = "dbos-console-token-0123456789"
+    with (
+        console_process(
+            tmp_path, backend.ledger, {P: token}, mcp_servers={"tasks": server.url}
+        ) as console,
+        httpx.Client(base_url=base_url(console), timeout=30) as http,
+    ):
+        assert http.post("/login", data={"token": token}).status_code == 303
+        inbox = http.get("/inbox")
+        assert request.ref in inbox.text  # the attention item, with its form
+        csrf = re.search(r'name="csrf-token" content="([^"]+)"', inbox.text)
+        assert csrf is not None
+        with backend.ledger_open() as ledger:
+            run_ref = ledger.for_principal(P).get_task(request.task_ref).run_ref
+        path = f"/runs/{run_ref}/inputs/{request.task_ref}/{request.ref}/answer"
+        form = {"csrf": csrf.group(1), "action": "accept", "f.approve": "true"}
+        answered = http.post(path, data=form)
+        assert answered.status_code == 303, answered.text
+        assert "answered" in answered.headers["location"], answered.headers["location"]
+
+
+@pytest.mark.parametrize("answer", [_answer_with_the_cli, _answer_in_the_console])
+def test_input_required_answered_by_an_operator_reaches_the_waiting_workflow_once(
+    backend: Backend,
+    server: ServerProcess,
+    tmp_path: Path,
+    answer: Callable[[Backend, ServerProcess, Path, InputRequestView], None],
+) -> None:
+    w = worker(backend, server, tmp_path)
+    args = '{"amount": 120, "payment_key": "pay-1"}'
+    proc = w.spawn("--start", "approve_payment", args)
+    try:
+        with backend.ledger_open() as ledger:
+            tenant = ledger.for_principal(P)
+            (request,) = wait_for(tenant.pending_input_requests, "the input request")
+        answer(backend, server, tmp_path, request)
+        assert proc.wait(timeout=WORKER_DEADLINE_S) == 0, w.logs()
+    finally:
+        proc.kill()
+    result = w.result()
+    assert result["status"] == "completed"
+    assert result["result"]["structuredContent"] == {"result": "approved pay-1"}
+    polls = [s["output"] for s in bridge_steps(backend, w.workflow_id)[2:]]
+    assert any(request.ref in o["waiting"] for o in polls)  # the workflow saw it wait
+    answered = [ref for o in polls for ref in o["answered"]]
+    assert answered == [request.ref]  # and saw the answer exactly once
+    assert effects(server).count("payment pay-1 120") == 1
+
+
+def test_attach_refuses_a_principal_outside_the_bridge(tmp_path: Path) -> None:
+    from bridge import Bridge, BridgeSettings
+    from bridge.errors import BridgeError
+
+    bridge = Bridge(Ledger.open(tmp_path / "l.db"), BridgeSettings(principals=[P]))
+    with pytest.raises(BridgeError, match="not in this bridge's scope"):
+        attach(bridge, "someone-else")
