@@ -20,14 +20,23 @@ from typing import TYPE_CHECKING, Any
 from bridge._public import publish
 
 if TYPE_CHECKING:
+    from bridge._config import (
+        CredentialResolver as CredentialResolver,
+        FollowConfig as FollowConfig,
+        McpServerConfig as McpServerConfig,
+        PushConfig as PushConfig,
+        ReplicaConfig as ReplicaConfig,
+        SchedulerConfig as SchedulerConfig,
+        UhpServerConfig as UhpServerConfig,
+    )
     from bridge._facade import (
         Bridge as Bridge,
     )
     from bridge._ledger.agent_states import (
         AgentStateView as AgentStateView,
     )
-    from bridge._ledger.coordination.replica import (
-        ReplicaConfig as ReplicaConfig,
+    from bridge._ledger.reader import (
+        LedgerReader as LedgerReader,
     )
     from bridge._ledger.reads.views import (
         CallInputView as CallInputView,
@@ -58,16 +67,6 @@ if TYPE_CHECKING:
         InputHandlers as InputHandlers,
         InputHandling as InputHandling,
         UrlElicitation as UrlElicitation,
-    )
-    from bridge._mcp.polling.push import (
-        PushConfig as PushConfig,
-    )
-    from bridge._mcp.polling.watches import (
-        SchedulerConfig as SchedulerConfig,
-    )
-    from bridge._mcp.servers import (
-        CredentialResolver as CredentialResolver,
-        McpServerConfig as McpServerConfig,
     )
     from bridge._outcomes import (
         AnswerDelivery as AnswerDelivery,
@@ -108,19 +107,15 @@ if TYPE_CHECKING:
     )
     from bridge._settings import (
         BridgeSettings as BridgeSettings,
-        UhpServerConfig as UhpServerConfig,
     )
     from bridge._telemetry.spans import (
         setup_tracing as setup_tracing,
-    )
-    from bridge.uhp._client_config import (
-        FollowConfig as FollowConfig,
     )
 
 # Where each public name lives (a name is defined in exactly one place).
 _EXPORTS: dict[str, str] = {
     "Bridge": "bridge._facade",
-    "UhpServerConfig": "bridge._settings",
+    "UhpServerConfig": "bridge._config",
     "WebhookEndpoint": "bridge._runtime.webhook_endpoint",
     "BridgeSettings": "bridge._settings",
     "Run": "bridge._run",
@@ -167,13 +162,14 @@ _EXPORTS: dict[str, str] = {
     "ToolPolicy": "bridge._policies",
     "UnknownOutcomePolicy": "bridge._policies",
     "WaitMode": "bridge._policies",
-    "CredentialResolver": "bridge._mcp.servers",
-    "McpServerConfig": "bridge._mcp.servers",
-    "SchedulerConfig": "bridge._mcp.polling.watches",
-    "PushConfig": "bridge._mcp.polling.push",
-    "FollowConfig": "bridge.uhp._client_config",
+    "CredentialResolver": "bridge._config",
+    "McpServerConfig": "bridge._config",
+    "SchedulerConfig": "bridge._config",
+    "PushConfig": "bridge._config",
+    "FollowConfig": "bridge._config",
     "Ledger": "bridge._ledger.store",
-    "ReplicaConfig": "bridge._ledger.coordination.replica",
+    "LedgerReader": "bridge._ledger.reader",
+    "ReplicaConfig": "bridge._config",
     "setup_tracing": "bridge._telemetry.spans",
 }
 

@@ -6,9 +6,6 @@ the explicit outcomes it is, and each outcome is a subclass an embedder can ``ma
 an :class:`AnswerReceipt`, whose ``outcome`` may again be a call outcome. The three refer to
 one another, so they live in one module.
 
-Typed input requests: what a task asks the host (elicitation, sampling, …) and the helpers
-that answer it.
-
 An :class:`InputRequest` comes from a ``task.input_required`` event, or a
 ``call.input_required`` event (a server that asked before creating any task: MRTR), through
 ``Run.input_request(event)``, or from ``Run.pending_inputs()`` (``Bridge.pending_inputs``:
@@ -76,16 +73,16 @@ class InputRequest:
         (unknown fields included) by :func:`bridge._answers.build_answer`: a bad answer raises
         :class:`~bridge.errors.InvalidAnswer` naming every problem, and nothing is recorded or sent.
         A URL-mode elicitation has no schema and takes no content."""
-        return await self._elicit("accept", texts=texts, content=content)
+        return await elicit(self, "accept", texts=texts, content=content)
 
     async def decline(self) -> AnswerReceipt:
         """The user explicitly said no."""
-        return await self._elicit("decline")
+        return await elicit(self, "decline")
 
     async def dismiss(self) -> AnswerReceipt:
         """The user dismissed the request without choosing (the wire's ``cancel`` action; the
         task goes on: ``Run.cancel_task`` cancels a task)."""
-        return await self._elicit("cancel")
+        return await elicit(self, "cancel")
 
     async def respond(self, result: Any) -> AnswerReceipt:
         """Answer a method other than an elicitation (``sampling/createMessage``: a
@@ -96,17 +93,21 @@ class InputRequest:
             raise InvalidAnswer(self.input_ref, detail)
         return await self._send(result)
 
-    async def _elicit(
-        self, action: str, *, texts: dict[str, str] | None = None, content: Any = None
-    ) -> AnswerReceipt:
-        from bridge._answers import build_answer
 
-        if self.method != ELICITATION:
-            detail = f"{action} answers {ELICITATION}; answer {self.method} with respond()"
-            raise InvalidAnswer(self.input_ref, detail)
-        schema = self.requested_schema
-        answer = build_answer(self.input_ref, schema, action, texts=texts, content=content)
-        return await self._send(answer)
+async def elicit(
+    request: InputRequest, action: Any, *, texts: dict[str, str] | None = None, content: Any = None
+) -> AnswerReceipt:
+    """The one checked way to answer an elicitation, by its wire ``action`` (``accept``,
+    ``decline``, ``cancel``: what a client, a form or a resumed graph gives); a bad action or
+    answer raises :class:`~bridge.errors.InvalidAnswer` and nothing is recorded or sent."""
+    from bridge._answers import build_answer
+
+    if request.method != ELICITATION:
+        detail = f"{action} answers {ELICITATION}; answer {request.method} with respond()"
+        raise InvalidAnswer(request.input_ref, detail)
+    schema = request.requested_schema
+    answer = build_answer(request.input_ref, schema, str(action), texts=texts, content=content)
+    return await request._send(answer)
 
 
 class OutcomeKind(StrEnum):

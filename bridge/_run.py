@@ -16,7 +16,7 @@ A task, input or call named to a handle must belong to its run: anything else is
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -28,8 +28,8 @@ from bridge._ids import is_call_ref
 from bridge._ledger.agent_states import AgentStateView
 from bridge._ledger.reads.views import CallView, RunView, TaskView
 from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import Admission, OuterStatus
-from bridge._outcomes import AnswerReceipt, CallOutcome, InputPending, InputRequest, TaskHandle
+from bridge._lifecycle import Admission, DispatchState, OuterStatus
+from bridge._outcomes import CallOutcome, InputPending, InputRequest, TaskHandle
 from bridge._policies import WaitMode
 from bridge._runtime import reads
 from bridge._runtime.reads import BridgeServices
@@ -79,11 +79,15 @@ class Run:
         operation_id: str | None = None,
         wait: WaitMode | None = None,
         wait_deadline_s: float | None = None,
+        on_task: Callable[[TaskView], Awaitable[None]] | None = None,
     ) -> CallOutcome:
         """One bridged MCP tool call in this run, waited for as the policy (or ``wait``) says.
 
         With an ``operation_id`` the call is idempotent: calling again with the same id
-        reports what the first call recorded and sends nothing (see :meth:`operation`)."""
+        reports what the first call recorded and sends nothing (see :meth:`operation`); the
+        outcome's ``replayed`` says so. ``on_task`` is awaited with the task once the call has
+        become one (recorded and watched), before any wait: the task's reference while this
+        call still waits."""
         services, principal, tenant = self._services, self.principal, self._tenant
         policy = services.policies().for_tool(server, tool)
         mode = wait or policy.wait
@@ -114,20 +118,23 @@ class Run:
                 otel_context.detach(token)
         if not isinstance(outcome, TaskHandle):
             return outcome
-        task = outcome.task
+        task, op_ref, replayed = outcome.task, outcome.op_ref, outcome.replayed
+        if on_task is not None:
+            await on_task(task)
         if not task.is_open:
-            return TaskSettled(outcome.op_ref, task)
+            return TaskSettled(op_ref, task, replayed)
         if mode is WaitMode.DETACH:
-            return TaskPending(outcome.op_ref, task)
+            return TaskPending(op_ref, task, replayed)
         if mode is WaitMode.FAIL_RECOVERABLE:
             reason = "the call became a task and the policy does not wait for tasks"
             await services.db(tenant.record_step_failure, task.ref, reason)
-            return RecoverableFailure(outcome.op_ref, task, reason)
+            return RecoverableFailure(op_ref, task, reason, replayed)
         deadline = wait_deadline_s if wait_deadline_s is not None else policy.wait_deadline_s
         ask = mode is WaitMode.ASK
-        return await until_closed(
-            services.waker(), services.db, tenant, outcome.op_ref, task, deadline, ask
+        waited = await until_closed(
+            services.waker(), services.db, tenant, op_ref, task, deadline, ask
         )
+        return replace(waited, replayed=replayed)
 
     async def operation(self, operation_id: str) -> CallView | None:
         """The call with this operation id in this run, with its task if it became one (None:
@@ -223,33 +230,23 @@ class Run:
             raise NotFound("input request", event.input_ref)
         return reads.input_request(self._services, self.principal, event)
 
-    async def answer_unchecked(
-        self, owner_ref: str, input_ref: str, response: Any
-    ) -> AnswerReceipt:
-        """UNCHECKED: send ``response`` as is (no schema check) to an input request of this
-        run: of a task (``owner_ref``: its ``tk_…``) or of a call waiting for input before any
-        task (MRTR: its ``op_…``). For a proxy passing on a client's answer (the gateway); a
-        harness answers through the typed request's ``accept`` / ``decline`` / ``dismiss`` /
-        ``respond``, which check first. Recorded first, once per request (``UnknownInputKey`` /
-        ``InputAlreadyAnswered`` otherwise), then sent; the receipt says whether it was
-        delivered, queued for redelivery, or found the task lost."""
-        if is_call_ref(owner_ref):
-            await self._owned_call(owner_ref)
-        else:
-            await self.task(owner_ref)
-        requester = self._services.requester
-        return await requester.answer_input(self.principal, owner_ref, input_ref, response)
-
     # -- events --------------------------------------------------------------------------------
-    async def subscribe(self, *, after_seq: int = 0) -> AsyncIterator[ev.BridgeEvent]:
+    async def subscribe(
+        self, *, after_seq: int = 0, until_idle: bool = False
+    ) -> AsyncIterator[ev.BridgeEvent]:
         """The run's events after ``after_seq``, in order, then live. Reconnect with the last
-        ``seq`` you saw: nothing is missed and nothing is seen twice."""
+        ``seq`` you saw: nothing is missed and nothing is seen twice. ``until_idle``: end once
+        every event is seen and the run waits on nothing (see :meth:`is_idle`): a loop over
+        a run's calls then ends by itself, whatever they came to (a result, a refusal, an
+        unknown outcome, a task that settled or was detached)."""
         services = self._services
         notifier = services.waker()
         last = after_seq
         limit = 500
         while True:
             with notifier.watch(self.principal, self.ref) as change:  # armed, then read
+                # Idle read first: every event up to that point is then in the batch below.
+                idle = until_idle and await self.is_idle()
                 batch = await services.db(
                     self._tenant.events, self.ref, after_seq=last, limit=limit
                 )
@@ -259,7 +256,18 @@ class Run:
                 # A short batch was all there was when read; the watch was armed before the
                 # read, so a later commit has set it: wait here instead of reading again.
                 if len(batch) < limit:
+                    if idle:
+                        return
                     await change.wait(None)  # woken by a commit on the run (or the backstop)
+
+    async def is_idle(self) -> bool:
+        """Whether the run waits on nothing: no call being sent or waiting for input, no task
+        still watched, no input request unanswered. An unknown outcome waits on nobody but
+        you (``resolve_unknown_outcome``), so it does not keep a run busy."""
+        tasks, calls, unanswered = await self._services.db(self._tenant.run_work, self.ref)
+        busy = (DispatchState.PENDING, DispatchState.SENT, DispatchState.INPUT_REQUIRED)
+        open_task = any(t.is_open for t in tasks)
+        return not (unanswered or open_task or any(c.state in busy for c in calls))
 
     # -- agent state ---------------------------------------------------------------------------
     async def save_agent_state(

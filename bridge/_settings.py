@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bridge._config import UhpServerConfig as UhpServerConfig
 from bridge._ledger.coordination.replica import ReplicaConfig
 from bridge._ledger.schema.dialects import SqliteSynchronous
 from bridge._mcp.calls.admission import AdmissionChecks
@@ -25,15 +26,6 @@ from bridge._mcp.servers import CredentialResolver, McpServerConfig, no_credenti
 from bridge._policies import Policies
 from bridge._runtime.webhook_endpoint import WebhookEndpoint
 from bridge.uhp._client_config import FollowConfig
-
-
-@dataclass(frozen=True, slots=True)
-class UhpServerConfig:
-    """A remote UHP server the bridge may follow runs on. The token is given by reference."""
-
-    name: str
-    base_url: str
-    credential_ref: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

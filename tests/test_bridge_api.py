@@ -20,17 +20,26 @@ from bridge import (
     AnswerDelivery,
     Bridge,
     BridgeSettings,
+    InlineResult,
     InputRequest,
+    LedgerReader,
     LostReason,
     McpServerConfig,
     OutcomeKind,
     TaskPending,
     TaskSettled,
     TaskStatus,
+    TaskView,
     WaitMode,
     events as ev,
 )
-from bridge.errors import InvalidAnswer, NoToolResult, ServerConnectFailed, WaitTimedOut
+from bridge.errors import (
+    InvalidAnswer,
+    NotFound,
+    NoToolResult,
+    ServerConnectFailed,
+    WaitTimedOut,
+)
 from tests.support.bridging import FAST, served_run, wait_until
 from tests.support.example_servers import example_servers as running_example_servers
 from tests.support.processes import ServerProcess
@@ -241,3 +250,81 @@ async def test_sqlite_synchronous_reaches_the_ledger(
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == pragma
     with closing(sqlite3.connect(tmp_path / "s.db")) as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+async def test_on_task_gives_the_task_while_the_call_waits_and_replays_say_so(
+    bridge: Bridge,
+) -> None:
+    run = bridge.run(P, await _run(bridge))
+    seen: list[TaskView] = []
+
+    async def note(task: TaskView) -> None:
+        seen.append(await run.task(task.ref))  # recorded and watched before the wait
+
+    args = {"quarter": "2026-Q4", "sections": 2, "seconds_per_section": 0.2}
+    step = await run.call_tool(
+        "reports", "generate_report", args, operation_id="op-on-task", on_task=note
+    )
+    assert isinstance(step, TaskSettled) and not step.replayed
+    [known] = seen
+    assert known.ref == step.task.ref and known.is_open  # known while the call still waited
+    again = await run.call_tool("reports", "generate_report", args, operation_id="op-on-task")
+    assert isinstance(again, TaskSettled) and again.replayed and again.task.ref == step.task.ref
+    detached = await run.call_tool(
+        "reports", "generate_report", args, operation_id="op-on-task", wait=WaitMode.DETACH
+    )
+    assert detached.replayed and detached.kind is OutcomeKind.TASK_ENDED  # settled: no task left
+
+
+async def test_a_loop_over_a_run_ends_when_the_run_waits_on_nothing(bridge: Bridge) -> None:
+    run = bridge.run(P, await _run(bridge))
+    args = {"quarter": "2026-Q1", "sections": 2, "seconds_per_section": 0.2}
+    pending = await run.call_tool("reports", "generate_report", args, wait=WaitMode.DETACH)
+    assert isinstance(pending, TaskPending)
+    counted = await run.call_tool("payments", "payment_count", {"payment_key": "none"})
+    assert isinstance(counted, InlineResult)
+    assert not await run.is_idle()  # the task is still watched
+    with anyio.fail_after(60):
+        types = [event.type async for event in run.subscribe(until_idle=True)]
+    assert "call.result" in types and types[-1] == "task.terminal"
+    assert await run.is_idle()
+    # Only an inline result: no task event ever comes, and the loop still ends.
+    inline_only = bridge.run(P, await _run(bridge))
+    await inline_only.call_tool("payments", "payment_count", {"payment_key": "none"})
+    with anyio.fail_after(30):
+        types = [event.type async for event in inline_only.subscribe(until_idle=True)]
+    assert types[-1] == "call.result"
+
+
+async def test_a_ledger_reader_reads_a_gone_bridges_records_and_changes_nothing(
+    tmp_path: Path, example_servers: dict[str, ServerProcess]
+) -> None:
+    db = tmp_path / "gone.db"
+    settings = BridgeSettings(
+        ledger_url=db,
+        principals=[P, "globex"],
+        mcp_servers=_configs(example_servers, "examples"),
+        credentials={"examples": TOKEN}.get,
+        scheduler=FAST,
+    )
+    async with Bridge.open(settings) as bridge:
+        run_ref = await _run(bridge)
+        step, asked = await _approval(bridge, run_ref, f"pay-{uuid.uuid4().hex[:8]}")
+    # The bridge is gone with its task open and its question unanswered.
+    with LedgerReader.open(db, P) as reader:
+        assert run_ref in [r.ref for r in reader.runs(open_only=True)]
+        assert reader.run(run_ref).ref == run_ref
+        [call] = reader.calls(run_ref)
+        assert (call.op_ref, call.task_ref) == (step.op_ref, step.task.ref)
+        [task] = reader.tasks(run_ref, open_only=True)
+        assert task.ref == step.task.ref
+        assert [i.ref for i in reader.pending_inputs()] == [asked.input_ref]
+        events = reader.events(run_ref)
+        assert "task.input_required" in [e.type for e in events]
+    with LedgerReader.open(db, "globex") as other:  # scoped to its principal
+        assert other.runs() == [] and other.pending_inputs() == []
+        with pytest.raises(NotFound):
+            other.run(run_ref)
+    with LedgerReader.open(db, P) as again:  # reading recovered, polled and wrote nothing
+        assert again.events(run_ref) == events
+        assert again.tasks(run_ref) == [task]

@@ -116,10 +116,7 @@ async def test_ask_waits_for_the_hosts_answer(bridge: Bridge, wall_ledger: Ledge
         async for event in bridge.run(P, run_ref).subscribe():
             if isinstance(event, ev.TaskInputRequired):
                 await anyio.sleep(2.0)  # a human takes a while: not counted against the wait
-                answer = {"action": "accept", "content": {"approve": True}}
-                await (await bridge.run_of(P, event.task_ref)).answer_unchecked(
-                    event.task_ref, event.input_ref, answer
-                )
+                await bridge.run(P, run_ref).input_request(event).accept({"approve": True})
                 return
 
     async with anyio.create_task_group() as group:
@@ -278,9 +275,9 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
         assert report is not None and report.tasks_watched == 1
         assert [r.ref for r in report.pending_inputs] == [asked.ref]  # same input_ref
         assert report.served_runs_open == [run_ref]
-        answer = {"action": "accept", "content": {"approve": True}}
         run = await second.run_of(P, step.task.ref)
-        assert (await run.answer_unchecked(step.task.ref, asked.ref, answer)).delivered
+        request = await run.pending_input(step.task.ref, asked.ref)
+        assert (await request.accept({"approve": True})).delivered
         tenant = second._ledger.for_principal(P)
         await wait_closed(tenant, step.task.ref)
         assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED

@@ -231,9 +231,7 @@ async def test_an_undeclared_kind_is_declined_once(
         )
         assert await bridge.run(P, run_ref).pending_inputs() == []
         with pytest.raises(InputAlreadyAnswered):
-            await (await bridge.run_of(P, model_ref)).answer_unchecked(
-                model_ref, model_declined.input_ref, {"x": 1}
-            )
+            await bridge._requester.answer_input(P, model_ref, model_declined.input_ref, {"x": 1})
         task = await (await bridge.run_of(P, model_ref)).task(model_ref)
         assert task.status is TaskStatus.INPUT_REQUIRED
 

@@ -21,6 +21,7 @@ MAX_LINES = 600
 # the input requests it may return with) is read off the MCP wire, so it sits above it.
 RANKS: list[tuple[str, int]] = [
     ("bridge._answers", 0),
+    ("bridge._config", 0),
     ("bridge._errors", 0),
     ("bridge._extras", 0),
     ("bridge.events", 0),

@@ -149,9 +149,7 @@ async def test_accept_retries_with_answers_and_state_once(
     with pytest.raises(InputAlreadyAnswered):
         await pending.inputs[0].accept(YES)
     with pytest.raises(InputAlreadyAnswered):  # by the server's key too
-        await (await bridge.run_of(P, pending.op_ref)).answer_unchecked(
-            pending.op_ref, "approval", {"action": "accept"}
-        )
+        await bridge._requester.answer_input(P, pending.op_ref, "approval", {"action": "accept"})
     again = await bridge.run(P, run.ref).call_tool(
         SERVER, "approve_payment", arguments, operation_id="pay-12"
     )

@@ -12,10 +12,10 @@ turns it into a bearer token only when a connection is opened.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import anyio
 import httpx2
@@ -32,6 +32,11 @@ from mcp.client.session import (
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from bridge._config import (
+    CredentialResolver as CredentialResolver,
+    McpServerConfig as McpServerConfig,
+    no_credentials as no_credentials,
+)
 from bridge._errors import (
     ServerConnectFailed,
     ServerCredentialsRejected,
@@ -52,64 +57,8 @@ log = logging.getLogger(__name__)
 
 # Resolves a server's ``credential_ref`` to its bearer token (None: no token) when a client
 # connects; the token is never stored in the ledger.
-CredentialResolver = Callable[[str], str | None]
-"""``BridgeSettings.credentials``: a server's ``credential_ref`` -> its bearer token (``None``:
-no ``Authorization`` header), called when a connection opens; the token is never stored."""
 # The input kinds (elicitation modes, sampling) declared to a server, by server name.
 DeclaredInputs = Callable[[str], InputCapabilities]
-
-
-def no_credentials(_ref: str) -> str | None:
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class McpServerConfig:
-    """One MCP server as a harness configures it (UHP ``mcpServers`` entry)."""
-
-    name: str
-    url: str | None = None  # Streamable HTTP endpoint
-    command: str | None = None  # or a stdio server: command + args
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] | None = None
-    enabled: bool = True
-    credential_ref: str | None = None  # resolved to a bearer token at connect time
-    # Extra HTTP headers on every request to this server (Streamable HTTP only), for a static
-    # bearer token ({"Authorization": "Bearer ..."}) or an API-key header. Kept out of repr; a
-    # credential_ref's token, when both are set, wins for Authorization.
-    headers: Mapping[str, str] | None = field(default=None, repr=False)
-    # Tools safe to repeat after an unknown outcome, beyond what their annotations say.
-    retry_safe_tools: frozenset[str] = frozenset()
-    # Opt-in: the server accepts a duplicate-prevention key; every tools/call carries the
-    # operation id in params._meta under this name (retries: the original call's id).
-    operation_id_meta_key: str | None = None
-    # Opt-in, a draft: every tools/call names this run's earlier tasks on this server in
-    # params._meta["io.modelcontextprotocol/relatedTaskIds"] (bridge._mcp.wire.shapes).
-    related_task_ids: bool = False
-    request_timeout_s: float = 30.0
-    connect_timeout_s: float = 10.0
-    # Listen for pushed task states (subscriptions/listen) when the server supports it.
-    push_updates: bool = True
-    # Polls (tasks/get) of 2026-07-28 servers over Streamable HTTP take the lean path of
-    # bridge._mcp.wire.lean_get (the SDK's own request, ~half the client CPU); False: always the
-    # SDK session path.
-    lean_task_get: bool = True
-    # The HTTP/1.1 engine under the SDK's httpx2 client: "aiohttp"
-    # (bridge._mcp.wire.aiohttp_transport, C parser: about half of a small request's client CPU) or
-    # "httpcore" (httpx2's stock transport). Both send the same bytes; aiohttp runs only on asyncio
-    # (else httpcore).
-    http_engine: Literal["aiohttp", "httpcore"] = "aiohttp"
-
-    def __post_init__(self) -> None:
-        if (self.url is None) == (self.command is None):
-            raise ValueError(f"server {self.name!r}: give exactly one of url or command")
-
-    @property
-    def endpoint(self) -> str:
-        """The stable identity a task handle is bound to."""
-        if self.url is not None:
-            return self.url
-        return "stdio:" + " ".join((self.command or "", *self.args))
 
 
 @dataclass(slots=True)

@@ -30,6 +30,7 @@ class TaskSettled(CallOutcome):
     kind: ClassVar[OutcomeKind] = OutcomeKind.TASK_ENDED
     op_ref: str
     task: TaskView
+    replayed: bool = False  # the operation id had already made this task
 
     @property
     def status(self) -> TaskStatus:
@@ -71,6 +72,7 @@ class TaskPending(CallOutcome):
     kind: ClassVar[OutcomeKind] = OutcomeKind.TASK_OPEN
     op_ref: str
     task: TaskView
+    replayed: bool = False
 
     def _stored_result(self) -> Any:
         raise NoToolResult(f"task {self.task.ref} is still open (detached step)")
@@ -85,6 +87,7 @@ class RecoverableFailure(CallOutcome):
     op_ref: str
     task: TaskView
     reason: str
+    replayed: bool = False
 
     def _stored_result(self) -> Any:
         raise NoToolResult(f"the step gave up waiting: {self.reason}")

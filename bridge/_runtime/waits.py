@@ -14,7 +14,6 @@ from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import DispatchState, TaskStatus
-from bridge._outcomes import CallOutcome
 from bridge._runtime.step_results import RecoverableFailure, TaskSettled
 
 
@@ -39,7 +38,7 @@ async def until_closed(
     task: TaskView,
     deadline_s: float,
     ask: bool,
-) -> CallOutcome:
+) -> TaskSettled | RecoverableFailure:
     """Block until the task closes. ASK does not count time spent waiting for input."""
     budget = deadline_s
     while True:

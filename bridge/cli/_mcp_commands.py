@@ -7,9 +7,8 @@ These are plain functions; :mod:`bridge.cli._app` registers them as commands.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,7 +18,7 @@ import typer
 from bridge._answers import parse_pairs
 from bridge._ledger.store import Ledger
 from bridge._mcp.config_file import resolve_credential
-from bridge._outcomes import AnswerDelivery, AnswerReceipt
+from bridge._outcomes import AnswerDelivery, AnswerReceipt, InputRequest, elicit
 from bridge.cli._context import (
     CliError,
     JsonOpt,
@@ -245,7 +244,6 @@ def answer(
             raise CliError(
                 "give exactly one of --accept KEY=VALUE, --decline, --dismiss, --content JSON"
             )
-        action = "decline" if decline else "dismiss" if dismiss else "accept"
         content: Any = None
         if content_json is not None:
             try:
@@ -254,15 +252,16 @@ def answer(
                 raise CliError(f"--content is not valid JSON: {exc.msg}") from exc
         from bridge._ids import is_call_ref
 
+        texts = parse_pairs(key, accept or [])
+
+        action = "decline" if decline else "cancel" if dismiss else "accept"  # the wire's word
+
+        def send(request: InputRequest) -> Awaitable[AnswerReceipt]:
+            return elicit(request, action, texts=texts or None, content=content)
+
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
-            tenant = ledger.for_principal(principal)
-            if is_call_ref(task):  # NotFound (exit 1) for a foreign or unknown reference
-                tenant.get_dispatch(task)
-            else:
-                tenant.get_task(task)
-            texts = parse_pairs(key, accept or [])
-            shaped = Answer(action, texts, content)
-            delivery = anyio.run(_answer, ledger, principal, servers, task, key, shaped)
+            # NotFound (exit 1) for a foreign or unknown reference
+            delivery = anyio.run(_answer, ledger, principal, servers, task, key, send)
         delivered = delivery in (AnswerDelivery.DELIVERED, AnswerDelivery.RETRIED)
         if as_json:
             owner = "op_ref" if is_call_ref(task) else "task_ref"
@@ -288,30 +287,14 @@ async def _answer(
     ledger: Ledger,
     principal: str,
     servers: list[McpServerConfig],
-    task_ref: str,
+    owner_ref: str,
     input_ref: str,
-    shaped: Answer,
+    send: Callable[[InputRequest], Awaitable[AnswerReceipt]],
 ) -> AnswerDelivery:
     async with _bridge_for(ledger, principal, servers) as bridge:
-        run = await bridge.run_of(principal, task_ref)
-        request = await run.pending_input(task_ref, input_ref)
-        receipt: AnswerReceipt = await (
-            request.accept(shaped.content, texts=shaped.texts or None)
-            if shaped.action == "accept"
-            else request.decline()
-            if shaped.action == "decline"
-            else request.dismiss()
-        )
+        run = await bridge.run_of(principal, owner_ref)
+        receipt = await send(await run.pending_input(owner_ref, input_ref))
         return receipt.delivery
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What the operator gave: the action, ``KEY=VALUE`` texts and/or JSON content."""
-
-    action: str
-    texts: dict[str, str]
-    content: Any
 
 
 _VERDICTS = {

@@ -17,14 +17,14 @@ from typing import Any
 
 from bridge import events as ev
 from bridge._ledger.reads.call_states import CallStanding, calls_of
-from bridge._ledger.reads.status_lines import (
+from bridge._ledger.reads.views import DispatchView, InputRequestView, RunView, TaskView
+from bridge._ledger.store import TenantLedger
+from bridge._lifecycle import DispatchState
+from bridge.cli._status_lines import (
     run_status_brief,
     run_status_line,
     task_status_line,
 )
-from bridge._ledger.reads.views import DispatchView, InputRequestView, RunView, TaskView
-from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import DispatchState
 
 
 def now_ms() -> int:

@@ -27,7 +27,7 @@ from bridge._errors import (
 )
 from bridge._facade import Bridge
 from bridge._lifecycle import Admission
-from bridge._outcomes import AnswerDelivery, AnswerReceipt, InputRequest
+from bridge._outcomes import AnswerDelivery, AnswerReceipt, InputRequest, elicit
 from bridge.console._forms import form_fields, posted_values
 from bridge.console._inbox import FormProblem, inbox_page
 from bridge.console._pages import Frame, message_page
@@ -185,9 +185,8 @@ class ConsoleActions:
     ) -> AnswerReceipt:
         """Check, record and send one answer (``_Refused``: nothing was recorded)."""
         try:
-            if action == "accept":
-                return await request.accept(texts=posted)
-            return await (request.decline() if action == "decline" else request.dismiss())
+            wire = {"accept": "accept", "decline": "decline", "dismiss": "cancel"}[action]
+            return await elicit(request, wire, texts=posted if action == "accept" else None)
         except InvalidAnswer as exc:
             raise _Refused(exc.problems) from None
 

@@ -208,13 +208,13 @@ class GatewayCalls:
         return task_body(handle, task, await self._inputs(principal, task_ref))
 
     async def update_task(self, principal: str, handle: str, responses: dict[str, Any]) -> None:
-        """Answers recorded, then sent upstream (by the bridge, which redelivers after a
-        restart); a key that is not a pending input of this task is ``-32602``."""
+        """A client's answers, passed on as they came (the upstream server checks them):
+        recorded, then sent upstream (by the bridge, which redelivers after a restart); a key
+        that is not a pending input of this task is ``-32602``."""
         task_ref = await self._task_ref(principal, handle)
-        run = await self.bridge.run_of(principal, task_ref)
         for input_ref, response in responses.items():
             try:
-                await run.answer_unchecked(task_ref, input_ref, response)
+                await self.bridge._requester.answer_input(principal, task_ref, input_ref, response)
             except (UnknownInputKey, InputAlreadyAnswered, NotFound) as exc:
                 raise invalid_params(f"input {input_ref!r}: {exc}") from None
 

@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from bridge import events as ev
 from bridge._errors import InputAlreadyAnswered, InvalidAnswer, UnknownInputKey
 from bridge._facade import Bridge
-from bridge._outcomes import ELICITATION, CallOutcome, InputRequest
+from bridge._outcomes import ELICITATION, CallOutcome, InputRequest, elicit
 from bridge._run import Run
 
 PROGRESS_INTERVAL_S = 1.0
@@ -77,12 +77,7 @@ def forwardable(request: InputRequest) -> mcp_types.ElicitRequestFormParams | No
 async def deliver(request: InputRequest, answer: mcp_types.ElicitResult) -> None:
     """The client's answer, schema-checked, recorded once and sent upstream."""
     try:
-        if answer.action == "accept":
-            await request.accept(answer.content)
-        elif answer.action == "decline":
-            await request.decline()
-        else:
-            await request.dismiss()
+        await elicit(request, answer.action, content=answer.content)
     except InvalidAnswer as exc:
         raise MCPError(code=mcp_types.INVALID_PARAMS, message=str(exc)) from None
     except (InputAlreadyAnswered, UnknownInputKey):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bridge._config import FollowConfig as FollowConfig
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
@@ -14,15 +16,3 @@ class RetryPolicy:
     max_delay_s: float = 30.0
     jitter: float = 0.25
     session_busy_deadline_s: float = 600.0  # keep retrying session_busy this long
-
-
-@dataclass(frozen=True, slots=True)
-class FollowConfig:
-    """How a remote UHP response is followed: read timeouts, re-reads, reconnects, and how often its
-    stream position is committed."""
-
-    inactivity_timeout_s: float = 75.0  # servers send ': keep-alive' at least every 30 s
-    blocking_timeout_s: float = 900.0  # a blocking POST waits for the whole task
-    reread_interval_s: float = 1.0  # re-reading a response that cannot be streamed again
-    max_reconnects: int = 50
-    checkpoint_interval_ms: int = 200  # how often the last seen sequence is committed

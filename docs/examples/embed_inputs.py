@@ -58,7 +58,9 @@ async def main() -> None:
         assert isinstance(step, TaskPending)
         # --8<-- [start:events]
         last_seen = 0
-        async for event in run.subscribe(after_seq=last_seen):
+        # until_idle: the loop ends once the run waits on nothing (a result, an unknown outcome,
+        # a settled task alike); without it, subscribe() follows the run forever
+        async for event in run.subscribe(after_seq=last_seen, until_idle=True):
             last_seen = event.seq  # store it with your run: resume from it after a restart
             if isinstance(event, ev.TaskInputRequired):
                 request = run.input_request(event)
@@ -74,9 +76,8 @@ async def main() -> None:
                     print("answer refused:", refused.reason)
             elif isinstance(event, ev.CallUnknownOutcome | ev.ServerUnreachable | ev.Anomaly):
                 print("needs attention:", event.type)
-            elif event.is_final:  # task.terminal or task.lost: nothing more will come
+            elif event.is_final:  # task.terminal or task.lost: this task is done
                 print("final:", event.type)
-                break
         # --8<-- [end:events]
         # --8<-- [start:wait_for]
         [task] = await run.wait_for([step.task.ref], timeout=30)

@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
 from anyio.abc import TaskStatus as AnyioTaskStatus
 
+from bridge._config import ReplicaConfig as ReplicaConfig
 from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.leases import ReplicaRegistry, TenantLeases
 from bridge._ledger.reads.views import RunView, TaskView
@@ -36,37 +36,6 @@ log = logging.getLogger(__name__)
 RETRY_S = 1.0  # after a failed renewal or claim round, try again at most this much later
 
 _Claimed = tuple[str, list[TaskView], list[RunView]]  # (principal, tasks, runs) of one round
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaConfig:
-    """Leased polling for one of several bridge processes on one PostgreSQL ledger.
-
-    ``replica_id`` must be stable across restarts of the same replica (a restart then takes its
-    own handles back at once) and unique among live processes.
-    """
-
-    replica_id: str
-    lease_ms: int = 15_000  # how long a membership lasts without renewal
-    claim_every_ms: int = 1_000  # look for unheld work this often (at once while batches fill)
-    claim_batch: int = 1_000  # most handles claimed per principal per round
-    max_tasks: int | None = None  # stop claiming past this many watched handles (spread load)
-    max_runs: int | None = None
-    # Claim no more than an even share of each principal's open handles (ceil(open / live
-    # replicas)), so that replicas started together split them instead of the first one
-    # taking all. Only for replicas that all serve the same principals with the same
-    # ``max_tasks`` (or none): a live replica that cannot take its share leaves it unclaimed.
-    share_evenly: bool = False
-
-    @property
-    def renew_every_ms(self) -> int:
-        """How often the membership is renewed: a third of the lease."""
-        return max(1, self.lease_ms // 3)
-
-    @property
-    def margin_ms(self) -> int:
-        """Stop acting this long before the lease could end (covers a request in flight)."""
-        return self.lease_ms // 5
 
 
 class LeaseHolder(Protocol):

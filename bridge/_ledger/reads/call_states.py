@@ -5,7 +5,7 @@ A call is its dispatch and the task it became, if any. Its state is one of
 :class:`CallState`; a retry the bridge sent for a call declared not admitted
 (``<operation id>~retry<n>``) stands for the call it retried. :func:`ending_of` says how a
 run whose calls have all ended ended (the gateway ends its own runs with it), and
-:mod:`bridge._ledger.reads.status_lines` words the same facts for operators.
+:mod:`bridge.cli._status_lines` words the same facts for operators.
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ from mcp.client.session import IncomingMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from bridge._config import PushConfig as PushConfig
 from bridge._ledger.reads.views import TaskView
 from bridge._lifecycle import TaskStatus
 from bridge._mcp.polling.scheduler import PollScheduler
@@ -69,25 +70,6 @@ _REQUIRED_FOR = {
     TaskStatus.FAILED: "error",
     TaskStatus.INPUT_REQUIRED: "input_requests",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class PushConfig:
-    """How the bridge follows pushed task states (``BridgeSettings(push=PushConfig(...))``).
-    How often a pushed handle is still polled is :attr:`SchedulerConfig.push_backstop_ms`."""
-
-    max_task_ids: int = 256  # per server, over its streams; handles beyond these are only polled
-    # New handles are named by a stream of their own, so no open stream is ever closed while it
-    # names a watched handle (a push in flight on it would be lost). At this many streams on one
-    # server, the half naming the fewest watched handles are merged into the next new stream
-    # (the handles they carried are polled once more).
-    max_streams: int = 16
-    settle_ms: int = 50  # new handles within this window are named by one new stream
-    ack_timeout_s: float = 10.0
-    backoff_base_ms: int = 500  # first re-listen delay after a stream failed or dropped
-    backoff_max_ms: int = 30_000
-    # The listen request's result arrives only when the stream ends: no logical deadline.
-    stream_timeout_s: float = 7 * 24 * 3600.0
 
 
 @dataclass(slots=True)

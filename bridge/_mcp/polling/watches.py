@@ -10,31 +10,9 @@ from typing import Protocol
 import anyio
 
 from bridge import events as ev
+from bridge._config import SchedulerConfig as SchedulerConfig
 from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.reads.views import TaskView
-
-
-@dataclass(frozen=True, slots=True)
-class SchedulerConfig:
-    """How the poll scheduler paces polls: the floor (and opt-in ceiling) around a server's
-    ``pollIntervalMs``, jitter, backoff on failures, concurrency bounds, and the push backstop."""
-
-    floor_ms: int = 100  # never poll one task more often than this, whatever the server says
-    # Opt-in: never wait longer than this between polls of a live task, even when the server
-    # asked for longer (None, the default: the server's pollIntervalMs is honoured as asked).
-    ceiling_ms: int | None = None
-    default_interval_ms: int = 1_000  # when the server gives no pollIntervalMs
-    jitter: float = 0.1  # each interval is stretched by up to this fraction, at random
-    backoff_base_ms: int = 500  # first retry delay after a failed poll
-    backoff_max_ms: int = 30_000
-    per_server_concurrency: int = 16
-    max_in_flight: int = 64
-    unreachable_grace_ms: int = 30_000  # failing this long -> one server.unreachable event
-    lease_wait_ms: int = 100  # a leased handle due while the lease awaits renewal waits this
-    # While a listen stream the server acknowledged names a handle, it is polled no more often
-    # than this (its pushed states settle it); None: keep polling at the server's interval.
-    # A stream that drops returns its handles to the server's interval at once.
-    push_backstop_ms: int | None = 60_000
 
 
 class LeaseGuard(Protocol):

@@ -47,7 +47,7 @@ def attach(bridge: Bridge, principal: str) -> None:
 
 
 def attached() -> Attached:
-    """The attached bridge; :class:`~bridge.BridgeError` when none is."""
+    """The attached bridge; :class:`~bridge.errors.BridgeError` when none is."""
     if _current is None:
         raise BridgeError(
             "no bridge attached in this process: call bridge.integrations.dbos.attach(bridge, "

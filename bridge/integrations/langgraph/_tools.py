@@ -15,7 +15,7 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import interrupt
 
 from bridge._errors import AnswerRefused, InvalidAnswer
-from bridge._outcomes import CallOutcome, InputPending, InputRequest
+from bridge._outcomes import CallOutcome, InputPending, InputRequest, elicit
 from bridge._policies import WaitMode
 from bridge._runtime.step_results import TaskPending
 from bridge.integrations.langgraph._payloads import (
@@ -165,12 +165,7 @@ class _BridgedCall:
             return None
         request = matching[0]
         try:
-            if resumed.get("action") == "accept":
-                await request.accept(resumed.get("content"))
-            elif resumed.get("action") == "decline":
-                await request.decline()
-            else:
-                await request.dismiss()
+            await elicit(request, resumed.get("action"), content=resumed.get("content"))
         except InvalidAnswer as refused:  # checked before anything was recorded
             return f"answer not taken: {refused.detail}"
         except AnswerRefused as refused:  # recorded, not delivered: the server said no

@@ -6,7 +6,7 @@ any write to a status column. Pure: the clock is an argument.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from bridge._ledger.reads.call_states import CallStanding, CallState, counts
@@ -99,10 +99,3 @@ def _input_phrase(request: InputRequestView) -> str:
     if request.declined_at_ms is not None:
         return f"{request.ref} declined at {_clock(request.declined_at_ms)}"
     return f"waiting on {request.ref} since {_clock(request.first_seen_ms)}"
-
-
-def task_lines(
-    tasks: Sequence[TaskView], inputs: Mapping[str, Sequence[InputRequestView]], now_ms: int
-) -> dict[str, str]:
-    """Each task's status line by its reference."""
-    return {t.ref: task_status_line(t, inputs.get(t.ref, ()), now_ms) for t in tasks}
