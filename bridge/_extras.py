@@ -26,6 +26,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "dbos": ("dbos",),
     "webhooks": ("standardwebhooks",),
     "metrics": ("opentelemetry.sdk", "opentelemetry.exporter.prometheus", "prometheus_client"),
+    "temporal": ("temporalio",),
 }
 
 

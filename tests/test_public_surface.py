@@ -29,6 +29,7 @@ PUBLIC_MODULES = {
     "bridge.integrations.openai_agents",
     "bridge.integrations.langgraph",
     "bridge.integrations.dbos",
+    "bridge.integrations.temporal",
     "bridge.cli",
     "bridge.cli.__main__",
     "bridge.console",

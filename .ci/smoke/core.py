@@ -7,7 +7,7 @@ import anyio
 from common import TOKEN, absent, bridged_call, done, missing_extra, settings
 
 absent("typer", "rich", "opentelemetry.sdk", "psycopg", "uvloop", "httptools")
-absent("pydantic_ai", "agents", "langgraph", "dbos", "fastmcp", "harness_examples")
+absent("pydantic_ai", "agents", "langgraph", "dbos", "temporalio", "fastmcp", "harness_examples")
 absent("standardwebhooks", "prometheus_client")
 
 
@@ -35,6 +35,7 @@ missing_extra("langgraph", lambda: importlib.import_module("bridge.integrations.
 missing_extra("pydantic-ai", lambda: importlib.import_module("bridge.testing.pydantic_ai"))
 missing_extra("openai-agents", lambda: importlib.import_module("bridge.integrations.openai_agents"))
 missing_extra("dbos", lambda: importlib.import_module("bridge.integrations.dbos"))
+missing_extra("temporal", lambda: importlib.import_module("bridge.integrations.temporal"))
 missing_extra(
     "postgres", lambda: importlib.import_module("bridge._ledger.store").Ledger.open("postgresql://x/y")
 )

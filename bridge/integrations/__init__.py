@@ -10,4 +10,6 @@ them). Install the matching extra, e.g. ``uhp-mcp-bridge[pydantic-ai]``:
   ``BridgeCheckpointer``.
 * :mod:`bridge.integrations.dbos` — ``attach`` and ``call_tool``: a bridged call inside a DBOS
   workflow (extra ``uhp-mcp-bridge[dbos]``).
+* :mod:`bridge.integrations.temporal` — ``call_tool`` (workflow side) and
+  ``BridgeActivities`` (worker side).
 """

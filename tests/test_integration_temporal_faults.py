@@ -1,0 +1,222 @@
+"""bridge.integrations.temporal under faults, against a real Temporal dev server and the real
+Tasks server: a worker SIGKILLed mid-task resumed on another worker (one execution), an MCP
+server restart surfaced as lost, an in-flight crash surfaced as an unknown outcome and never
+resent, and an answer given from the bridge's CLI reaching the waiting workflow."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from bridge._ledger.store import Ledger
+from bridge.integrations.temporal import PENDING_INPUTS_QUERY, OutcomeKind, PendingInput
+from tests.support.bridging import wait_until
+from tests.support.processes import REPO_ROOT, ServerProcess
+from tests.support.temporal_dev import TemporalDevServer
+from tests.support.temporal_workflows import TASK_QUEUE, BridgedCallWorkflow, CallSpec
+
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
+PRINCIPAL = "acme"
+RESULT_TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module")
+def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDevServer]:
+    try:
+        server = TemporalDevServer(tmp_path_factory.mktemp("temporal"))
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    with server:
+        yield server
+
+
+@pytest.fixture
+def tasks_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A Tasks server of the test's own (one test restarts it), counting its side effects."""
+    effects = tmp_path / "effects.log"
+    server = ServerProcess("tests.servers.tasks_server", args=["--effects-file", str(effects)])
+    server.effects_path = effects  # type: ignore[attr-defined]
+    server.start(timeout=120)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class WorkerProcess:
+    """``python -m tests.support.temporal_worker`` (its own bridge on the shared ledger)."""
+
+    def __init__(self, temporal: TemporalDevServer, db: Path, url: str, queue: str) -> None:
+        self.args = [
+            sys.executable, "-m", "tests.support.temporal_worker",
+            "--target", temporal.target, "--task-queue", queue, "--db", str(db), "--mcp-url", url,
+        ]  # fmt: skip
+        self.log = db.parent / f"worker-{uuid.uuid4().hex[:6]}.log"
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, *extra: str) -> WorkerProcess:
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(
+                [*self.args, *extra], cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                text=True, start_new_session=True,
+            )  # fmt: skip
+        return self
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while "READY" not in self.log.read_text():
+            assert self.proc is not None and self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, f"worker not ready:\n{self.log.read_text()}"
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def died(self) -> bool:
+        return self.proc is not None and self.proc.poll() is not None
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.kill()
+
+
+def tasks_in(db: Path) -> list[object]:
+    ledger = Ledger.open(db)
+    try:
+        return list(ledger.for_principal(PRINCIPAL).list_tasks())
+    finally:
+        ledger.close()
+
+
+def effects(server: ServerProcess, line: str) -> int:
+    path: Path = server.effects_path  # type: ignore[attr-defined]
+    return path.read_text().splitlines().count(line) if path.exists() else 0
+
+
+async def test_a_worker_killed_mid_task_is_resumed_by_another_on_the_same_handle(
+    temporal: TemporalDevServer,
+    tasks_server: ServerProcess,
+    tmp_path: Path,
+    workers: list[WorkerProcess],
+) -> None:
+    db, queue, key = tmp_path / "ledger.db", f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}", "k1"
+    first = WorkerProcess(temporal, db, tasks_server.url, queue).start()
+    workers.append(first)
+    first.wait_ready()
+    client = await Client.connect(temporal.target)
+    spec = CallSpec("tasks", "record_effect", {"key": key, "seconds": 3}, heartbeat_timeout_s=2)
+    handle = await client.start_workflow(
+        BridgedCallWorkflow.run, spec, id=f"kill-{uuid.uuid4().hex}", task_queue=queue
+    )
+    (task,) = await wait_until(lambda: tasks_in(db), timeout=60, what="the handle recorded")
+    first.kill()  # SIGKILL while the task runs and its watch is held by this worker
+    second = WorkerProcess(temporal, db, tasks_server.url, queue).start()
+    workers.append(second)
+    outcome = await handle.result(rpc_timeout=None)
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"done {key}"
+    assert outcome.task_ref == task.ref  # type: ignore[attr-defined]  # the same handle
+    assert effects(tasks_server, f"effect {key}") == 1
+    assert len(tasks_in(db)) == 1
+
+
+async def test_an_mcp_server_restart_surfaces_as_lost_never_success(
+    temporal: TemporalDevServer,
+    tasks_server: ServerProcess,
+    tmp_path: Path,
+    workers: list[WorkerProcess],
+) -> None:
+    db, queue = tmp_path / "ledger.db", f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}"
+    worker = WorkerProcess(temporal, db, tasks_server.url, queue).start()
+    workers.append(worker)
+    worker.wait_ready()
+    client = await Client.connect(temporal.target)
+    spec = CallSpec("tasks", "wait_forever", {"seconds": 60})
+    handle = await client.start_workflow(
+        BridgedCallWorkflow.run, spec, id=f"lost-{uuid.uuid4().hex}", task_queue=queue
+    )
+    await wait_until(lambda: tasks_in(db), timeout=60, what="the handle recorded")
+    tasks_server.restart(timeout=120)  # its in-memory tasks are gone: tasks/get says -32602
+    outcome = await handle.result(rpc_timeout=None)
+    assert outcome.kind is OutcomeKind.LOST and not outcome.succeeded
+    assert outcome.result is None and outcome.detail is not None
+    assert outcome.detail.startswith("not_found")
+
+
+async def test_an_in_flight_crash_is_an_unknown_outcome_and_never_resent(
+    temporal: TemporalDevServer,
+    tasks_server: ServerProcess,
+    tmp_path: Path,
+    workers: list[WorkerProcess],
+) -> None:
+    db, queue, key = tmp_path / "ledger.db", f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}", "k3"
+    # Dies once the server answered tools/call with a task, before the handle is recorded.
+    first = WorkerProcess(temporal, db, tasks_server.url, queue).start("--crash", "before_handle")
+    workers.append(first)
+    first.wait_ready()
+    client = await Client.connect(temporal.target)
+    spec = CallSpec("tasks", "record_effect", {"key": key}, start_timeout_s=5)
+    handle = await client.start_workflow(
+        BridgedCallWorkflow.run, spec, id=f"unknown-{uuid.uuid4().hex}", task_queue=queue
+    )
+    await wait_until(first.died, timeout=60, what="the worker's crash")
+    second = WorkerProcess(temporal, db, tasks_server.url, queue).start()
+    workers.append(second)
+    outcome = await handle.result(rpc_timeout=None)
+    assert outcome.kind is OutcomeKind.UNKNOWN and not outcome.succeeded
+    await wait_until(lambda: effects(tasks_server, f"effect {key}"), timeout=30, what="the run")
+    assert effects(tasks_server, f"effect {key}") == 1  # it ran once: the retry sent nothing
+    assert tasks_in(db) == []  # no handle was ever recorded for it
+
+
+async def test_an_answer_from_the_bridge_cli_reaches_the_waiting_workflow(
+    temporal: TemporalDevServer,
+    tasks_server: ServerProcess,
+    tmp_path: Path,
+    workers: list[WorkerProcess],
+) -> None:
+    db, queue, key = tmp_path / "ledger.db", f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}", "pay-cli"
+    worker = WorkerProcess(temporal, db, tasks_server.url, queue).start()
+    workers.append(worker)
+    worker.wait_ready()
+    client = await Client.connect(temporal.target)
+    spec = CallSpec("tasks", "approve_payment", {"amount": 7, "payment_key": key})
+    handle = await client.start_workflow(
+        BridgedCallWorkflow.run, spec, id=f"cli-{uuid.uuid4().hex}", task_queue=queue
+    )
+
+    async def asked() -> list[PendingInput]:
+        return await handle.query(PENDING_INPUTS_QUERY, result_type=list[PendingInput])
+
+    (pending,) = await wait_until(asked, timeout=60, what="the approval asked")
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": [{"name": "tasks", "url": tasks_server.url}]}))
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "bridge.cli", "--db", str(db), "--principal", PRINCIPAL,
+            "answer", pending.task_ref, pending.input_ref, "--accept", "approve=true",
+            "--mcp-config", str(config),
+        ],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    outcome = await handle.result(rpc_timeout=None)
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"approved {key}"
+    assert effects(tasks_server, f"payment {key} 7") == 1
