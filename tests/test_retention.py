@@ -165,7 +165,7 @@ def test_live_and_unresolved_runs_stay(ledger: Ledger, clock: FakeClock) -> None
     clock.advance(40 * DAY_MS)
     report = prune(ledger, "acme", RetentionPolicy(max_age_days=0, keep_runs=0, min_age_days=0))
     assert report.runs == 1 and report.sample == [resolved.ref]
-    assert report.unresolved == 1
+    assert report.unresolved == 2  # the unknown call without a verdict, the lost task unseen
     assert run_refs(tenant) == {
         open_run,
         ended_with_open_task.ref,
@@ -173,6 +173,24 @@ def test_live_and_unresolved_runs_stay(ledger: Ledger, clock: FakeClock) -> None
         unknown.ref,
         in_flight.ref,
     }
+
+
+def test_a_lost_task_holds_its_run_until_acknowledged(ledger: Ledger, clock: FakeClock) -> None:
+    tenant = ledger.for_principal("acme")
+    lost = new_run(tenant)
+    lost_task = new_task(tenant, lost.ref)
+    tenant.mark_task_lost(lost_task.ref, LostReason.NOT_FOUND, "gone")
+    tenant.observe_outer(lost.ref, OuterStatus.FAILED)
+    clock.advance(40 * DAY_MS)
+    policy = RetentionPolicy(max_age_days=0, keep_runs=0, min_age_days=0)
+    report = prune(ledger, "acme", policy)
+    assert report.runs == 0 and report.unresolved == 1
+    assert run_refs(tenant) == {lost.ref}
+    tenant.acknowledge(lost_task.ref, by="oncall")
+    clock.advance(40 * DAY_MS)
+    report = prune(ledger, "acme", policy)
+    assert report.runs == 1 and report.sample == [lost.ref]
+    assert run_refs(tenant) == set()
 
 
 def test_prune_is_scoped_to_its_principal(ledger: Ledger, clock: FakeClock) -> None:

@@ -44,7 +44,8 @@ class PruneReport:
     """What a prune removed (or, ``dry_run``, would remove) for one principal.
 
     ``runs``: finished runs removed; ``rows``: rows removed per table; ``unresolved``: runs
-    within the bounds kept for a call of unknown outcome without a final verdict;
+    within the bounds kept for a call of unknown outcome without a final verdict or a lost task
+    nobody acknowledged;
     ``archived_bytes``: compressed bytes appended to the archive; ``pages_freed``: SQLite pages
     handed back to the file system; ``sample``: the first removed run references.
     """

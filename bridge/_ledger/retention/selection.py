@@ -5,13 +5,15 @@ A run is *finished* when all of these hold, and only then may it go:
 * its outer status is terminal (``completed``, ``failed``, ``incomplete``, ``cancelled``): an
   open run (no status yet, or ``in_progress``) stays;
 * every call it made is settled (no dispatch ``pending``, ``sent`` or waiting on input);
-* no task of it is open (still watched: not terminal, not detached) nor lost: a lost task
-  stays until someone has looked at it;
+* no task of it is open (still watched: not terminal, not detached), and every lost task of
+  it has been acknowledged by an operator (``operator.acknowledged``): a lost task stays until
+  someone has looked at it;
 * every call of unknown outcome has a final admission verdict (``admitted`` or
   ``not_admitted``): an unresolved one stays for the host to resolve.
 
-The first three are SQL (:func:`finished_runs`); the verdicts live in the run's events, so
-:func:`unresolved_runs` reads them for the few candidates that have an unknown call.
+The first three are SQL (:func:`finished`); the verdicts and acknowledgements live in the run's
+events, so :func:`unresolved_runs` reads them for the few candidates that have an unknown call
+or a lost task.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from bridge._lifecycle import Admission, DispatchState, OuterStatus
 TERMINAL_RUN = tuple(s.value for s in OuterStatus if s.is_terminal)
 SETTLED_CALL = tuple(s.value for s in DispatchState if s.is_settled)
 _CHECKED: str = ev.CallAdmissionChecked.model_fields["type"].default
+_ACKNOWLEDGED: str = ev.OperatorAcknowledged.model_fields["type"].default
 
 
 def quiet_since(ms: int) -> ColumnElement[bool]:
@@ -47,10 +50,9 @@ def finished(principal: str) -> list[ColumnElement[bool]]:
     live_task = exists().where(
         TASKS.c.principal == principal,
         TASKS.c.run_ref == RUNS.c.ref,
-        or_(
-            and_(TASKS.c.terminal_at_ms.is_(None), TASKS.c.detached_at_ms.is_(None)),
-            TASKS.c.lost_reason.is_not(None),
-        ),
+        TASKS.c.terminal_at_ms.is_(None),
+        TASKS.c.detached_at_ms.is_(None),
+        TASKS.c.lost_reason.is_(None),
     )
     open_call = exists().where(
         DISPATCHES.c.principal == principal,
@@ -126,7 +128,38 @@ def candidates(
 
 
 def unresolved_runs(conn: Connection, principal: str, run_refs: Sequence[str]) -> set[str]:
-    """Those of ``run_refs`` holding a call of unknown outcome without a final verdict."""
+    """Those of ``run_refs`` holding a call of unknown outcome without a final verdict, or a
+    lost task nobody acknowledged."""
+    return _unknown_without_verdict(conn, principal, run_refs) | _lost_unacknowledged(
+        conn, principal, run_refs
+    )
+
+
+def _lost_unacknowledged(conn: Connection, principal: str, run_refs: Sequence[str]) -> set[str]:
+    lost = conn.execute(
+        select(TASKS.c.ref, TASKS.c.run_ref).where(
+            TASKS.c.principal == principal,
+            TASKS.c.run_ref.in_(run_refs),
+            TASKS.c.lost_reason.is_not(None),
+        )
+    ).all()
+    if not lost:
+        return set()
+    acknowledged: set[str] = set()
+    for (payload,) in conn.execute(
+        select(EVENTS.c.payload_json).where(
+            EVENTS.c.principal == principal,
+            EVENTS.c.run_ref.in_({str(r.run_ref) for r in lost}),
+            EVENTS.c.type == _ACKNOWLEDGED,
+        )
+    ):
+        data = json.loads(payload)
+        if data.get("subject") == "lost_task" and data.get("task_ref"):
+            acknowledged.add(str(data["task_ref"]))
+    return {str(r.run_ref) for r in lost if str(r.ref) not in acknowledged}
+
+
+def _unknown_without_verdict(conn: Connection, principal: str, run_refs: Sequence[str]) -> set[str]:
     unknown = conn.execute(
         select(DISPATCHES.c.ref, DISPATCHES.c.run_ref).where(
             DISPATCHES.c.principal == principal,
