@@ -159,7 +159,7 @@ async def test_an_approval_answered_from_the_page_reaches_the_server_once(
 
                 inbox = await browser.new_page()
                 await inbox.goto(f"{site}/inbox")
-                card = inbox.locator("section.attention[data-kind='input_required']")
+                card = inbox.locator("section.attention[data-kind='input_waiting']")
                 assert await card.count() == 1
                 assert "Approve payment of 120 EUR to ACME Corp" in await card.inner_text()
                 await inbox.screenshot(path=str(tmp_path / "inbox.png"), full_page=True)
@@ -204,8 +204,16 @@ async def test_an_approval_answered_from_the_page_reaches_the_server_once(
                 # The answer, from the generated form.
                 await inbox.check("input[name='f.approve'][value='true']")
                 await inbox.click("button[value='accept']")
-                await inbox.wait_for_url("**/inbox?done=answered")
-                assert "delivered" in await inbox.inner_text(".flash")
+                await inbox.wait_for_url("**/inbox?done=answered*")
+                confirmation = await inbox.inner_text(".flash")
+                assert "delivered" in confirmation
+                # The confirmation names the request, its run and the answer given.
+                assert request.input_ref in confirmation and run_ref in confirmation
+                assert '"approve": "true"' in confirmation
+                # The card left the inbox once answered.
+                assert (
+                    await inbox.locator("section.attention[data-kind='input_waiting']").count() == 0
+                )
 
                 settled = await wait_until(lambda: outcome.get("step"), timeout=60, what="paid")
                 assert settled.text() == "approved pay-1"
@@ -216,6 +224,9 @@ async def test_an_approval_answered_from_the_page_reaches_the_server_once(
                     "data-status", "completed", timeout=30_000
                 )
                 await expect(timeline.locator("#attention-count")).to_be_hidden()
+                # The legend says what each colour means, the lane's end state among them.
+                legend = await timeline.inner_text(".legend")
+                assert "completed" in legend and "lost" in legend and "input_required" in legend
                 assert await timeline.evaluate("window.__sameDocument === true")
                 assert int(await timeline.get_attribute("#live", "data-updates") or 0) >= 1
                 await timeline.screenshot(path=str(tmp_path / "timeline.png"), full_page=True)
