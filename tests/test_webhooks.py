@@ -118,6 +118,17 @@ async def test_an_endpoint_that_keeps_failing_becomes_an_anomaly(tmp_path: Path)
             await receiver.until(lambda _r: given_up())
             figures = tenant.webhook_outbox_figures()
             requests = receiver.requests
+            # The failing endpoint is in front of the operator: an anomaly item in attention,
+            # with its next step, until someone acknowledges it.
+            items = await bridge.attention("acme")
+            failing = [
+                i for i in items if i.kind == "anomaly" and WEBHOOK_UNDELIVERABLE in i.summary
+            ]
+            assert len(failing) == 1 and failing[0].run_ref == run.ref and failing[0].next_step
+            await bridge.run("acme", run.ref).acknowledge(failing[0].ref, by="oncall")
+            assert [
+                i for i in await bridge.attention("acme") if WEBHOOK_UNDELIVERABLE in i.summary
+            ] == []
     assert requests == 3 and receiver.received == []
     assert (figures.pending, figures.delivered, figures.undeliverable) == (0, 0, 1)
     anomaly = [e for e in _events(tmp_path, run.ref) if isinstance(e, ev.Anomaly)][-1]
