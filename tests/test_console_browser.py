@@ -267,3 +267,88 @@ async def test_an_approval_answered_from_the_page_reaches_the_server_once(
                 assert raw not in text, "a raw MCP task id reached a page or the console's log"
             for token in [*TOKENS.values(), SERVER_TOKEN]:
                 assert token not in text
+
+
+async def test_lost_and_unknown_cards_are_acted_on_from_the_page(tmp_path: Path) -> None:
+    """A lost task and a call of unknown outcome each get a card of their own kind (lost is not
+    shown as waiting); acknowledging one and giving the other a verdict from the page removes
+    each card and says what was done to which item."""
+    chromium_or_skip()
+    from playwright.async_api import async_playwright
+
+    from bridge._ledger.store import Ledger
+    from bridge._lifecycle import LostReason
+    from tests.support.builders import new_run, new_task
+
+    db = tmp_path / "ledger.db"
+    ledger = Ledger.open(db)
+    try:
+        tenant = ledger.for_principal("acme")
+        lost_run = new_run(tenant)
+        lost = new_task(tenant, lost_run.ref)
+        tenant.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "the server no longer knows it")
+        unknown_run = new_run(tenant)
+        call = tenant.begin_dispatch(
+            unknown_run.ref,
+            server_endpoint="http://127.0.0.1:9/mcp",
+            server_name="payments",
+            tool_name="pay",
+            arguments={"amount": 120},
+        )
+        tenant.mark_dispatch_sent(call.ref)
+        tenant.mark_dispatch_unknown(call.ref, "connection dropped after the send")
+    finally:
+        ledger.close()
+
+    with console_process(tmp_path, db, TOKENS) as console:
+        site = base_url(console)
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch_persistent_context(
+                str(tmp_path / "chromium-profile"),
+                executable_path=str(CHROMIUM),
+                headless=True,
+                args=CHROMIUM_FLAGS,
+                viewport={"width": 1360, "height": 900},
+            )
+            try:
+                page = await browser.new_page()
+                await page.goto(f"{site}/login")
+                await page.fill("#token", TOKENS["acme"])
+                await page.click("form[action='/login'] button")
+                await page.wait_for_url("**/inbox")
+                lost_card = page.locator("section.attention[data-kind='lost_task']")
+                unknown_card = page.locator("section.attention[data-kind='unknown_outcome']")
+                assert await lost_card.count() == 1 and await unknown_card.count() == 1
+                assert (
+                    await page.locator("section.attention[data-kind='input_waiting']").count() == 0
+                )
+                assert "payments" in await unknown_card.inner_text()
+                await page.screenshot(path=str(tmp_path / "kinds.png"), full_page=True)
+                saved(tmp_path / "kinds.png", "console-attention-kinds.png")
+
+                await lost_card.locator("button[data-action='acknowledge']").click()
+                await page.wait_for_load_state()
+                confirmation = await page.inner_text(".flash")
+                assert "Acknowledged" in confirmation
+                assert await page.locator("section.attention[data-kind='lost_task']").count() == 0
+
+                await page.locator(
+                    "section.attention[data-kind='unknown_outcome'] button[value='not_admitted']"
+                ).click()
+                await page.wait_for_load_state()
+                assert "Verdict recorded" in await page.inner_text(".flash")
+                assert (
+                    await page.locator("section.attention[data-kind='unknown_outcome']").count()
+                    == 0
+                )
+            finally:
+                await browser.close()
+
+    ledger = Ledger.open(db)
+    try:
+        kinds = {e.type for e in ledger.for_principal("acme").events(lost_run.ref)} | {
+            e.type for e in ledger.for_principal("acme").events(unknown_run.ref)
+        }
+    finally:
+        ledger.close()
+    assert {"operator.acknowledged", "call.admission_checked"} <= kinds
