@@ -108,16 +108,8 @@ def prune(
     as_json: JsonOpt = False,
 ) -> None:
     """Remove the principal's finished runs (never open, lost or unresolved ones)."""
-
-    def body() -> None:
-        policy = _policy(older_than, keep, min_age, batch)
-        settings = settings_of(ctx)
-        principal = settings.require_principal()
-        with open_ledger(settings) as ledger:
-            report = _run(ledger, principal, policy, dry_run=dry_run, archive=archive)
-        _print(report, as_json, archive)
-
-    run_command(body)
+    bounds = (older_than, keep, min_age, batch)
+    _prune_command(ctx, bounds, dry_run=dry_run, archive=archive, as_json=as_json)
 
 
 def export(
@@ -130,13 +122,24 @@ def export(
     as_json: JsonOpt = False,
 ) -> None:
     """Write what `prune` with the same options would remove to ARCHIVE; remove nothing."""
+    bounds = (older_than, keep, min_age, batch)
+    _prune_command(ctx, bounds, dry_run=True, archive=archive, as_json=as_json)
 
+
+def _prune_command(
+    ctx: typer.Context,
+    bounds: tuple[float | None, int | None, float, int],
+    *,
+    dry_run: bool,
+    archive: Path | None,
+    as_json: bool,
+) -> None:
     def body() -> None:
-        policy = _policy(older_than, keep, min_age, batch)
+        policy = _policy(*bounds)
         settings = settings_of(ctx)
         principal = settings.require_principal()
         with open_ledger(settings) as ledger:
-            report = _run(ledger, principal, policy, dry_run=True, archive=archive)
+            report = _run(ledger, principal, policy, dry_run=dry_run, archive=archive)
         _print(report, as_json, archive)
 
     run_command(body)
