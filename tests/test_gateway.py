@@ -172,10 +172,10 @@ async def test_tasks_methods_need_the_declaration_and_an_mcp_name_naming_the_tas
         "Mcp-Method": "tasks/get",
     }
     async with httpx2.AsyncClient(timeout=DEADLINE_S) as http:
-        for name, code in ((handle + "x", mcp_types.HEADER_MISMATCH), (handle, None)):
-            reply = await http.post(
-                gateway.proc.url, json=body, headers={**headers, "Mcp-Name": name}
-            )
+        cases = ((handle + "x", mcp_types.HEADER_MISMATCH), (handle, None), (None, None))
+        for name, code in cases:  # None: no header at all (clients that omit it are served)
+            named = {} if name is None else {"Mcp-Name": name}
+            reply = await http.post(gateway.proc.url, json=body, headers={**headers, **named})
             answer = _json_rpc_answer(reply)
             if code is None:  # the same request naming its own task is served
                 assert answer["result"]["taskId"] == handle, answer

@@ -71,8 +71,8 @@ def _task_request(ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
     """A ``tasks/*`` request is served to a client that declared the Tasks extension on it
     (``-32021`` otherwise, as the extension requires: a client that cannot read a task body is
     told which capability is missing), and over HTTP only when its ``Mcp-Name`` header names
-    the ``taskId`` it carries (``-32020``: the SDK checks the header for ``tools/call``, not
-    for the extension's methods)."""
+    the ``taskId`` it carries when it sends one (``-32020``: the SDK checks the header for
+    ``tools/call``, not for the extension's methods)."""
     if not _declares_tasks(ctx):
         raise MCPError(
             code=mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -80,7 +80,10 @@ def _task_request(ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
             data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
         )
     headers = _headers(ctx)
-    if headers is not None and decode_header_value(headers.get(MCP_NAME_HEADER)) != task_id:
+    named = None if headers is None else headers.get(MCP_NAME_HEADER)
+    # A header naming another task is refused; one left out is taken (fastmcp's client, among
+    # others in use, does not send it yet, and the body's taskId is what is served either way).
+    if named is not None and decode_header_value(named) != task_id:
         raise MCPError(
             code=mcp_types.HEADER_MISMATCH,
             message=f"{MCP_NAME_HEADER} header does not match the request's taskId",
