@@ -14,10 +14,9 @@ See docs/guides/embed-in-a-harness.md.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from bridge._public import publish
+from bridge._public import load_public
 
 if TYPE_CHECKING:
     from bridge._config import (
@@ -183,12 +182,7 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bridge' has no attribute {name!r}")
-    value = publish(getattr(importlib.import_module(module), name), __name__)
-    globals()[name] = value  # later lookups skip this function
-    return value
+    return load_public(__name__, globals(), _EXPORTS, name)
 
 
 def __dir__() -> list[str]:

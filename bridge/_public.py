@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 from typing import Any
 
 
@@ -21,4 +22,15 @@ def publish(value: Any, door: str) -> Any:
         return value
     with contextlib.suppress(AttributeError, TypeError):  # a builtin: left as defined
         value.__module__ = door
+    return value
+
+
+def load_public(door: str, namespace: dict[str, Any], exports: dict[str, str], name: str) -> Any:
+    """A door's lazy name (PEP 562 ``__getattr__``): imported from its private module on
+    first use, published under ``door`` and cached in the door's namespace."""
+    module = exports.get(name)
+    if module is None:
+        raise AttributeError(f"module {door!r} has no attribute {name!r}")
+    value = publish(getattr(importlib.import_module(module), name), door)
+    namespace[name] = value  # later lookups skip __getattr__
     return value

@@ -9,10 +9,9 @@ Every public name is importable from here; they load on first use (PEP 562), so
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from bridge._public import publish
+from bridge._public import load_public
 
 if TYPE_CHECKING:
     from bridge.uhp._adapter import (
@@ -85,12 +84,7 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bridge.uhp' has no attribute {name!r}")
-    value = publish(getattr(importlib.import_module(module), name), __name__)
-    globals()[name] = value
-    return value
+    return load_public(__name__, globals(), _EXPORTS, name)
 
 
 def __dir__() -> list[str]:

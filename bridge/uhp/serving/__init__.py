@@ -34,10 +34,9 @@ from bridge._extras import require_extra
 
 require_extra("the UHP serving kit (bridge.uhp.serving)", "serve")
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from bridge._public import publish
+from bridge._public import load_public, publish
 
 if TYPE_CHECKING:
     from bridge._ledger.host_tables import (
@@ -228,8 +227,5 @@ for _name in set(__all__) - _HOST_TABLES:
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _HOST_TABLES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = publish(getattr(importlib.import_module("bridge._ledger.host_tables"), name), __name__)
-    globals()[name] = value
-    return value
+    host_tables = dict.fromkeys(_HOST_TABLES, "bridge._ledger.host_tables")
+    return load_public(__name__, globals(), host_tables, name)
