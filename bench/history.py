@@ -38,7 +38,7 @@ from bridge._ledger.retention.policy import RetentionPolicy
 from bridge._ledger.retention.prune import Prune
 from bridge._ledger.retention.vacuum import return_space
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge._lifecycle import DispatchState, OuterStatus, TaskStatus
+from bridge._lifecycle import CallState, OuterStatus, TaskStatus
 
 REPO = Path(__file__).resolve().parents[1]
 PRINCIPAL = "acme"
@@ -200,7 +200,7 @@ def recovery_reads(tenant: TenantLedger) -> None:
     tenant.list_runs(open_only=True, limit=10_000)
     tenant.pending_input_requests()
     tenant.pending_call_inputs()
-    tenant.list_dispatches(states=[DispatchState.PENDING, DispatchState.SENT])
+    tenant.list_dispatches(states=[CallState.PENDING, CallState.SENT])
     tenant.unacknowledged_runs()
 
 
@@ -213,7 +213,7 @@ def runs_query(tenant: TenantLedger) -> None:
 def attention_query(tenant: TenantLedger) -> None:
     tenant.pending_input_requests()
     tenant.pending_call_inputs()
-    tenant.list_dispatches(states=[DispatchState.UNKNOWN])
+    tenant.list_dispatches(states=[CallState.UNKNOWN])
 
 
 def timed(fn: Callable[[], None], times: int) -> list[float]:

@@ -365,7 +365,7 @@ class Bridge:
             raise BridgeError(f"principal {principal!r} is not in this bridge's scope")
 
     # -- recovery ----------------------------------------------------------------------------
-    async def recover(self, *, settle_in_flight_dispatches: bool = True) -> RecoveryReport:
+    async def recover(self, *, settle_in_flight_calls: bool = True) -> RecoveryReport:
         """Pick up everything open in this bridge's scope after a restart.
 
         Single process: watch every open handle, resume every followed run, and (by default)
@@ -378,11 +378,11 @@ class Bridge:
             report = await self._claim_everything_free()
         else:
             resumed: ResumeReport = await self._requester.resume(
-                self.principals, settle_in_flight_dispatches=settle_in_flight_dispatches
+                self.principals, settle_in_flight_calls=settle_in_flight_calls
             )
             report = RecoveryReport(
                 tasks_watched=resumed.tasks_watched,
-                dispatches_marked_unknown=resumed.dispatches_marked_unknown,
+                calls_marked_unknown=resumed.calls_marked_unknown,
                 answers_to_redeliver=resumed.answers_to_redeliver,
                 cancels_to_resend=resumed.cancels_to_resend,
             )
@@ -417,7 +417,7 @@ class Bridge:
         legs = await self._requester.rounds.resume(self.principals, self._tg)
         return RecoveryReport(
             tasks_watched=taken.tasks_watched,
-            dispatches_marked_unknown=unknown,
+            calls_marked_unknown=unknown,
             answers_to_redeliver=taken.answers_to_redeliver + legs,
             cancels_to_resend=taken.cancels_to_resend,
             remote_runs_resumed=replica.claimed_runs - runs_before,

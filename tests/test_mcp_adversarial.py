@@ -13,7 +13,7 @@ import pytest
 from bridge import events as ev
 from bridge._errors import InvalidTaskResponse
 from bridge._ledger.store import Ledger
-from bridge._lifecycle import DispatchState, LostReason, TaskStatus
+from bridge._lifecycle import CallState, LostReason, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
 from bridge._mcp.polling.watches import SchedulerConfig
 from bridge._mcp.servers import McpServerConfig
@@ -90,7 +90,7 @@ async def test_malformed_create_is_a_typed_error_and_an_unknown_outcome(
     with pytest.raises(InvalidTaskResponse) as raised:
         await requester.call_tool(PRINCIPAL, run.ref, "fake", "malformed_create", {})
     dispatch = tenant.get_dispatch(raised.value.op_ref)
-    assert dispatch.state is DispatchState.UNKNOWN and dispatch.result is None
+    assert dispatch.state is CallState.UNKNOWN and dispatch.result is None
     assert tenant.list_tasks(run_ref=run.ref) == []
     assert [a.kind for a in _anomalies(wall_ledger, run.ref)] == ["malformed_reply"]
     assert "call.unknown_outcome" in event_types(tenant, run.ref)
@@ -121,7 +121,7 @@ async def test_task_on_an_undeclared_request_is_invalid(
         await requester.call_tool(
             PRINCIPAL, run.ref, "fake", "undeclared_task", {}, declare_tasks=False
         )
-    assert tenant.get_dispatch(raised.value.op_ref).state is DispatchState.UNKNOWN
+    assert tenant.get_dispatch(raised.value.op_ref).state is CallState.UNKNOWN
     assert tenant.list_tasks(run_ref=run.ref) == []
     assert [a.kind for a in _anomalies(wall_ledger, run.ref)] == ["task_on_undeclared_request"]
 
@@ -198,7 +198,7 @@ async def test_reply_that_never_arrives_is_unknown_and_not_repeated(
             unknown_outcomes=UnknownOutcomePolicy.RETRY_IF_SAFE,  # not safe: not retried
         )
     assert isinstance(outcome, UnknownOutcome) and outcome.retries == ()
-    assert tenant.get_dispatch(outcome.op_ref).state is DispatchState.UNKNOWN
+    assert tenant.get_dispatch(outcome.op_ref).state is CallState.UNKNOWN
     event = tenant.events(run.ref)[-1]
     assert isinstance(event, ev.CallUnknownOutcome)
     after = (await adversarial_stats(adversarial_server.url))["calls"]["never_reply"]

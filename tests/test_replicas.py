@@ -166,7 +166,7 @@ async def test_in_flight_calls_of_a_dead_replica_become_unknown(
     registry.renew(dead, 0)  # replica-dead stopped renewing: its incarnation is gone
     async with _replica(pg_url, "replica-c", tasks_server) as c:
         assert c.last_recovery is not None
-        assert c.last_recovery.dispatches_marked_unknown == 1
+        assert c.last_recovery.calls_marked_unknown == 1
     assert tenant.get_dispatch(theirs).state.value == "unknown"
     assert tenant.get_dispatch(ours).state.value == "sent", "a live replica's call is left alone"
     unknown = [e for e in tenant.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)]

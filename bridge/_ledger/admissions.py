@@ -17,7 +17,7 @@ from bridge import events as ev
 from bridge._errors import InvalidTransition
 from bridge._ledger._base import EVENTS
 from bridge._ledger.runs import RunWrites
-from bridge._lifecycle import Admission, DispatchState
+from bridge._lifecycle import Admission, CallState
 
 _CHECKED: str = ev.CallAdmissionChecked.model_fields["type"].default
 
@@ -40,7 +40,7 @@ class AdmissionWrites(RunWrites):
         """
         with self._write() as tx:
             row = self._dispatch_row(tx.conn, op_ref, lock=True)
-            if DispatchState(row.state) is not DispatchState.UNKNOWN:
+            if CallState(row.state) is not CallState.UNKNOWN:
                 raise InvalidTransition(
                     f"dispatch {op_ref!r} is {row.state}: only an unknown outcome is resolved"
                 )

@@ -117,7 +117,7 @@ def recover(
             report, tasks, refused = anyio.run(_recover, ledger, principal, servers, wait, settle)
         data = {
             "tasks_watched": report.tasks_watched,
-            "dispatches_marked_unknown": report.dispatches_marked_unknown,
+            "calls_marked_unknown": report.calls_marked_unknown,
             "answers_to_redeliver": report.answers_to_redeliver,
             "cancels_to_resend": report.cancels_to_resend,
             "remote_runs_resumed": report.remote_runs_resumed,
@@ -136,7 +136,7 @@ def recover(
         out.print("[bold]Recovery report[/bold]")
         for key in (
             "tasks_watched",
-            "dispatches_marked_unknown",
+            "calls_marked_unknown",
             "answers_to_redeliver",
             "cancels_to_resend",
             "remote_runs_resumed",
@@ -183,7 +183,7 @@ async def _recover(
 ) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
     tenant = ledger.for_principal(principal)
     async with _bridge_for(ledger, principal, servers) as bridge:
-        report = await bridge.recover(settle_in_flight_dispatches=settle)
+        report = await bridge.recover(settle_in_flight_calls=settle)
         watched = [t.ref for t in tenant.list_tasks(open_only=True)]
         if wait > 0 and watched:
             with err_console().status(f"watching {len(watched)} open task(s), at most {wait:g}s"):

@@ -18,9 +18,9 @@ from typing import Any
 from bridge import events as ev
 from bridge._ledger.reads.attention import question_of
 from bridge._ledger.reads.call_states import CallStanding, calls_of
-from bridge._ledger.reads.views import DispatchView, InputRequestView, RunView, TaskView
+from bridge._ledger.reads.views import CallView, InputRequestView, RunView, TaskView
 from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 from bridge.cli._status_lines import (
     run_status_brief,
     run_status_line,
@@ -119,7 +119,7 @@ def run_record(run: RunView, calls: Sequence[CallStanding] | None = None) -> dic
     return record
 
 
-def task_counts(tasks: Sequence[TaskView], dispatches: Sequence[DispatchView]) -> dict[str, Any]:
+def task_counts(tasks: Sequence[TaskView], dispatches: Sequence[CallView]) -> dict[str, Any]:
     by_status: dict[str, int] = {}
     for task in tasks:
         by_status[task.status.value] = by_status.get(task.status.value, 0) + 1
@@ -127,7 +127,7 @@ def task_counts(tasks: Sequence[TaskView], dispatches: Sequence[DispatchView]) -
         "total": len(tasks),
         "by_status": dict(sorted(by_status.items())),
         "lost": sum(1 for t in tasks if t.lost_reason is not None),
-        "unknown": sum(1 for d in dispatches if d.state is DispatchState.UNKNOWN),
+        "unknown": sum(1 for d in dispatches if d.state is CallState.UNKNOWN),
         "open": sum(1 for t in tasks if t.is_open),
     }
 
@@ -208,7 +208,7 @@ def task_record(
     }
 
 
-def dispatch_record(dispatch: DispatchView) -> dict[str, Any]:
+def dispatch_record(dispatch: CallView) -> dict[str, Any]:
     return {
         "op_ref": dispatch.ref,
         "server": dispatch.server_name or dispatch.server_endpoint,
@@ -225,7 +225,7 @@ def dispatch_record(dispatch: DispatchView) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class RunSnapshot:
     run: RunView
-    dispatches: list[DispatchView]
+    dispatches: list[CallView]
     tasks: list[TaskView]
     pending_inputs: dict[str, list[InputRequestView]]
     events: list[ev.BridgeEvent]

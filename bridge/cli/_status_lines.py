@@ -9,17 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from bridge._ledger.reads.call_states import CallStanding, CallState, counts
+from bridge._ledger.reads.call_states import CallStanding, Standing, counts
 from bridge._ledger.reads.views import InputRequestView, RunView, TaskView
 from bridge._lifecycle import TaskStatus
 
 _CALL_WORDS = {
-    CallState.IN_FLIGHT: "in flight",
-    CallState.WAITING_INPUT: "waiting on input",
-    CallState.COMPLETED: "completed",
-    CallState.FAILED: "failed",
-    CallState.CANCELLED: "cancelled",
-    CallState.UNRESOLVED: "unresolved",
+    Standing.IN_FLIGHT: "in flight",
+    Standing.WAITING_INPUT: "waiting on input",
+    Standing.COMPLETED: "completed",
+    Standing.FAILED: "failed",
+    Standing.CANCELLED: "cancelled",
+    Standing.UNRESOLVED: "unresolved",
 }
 
 
@@ -32,7 +32,7 @@ def calls_phrase(calls: Sequence[CallStanding]) -> str:
     if not calls:
         return "no calls"
     by_state = counts(calls)
-    parts = [f"{by_state[s]} {_CALL_WORDS[s]}" for s in CallState if s in by_state]
+    parts = [f"{by_state[s]} {_CALL_WORDS[s]}" for s in Standing if s in by_state]
     return f"{_plural(len(calls), 'call')}: " + ", ".join(parts)
 
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bridge._facade import Bridge
-from bridge._ledger.reads.views import DispatchView
+from bridge._ledger.reads.views import CallView
 from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 from bridge.cli._records import Redactor, RunSnapshot, load_snapshot
 from bridge.cli._timeline import Timeline, build_timeline
 from bridge.console._pages import RunRow
@@ -50,13 +50,13 @@ class ConsoleReads:
         tenant = self._tenant(principal)
         found: dict[str, str] = {}
         for call in snapshot.dispatches:
-            if call.state is DispatchState.UNKNOWN:
+            if call.state is CallState.UNKNOWN:
                 verdict = await self.bridge._runner(tenant.admission_of, call.ref)
                 if verdict is not None and verdict.is_final:
                     found[call.ref] = verdict.value
         return found
 
-    async def unresolved_calls(self, principal: str) -> list[DispatchView]:
+    async def unresolved_calls(self, principal: str) -> list[CallView]:
         """The principal's calls of unknown outcome with no final verdict yet, oldest first."""
         tenant = self._tenant(principal)
         return await self.bridge._runner(_unresolved, tenant)
@@ -75,8 +75,8 @@ class ConsoleReads:
         return await self.bridge._runner(_matching_runs, tenant, query, waiting)
 
 
-def _unresolved(tenant: TenantLedger) -> list[DispatchView]:
-    calls = tenant.list_dispatches(states=[DispatchState.UNKNOWN])
+def _unresolved(tenant: TenantLedger) -> list[CallView]:
+    calls = tenant.list_dispatches(states=[CallState.UNKNOWN])
     open_calls = []
     for call in calls:
         verdict = tenant.admission_of(call.ref)

@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup
 from bridge._ids import is_call_ref
 from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.replica import ReplicaLeases
-from bridge._ledger.reads.views import DispatchView, TaskView
+from bridge._ledger.reads.views import CallView, TaskView
 from bridge._ledger.rounds import RetryLeg
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
@@ -274,7 +274,7 @@ class TaskRequester:
         self,
         tenant: TenantLedger,
         connection: ServerConnection,
-        intent: DispatchView,
+        intent: CallView,
         tool: str,
         arguments: dict[str, Any],
         leg: RetryLeg | None = None,
@@ -339,7 +339,7 @@ class TaskRequester:
         settled = await self.db.commit(tenant.group_commit, staged)
         return InlineResult(intent.ref, settled.result, truncated=settled.result_truncated)
 
-    async def _earlier_tasks(self, tenant: TenantLedger, intent: DispatchView) -> list[str]:
+    async def _earlier_tasks(self, tenant: TenantLedger, intent: CallView) -> list[str]:
         """The raw ids of the tasks this call's run created on its server, oldest first."""
         tasks = await self.db(tenant.list_tasks, run_ref=intent.run_ref)
         return [t.task_id for t in tasks if t.server_endpoint == intent.server_endpoint]
@@ -397,7 +397,7 @@ class TaskRequester:
 
     # -- restart -----------------------------------------------------------------------------
     async def resume(
-        self, principals: Sequence[str], *, settle_in_flight_dispatches: bool = True
+        self, principals: Sequence[str], *, settle_in_flight_calls: bool = True
     ) -> ResumeReport:
         """Pick up every open handle of these principals after a restart (any process).
 
@@ -406,7 +406,7 @@ class TaskRequester:
         live process is dispatching for these principals.
         """
         report = await self._resumption.resume(
-            principals, settle_in_flight_dispatches=settle_in_flight_dispatches
+            principals, settle_in_flight_calls=settle_in_flight_calls
         )
         assert self._tg is not None  # MRTR rounds answered whose next leg never left:
         legs = await self.rounds.resume(principals, self._tg)
