@@ -6,7 +6,7 @@ Two reconcile loops run side by side and never derive one lifecycle from the oth
   harness serves itself, records the statuses the harness reports;
 * the **inner loop** is the poll scheduler watching every open MCP task handle.
 
-With a :class:`~bridge._ledger.coordination.replica.ReplicaConfig`, several bridges (harness
+With a :class:`~bridge.ReplicaConfig`, several bridges (harness
 replicas) share one PostgreSQL ledger: each open handle and each remotely followed run is leased to
 exactly one of them at a time (see :mod:`bridge._ledger.coordination.replica`); any replica can call
 tools, answer, cancel and subscribe.
@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
+from bridge._config import ReplicaConfig
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
 from bridge._ledger.coordination.availability import watch_the_file
 from bridge._ledger.coordination.fencing import Membership
-from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
+from bridge._ledger.coordination.replica import ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
 from bridge._ledger.reads.attention import (
     DEFAULT_ORPHAN_AFTER_MS,

@@ -40,10 +40,10 @@ from bridge import (
     WaitMode,
     events as ev,
 )
+from bridge._config import SchedulerConfig
 from bridge._errors import InputAlreadyAnswered, InvalidTaskResponse
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import CallState, LostReason, TaskStatus
-from bridge._mcp.polling.watches import SchedulerConfig
 from bridge._mcp.wire.shapes import RELATED_TASK_IDS_META_KEY
 from bridge._run import Run
 from bridge.gateway._config import GatewayConfigError, parse_gateway_config

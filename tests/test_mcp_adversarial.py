@@ -11,12 +11,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bridge import events as ev
+from bridge._config import McpServerConfig, SchedulerConfig
 from bridge._errors import InvalidTaskResponse
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import CallState, LostReason, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.polling.watches import SchedulerConfig
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import TaskHandle, UnknownOutcome
 from bridge._policies import UnknownOutcomePolicy
 from tests.support.bridging import FAST, adversarial_stats, event_types, wait_closed, wait_until

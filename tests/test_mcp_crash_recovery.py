@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from bridge import Bridge, BridgeSettings, events as ev
+from bridge._config import McpServerConfig
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import CallState, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import InlineResult, TaskHandle, UnknownOutcome
 from tests.support.bridging import FAST, effects, wait_closed, wait_until
 from tests.support.builders import new_run

@@ -23,11 +23,11 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from typer.testing import CliRunner
 
 from bridge import events as ev
+from bridge._config import McpServerConfig
 from bridge._errors import AnswerRefused, MalformedTaskHandle
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import CallState, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._mcp.wire.negotiation import unanswered
 from bridge._mcp.wire.task_ids import MAX_TASK_ID_BYTES, task_id_problem
 from bridge._mcp.wire.transport import (

@@ -17,11 +17,11 @@ import pytest
 from mcp import Client
 
 from bridge import Bridge, BridgeSettings, WaitMode
+from bridge._config import McpServerConfig
 from bridge._ledger.reads.views import RunView
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._lifecycle import CallState, LostReason, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._mcp.wire.generations import EXPERIMENTAL_TASKS_VERSION
 from bridge._outcomes import InlineResult, TaskHandle
 from bridge._runtime.step_results import TaskPending

@@ -19,6 +19,7 @@ from _pytest.logging import LogCaptureFixture
 from sqlalchemy import select
 
 from bridge import Bridge, BridgeSettings, events as ev
+from bridge._config import McpServerConfig
 from bridge._errors import (
     InputAlreadyAnswered,
     InvalidAnswer,
@@ -29,7 +30,6 @@ from bridge._errors import (
 from bridge._ledger.rounds import ROUNDS
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._lifecycle import CallState
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import ELICITATION, AnswerDelivery, InlineResult, InputPending
 from bridge._policies import Policies, ToolPolicy, WaitMode
 from bridge._redaction import STATE_REDACTED

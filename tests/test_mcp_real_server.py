@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from bridge import events as ev
+from bridge._config import McpServerConfig
 from bridge._errors import InputAlreadyAnswered, ServerConnectFailed
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import CallState, LostReason, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import InlineResult, RejectedCall, TaskHandle
 from tests.support.bridging import FAST, effects, event_types, wait_closed, wait_until
 from tests.support.builders import new_run

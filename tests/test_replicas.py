@@ -23,8 +23,8 @@ from bridge import (
     WaitMode,
     events as ev,
 )
+from bridge._config import ReplicaConfig
 from bridge._ledger.coordination.leases import ReplicaRegistry, TenantLeases
-from bridge._ledger.coordination.replica import ReplicaConfig
 from bridge._ledger.store import TASKS, Ledger
 from tests.support.bridging import FAST, wait_until
 from tests.support.postgres import ThrowawayPostgres, fresh_database

@@ -32,7 +32,7 @@ from bridge.cli._context import (
 from bridge.cli._records import input_record, now_ms, task_record
 
 if TYPE_CHECKING:
-    from bridge._mcp.servers import McpServerConfig
+    from bridge._config import McpServerConfig
 
 
 def load_mcp_config(path: Path) -> list[McpServerConfig]:

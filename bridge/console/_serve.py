@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from bridge._config import CredentialResolver, McpServerConfig
 from bridge._facade import Bridge
-from bridge._mcp.servers import CredentialResolver, McpServerConfig
 from bridge._settings import BridgeSettings
 from bridge.console._app import build_app
 from bridge.console._auth import ConsoleTokens

@@ -25,6 +25,7 @@ from bridge import (
     TaskSettled,
     UrlElicitation,
 )
+
 # --8<-- [end:imports]
 
 servers = [

@@ -20,6 +20,7 @@ from bridge import (
     events as ev,
 )
 from bridge.errors import AnswerRefused, InvalidAnswer, WaitTimedOut
+
 # --8<-- [end:imports]
 
 servers = [

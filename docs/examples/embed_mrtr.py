@@ -23,6 +23,7 @@ from bridge import (
     WaitMode,
 )
 from harness_examples.launch import ServerProcess
+
 # --8<-- [end:imports]
 
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import anyio
 
+from bridge._config import McpServerConfig
 from bridge._ledger.commit.group_commit import StagedCommit
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import InputPending, TaskHandle
 from tests.support.bridging import FAST
 

@@ -25,6 +25,13 @@ import anyio
 import mcp_types
 from anyio.abc import TaskGroup
 
+from bridge._config import (
+    CredentialResolver,
+    McpServerConfig,
+    PushConfig,
+    SchedulerConfig,
+    no_credentials,
+)
 from bridge._ids import is_call_ref
 from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.replica import ReplicaLeases
@@ -46,16 +53,9 @@ from bridge._mcp.inputs.handlers import InputHandlers
 from bridge._mcp.inputs.legacy_held_result import install_legacy_inputs
 from bridge._mcp.inputs.task_input_handlers import TaskInputs
 from bridge._mcp.polling.handle_resumption import HandleResumption, ResumeReport
-from bridge._mcp.polling.push import PushConfig, PushUpdates
+from bridge._mcp.polling.push import PushUpdates
 from bridge._mcp.polling.scheduler import PollScheduler
-from bridge._mcp.polling.watches import SchedulerConfig
-from bridge._mcp.servers import (
-    CredentialResolver,
-    McpServerConfig,
-    ServerConnection,
-    ServerPool,
-    no_credentials,
-)
+from bridge._mcp.servers import ServerConnection, ServerPool
 from bridge._mcp.wire import legacy_shapes as legacy_wire
 from bridge._mcp.wire.generations import TaskGeneration, negotiated_generation
 from bridge._mcp.wire.shapes import CreateTaskResult, with_related_task_ids
