@@ -45,7 +45,7 @@ from bridge._ledger.store import Ledger
 from bridge._lifecycle import OuterStatus
 from bridge._mcp.calls.requester import TaskRequester
 from bridge._mcp.polling.handle_resumption import ResumeReport
-from bridge._outcomes import InputRequest
+from bridge._outcomes import AnswerReceipt, InputRequest
 from bridge._run import Run
 from bridge._runtime import reads
 from bridge._runtime.compose import BridgeLeaseHolder, ledger_runner
@@ -336,6 +336,24 @@ class Bridge:
         ``UnknownServer`` or ``ServerConnectFailed``."""
         self._scope(principal)
         return await self._requester.pool.connection(server).list_tools()
+
+    # -- for relays and durable-engine workers built on the bridge --------------------------
+    def is_watching(self, task_ref: str) -> bool:
+        """Whether this process watches the task now (polls it, or holds its push stream). A
+        worker that did not start a call (its starter died, or the task settled) replays the
+        call to watch it again; one that did spares the replay's ledger read."""
+        return self._requester.scheduler.is_watching(task_ref)
+
+    async def answer_unchecked(
+        self, principal: str, owner_ref: str, input_ref: str, response: Any
+    ) -> AnswerReceipt:
+        """Record, then send, an answer exactly as it came: NOT checked against the request's
+        schema. Only for a relay whose upstream server checks it (the MCP gateway passes a
+        client's ``tasks/update`` on); a host answers through :class:`InputRequest`
+        (``accept``/``decline``/``dismiss``), which checks first. ``owner_ref``: the task
+        (``tk_…``) or the call waiting for input (``op_…``)."""
+        self._scope(principal)
+        return await self._requester.answer_input(principal, owner_ref, input_ref, response)
 
     async def prune(
         self,

@@ -9,8 +9,8 @@ import os
 import secrets
 
 import anyio
-
 # --8<-- [end:imports]
+
 # --8<-- [start:open]
 from bridge import (
     Bridge,

@@ -25,7 +25,6 @@ from bridge import (
     TaskSettled,
     UrlElicitation,
 )
-
 # --8<-- [end:imports]
 
 servers = [

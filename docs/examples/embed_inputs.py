@@ -20,7 +20,6 @@ from bridge import (
     events as ev,
 )
 from bridge.errors import AnswerRefused, InvalidAnswer, WaitTimedOut
-
 # --8<-- [end:imports]
 
 servers = [

@@ -23,7 +23,6 @@ from bridge import (
     WaitMode,
 )
 from harness_examples.launch import ServerProcess
-
 # --8<-- [end:imports]
 
 

@@ -16,7 +16,6 @@ from dbos import DBOS
 
 from bridge import Bridge, BridgeSettings, McpServerConfig
 from bridge.integrations.dbos import attach, call_tool
-
 # --8<-- [end:imports]
 
 servers = [

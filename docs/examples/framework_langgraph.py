@@ -28,7 +28,6 @@ from bridge.integrations.langgraph import (
     when_settled,
 )
 from bridge.testing.langgraph import ScriptedChatModel
-
 # --8<-- [end:imports]
 
 PAYMENT_KEY = "pay-" + secrets.token_hex(4)

@@ -25,7 +25,6 @@ from bridge.integrations.openai_agents import (
     run_to_completion,
     save_run_state,
 )
-
 # --8<-- [end:imports]
 
 set_tracing_disabled(True)  # nothing leaves the process

@@ -16,7 +16,6 @@ from pydantic_ai.tools import DeferredToolRequests
 from bridge import Bridge, BridgeSettings, InputRequest, McpServerConfig
 from bridge.integrations.pydantic_ai import BridgedRun, BridgedToolset
 from bridge.testing.pydantic_ai import scripted_model
-
 # --8<-- [end:imports]
 
 servers = [

@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from bridge import Bridge, BridgeSettings, McpServerConfig, ReplicaConfig, TaskPending, WaitMode
-
 # --8<-- [end:imports]
 
 PG_URL = os.environ["BRIDGE_EXAMPLE_PG_URL"]

@@ -23,7 +23,6 @@ import anyio
 
 from bridge import FollowConfig, Ledger
 from bridge.uhp import StreamEvent, UhpClient
-
 # --8<-- [end:imports]
 
 base_url = os.environ["BRIDGE_EXAMPLE_UHP_URL"]

@@ -94,9 +94,9 @@ class BridgeActivities:
         """Wait, heartbeating, until the task settles, asks something new, or an input the
         workflow waits on is answered through the bridge (API, CLI, console)."""
         run = self._bridge.run(self.principal, request.handle.run_ref)
-        if not self._bridge._requester.scheduler.is_watching(request.handle.task_ref):
+        if not self._bridge.is_watching(request.handle.task_ref):
             # Not watched here (the worker that started it died, or the task settled): a replay
-            # watches it again if it is open, and sends nothing. The private read saves the
+            # watches it again if it is open, and sends nothing. Asking first saves the
             # replay's ledger write on the usual path, where this process started the call.
             replayed = await _call(run, request.call)
             if isinstance(replayed, TaskSettled):
