@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bridge._facade import Bridge
-from bridge._ledger.reads.views import CallView
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import CallState
 from bridge.cli._records import Redactor, RunSnapshot, load_snapshot
@@ -56,11 +55,6 @@ class ConsoleReads:
                     found[call.ref] = verdict.value
         return found
 
-    async def unresolved_calls(self, principal: str) -> list[CallView]:
-        """The principal's calls of unknown outcome with no final verdict yet, oldest first."""
-        tenant = self._tenant(principal)
-        return await self.bridge._runner(_unresolved, tenant)
-
     async def redactor(self, principal: str) -> Redactor:
         """Replaces the raw ids of the principal's open tasks (what the inbox is about)."""
         tenant = self._tenant(principal)
@@ -73,16 +67,6 @@ class ConsoleReads:
         looked at; ``waiting``: how many attention items each run has."""
         tenant = self._tenant(principal)
         return await self.bridge._runner(_matching_runs, tenant, query, waiting)
-
-
-def _unresolved(tenant: TenantLedger) -> list[CallView]:
-    calls = tenant.list_dispatches(states=[CallState.UNKNOWN])
-    open_calls = []
-    for call in calls:
-        verdict = tenant.admission_of(call.ref)
-        if verdict is None or not verdict.is_final:
-            open_calls.append(call)
-    return sorted(open_calls, key=lambda c: c.updated_at_ms)
 
 
 def _matching_runs(
