@@ -84,7 +84,7 @@ async def _scheduler_window(scheduler: PollScheduler, seconds: float) -> Window:
 
 
 def _register(tenant: TenantLedger, url: str, count: int) -> None:
-    run_ref = tenant.open_run(
+    run_ref = tenant.runs.open_run(
         "local:bench",
         response_id="resp_polls",
         session_id="hsess_polls",
@@ -112,7 +112,7 @@ async def bench_polls(url: str, quick: bool, report: Report) -> None:
             scheduler = requester.scheduler
             scheduler.hold()
             now = ledger.clock()
-            for task in tenant.list_tasks(open_only=True):
+            for task in tenant.reads.list_tasks(open_only=True):
                 scheduler.watch(PRINCIPAL, task, due_ms=now)
             await _lean_window(connection, 0.3)  # warm: connections opened, code paths hot
             await _scheduler_window(scheduler, 0.3)

@@ -237,7 +237,7 @@ class CommitNotifier:
         for principal, refs in by_principal.items():
             self.checks += 1
             tenant = self._ledger.for_principal(principal)
-            seqs = await self._db(tenant.run_event_seqs, refs)
+            seqs = await self._db(tenant.reads.run_event_seqs, refs)
             for ref, seq in seqs.items():
                 if self._note(ref, seq):
                     self._fire(ref)

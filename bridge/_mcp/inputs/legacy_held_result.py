@@ -224,12 +224,12 @@ class LegacyInputs:
         (``unless_open``: it was lost, or only stopped being watched here)."""
         tenant = self._ledger.for_principal(asking.principal)
         if unless_open:
-            current = await self._db(tenant.get_task, asking.task.ref)
+            current = await self._db(tenant.reads.get_task, asking.task.ref)
             if current.is_open or not current.status.is_terminal:
                 return
         for input_ref in sorted(asking.handed):
             with contextlib.suppress(UnknownInputKey):  # already marked
-                await self._db(tenant.mark_answer_delivered, asking.task.ref, input_ref)
+                await self._db(tenant.inputs.mark_answer_delivered, asking.task.ref, input_ref)
         asking.handed.clear()
 
     # -- one server request -----------------------------------------------------------------------
@@ -275,7 +275,7 @@ class LegacyInputs:
         tenant = self._ledger.for_principal(asking.principal)
         while not asking.ended:
             changed = asking.changed  # taken before the read: a wake-up in between is kept
-            requests = await self._db(tenant.input_requests, asking.task.ref)
+            requests = await self._db(tenant.reads.input_requests, asking.task.ref)
             request = next((r for r in requests if r.key == key), None)
             if request is None:
                 return _error(mcp_types.INTERNAL_ERROR, "the request was not recorded")

@@ -30,7 +30,7 @@ async def name_misbehaviour(
         return
     watch.last_misbehaviour = failure.misbehaviour
     await db(
-        tenant.record_anomaly,
+        tenant.runs.record_anomaly,
         watch.view.run_ref,
         f"{ANOMALY_PREFIX}{failure.misbehaviour.value}",
         f"tasks/get: {failure.detail[:200]}",

@@ -167,7 +167,7 @@ class PollScheduler:
         """
         watch = watch or self._watched.get(task.ref) or Watch(principal, task)
         await self._poll(watch)
-        return self._ledger.for_principal(principal).get_task(task.ref)
+        return self._ledger.for_principal(principal).reads.get_task(task.ref)
 
     def forget(self, task_ref: str) -> None:
         watch = self._watched.pop(task_ref, None)
@@ -260,7 +260,7 @@ class PollScheduler:
             watch.last_anomaly = detail
             tenant = self._ledger.for_principal(watch.principal)
             await self._db(
-                tenant.record_anomaly,
+                tenant.runs.record_anomaly,
                 watch.view.run_ref,
                 "malformed_notification",
                 f"notifications/tasks: {detail}",
@@ -417,13 +417,15 @@ class PollScheduler:
             return
         tenant = self._ledger.for_principal(watch.principal)
         pending = [
-            a for a in await self._db(tenant.undelivered_answers) if a.task_ref == watch.view.ref
+            a
+            for a in await self._db(tenant.inputs.undelivered_answers)
+            if a.task_ref == watch.view.ref
         ]
         if pending:
             update = deliver_answers(connection, watch.view, {a.key: a.answer for a in pending})
             if await self._refusable(watch, "tasks/update", update):
                 for answer in pending:
-                    await self._db(tenant.mark_answer_delivered, watch.view.ref, answer.ref)
+                    await self._db(tenant.inputs.mark_answer_delivered, watch.view.ref, answer.ref)
         watch.undelivered_answers = False
 
     async def _refusable(self, watch: Watch, method: str, request: Awaitable[None]) -> bool:
@@ -443,7 +445,7 @@ class PollScheduler:
                 raise
             tenant = self._ledger.for_principal(watch.principal)
             await self._db(
-                tenant.record_anomaly,
+                tenant.runs.record_anomaly,
                 watch.view.run_ref,
                 f"{method.removeprefix('tasks/')}_refused",
                 f"{method} answered {failure.code}: {failure.detail[:200]}",
@@ -470,7 +472,7 @@ class PollScheduler:
             if failing_for >= self.config.unreachable_grace_ms and not watch.unreachable_reported:
                 watch.unreachable_reported = True
                 await self._db(
-                    tenant.record_server_unreachable,
+                    tenant.tasks.record_server_unreachable,
                     watch.view.ref,
                     watch.failing_since_ms,
                     failure.detail,
@@ -479,7 +481,7 @@ class PollScheduler:
         elif watch.last_anomaly != failure.detail:
             watch.last_anomaly = failure.detail  # report each distinct bad reply once
             await self._db(
-                tenant.record_anomaly,
+                tenant.runs.record_anomaly,
                 watch.view.run_ref,
                 "malformed_reply" if failure.kind is FailureKind.MALFORMED else "poll_error",
                 f"tasks/get: {failure.detail}",
@@ -532,7 +534,9 @@ class PollScheduler:
                 input_requests=requests,
                 next_poll_due_ms=next_due,
             )
-            outcome = await self._db(tenant.observe_task, task.ref, observation, lease=watch.lease)
+            outcome = await self._db(
+                tenant.tasks.observe_task, task.ref, observation, lease=watch.lease
+            )
             self.stats.writes += 1
             watch.view = outcome.task
             for key, request in (requests or {}).items():
@@ -558,7 +562,9 @@ class PollScheduler:
 
     async def _lose(self, watch: Watch, reason: LostReason, detail: str) -> None:
         tenant = self._ledger.for_principal(watch.principal)
-        await self._db(tenant.mark_task_lost, watch.view.ref, reason, detail, lease=watch.lease)
+        await self._db(
+            tenant.tasks.mark_task_lost, watch.view.ref, reason, detail, lease=watch.lease
+        )
         self.forget(watch.view.ref)
         self._closed(watch)
 
