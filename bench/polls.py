@@ -6,7 +6,7 @@ windows (raw, lean, scheduler, raw, ...), so each sees the same machine conditio
 - **raw SDK**: :class:`bench.raw_sdk.RawPoller`, 16 callers on one shared ``Client``
   (``session.send_request(GetTaskRequest, DetailedTask)``);
 - **lean path**: 16 callers on the bridge's own server connection, each call what
-  :func:`bridge._mcp.wire.task_requests.fetch_task` sends for a Tasks-extension handle
+  :func:`bridge._mcp.task_requests.fetch_task` sends for a Tasks-extension handle
   (:mod:`bridge._mcp.wire.lean_get`, through the connection's ``httpx2`` client on its aiohttp
   engine);
 - **scheduler**: the bridge's poll scheduler with ``handles`` open handles always due

@@ -27,10 +27,10 @@ from anyio.abc import TaskGroup
 
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
-from bridge._ledger.coordination.availability import watch_the_file
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.commit.availability import watch_the_file
 from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.attention import (
     DEFAULT_ORPHAN_AFTER_MS,
     DEFAULT_OVERDUE_AFTER_MS,

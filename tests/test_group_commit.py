@@ -25,9 +25,9 @@ from bridge._errors import (
     NotFound,
     OperationReused,
 )
+from bridge._ledger.commit.commit_signals import CommitListener
 from bridge._ledger.commit.driver_sessions import Cursor
 from bridge._ledger.commit.group_commit import StagedCommit
-from bridge._ledger.coordination.commit_signals import CommitListener
 from bridge._ledger.reads.views import DispatchView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger

@@ -28,7 +28,7 @@ import pytest
 from sqlalchemy import func, select as sql_select
 
 from bridge._errors import LedgerUnavailable
-from bridge._ledger.coordination.availability import CALL_PATH_CHECK_EVERY, WriteLockBusy
+from bridge._ledger.commit.availability import CALL_PATH_CHECK_EVERY, WriteLockBusy
 from bridge._ledger.reads.views import RunView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import DISPATCHES, Ledger, TenantLedger

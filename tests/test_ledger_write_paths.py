@@ -43,7 +43,7 @@ from sqlalchemy import select
 from bridge import events as ev
 from bridge._errors import BridgeError
 from bridge._ledger.commit.group_commit import StagedCommit
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import DISPATCHES, EVENTS, INPUTS, RUNS, TASKS, Ledger, TenantLedger

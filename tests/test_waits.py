@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import event
 
 from bridge import Bridge, BridgeSettings, events as ev
+from bridge._ledger.commit.commit_signals import CommitPublisher
 from bridge._ledger.coordination import waiters as notifier_module
-from bridge._ledger.coordination.commit_signals import CommitPublisher
 from bridge._ledger.coordination.waiters import PROBE_MAX_S, CommitNotifier
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.store import Ledger

@@ -42,7 +42,7 @@ from bridge._ledger.call_path import (
 )
 from bridge._ledger.commit.driver_sessions import Cursor, StatementResult
 from bridge._ledger.commit.group_commit import StagedCommit
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.outcome import bound_json
 from bridge._ledger.reads.queries import TenantQueries, WriteScope
 from bridge._ledger.reads.views import DispatchView, TaskView

@@ -13,7 +13,7 @@ from bridge import events as ev
 from bridge._errors import InputAlreadyAnswered, TaskWasLost, UnknownInputKey
 from bridge._ids import INPUT_PREFIX, canonical_json, new_ref, sha256_hex
 from bridge._ledger._base import EVENTS, INPUTS, TASKS, Tx
-from bridge._ledger.coordination.fencing import Membership, check_lease
+from bridge._ledger.fencing import Membership, check_lease
 from bridge._ledger.input_bounds import (
     MAX_OPEN_INPUTS_PER_TASK,
     TOO_LARGE,

@@ -13,7 +13,7 @@ from bridge import events as ev
 from bridge._errors import ConflictingIds
 from bridge._ids import RUN_PREFIX, new_ref
 from bridge._ledger._base import RUNS, Tx, bind_columns, null_row, written_columns
-from bridge._ledger.coordination.fencing import Membership, check_lease
+from bridge._ledger.fencing import Membership, check_lease
 from bridge._ledger.outcome import bound_json
 from bridge._ledger.reads.queries import RUN_BY_KEY, RUN_BY_RESPONSE, WriteScope
 from bridge._ledger.reads.views import RunView

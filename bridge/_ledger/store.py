@@ -37,7 +37,7 @@ from bridge._ledger._base import (
 )
 from bridge._ledger.agent_states import AgentStateWrites
 from bridge._ledger.call_path import CallPathStatements
-from bridge._ledger.coordination.availability import first_line, waiting_for_the_lock
+from bridge._ledger.commit.availability import first_line, waiting_for_the_lock
 from bridge._ledger.dispatches import DispatchWrites
 from bridge._ledger.gateway_handles import GatewayHandleWrites
 from bridge._ledger.inputs import InputWrites, input_request_digest

@@ -11,7 +11,7 @@ from sqlalchemy import update
 
 from bridge import events as ev
 from bridge._ledger._base import OPEN_TASK, TASKS, Tx
-from bridge._ledger.coordination.fencing import Membership, check_lease
+from bridge._ledger.fencing import Membership, check_lease
 from bridge._ledger.inputs import InputWrites
 from bridge._ledger.outcome import bound_json
 from bridge._ledger.reads.queries import TenantQueries, WriteScope

@@ -16,8 +16,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from bridge._errors import BridgeError, LeaseLost
-from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.replica import ReplicaLeases
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import RunView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger

@@ -26,8 +26,8 @@ import httpx
 from anyio.abc import TaskGroup, TaskStatus
 
 from bridge._ledger.coordination.deliverer_lease import hold_deliverer, release_deliverer
-from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.leases import ReplicaRegistry
+from bridge._ledger.fencing import Membership
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._ledger.webhook_outbox import OutboxItem

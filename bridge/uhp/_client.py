@@ -29,7 +29,7 @@ import anyio
 import httpx
 
 from bridge._errors import BridgeError
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import RunView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger

@@ -11,7 +11,7 @@ from typing import Literal, Protocol
 import httpx
 import pydantic
 
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge.uhp._client_config import FollowConfig

@@ -18,11 +18,11 @@ from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._lifecycle import LostReason
-from bridge._mcp.calls.failures import Failure, FailureKind, classify
+from bridge._mcp.failures import Failure, FailureKind, classify
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.servers import ServerConnection, ServerPool
+from bridge._mcp.task_requests import deliver_answers, fetch_task, send_cancel
 from bridge._mcp.wire.shapes import INTERNAL_ERROR, INVALID_PARAMS
-from bridge._mcp.wire.task_requests import deliver_answers, fetch_task, send_cancel
 from bridge._outcomes import AnswerDelivery, AnswerReceipt
 from bridge._redaction import scrub_task_id
 

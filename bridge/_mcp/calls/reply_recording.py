@@ -22,7 +22,7 @@ from bridge._ledger.reads.views import DispatchView, TaskObservation
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import TaskStatus
-from bridge._mcp.calls.failures import Failure
+from bridge._mcp.failures import Failure
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.servers import ServerConnection
 from bridge._mcp.wire.generations import TaskGeneration, stored_generation

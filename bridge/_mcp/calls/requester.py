@@ -26,20 +26,21 @@ import mcp_types
 from anyio.abc import TaskGroup
 
 from bridge._ids import is_call_ref
-from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.replica import ReplicaLeases
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import DispatchView, TaskView
 from bridge._ledger.rounds import RetryLeg
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._lifecycle import Admission
+from bridge._mcp import legacy_shapes as legacy_wire
 from bridge._mcp.calls.admission import AdmissionChecks, operation_meta
 from bridge._mcp.calls.answers_and_cancels import TaskUpdates
 from bridge._mcp.calls.call_progress import progress_relay
-from bridge._mcp.calls.failures import FailureKind, classify
 from bridge._mcp.calls.operation_replay import CallReplays
 from bridge._mcp.calls.reply_recording import CallReplies
 from bridge._mcp.calls.unknown_outcome_retries import UnknownOutcomeRetries
+from bridge._mcp.failures import FailureKind, classify
 from bridge._mcp.inputs.call_round_handlers import CallInputs
 from bridge._mcp.inputs.call_rounds import CallRounds, wire_responses
 from bridge._mcp.inputs.handlers import InputHandlers
@@ -56,7 +57,6 @@ from bridge._mcp.servers import (
     ServerPool,
     no_credentials,
 )
-from bridge._mcp.wire import legacy_shapes as legacy_wire
 from bridge._mcp.wire.generations import TaskGeneration, negotiated_generation
 from bridge._mcp.wire.shapes import CreateTaskResult, with_related_task_ids
 from bridge._outcomes import (

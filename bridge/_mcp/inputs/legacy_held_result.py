@@ -41,17 +41,17 @@ from pydantic import BaseModel, ValidationError
 
 from bridge import events as ev
 from bridge._errors import UnknownInputKey
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import InputRequestView, TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, input_request_digest
 from bridge._lifecycle import TaskStatus
+from bridge._mcp import legacy_shapes as legacy_wire
 from bridge._mcp.inputs.direct_elicitation import answer_direct_elicitation
 from bridge._mcp.inputs.handlers import InputHandlers
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.polling.watches import InputObserver
 from bridge._mcp.servers import ServerPool
-from bridge._mcp.wire import legacy_shapes as legacy_wire
 from bridge._mcp.wire.generations import TaskGeneration, generation_of
 from bridge._mcp.wire.shapes import DetailedTask
 

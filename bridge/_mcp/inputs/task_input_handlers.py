@@ -17,7 +17,7 @@ from typing import Any
 from anyio.abc import TaskGroup
 
 from bridge import events as ev
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass
 
 from bridge._errors import InvalidTransition
-from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.leases import TenantLeases
 from bridge._ledger.coordination.replica import ReplicaLeases
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger

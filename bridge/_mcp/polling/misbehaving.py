@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bridge._ledger.store import TenantLedger
-from bridge._mcp.calls.failures import Failure
+from bridge._mcp.failures import Failure
 from bridge._mcp.polling.watches import Watch
 
 ANOMALY_PREFIX = "misbehaving_server."

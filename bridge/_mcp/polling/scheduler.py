@@ -26,12 +26,12 @@ from anyio.abc import TaskStatus as AnyioTaskStatus
 
 from bridge import events as ev
 from bridge._errors import LeaseLost, LedgerUnavailable
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskObservation, TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, wall_clock_ms
 from bridge._lifecycle import LostReason, TaskStatus
-from bridge._mcp.calls.failures import Failure, FailureKind, Misbehaviour, classify
+from bridge._mcp.failures import Failure, FailureKind, Misbehaviour, classify
 from bridge._mcp.polling.due_queue import DueQueue
 from bridge._mcp.polling.misbehaving import name_misbehaviour
 from bridge._mcp.polling.status_reply import (
@@ -51,8 +51,8 @@ from bridge._mcp.polling.watches import (
     ttl_deadline_ms,
 )
 from bridge._mcp.servers import ServerConnection, ServerPool
+from bridge._mcp.task_requests import deliver_answers, fetch_task, send_cancel
 from bridge._mcp.wire.shapes import INTERNAL_ERROR, INVALID_PARAMS, DetailedTask
-from bridge._mcp.wire.task_requests import deliver_answers, fetch_task, send_cancel
 from bridge._telemetry.metrics import record_poll
 
 log = logging.getLogger(__name__)
