@@ -323,9 +323,8 @@ class Bridge:
         )
         items: list[AttentionItem] = []
         for name in principals:
-            items.extend(
-                await self._db(self._ledger.for_principal(name).attention.attention, window)
-            )
+            attention = self._ledger.for_principal(name).attention
+            items.extend(await self._db(attention.attention, window))
         if older_than is not None:
             cutoff = now - int(older_than * 1000)
             items = [item for item in items if item.since_ms <= cutoff]

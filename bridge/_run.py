@@ -188,10 +188,8 @@ class Run:
 
     async def tasks(self, *, open_only: bool = False) -> list[TaskView]:
         """This run's task handles, oldest first; ``open_only``: those still watched."""
-        tenant = self._tenant
-        return await self._services.db(
-            tenant.reads.list_tasks, run_ref=self.ref, open_only=open_only
-        )
+        reads = self._tenant.reads
+        return await self._services.db(reads.list_tasks, run_ref=self.ref, open_only=open_only)
 
     async def wait_for(self, task_refs: Sequence[str], timeout: float) -> list[TaskView]:
         """Until every task is settled — terminal, or lost (lost counts as final) — then their

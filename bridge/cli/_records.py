@@ -293,12 +293,8 @@ def load_snapshot(tenant: TenantLedger, run_ref: str, *, now: int | None = None)
     run = tenant.reads.get_run(run_ref)  # NotFound for a foreign or missing run
     tasks = tenant.reads.list_tasks(run_ref=run_ref)
     # A request the bridge declined, or closed with its lost task, waits for nobody.
-    pending = {
-        t.ref: [
-            r for r in tenant.reads.input_requests(t.ref, pending_only=True) if not r.declined_at_ms
-        ]
-        for t in tasks
-    }
+    asked = {t.ref: tenant.reads.input_requests(t.ref, pending_only=True) for t in tasks}
+    pending = {ref: [r for r in rs if not r.declined_at_ms] for ref, rs in asked.items()}
     inputs = {t.ref: tenant.reads.input_requests(t.ref) for t in tasks if t.is_open}
     return RunSnapshot(
         run=run,

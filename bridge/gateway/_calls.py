@@ -108,10 +108,8 @@ class GatewayCalls:
         if not isinstance(outcome, TaskPending | TaskSettled):
             return self._plain_result(outcome, call.op_id)
         handle = secrets.token_urlsafe(HANDLE_BYTES)
-        tenant = self.bridge._ledger.for_principal(call.principal)
-        await self._db(
-            tenant.gateway_handles.record_gateway_handle, handle, outcome.task.ref, outcome.op_ref
-        )
+        handles = self.bridge._ledger.for_principal(call.principal).gateway_handles
+        await self._db(handles.record_gateway_handle, handle, outcome.task.ref, outcome.op_ref)
         inputs = await self._inputs(call.principal, outcome.task.ref)
         return {"resultType": "task", **task_body(handle, outcome.task, inputs)}
 

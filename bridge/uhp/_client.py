@@ -263,12 +263,8 @@ class UhpClient:
     async def unanswered_posts(self) -> list[UnansweredPost]:
         """This principal's runs on this server whose POST never got a response id recorded."""
         runs = await self.db(self.tenant.reads.unacknowledged_runs, self.base_url)
-        return [
-            UnansweredPost.of(
-                run, await self.db(self.tenant.reads.run_request, run.ref), self._self
-            )
-            for run in runs
-        ]
+        request = self.tenant.reads.run_request
+        return [UnansweredPost.of(run, await self.db(request, run.ref), self._self) for run in runs]
 
     async def _self(self) -> UhpClient:
         return self

@@ -312,9 +312,8 @@ class TaskRequester:
         except Exception as exc:
             failure = classify(exc)
             if failure is None:
-                await self.db(
-                    tenant.calls.mark_dispatch_unknown, intent.ref, f"bridge error: {exc!r}"
-                )
+                unknown = tenant.calls.mark_dispatch_unknown
+                await self.db(unknown, intent.ref, f"bridge error: {exc!r}")
                 raise
             if failure.kind is FailureKind.MALFORMED:
                 await self._replies.invalid(tenant, intent, connection, exc, failure)
@@ -323,9 +322,8 @@ class TaskRequester:
                 return UnknownOutcome(
                     intent.ref, failure.detail, retry_after_ms=failure.retry_after_ms
                 )
-            settled = await self.db(
-                tenant.calls.record_call_error, intent.ref, failure.as_error_object()
-            )
+            error = failure.as_error_object()
+            settled = await self.db(tenant.calls.record_call_error, intent.ref, error)
             return RejectedCall(intent.ref, settled.result["error"])
         # (a CallToolResult is told apart first: isinstance on a pydantic class is not free)
         if type(reply) is not mcp_types.CallToolResult:

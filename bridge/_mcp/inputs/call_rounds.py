@@ -164,9 +164,8 @@ class CallRounds:
             except pydantic.ValidationError as exc:
                 detail = f"not a {asked.method} result: {exc.errors()[0]['msg']}"
                 raise InvalidAnswer(asked.ref, detail) from None
-        view, ready = await self._db(
-            tenant.rounds.record_call_input_answer, op_ref, input_ref, response
-        )
+        answer = tenant.rounds.record_call_input_answer
+        view, ready = await self._db(answer, op_ref, input_ref, response)
         if not ready:
             return AnswerReceipt(None, view.ref, AnswerDelivery.AWAITING_INPUTS, op_ref=op_ref)
         outcome = await self._retry_if_reachable(tenant, op_ref)
@@ -222,9 +221,8 @@ class CallRounds:
     async def pending(self, principal: str, run_ref: str | None = None) -> list[InputRequest]:
         """Unanswered inputs of calls waiting for input (of one run), oldest first."""
         tenant = self._ledger.for_principal(principal)
-        return list(
-            self._typed(principal, await self._db(tenant.rounds.pending_call_inputs, run_ref))
-        )
+        pending = await self._db(tenant.rounds.pending_call_inputs, run_ref)
+        return list(self._typed(principal, pending))
 
     async def pending_of(self, principal: str, op_ref: str) -> InputPending:
         """A call recorded ``input_required`` as the outcome it returned (a replayed call)."""

@@ -415,17 +415,14 @@ class PollScheduler:
             carrier.answers_recorded(watch.view.ref)  # kept until the server has them
             watch.undelivered_answers = False
             return
-        tenant = self._ledger.for_principal(watch.principal)
-        pending = [
-            a
-            for a in await self._db(tenant.inputs.undelivered_answers)
-            if a.task_ref == watch.view.ref
-        ]
+        inputs = self._ledger.for_principal(watch.principal).inputs
+        answers = await self._db(inputs.undelivered_answers)
+        pending = [a for a in answers if a.task_ref == watch.view.ref]
         if pending:
             update = deliver_answers(connection, watch.view, {a.key: a.answer for a in pending})
             if await self._refusable(watch, "tasks/update", update):
                 for answer in pending:
-                    await self._db(tenant.inputs.mark_answer_delivered, watch.view.ref, answer.ref)
+                    await self._db(inputs.mark_answer_delivered, watch.view.ref, answer.ref)
         watch.undelivered_answers = False
 
     async def _refusable(self, watch: Watch, method: str, request: Awaitable[None]) -> bool:
@@ -522,7 +519,7 @@ class PollScheduler:
         if reply_is_unchanged(watch.view, watch.input_digests, reply, status, requests):
             self._queue.schedule(task.ref, next_due)
         else:
-            tenant = self._ledger.for_principal(watch.principal)
+            tasks = self._ledger.for_principal(watch.principal).tasks
             observation = TaskObservation(
                 status=status,
                 status_message=reply.status_message,
@@ -534,9 +531,7 @@ class PollScheduler:
                 input_requests=requests,
                 next_poll_due_ms=next_due,
             )
-            outcome = await self._db(
-                tenant.tasks.observe_task, task.ref, observation, lease=watch.lease
-            )
+            outcome = await self._db(tasks.observe_task, task.ref, observation, lease=watch.lease)
             self.stats.writes += 1
             watch.view = outcome.task
             for key, request in (requests or {}).items():
@@ -561,10 +556,8 @@ class PollScheduler:
         return True
 
     async def _lose(self, watch: Watch, reason: LostReason, detail: str) -> None:
-        tenant = self._ledger.for_principal(watch.principal)
-        await self._db(
-            tenant.tasks.mark_task_lost, watch.view.ref, reason, detail, lease=watch.lease
-        )
+        tasks = self._ledger.for_principal(watch.principal).tasks
+        await self._db(tasks.mark_task_lost, watch.view.ref, reason, detail, lease=watch.lease)
         self.forget(watch.view.ref)
         self._closed(watch)
 
