@@ -14,6 +14,7 @@ from bridge._errors import NotFound
 from bridge._ledger._base import TenantScope
 from bridge._ledger.commit.group_commit import StagedCommit
 from bridge._ledger.reads.attention import AttentionWindow
+from bridge._ledger.reads.queries import TenantQueries
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
@@ -257,6 +258,21 @@ def test_every_public_method_is_covered(ledger: Ledger, acme: dict[str, Any]) ->
     }
     covered = set(_reads(foreign, acme, 0)) | set(_writes(foreign, acme)) | CREATES_OR_FILTERS
     assert public == covered, f"add isolation checks for: {sorted(public - covered)}"
+
+
+def test_the_tenant_ledger_is_composed_with_reads_beside_writes(ledger: Ledger) -> None:
+    """One object per aggregate over the same principal; none inherits another (the writes get
+    the reads passed in), so only ``reads`` is a read object."""
+    tenant = ledger.for_principal("acme")
+    parts = {name: part for name, part in vars(tenant).items() if isinstance(part, TenantScope)}
+    assert set(parts) == {
+        *("reads", "runs", "calls", "tasks", "inputs", "rounds", "agent_states"),
+        *("gateway_handles", "operator", "attention", "outbox"),
+    }
+    assert {part.principal for part in parts.values()} == {"acme"}
+    assert [name for name, part in parts.items() if isinstance(part, TenantQueries)] == ["reads"]
+    classes = [type(part) for part in parts.values()]
+    assert [(a, b) for a in classes for b in classes if a is not b and issubclass(a, b)] == []
 
 
 def test_foreign_reads_find_nothing(ledger: Ledger, acme: dict[str, Any]) -> None:

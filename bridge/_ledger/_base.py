@@ -401,8 +401,8 @@ class LedgerScope:
 
 
 class TenantScope:
-    """One principal's view of the ledger; the aggregates (runs, dispatches, tasks, inputs,
-    queries) are mixins over it. :attr:`scope` is the API the ledger's other modules use."""
+    """One principal's view of the ledger; each aggregate (reads, runs, calls, tasks, inputs,
+    ...) is one object over it. :attr:`scope` is the API the ledger's other modules use."""
 
     def __init__(self, ledger: LedgerCore, principal: str) -> None:
         self._ledger = ledger
