@@ -12,11 +12,8 @@ group commit shared with concurrent callers (worker threads); ``begin_dispatch``
 ``record_immediate_result`` and ``record_task_created`` commit it alone, synchronously. The
 two call-path events (``call.result``, ``task.created``) are serialised by one function,
 :func:`event_tail`, in the shape ``model_dump`` gives them; ``tests/test_ledger_write_paths.py``
-proves every route writes the rows and events of the SQLAlchemy Core reference.
-
-An admission verdict on an unknown outcome is an event on the run (``call.admission_checked``),
-written only while the dispatch is ``unknown`` (it never moves again); a final verdict
-(``admitted``, ``not_admitted``) is given once, ``unknown`` any number of times until then.
+proves every route writes the rows and events of the SQLAlchemy Core reference. Admission
+verdicts on an unknown outcome are events on the run (``call.admission_checked``).
 """
 
 from __future__ import annotations

@@ -61,10 +61,9 @@ class LedgerReader:
 
     def pending_inputs(self) -> list[InputRequestView | CallInputView]:
         """Unanswered input requests: of open tasks, then of calls waiting before any task."""
-        tasks: list[InputRequestView | CallInputView] = [
-            *self._tenant.reads.pending_input_requests()
-        ]
-        return tasks + self._tenant.rounds.pending_call_inputs()
+        tenant = self._tenant
+        tasks: list[InputRequestView | CallInputView] = [*tenant.reads.pending_input_requests()]
+        return tasks + tenant.rounds.pending_call_inputs()
 
     def events(self, run_ref: str, *, after_seq: int = 0) -> list[ev.BridgeEvent]:
         """A run's events after ``after_seq``, in order."""

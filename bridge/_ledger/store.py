@@ -117,11 +117,18 @@ class Ledger(LedgerCore):
             raise LedgerUnavailable(f"cannot open {engine.url!r}: {first_line(exc)}") from exc
         return cls(engine, clock=clock, max_outcome_bytes=max_outcome_bytes)
 
+    @cached_property
+    def _tenants(self) -> dict[str, TenantLedger]:
+        return {}
+
     def for_principal(self, principal: str) -> TenantLedger:
         """This ledger scoped to one principal: every read and write through it is theirs."""
         if not principal:
             raise ValueError("a principal/tenant is required for every ledger access")
-        return TenantLedger(self, principal)
+        tenant = self._tenants.get(principal) or TenantLedger(self, principal)
+        if len(self._tenants) < 1024:  # kept (no state in it): not rebuilt for every poll and call
+            self._tenants[principal] = tenant
+        return tenant
 
 
 class TenantLedger(TenantScope):
