@@ -45,14 +45,14 @@ from typing import TYPE_CHECKING, Any
 from bridge._public import load_public, publish
 
 if TYPE_CHECKING:
+    from bridge._ledger.commit.availability import (
+        first_line as first_line,
+        refuse_if_unavailable as refuse_if_unavailable,
+    )
     from bridge._ledger.commit.driver_sessions import Cursor as Cursor
     from bridge._ledger.commit.group_commit import (
         GroupCommit as GroupCommit,
         StagedCommit as StagedCommit,
-    )
-    from bridge._ledger.coordination.availability import (
-        first_line as first_line,
-        refuse_if_unavailable as refuse_if_unavailable,
     )
     from bridge._ledger.runner import LedgerRunner as LedgerRunner
     from bridge._ledger.schema.dialects import dialect_of as dialect_of
@@ -221,8 +221,8 @@ _HOST_TABLES = {
     "Cursor": "bridge._ledger.commit.driver_sessions",
     "GroupCommit": "bridge._ledger.commit.group_commit",
     "StagedCommit": "bridge._ledger.commit.group_commit",
-    "first_line": "bridge._ledger.coordination.availability",
-    "refuse_if_unavailable": "bridge._ledger.coordination.availability",
+    "first_line": "bridge._ledger.commit.availability",
+    "refuse_if_unavailable": "bridge._ledger.commit.availability",
     "LedgerRunner": "bridge._ledger.runner",
     "dialect_of": "bridge._ledger.schema.dialects",
     "create_ledger_engine": "bridge._ledger.schema.engine",
