@@ -69,8 +69,6 @@ GATEWAY_GAPS = {
 NEXT_GATEWAY_GAPS = {
     **GATEWAY_GAPS,
     "caching": "the SEP-2549 hints of prompts/list and resources/*: the gateway serves neither",
-    "json-schema-2020-12": "the upstream test server is FastMCP, which drops `$defs` from an "
-    "input schema it is given (the gateway passes what it lists through unchanged)",
     "http-custom-header-server-validation": "needs a tool of the suite's own with "
     "`x-mcp-header` parameters, which the test server does not have",
     "server-sse-polling": "calls the suite's own `test_reconnection` tool (its server closes "

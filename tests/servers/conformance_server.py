@@ -203,28 +203,30 @@ def json_schema_2020_12_tool(name: str | None = None, address: dict[str, Any] | 
     return json.dumps({"name": name, "address": address}, sort_keys=True)
 
 
-# Its input schema as the scenario writes it (FastMCP would derive a draft-07 one).
-mcp.add_tool(
-    FunctionTool.from_function(json_schema_2020_12_tool).model_copy(
-        update={
-            "parameters": {
-                "$schema": "https://json-schema.org/draft/2020-12/schema",
-                "type": "object",
-                "$defs": {
-                    "address": {
-                        "type": "object",
-                        "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
-                    }
-                },
-                "properties": {
-                    "name": {"type": "string"},
-                    "address": {"$ref": "#/$defs/address"},
-                },
-                "additionalProperties": False,
-            }
+JSON_SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
         }
-    )
-)
+    },
+    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "additionalProperties": False,
+}
+
+
+class _ListedAsWritten(FunctionTool):
+    """Listed with the input schema the scenario writes: FastMCP would inline its ``$ref``
+    and drop ``$defs`` (the gateway in front passes a listed schema through unchanged)."""
+
+    def to_mcp_tool(self, **overrides: Any) -> mcp_types.Tool:
+        listed = super().to_mcp_tool(**overrides)
+        return listed.model_copy(update={"input_schema": JSON_SCHEMA_2020_12})
+
+
+mcp.add_tool(_ListedAsWritten.from_function(json_schema_2020_12_tool))
 
 
 # -- the Tasks extension's fixtures (the 0.2 alpha's tasks-* scenarios) ----------------------
