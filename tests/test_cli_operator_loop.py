@@ -80,7 +80,9 @@ def test_attention_then_act_from_the_terminal_alone(scenario: Scenario) -> None:
     ledger = Ledger.open(scenario.db)
     try:
         tenant = ledger.for_principal(PRINCIPAL)
-        [checked] = [e for e in tenant.events(scenario.run_ref) if e.type.endswith("_checked")]
+        [checked] = [
+            e for e in tenant.reads.events(scenario.run_ref) if e.type.endswith("_checked")
+        ]
         assert checked.model_dump()["by"] == "alice"  # the event says who gave the verdict
     finally:
         ledger.close()
@@ -99,8 +101,8 @@ def test_closing_an_orphaned_run_from_the_terminal_leaves_its_tasks(scenario: Sc
     ledger = Ledger.open(scenario.db)
     try:
         tenant = ledger.for_principal(PRINCIPAL)
-        assert tenant.get_run(scenario.run_ref).status is OuterStatus.FAILED
-        waiting = tenant.get_task(scenario.waiting_ref)
+        assert tenant.reads.get_run(scenario.run_ref).status is OuterStatus.FAILED
+        waiting = tenant.reads.get_task(scenario.waiting_ref)
         assert waiting.is_open and waiting.status is TaskStatus.INPUT_REQUIRED
         assert waiting.cancel_requested_at_ms is None
     finally:
@@ -150,10 +152,10 @@ def test_recover_leaves_calls_in_flight_alone_unless_asked_and_wait_ends_once_se
     with --settle-in-flight; --wait returns at once when nothing is open."""
     tenant = sqlite_ledger.for_principal(PRINCIPAL)
     run = new_run(tenant)
-    op = tenant.begin_dispatch(
+    op = tenant.calls.begin_dispatch(
         run.ref, server_endpoint=ENDPOINT, server_name="pay", tool_name="charge", arguments={}
     )
-    tenant.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_sent(op.ref)
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": []}))
     db = str(tmp_path / "ledger.db")
@@ -172,6 +174,6 @@ def test_recover_leaves_calls_in_flight_alone_unless_asked_and_wait_ends_once_se
     report = recover("--wait", "60")
     assert time.monotonic() - started < 30  # nothing open: no waiting out the 60 s
     assert report["dispatches_marked_unknown"] == 0 and report["settled"] is True
-    assert tenant.get_dispatch(op.ref).state is DispatchState.SENT
+    assert tenant.reads.get_dispatch(op.ref).state is DispatchState.SENT
     assert recover("--settle-in-flight")["dispatches_marked_unknown"] == 1
-    assert tenant.get_dispatch(op.ref).state is DispatchState.UNKNOWN
+    assert tenant.reads.get_dispatch(op.ref).state is DispatchState.UNKNOWN

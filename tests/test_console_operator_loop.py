@@ -80,9 +80,9 @@ def test_every_kind_has_a_card_and_leaves_once_acted_upon(
         assert 'id="inbox-empty"' in http.get("/inbox").text  # every item left
         no_secrets(scenario, inbox + runs + page)
     tenant = ledger.for_principal(PRINCIPAL)
-    assert tenant.get_run(run).status is OuterStatus.FAILED
-    waiting = tenant.get_task(scenario.waiting_ref)
+    assert tenant.reads.get_run(run).status is OuterStatus.FAILED
+    waiting = tenant.reads.get_task(scenario.waiting_ref)
     assert waiting.is_open and waiting.cancel_requested_at_ms is None  # left alone
-    by = {e.type: e.model_dump().get("by") for e in tenant.events(run)}
+    by = {e.type: e.model_dump().get("by") for e in tenant.reads.events(run)}
     assert by["call.admission_checked"] == "console:acme"
     assert by["outer.closed_by_operator"] == "console:acme"
