@@ -86,6 +86,30 @@ def test_attention_then_act_from_the_terminal_alone(scenario: Scenario) -> None:
         ledger.close()
 
 
+def test_a_verdict_is_said_where_the_run_stands_not_unresolved(scenario: Scenario) -> None:
+    """After ``resolve``, ``show`` and ``runs`` say what the verdict settled: the call never
+    ran (or ran), no longer one more ``unresolved`` call, nor one more ``unknown``."""
+
+    def standing() -> tuple[str, dict[str, int]]:
+        shown = json.loads(cli(scenario, "show", scenario.run_ref, "--json").stdout)
+        (row,) = json.loads(cli(scenario, "runs", "--json").stdout)["runs"]
+        assert row["run"]["status_line"] == shown["run"]["status_line"]
+        counts = {k: row["counts"][k] for k in ("unknown", "resolved")}
+        return shown["run"]["status_line"], counts
+
+    line, counts = standing()
+    assert "2 unresolved" in line and counts == {"unknown": 1, "resolved": 0}
+    done = cli(scenario, "resolve", scenario.unknown_op, "--never-ran", "--by", "alice")
+    assert done.exit_code == 0, done.output
+    line, counts = standing()
+    assert "1 unresolved, 1 never ran (verdict)" in line  # the lost task is still unresolved
+    assert counts == {"unknown": 0, "resolved": 1}
+    text = " ".join(cli(scenario, "show", scenario.run_ref).output.split())
+    assert "1 never ran (verdict)" in text and "verdict: never ran (by alice)" in text
+    runs = " ".join(cli(scenario, "runs").output.split())
+    assert "1 unknown, resolved" in runs and "1 unknown 1" not in runs
+
+
 def test_closing_an_orphaned_run_from_the_terminal_leaves_its_tasks(scenario: Scenario) -> None:
     bad = cli(scenario, "close-run", scenario.run_ref, "--status", "done", "--reason", "x")
     assert bad.exit_code == 1 and "--status must be one of" in bad.output

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +20,7 @@ from bridge._ledger.reads.attention import question_of
 from bridge._ledger.reads.call_states import CallStanding, calls_of
 from bridge._ledger.reads.views import DispatchView, InputRequestView, RunView, TaskView
 from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import Admission, DispatchState
 from bridge.cli._status_lines import (
     run_status_brief,
     run_status_line,
@@ -119,17 +119,37 @@ def run_record(run: RunView, calls: Sequence[CallStanding] | None = None) -> dic
     return record
 
 
-def task_counts(tasks: Sequence[TaskView], dispatches: Sequence[DispatchView]) -> dict[str, Any]:
+def task_counts(
+    tasks: Sequence[TaskView],
+    dispatches: Sequence[DispatchView],
+    verdicts: Mapping[str, Admission] | None = None,
+) -> dict[str, Any]:
+    """Tasks by status, lost ones, and calls of unknown outcome: ``unknown`` those still
+    without a final verdict, ``resolved`` those given one."""
     by_status: dict[str, int] = {}
     for task in tasks:
         by_status[task.status.value] = by_status.get(task.status.value, 0) + 1
+    unknown = [d.ref for d in dispatches if d.state is DispatchState.UNKNOWN]
+    resolved = sum(1 for ref in unknown if (verdicts or {}).get(ref, Admission.UNKNOWN).is_final)
     return {
         "total": len(tasks),
         "by_status": dict(sorted(by_status.items())),
         "lost": sum(1 for t in tasks if t.lost_reason is not None),
-        "unknown": sum(1 for d in dispatches if d.state is DispatchState.UNKNOWN),
+        "unknown": len(unknown) - resolved,
+        "resolved": resolved,
         "open": sum(1 for t in tasks if t.is_open),
     }
+
+
+def run_verdicts(tenant: TenantLedger, dispatches: Sequence[DispatchView]) -> dict[str, Admission]:
+    """The latest admission verdict on each call of unknown outcome (few: read one by one)."""
+    verdicts: dict[str, Admission] = {}
+    for dispatch in dispatches:
+        if dispatch.state is DispatchState.UNKNOWN:
+            verdict = tenant.admission_of(dispatch.ref)
+            if verdict is not None:
+                verdicts[dispatch.ref] = verdict
+    return verdicts
 
 
 def task_end_ms(task: TaskView, now: int) -> int:
@@ -234,9 +254,16 @@ class RunSnapshot:
     inputs: dict[str, list[InputRequestView]] = field(default_factory=dict)  # of open tasks
 
     @property
+    def verdicts(self) -> dict[str, Admission]:
+        """The latest admission verdict on each call (events are in order)."""
+        return {
+            e.op_ref: e.admission for e in self.events if isinstance(e, ev.CallAdmissionChecked)
+        }
+
+    @property
     def calls(self) -> list[CallStanding]:
-        """The run's calls and where each stands now."""
-        return calls_of(self.dispatches, self.tasks)
+        """The run's calls and where each stands now (a verdict said beside it)."""
+        return calls_of(self.dispatches, self.tasks, self.verdicts)
 
     def record(self) -> dict[str, Any]:
         by_op: dict[str, list[TaskView]] = {}
@@ -256,7 +283,7 @@ class RunSnapshot:
         anomalies = [e for e in self.events if isinstance(e, ev.Anomaly)]
         data = {
             "run": run_record(self.run, self.calls),
-            "counts": task_counts(self.tasks, self.dispatches),
+            "counts": task_counts(self.tasks, self.dispatches, self.verdicts),
             "calls": calls,
             "tasks_without_call": orphans,
             "anomalies": [event_record(e) for e in anomalies],

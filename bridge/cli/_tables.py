@@ -83,6 +83,8 @@ def runs_table(rows: Sequence[dict[str, Any]]) -> Table:
             parts.append(f"[bold]{counts['lost']} lost[/bold]")
         if counts["unknown"]:
             parts.append(f"[bold yellow]{counts['unknown']} unknown[/bold yellow]")
+        if counts.get("resolved"):
+            parts.append(f"{counts['resolved']} unknown, resolved")
         status = run["status"] or "pending"
         ids = Text(run["run_ref"], style="bold")
         ids.append(f"\n{run['response_id'] or '-'}\n{run['session_id'] or '-'}")
