@@ -134,6 +134,65 @@ def test_closing_an_orphaned_run_from_the_terminal_leaves_its_tasks(scenario: Sc
     assert "harness host decommissioned" in events[-1]["summary"]
 
 
+def _other_principals_call(sqlite_ledger: Ledger, principal: str) -> str:
+    """A call of unknown outcome in a run of another principal, on the same ledger."""
+    tenant = sqlite_ledger.for_principal(principal)
+    run = new_run(tenant, response_id=f"resp_{principal}")
+    op = tenant.begin_dispatch(
+        run.ref, server_endpoint=ENDPOINT, server_name="pay", tool_name="charge", arguments={}
+    )
+    tenant.mark_dispatch_sent(op.ref)
+    tenant.mark_dispatch_unknown(op.ref, "connection reset before a reply")
+    return op.ref
+
+
+def test_attention_across_principals_is_scoped_as_the_api_is(
+    scenario: Scenario, sqlite_ledger: Ledger
+) -> None:
+    """Several principals' items in one list (``-p`` repeated, or ``--all-principals`` for
+    an operator who owns the ledger), each naming its principal; a principal not named is
+    never read, and acting still goes through each item's own principal."""
+    beta_op = _other_principals_call(sqlite_ledger, "beta")
+    gamma_op = _other_principals_call(sqlite_ledger, "gamma")
+
+    def listed(*args: str) -> dict[str, object]:
+        result = cli(scenario, "attention", "--json", *args)
+        assert result.exit_code == 0, result.output
+        data: dict[str, object] = json.loads(result.stdout)
+        return data
+
+    alone = listed()
+    assert alone["principals"] == [PRINCIPAL] and alone["principal"] == PRINCIPAL
+    assert {i["principal"] for i in alone["items"]} == {PRINCIPAL}  # type: ignore[attr-defined]
+    two = listed("-p", "beta")
+    assert two["principals"] == [PRINCIPAL, "beta"] and "principal" not in two
+    by_ref = {i["ref"]: i["principal"] for i in two["items"]}  # type: ignore[attr-defined]
+    assert by_ref[beta_op] == "beta" and gamma_op not in by_ref  # gamma was not named
+    assert by_ref[scenario.unknown_op] == PRINCIPAL
+    assert sorted(by_ref.values()).count("beta") == 2  # its call, its (orphaned) run
+    every = listed("--all-principals")
+    assert every["principals"] == [PRINCIPAL, "beta", "gamma"]
+    refs = [i["ref"] for i in every["items"]]  # type: ignore[attr-defined]
+    assert {beta_op, gamma_op} <= set(refs) and len(refs) == len(by_ref) + 2
+    assert [i["since_ms"] for i in every["items"]] == sorted(  # type: ignore[attr-defined]
+        i["since_ms"]
+        for i in every["items"]  # type: ignore[attr-defined]
+    )  # one list, oldest first, across principals
+    both = cli(scenario, "attention", "--all-principals", "-p", "beta")
+    assert both.exit_code == 1 and "not both" in both.output
+
+    text = " ".join(cli(scenario, "attention", "-p", "beta").output.split())
+    assert f"[beta] unknown_outcome {beta_op}" in text and f"[{PRINCIPAL}]" in text
+    # Acting is scoped to one principal: acme cannot resolve beta's call.
+    foreign = cli(scenario, "resolve", beta_op, "--ran")
+    assert foreign.exit_code == 1 and "not found for this principal" in foreign.output
+    result = CliRunner().invoke(
+        app, ["--db", str(scenario.db), "--principal", "beta", "resolve", beta_op, "--ran"]
+    )
+    assert result.exit_code == 0, result.output
+    assert beta_op not in {i["ref"] for i in listed("--all-principals")["items"]}  # type: ignore[attr-defined]
+
+
 def _piped(scenario: Scenario, *command: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "bridge.cli", "--db", str(scenario.db),
