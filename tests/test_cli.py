@@ -103,6 +103,16 @@ def populate(ledger: Ledger, clock: FakeClock, db: Path) -> Scenario:
     )
 
 
+def add_orphan(ledger: Ledger, clock: FakeClock) -> tuple[str, str]:
+    """A second served run, silent since its one task started working (its harness died):
+    orphaned once the wall clock is past the fake one. ``(run_ref, task_ref)``."""
+    tenant = ledger.for_principal(PRINCIPAL)
+    clock.advance(500)
+    run = new_run(tenant, response_id="resp_cli0002", session_id="hsesscli0002")
+    task = new_task(tenant, run.ref, task_id="task-orph-" + "d4" * 12, tool="slow_report")
+    return run.ref, task.ref
+
+
 @pytest.fixture
 def scenario(sqlite_ledger: Ledger, clock: FakeClock, tmp_path: Path) -> Scenario:
     return populate(sqlite_ledger, clock, tmp_path / "ledger.db")

@@ -20,14 +20,20 @@ from bridge.cli._app import app
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT, new_run
 from tests.support.processes import REPO_ROOT
-from tests.test_cli import PRINCIPAL, Scenario, assert_no_raw_ids, populate
+from tests.test_cli import PRINCIPAL, Scenario, add_orphan, assert_no_raw_ids, populate
 
 
 @pytest.fixture
 def scenario(sqlite_ledger: Ledger, clock: FakeClock, tmp_path: Path) -> Scenario:
-    # The fake clock stands months before the wall clock the CLI reads: the input is overdue
-    # and the served run, silent since, is orphaned.
+    # The fake clock stands months before the wall clock the CLI reads: the input is overdue.
+    # The run is as silent, but waits on a person: listed by those items, not as orphaned.
     return populate(sqlite_ledger, clock, tmp_path / "ledger.db")
+
+
+@pytest.fixture
+def orphan(scenario: Scenario, sqlite_ledger: Ledger, clock: FakeClock) -> tuple[str, str]:
+    """A second served run, silent since its task started, waiting on nobody: orphaned."""
+    return add_orphan(sqlite_ledger, clock)
 
 
 def cli(scenario: Scenario, *args: str, columns: int = 80) -> Result:
@@ -46,14 +52,16 @@ def _items(scenario: Scenario) -> list[tuple[str, str]]:
     return [(i["kind"], i["ref"]) for i in json.loads(result.stdout)["items"]]
 
 
-def test_attention_then_act_from_the_terminal_alone(scenario: Scenario) -> None:
+def test_attention_then_act_from_the_terminal_alone(
+    scenario: Scenario, orphan: tuple[str, str]
+) -> None:
     anomaly = f"{scenario.run_ref}:{scenario.last_seq}"
     assert _items(scenario) == [
         ("input_overdue", scenario.input_ref),
         ("unknown_outcome", scenario.unknown_op),
         ("lost_task", scenario.lost_ref),
         ("anomaly", anomaly),
-        ("orphaned_run", scenario.run_ref),
+        ("orphaned_run", orphan[0]),
     ]
     text = " ".join(cli(scenario, "attention").output.split())  # wrapped at 80 columns
     for ref in (scenario.input_ref, scenario.unknown_op, scenario.lost_ref, anomaly):
@@ -71,7 +79,7 @@ def test_attention_then_act_from_the_terminal_alone(scenario: Scenario) -> None:
     assert cli(scenario, "ack", anomaly, "--by", "bob").exit_code == 0
     not_lost = cli(scenario, "ack", scenario.done_ref)
     assert not_lost.exit_code == 1 and "not lost" in not_lost.output
-    assert [kind for kind, _ in _items(scenario)] == ["input_overdue"]
+    assert [kind for kind, _ in _items(scenario)] == ["input_overdue", "orphaned_run"]
 
     show = " ".join(cli(scenario, "show", scenario.run_ref).output.split())
     assert "asks: Approve 120 EUR?" in show
@@ -110,26 +118,30 @@ def test_a_verdict_is_said_where_the_run_stands_not_unresolved(scenario: Scenari
     assert "1 unknown, resolved" in runs and "1 unknown 1" not in runs
 
 
-def test_closing_an_orphaned_run_from_the_terminal_leaves_its_tasks(scenario: Scenario) -> None:
-    bad = cli(scenario, "close-run", scenario.run_ref, "--status", "done", "--reason", "x")
+def test_closing_an_orphaned_run_from_the_terminal_leaves_its_tasks(
+    scenario: Scenario, orphan: tuple[str, str]
+) -> None:
+    run_ref, task_ref = orphan
+    assert ("orphaned_run", run_ref) in _items(scenario)
+    bad = cli(scenario, "close-run", run_ref, "--status", "done", "--reason", "x")
     assert bad.exit_code == 1 and "--status must be one of" in bad.output
     closed = cli(
-        scenario, "close-run", scenario.run_ref, "--status", "failed",
+        scenario, "close-run", run_ref, "--status", "failed",
         "--reason", "harness host decommissioned", "--json",
     )  # fmt: skip
     assert closed.exit_code == 0, closed.output
     assert json.loads(closed.stdout)["status"] == "failed"
-    assert ("orphaned_run", scenario.run_ref) not in _items(scenario)
+    assert ("orphaned_run", run_ref) not in _items(scenario)
     ledger = Ledger.open(scenario.db)
     try:
         tenant = ledger.for_principal(PRINCIPAL)
-        assert tenant.get_run(scenario.run_ref).status is OuterStatus.FAILED
-        waiting = tenant.get_task(scenario.waiting_ref)
-        assert waiting.is_open and waiting.status is TaskStatus.INPUT_REQUIRED
-        assert waiting.cancel_requested_at_ms is None
+        assert tenant.get_run(run_ref).status is OuterStatus.FAILED
+        working = tenant.get_task(task_ref)
+        assert working.is_open and working.status is TaskStatus.WORKING
+        assert working.cancel_requested_at_ms is None
     finally:
         ledger.close()
-    events = json.loads(cli(scenario, "events", scenario.run_ref, "--json").stdout)
+    events = json.loads(cli(scenario, "events", run_ref, "--json").stdout)
     assert events[-1]["type"] == "outer.closed_by_operator"
     assert "harness host decommissioned" in events[-1]["summary"]
 
@@ -169,11 +181,11 @@ def test_attention_across_principals_is_scoped_as_the_api_is(
     by_ref = {i["ref"]: i["principal"] for i in two["items"]}  # type: ignore[attr-defined]
     assert by_ref[beta_op] == "beta" and gamma_op not in by_ref  # gamma was not named
     assert by_ref[scenario.unknown_op] == PRINCIPAL
-    assert sorted(by_ref.values()).count("beta") == 2  # its call, its (orphaned) run
+    assert sorted(by_ref.values()).count("beta") == 1  # its call (its run waits on it)
     every = listed("--all-principals")
     assert every["principals"] == [PRINCIPAL, "beta", "gamma"]
     refs = [i["ref"] for i in every["items"]]  # type: ignore[attr-defined]
-    assert {beta_op, gamma_op} <= set(refs) and len(refs) == len(by_ref) + 2
+    assert {beta_op, gamma_op} <= set(refs) and len(refs) == len(by_ref) + 1
     assert [i["since_ms"] for i in every["items"]] == sorted(  # type: ignore[attr-defined]
         i["since_ms"]
         for i in every["items"]  # type: ignore[attr-defined]
@@ -218,7 +230,9 @@ def test_runs_and_attention_are_whole_when_piped(scenario: Scenario) -> None:
     assert "1 input_required" in runs and "…" not in runs
 
 
-def test_attention_follow_prints_items_as_they_come_and_go(scenario: Scenario) -> None:
+def test_attention_follow_prints_items_as_they_come_and_go(
+    scenario: Scenario, orphan: tuple[str, str]
+) -> None:
     result = cli(scenario, "attention", "--follow", "--follow-for", "0.3", "--json")
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.stdout.splitlines()]
