@@ -49,6 +49,8 @@ McpConfigOpt = Annotated[
     Path,
     typer.Option(
         "--mcp-config",
+        envvar="BRIDGE_MCP_CONFIG",
+        show_envvar=True,
         help='JSON {"mcpServers": [{"name", "url", "enabled", "auth": {"credential_ref"}}]}; '
         "tokens come from env BRIDGE_CREDENTIAL_<REF>.",
         exists=False,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
 import typer
+from rich.padding import Padding
 from rich.text import Text
 
 from bridge._lifecycle import Admission, OuterStatus
@@ -28,7 +29,7 @@ from bridge.cli._context import (
     run_command,
     settings_of,
 )
-from bridge.cli._records import short_time
+from bridge.cli._records import field_hints, short_time
 
 if TYPE_CHECKING:
     from bridge._facade import Bridge
@@ -242,11 +243,13 @@ def _print_items(items: Sequence[AttentionItem], *, with_principal: bool = False
         where = f"run {item.run_ref}"
         if item.response_id:
             where += f"  response {item.response_id}"
-        out.print(Text("  " + where), overflow="fold")
-        out.print(Text("  " + item.summary), overflow="fold")
+        lines = [Text(where), Text(item.summary)]
         if item.fields:
-            out.print(Text("  fields: " + ", ".join(item.fields)), overflow="fold")
-        out.print(Text("  next: " + item.next_step, style="cyan"), overflow="fold")
+            hints = field_hints(item.requested_schema) or list(item.fields)
+            lines.append(Text("fields: " + ", ".join(hints)))
+        lines.append(Text("next: " + item.next_step, style="cyan"))
+        for line in lines:  # indented as a block: a wrapped line stays under its item
+            out.print(Padding(line, (0, 0, 0, 2)), overflow="fold")
 
 
 # -- acting ---------------------------------------------------------------------------------------

@@ -128,6 +128,8 @@ def task_counts(
     without a final verdict, ``resolved`` those given one."""
     by_status: dict[str, int] = {}
     for task in tasks:
+        if task.lost_reason is not None and task.terminal_at_ms is None:
+            continue  # counted as lost: its last status seen is no longer true
         by_status[task.status.value] = by_status.get(task.status.value, 0) + 1
     unknown = [d.ref for d in dispatches if d.state is DispatchState.UNKNOWN]
     resolved = sum(1 for ref in unknown if (verdicts or {}).get(ref, Admission.UNKNOWN).is_final)
@@ -295,8 +297,8 @@ class RunSnapshot:
         pending = self.pending_inputs.get(task.ref, [])
         record = task_record(task, pending, self.now_ms, self.inputs.get(task.ref, pending))
         for shown, request in zip(record["pending_inputs"], pending, strict=True):
-            question, fields, _ = question_of(request.params)  # redacted with the record
-            shown.update(question=question, fields=list(fields))
+            question, fields, schema = question_of(request.params)  # redacted with the record
+            shown.update(question=question, fields=list(fields), field_hints=field_hints(schema))
         acknowledged = [
             e
             for e in self.events
@@ -304,6 +306,24 @@ class RunSnapshot:
         ]
         record["acknowledged_by"] = acknowledged[-1].by if acknowledged else None
         return record
+
+
+def field_hints(schema: Any) -> list[str]:
+    """Each field a form asks for, with its type and whether it is required
+    (``approve (boolean, required)``): what to give ``bridge answer --accept NAME=…``."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return []
+    required = schema.get("required")
+    needed = set(required) if isinstance(required, list) else set()
+    hints = []
+    for name, spec in schema["properties"].items():
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        choices = spec.get("enum") if isinstance(spec, dict) else None
+        said = ["|".join(map(str, choices)) if isinstance(choices, list) else str(kind or "any")]
+        if name in needed:
+            said.append("required")
+        hints.append(f"{name} ({', '.join(said)})")
+    return hints
 
 
 def verdict_record(event: ev.CallAdmissionChecked) -> dict[str, Any]:
