@@ -249,7 +249,7 @@ def _print_items(items: Sequence[AttentionItem], *, with_principal: bool = False
             lines.append(Text("fields: " + ", ".join(hints)))
         lines.append(Text("next: " + item.next_step, style="cyan"))
         for line in lines:  # indented as a block: a wrapped line stays under its item
-            out.print(Padding(line, (0, 0, 0, 2)), overflow="fold")
+            out.print(Padding(line, (0, 0, 0, 2), expand=False), overflow="fold")
 
 
 # -- acting ---------------------------------------------------------------------------------------

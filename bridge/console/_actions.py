@@ -30,6 +30,7 @@ from bridge._errors import (
     UnknownInputKey,
 )
 from bridge._facade import Bridge
+from bridge._ledger.reads.attention import DEFAULT_ORPHAN_AFTER_MS, DEFAULT_OVERDUE_AFTER_MS
 from bridge._ledger.reads.views import AttentionItem
 from bridge._lifecycle import Admission, OuterStatus
 from bridge._outcomes import AnswerDelivery, AnswerReceipt, InputRequest, elicit
@@ -54,9 +55,18 @@ class _Refused(Exception):
 class ConsoleActions:
     """The console's actions over one bridge (every one scoped to the frame's principal)."""
 
-    def __init__(self, bridge: Bridge, reads: ConsoleReads) -> None:
+    def __init__(
+        self,
+        bridge: Bridge,
+        reads: ConsoleReads,
+        *,
+        overdue_after: float = DEFAULT_OVERDUE_AFTER_MS / 1000,
+        orphan_after: float = DEFAULT_ORPHAN_AFTER_MS / 1000,
+    ) -> None:
         self.bridge = bridge
         self.reads = reads
+        self.overdue_after = overdue_after  # seconds, as `bridge attention` takes them
+        self.orphan_after = orphan_after
 
     async def items(self, principal: str) -> list[AttentionItem]:
         """What waits for ``principal`` (the public attention query), oldest first, with
@@ -68,7 +78,9 @@ class ConsoleActions:
                 summary=redactor.text(item.summary),
                 question=redactor.text(item.question) if item.question else None,
             )
-            for item in await self.bridge.attention(principal)
+            for item in await self.bridge.attention(
+                principal, overdue_after=self.overdue_after, orphan_after=self.orphan_after
+            )
         ]
 
     async def waiting(self, principal: str) -> int:

@@ -77,12 +77,18 @@ Handler = Callable[[Request, Frame], Awaitable[Response]]
 class Console:
     """The console over one open bridge."""
 
-    def __init__(self, bridge: Bridge, tokens: ConsoleTokens, signer: SessionSigner) -> None:
+    def __init__(
+        self,
+        bridge: Bridge,
+        tokens: ConsoleTokens,
+        signer: SessionSigner,
+        thresholds: Mapping[str, float] | None = None,
+    ) -> None:
         self.bridge = bridge
         self.tokens = tokens
         self.signer = signer
         self.reads = ConsoleReads(bridge)
-        self.actions = ConsoleActions(bridge, self.reads)
+        self.actions = ConsoleActions(bridge, self.reads, **(thresholds or {}))
 
     # -- who is asking -------------------------------------------------------------------
     def session(self, request: Request) -> Session | None:
@@ -297,9 +303,15 @@ def _static(body: str, media_type: str) -> Callable[[Request], Awaitable[Respons
     return endpoint
 
 
-def build_app(bridge: Bridge, tokens: ConsoleTokens, signer: SessionSigner | None = None) -> Any:
-    """The console as an ASGI app over an open ``bridge``."""
-    console = Console(bridge, tokens, signer or SessionSigner())
+def build_app(
+    bridge: Bridge,
+    tokens: ConsoleTokens,
+    signer: SessionSigner | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> Any:
+    """The console as an ASGI app over an open ``bridge``. ``thresholds``: the attention
+    query's ``overdue_after`` and ``orphan_after`` (seconds), when not its defaults."""
+    console = Console(bridge, tokens, signer or SessionSigner(), thresholds)
     page, action = console.page, console.action
     routes = [
         Route("/", _index),
