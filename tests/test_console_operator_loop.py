@@ -59,13 +59,17 @@ def test_every_kind_has_a_card_and_leaves_once_acted_upon(
         acked = http.post(f"/runs/{run}/acknowledge", data={"csrf": token, "ref": anomaly})
         assert acked.status_code == 303
         shown = http.get(acked.headers["location"]).text
-        assert f"Acknowledged (recorded). Request {anomaly} of run {run}." in shown
+        assert f"Acknowledged (recorded). Anomaly {anomaly} of run {run}." in shown
         again = http.post(f"/runs/{run}/acknowledge", data={"csrf": token, "ref": anomaly})
         assert again.status_code == 409 and "already acknowledged by console:acme" in again.text
         form = {"csrf": token, "ref": scenario.lost_ref, "note": "never charged"}
         assert http.post(f"/runs/{run}/acknowledge", data=form).status_code == 303
         resolve = f"/runs/{run}/calls/{scenario.unknown_op}/resolve"
-        assert http.post(resolve, data={"csrf": token, "admission": "admitted"}).status_code == 303
+        verdict = {"csrf": token, "admission": "admitted", "back": "inbox"}
+        resolved = http.post(resolve, data=verdict)  # from the inbox: back to it, saying what
+        assert resolved.status_code == 303 and resolved.headers["location"].startswith("/inbox?")
+        said = http.get(resolved.headers["location"]).text
+        assert f"Verdict recorded. Call {scenario.unknown_op} of run {run}: it ran." in said
 
         answer = f"/runs/{run}/inputs/{scenario.waiting_ref}/{scenario.input_ref}/answer"
         answered = http.post(answer, data={"csrf": token, "action": "decline"})
@@ -78,7 +82,10 @@ def test_every_kind_has_a_card_and_leaves_once_acted_upon(
         closing = {"csrf": token, "status": "failed", "reason": "harness host gone"}
         closed = http.post(f"/runs/{orphan}/close", data=closing)
         assert closed.status_code == 303
-        assert "Run closed" in http.get(closed.headers["location"]).text
+        closed_page = http.get(closed.headers["location"]).text
+        assert f"Run closed (recorded); its tasks are left as they are. Run {orphan}: failed." in (
+            closed_page
+        )
         assert 'id="inbox-empty"' in http.get("/inbox").text  # every item left
         no_secrets(scenario, inbox + runs + page)
     tenant = ledger.for_principal(PRINCIPAL)

@@ -187,16 +187,24 @@ class ConsoleActions:
         return RedirectResponse(f"/runs/{run_ref}?done=cancel", status_code=303)
 
     async def resolve_call(
-        self, frame: Frame, run_ref: str, op_ref: str, admission: str | None
+        self,
+        frame: Frame,
+        run_ref: str,
+        op_ref: str,
+        admission: str | None,
+        back: str | None = None,
     ) -> Response:
-        """Record whether a call of unknown outcome was admitted by its server."""
+        """Record whether a call of unknown outcome was admitted by its server; back to the
+        inbox when acted on from there, else to the run's page."""
         if admission not in (Admission.ADMITTED.value, Admission.NOT_ADMITTED.value):
             page = message_page(frame, "Refused", "Say whether the call ran or never ran.")
             return HTMLResponse(page, status_code=422)
         run = self.bridge.run(frame.principal, run_ref)
         await run.resolve_unknown_outcome(op_ref, Admission(admission), by=_by(frame))
         log.info("console verdict on %s by %s: %s", op_ref, frame.principal, admission)
-        return RedirectResponse(f"/runs/{run_ref}?done=resolved", status_code=303)
+        said = "it ran" if admission == Admission.ADMITTED.value else "it never ran"
+        confirm = {"done": "resolved", "ref": op_ref, "run": run_ref, "answer": said}
+        return _back(back, run_ref, confirm)
 
     async def acknowledge(
         self, frame: Frame, run_ref: str, ref: str | None, note: str | None
@@ -215,7 +223,12 @@ class ConsoleActions:
         return RedirectResponse(f"/inbox?{urlencode(confirm)}", status_code=303)
 
     async def close_run(
-        self, frame: Frame, run_ref: str, status: str | None, reason: str | None
+        self,
+        frame: Frame,
+        run_ref: str,
+        status: str | None,
+        reason: str | None,
+        back: str | None = None,
     ) -> Response:
         """Close an orphaned run with an end state and a reason; its tasks are left alone."""
         ends = [s.value for s in OuterStatus if s.is_terminal]
@@ -229,7 +242,15 @@ class ConsoleActions:
         except InvalidTransition as exc:
             return HTMLResponse(message_page(frame, "Not closed", str(exc)), 409)
         log.info("console closed %s by %s as %s", run_ref, frame.principal, status)
-        return RedirectResponse(f"/runs/{run_ref}?done=closed", status_code=303)
+        confirm = {"done": "closed", "ref": run_ref, "run": run_ref, "answer": f"{status}"}
+        return _back(back, run_ref, confirm)
+
+
+def _back(back: str | None, run_ref: str, confirm: dict[str, str]) -> Response:
+    """Where an action returns: the inbox it was taken from, else the run's page; either way
+    with a confirmation naming what was acted on."""
+    where = "/inbox" if back == "inbox" else f"/runs/{run_ref}"
+    return RedirectResponse(f"{where}?{urlencode(confirm)}", status_code=303)
 
 
 def _by(frame: Frame) -> str:

@@ -245,7 +245,7 @@ class Console:
         p = request.path_params
         form: FormData = request.state.form
         return await self.actions.resolve_call(
-            frame, p["run_ref"], p["op_ref"], _text(form, "admission")
+            frame, p["run_ref"], p["op_ref"], _text(form, "admission"), _text(form, "back")
         )
 
     async def acknowledge(self, request: Request, frame: Frame) -> Response:
@@ -259,7 +259,11 @@ class Console:
         """``POST /runs/{run_ref}/close`` (``status``, ``reason``)."""
         form: FormData = request.state.form
         return await self.actions.close_run(
-            frame, request.path_params["run_ref"], _text(form, "status"), _text(form, "reason")
+            frame,
+            request.path_params["run_ref"],
+            _text(form, "status"),
+            _text(form, "reason"),
+            _text(form, "back"),
         )
 
 
@@ -287,9 +291,15 @@ def _confirmation(params: Mapping[str, str]) -> str | None:
         return None
     ref, run, answer = params.get("ref"), params.get("run"), params.get("answer")
     if ref and run:
-        said += f" Request {ref[:80]} of run {run[:80]}"
+        said += f" Run {run[:80]}" if ref == run else f" {_noun(ref)} {ref[:80]} of run {run[:80]}"
         said += f": {answer[:200]}." if answer else "."
     return said
+
+
+def _noun(ref: str) -> str:
+    """What a reference names, in the confirmation."""
+    nouns = {"in_": "Request", "op_": "Call", "tk_": "Task"}
+    return "Anomaly" if ":" in ref else nouns.get(ref[:3], "Item")
 
 
 async def _index(request: Request) -> Response:
