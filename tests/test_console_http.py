@@ -253,3 +253,21 @@ def test_the_command_refuses_a_bad_start_in_one_line(
         check=False,
     )
     assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
+def test_a_delivered_answer_is_said_not_a_bare_input_required(
+    served: tuple[Scenario, ServerProcess], sqlite_ledger: Ledger
+) -> None:
+    """Answered and delivered, a task still reads ``input_required`` until a poll sees the
+    server move on: its row says the answer was delivered, and no input is waiting."""
+    scenario, proc = served
+    tenant = sqlite_ledger.for_principal(PRINCIPAL)
+    tenant.record_input_answer(
+        scenario.waiting_ref, scenario.input_ref, {"action": "accept", "content": {}}
+    )
+    tenant.mark_answer_delivered(scenario.waiting_ref, scenario.input_ref)
+    with client(proc, PRINCIPAL) as http:
+        page = http.get(f"/runs/{scenario.run_ref}").text
+    row = page[page.index(f'<tr data-task="{scenario.waiting_ref}"') :].split("</tr>")[0]
+    assert "answer delivered; waiting for the server to move on" in row
+    assert "input(s) waiting" not in row
