@@ -269,6 +269,7 @@ def test_recover_leaves_calls_in_flight_alone_unless_asked_and_wait_ends_once_se
     report = recover("--wait", "60")
     assert time.monotonic() - started < 30  # nothing open: no waiting out the 60 s
     assert report["dispatches_marked_unknown"] == 0 and report["settled"] is True
+    assert isinstance(report["took_s"], float) and report["took_s"] < 30
     assert tenant.get_dispatch(op.ref).state is DispatchState.SENT
     assert recover("--settle-in-flight")["dispatches_marked_unknown"] == 1
     assert tenant.get_dispatch(op.ref).state is DispatchState.UNKNOWN

@@ -7,6 +7,7 @@ These are plain functions; :mod:`bridge.cli._app` registers them as commands.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -115,8 +116,10 @@ def recover(
     another process may still have in flight are left alone unless --settle-in-flight."""
 
     def body() -> None:
+        started = time.monotonic()
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
             report, tasks, refused = anyio.run(_recover, ledger, principal, servers, wait, settle)
+        took = time.monotonic() - started
         data = {
             "tasks_watched": report.tasks_watched,
             "dispatches_marked_unknown": report.dispatches_marked_unknown,
@@ -126,6 +129,7 @@ def recover(
             "served_runs_open": list(report.served_runs_open),
             "pending_inputs": [input_record(r) for r in report.pending_inputs],
             "waited_s": wait,  # at most: it returns once every task has settled
+            "took_s": round(took, 1),
             "settled": all(not task["open"] for task in tasks),
             "tasks": tasks,
             "servers_refusing_credentials": refused,
@@ -153,7 +157,8 @@ def recover(
                 markup=False,
             )
         if tasks:
-            out.print(f"[bold]Tasks after {wait:g}s[/bold]")
+            watched = f" (watched at most {wait:g}s)" if wait else ""
+            out.print(f"[bold]Tasks after {took:.1f}s{watched}[/bold]")
             for task in tasks:
                 verdicts = " ".join(task["verdicts"])
                 out.print(
