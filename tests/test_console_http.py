@@ -19,7 +19,7 @@ from bridge._ledger.store import Ledger
 from tests.conftest import FakeClock
 from tests.support.console import base_url, console_process
 from tests.support.processes import REPO_ROOT, ServerProcess
-from tests.test_cli import PRINCIPAL, Scenario, populate
+from tests.test_cli import PRINCIPAL, Scenario, add_orphan, populate
 
 TOKENS = {PRINCIPAL: "acme-console-token-0123456789", "globex": "globex-console-token-987654"}
 
@@ -271,3 +271,22 @@ def test_a_delivered_answer_is_said_not_a_bare_input_required(
     row = page[page.index(f'<tr data-task="{scenario.waiting_ref}"') :].split("</tr>")[0]
     assert "answer delivered; waiting for the server to move on" in row
     assert "input(s) waiting" not in row
+
+
+def test_the_inbox_thresholds_are_the_consoles_options(
+    sqlite_ledger: Ledger, clock: FakeClock, tmp_path: Path
+) -> None:
+    """``--orphan-after`` and ``--overdue-after`` move the inbox's thresholds, as they move
+    ``bridge attention``'s: with both far away, the input is waiting (not overdue) and the
+    silent run is not orphaned yet."""
+    scenario = populate(sqlite_ledger, clock, tmp_path / "ledger.db")
+    orphan, _ = add_orphan(sqlite_ledger, clock)
+    far = str(10 * 365 * 24 * 3600)  # the scenario's clock is months behind the wall clock
+    args = ["--orphan-after", far, "--overdue-after", far]
+    with (
+        console_process(tmp_path, scenario.db, TOKENS, extra_args=args) as proc,
+        client(proc, PRINCIPAL) as http,
+    ):
+        inbox = http.get("/inbox").text
+    assert 'data-kind="input_waiting"' in inbox and 'data-kind="input_overdue"' not in inbox
+    assert 'data-kind="orphaned_run"' not in inbox and orphan not in inbox
