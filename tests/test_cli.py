@@ -52,7 +52,7 @@ def populate(ledger: Ledger, clock: FakeClock, db: Path) -> Scenario:
     clock.advance(500)
     # The server's key embeds the raw task id: it must stay in the ledger.
     key = f"{raw_waiting}/confirm"
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         waiting.ref,
         TaskObservation(
             TaskStatus.INPUT_REQUIRED,
@@ -64,7 +64,7 @@ def populate(ledger: Ledger, clock: FakeClock, db: Path) -> Scenario:
     clock.advance(300)
     lost = new_task(tenant, run.ref, task_id=raw_lost, tool="render_chart")
     clock.advance(900)
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         done.ref,
         TaskObservation(
             TaskStatus.COMPLETED,
@@ -72,24 +72,26 @@ def populate(ledger: Ledger, clock: FakeClock, db: Path) -> Scenario:
         ),
     )
     clock.advance(200)
-    op = tenant.begin_dispatch(
+    op = tenant.calls.begin_dispatch(
         run.ref,
         server_endpoint=ENDPOINT,
         server_name="payments",
         tool_name="charge_card",
         arguments={"amount": 120},
     )
-    tenant.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_sent(op.ref)
     clock.advance(700)
-    tenant.mark_dispatch_unknown(op.ref, "connection reset before a reply")
+    tenant.calls.mark_dispatch_unknown(op.ref, "connection reset before a reply")
     clock.advance(600)
-    tenant.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "tasks/get answered -32602")
+    tenant.tasks.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "tasks/get answered -32602")
     clock.advance(400)
-    tenant.observe_task(done.ref, TaskObservation(TaskStatus.WORKING))  # regression -> anomaly
-    events = tenant.events(run.ref)
+    tenant.tasks.observe_task(
+        done.ref, TaskObservation(TaskStatus.WORKING)
+    )  # regression -> anomaly
+    events = tenant.reads.events(run.ref)
     assert any(e.type == "anomaly" for e in events)
     assert any(e.type == "task.input_required" for e in events)
-    input_ref = tenant.input_requests(waiting.ref, pending_only=True)[0].ref
+    input_ref = tenant.reads.input_requests(waiting.ref, pending_only=True)[0].ref
     return Scenario(
         db=db,
         run_ref=run.ref,

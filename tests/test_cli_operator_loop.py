@@ -88,7 +88,9 @@ def test_attention_then_act_from_the_terminal_alone(
     ledger = Ledger.open(scenario.db)
     try:
         tenant = ledger.for_principal(PRINCIPAL)
-        [checked] = [e for e in tenant.events(scenario.run_ref) if e.type.endswith("_checked")]
+        [checked] = [
+            e for e in tenant.reads.events(scenario.run_ref) if e.type.endswith("_checked")
+        ]
         assert checked.model_dump()["by"] == "alice"  # the event says who gave the verdict
     finally:
         ledger.close()
@@ -135,8 +137,8 @@ def test_closing_an_orphaned_run_from_the_terminal_leaves_its_tasks(
     ledger = Ledger.open(scenario.db)
     try:
         tenant = ledger.for_principal(PRINCIPAL)
-        assert tenant.get_run(run_ref).status is OuterStatus.FAILED
-        working = tenant.get_task(task_ref)
+        assert tenant.reads.get_run(run_ref).status is OuterStatus.FAILED
+        working = tenant.reads.get_task(task_ref)
         assert working.is_open and working.status is TaskStatus.WORKING
         assert working.cancel_requested_at_ms is None
     finally:
@@ -150,11 +152,11 @@ def _other_principals_call(sqlite_ledger: Ledger, principal: str) -> str:
     """A call of unknown outcome in a run of another principal, on the same ledger."""
     tenant = sqlite_ledger.for_principal(principal)
     run = new_run(tenant, response_id=f"resp_{principal}")
-    op = tenant.begin_dispatch(
+    op = tenant.calls.begin_dispatch(
         run.ref, server_endpoint=ENDPOINT, server_name="pay", tool_name="charge", arguments={}
     )
-    tenant.mark_dispatch_sent(op.ref)
-    tenant.mark_dispatch_unknown(op.ref, "connection reset before a reply")
+    tenant.calls.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_unknown(op.ref, "connection reset before a reply")
     return op.ref
 
 
@@ -247,10 +249,10 @@ def test_recover_leaves_calls_in_flight_alone_unless_asked_and_wait_ends_once_se
     with --settle-in-flight; --wait returns at once when nothing is open."""
     tenant = sqlite_ledger.for_principal(PRINCIPAL)
     run = new_run(tenant)
-    op = tenant.begin_dispatch(
+    op = tenant.calls.begin_dispatch(
         run.ref, server_endpoint=ENDPOINT, server_name="pay", tool_name="charge", arguments={}
     )
-    tenant.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_sent(op.ref)
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": []}))
     db = str(tmp_path / "ledger.db")
@@ -270,6 +272,6 @@ def test_recover_leaves_calls_in_flight_alone_unless_asked_and_wait_ends_once_se
     assert time.monotonic() - started < 30  # nothing open: no waiting out the 60 s
     assert report["dispatches_marked_unknown"] == 0 and report["settled"] is True
     assert isinstance(report["took_s"], float) and report["took_s"] < 30
-    assert tenant.get_dispatch(op.ref).state is DispatchState.SENT
+    assert tenant.reads.get_dispatch(op.ref).state is DispatchState.SENT
     assert recover("--settle-in-flight")["dispatches_marked_unknown"] == 1
-    assert tenant.get_dispatch(op.ref).state is DispatchState.UNKNOWN
+    assert tenant.reads.get_dispatch(op.ref).state is DispatchState.UNKNOWN

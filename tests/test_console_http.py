@@ -132,7 +132,7 @@ def test_posts_without_the_csrf_token_or_from_another_site_are_refused(
         assert bearer.post(cancel, data={}).status_code == 403
     ledger = Ledger.open(scenario.db)
     try:
-        task = ledger.for_principal(PRINCIPAL).get_task(scenario.waiting_ref)
+        task = ledger.for_principal(PRINCIPAL).reads.get_task(scenario.waiting_ref)
         assert task.cancel_requested_at_ms is None  # nothing was done
     finally:
         ledger.close()
@@ -218,7 +218,7 @@ def test_the_verdict_on_an_unknown_outcome_is_recorded_once(
         assert scenario.unknown_op not in http.get("/inbox").text
         again = http.post(resolve, data={"csrf": token, "admission": "not_admitted"})
         assert again.status_code == 409 and "already resolved as admitted" in again.text
-    events = ledger.for_principal(PRINCIPAL).events(scenario.run_ref)
+    events = ledger.for_principal(PRINCIPAL).reads.events(scenario.run_ref)
     checked = [e for e in events if e.type == "call.admission_checked"]
     assert [e.admission for e in checked] == ["admitted"]  # type: ignore[attr-defined]
     no_secrets(scenario, proc.log_path.read_text())
@@ -262,10 +262,10 @@ def test_a_delivered_answer_is_said_not_a_bare_input_required(
     server move on: its row says the answer was delivered, and no input is waiting."""
     scenario, proc = served
     tenant = sqlite_ledger.for_principal(PRINCIPAL)
-    tenant.record_input_answer(
+    tenant.inputs.record_input_answer(
         scenario.waiting_ref, scenario.input_ref, {"action": "accept", "content": {}}
     )
-    tenant.mark_answer_delivered(scenario.waiting_ref, scenario.input_ref)
+    tenant.inputs.mark_answer_delivered(scenario.waiting_ref, scenario.input_ref)
     with client(proc, PRINCIPAL) as http:
         page = http.get(f"/runs/{scenario.run_ref}").text
     row = page[page.index(f'<tr data-task="{scenario.waiting_ref}"') :].split("</tr>")[0]

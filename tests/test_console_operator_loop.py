@@ -89,9 +89,12 @@ def test_every_kind_has_a_card_and_leaves_once_acted_upon(
         assert 'id="inbox-empty"' in http.get("/inbox").text  # every item left
         no_secrets(scenario, inbox + runs + page)
     tenant = ledger.for_principal(PRINCIPAL)
-    assert tenant.get_run(orphan).status is OuterStatus.FAILED
-    working = tenant.get_task(orphan_task)
+    assert tenant.reads.get_run(orphan).status is OuterStatus.FAILED
+    working = tenant.reads.get_task(orphan_task)
     assert working.is_open and working.cancel_requested_at_ms is None  # left alone
-    by = {e.type: e.model_dump().get("by") for e in [*tenant.events(run), *tenant.events(orphan)]}
+    by = {
+        e.type: e.model_dump().get("by")
+        for e in [*tenant.reads.events(run), *tenant.reads.events(orphan)]
+    }
     assert by["call.admission_checked"] == "console:acme"
     assert by["outer.closed_by_operator"] == "console:acme"

@@ -88,10 +88,10 @@ def test_the_four_situations_worked_from_the_terminal_alone(tmp_path: Path) -> N
     ledger = Ledger.open(db)
     try:
         tenant = ledger.for_principal(P)
-        assert tenant.get_task(pay_task["task_ref"]).status is TaskStatus.COMPLETED
-        assert tenant.get_run(staged.pay_run).status is OuterStatus.COMPLETED
-        assert tenant.get_run(staged.order_run).status is OuterStatus.INCOMPLETE
-        assert tenant.get_task(staged.orphan_task).status is TaskStatus.CANCELLED
+        assert tenant.reads.get_task(pay_task["task_ref"]).status is TaskStatus.COMPLETED
+        assert tenant.reads.get_run(staged.pay_run).status is OuterStatus.COMPLETED
+        assert tenant.reads.get_run(staged.order_run).status is OuterStatus.INCOMPLETE
+        assert tenant.reads.get_task(staged.orphan_task).status is TaskStatus.CANCELLED
     finally:
         ledger.close()
 
@@ -99,6 +99,6 @@ def test_the_four_situations_worked_from_the_terminal_alone(tmp_path: Path) -> N
 def _task(db: str, task_ref: str) -> TaskView:
     ledger = Ledger.open(db)
     try:
-        return ledger.for_principal(P).get_task(task_ref)
+        return ledger.for_principal(P).reads.get_task(task_ref)
     finally:
         ledger.close()

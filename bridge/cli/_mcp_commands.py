@@ -191,15 +191,15 @@ async def _recover(
     tenant = ledger.for_principal(principal)
     async with _bridge_for(ledger, principal, servers) as bridge:
         report = await bridge.recover(settle_in_flight_dispatches=settle)
-        watched = [t.ref for t in tenant.list_tasks(open_only=True)]
+        watched = [t.ref for t in tenant.reads.list_tasks(open_only=True)]
         if wait > 0 and watched:
             with err_console().status(f"watching {len(watched)} open task(s), at most {wait:g}s"):
                 with anyio.move_on_after(wait):
-                    while tenant.list_tasks(open_only=True):  # returns once all have settled
+                    while tenant.reads.list_tasks(open_only=True):  # returns once all have settled
                         await anyio.sleep(SETTLED_POLL_S)
         refused = await _servers_refusing_credentials(bridge, principal, servers, tenant, watched)
     now = now_ms()
-    tasks = [task_record(tenant.get_task(ref), [], now) for ref in watched]
+    tasks = [task_record(tenant.reads.get_task(ref), [], now) for ref in watched]
     return report, tasks, refused
 
 
@@ -211,7 +211,7 @@ async def _servers_refusing_credentials(
     is asked here once, through the bridge's own connection, before the report is trusted."""
     from bridge._errors import ServerConnectFailed, ServerCredentialsRejected
 
-    open_tasks = [tenant.get_task(ref) for ref in watched]
+    open_tasks = [tenant.reads.get_task(ref) for ref in watched]
     refused: list[dict[str, Any]] = []
     for config in servers:
         tasks = [t.ref for t in open_tasks if t.server_endpoint == config.endpoint]
@@ -236,7 +236,7 @@ def cancel_task(
 
     def body() -> None:
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
-            view = ledger.for_principal(principal).get_task(task)
+            view = ledger.for_principal(principal).reads.get_task(task)
             if view.terminal_at_ms is not None:
                 raise CliError(f"task {task} is already {view.status.value}; nothing to cancel")
             acknowledged = anyio.run(_cancel, ledger, principal, servers, task)

@@ -148,7 +148,7 @@ def run_verdicts(tenant: TenantLedger, dispatches: Sequence[DispatchView]) -> di
     verdicts: dict[str, Admission] = {}
     for dispatch in dispatches:
         if dispatch.state is DispatchState.UNKNOWN:
-            verdict = tenant.admission_of(dispatch.ref)
+            verdict = tenant.calls.admission_of(dispatch.ref)
             if verdict is not None:
                 verdicts[dispatch.ref] = verdict
     return verdicts
@@ -337,20 +337,18 @@ def verdict_record(event: ev.CallAdmissionChecked) -> dict[str, Any]:
 
 
 def load_snapshot(tenant: TenantLedger, run_ref: str, *, now: int | None = None) -> RunSnapshot:
-    run = tenant.get_run(run_ref)  # NotFound for a foreign or missing run
-    tasks = tenant.list_tasks(run_ref=run_ref)
+    run = tenant.reads.get_run(run_ref)  # NotFound for a foreign or missing run
+    tasks = tenant.reads.list_tasks(run_ref=run_ref)
     # A request the bridge declined, or closed with its lost task, waits for nobody.
-    pending = {
-        t.ref: [r for r in tenant.input_requests(t.ref, pending_only=True) if not r.declined_at_ms]
-        for t in tasks
-    }
-    inputs = {t.ref: tenant.input_requests(t.ref) for t in tasks if t.is_open}
+    asked = {t.ref: tenant.reads.input_requests(t.ref, pending_only=True) for t in tasks}
+    pending = {ref: [r for r in rs if not r.declined_at_ms] for ref, rs in asked.items()}
+    inputs = {t.ref: tenant.reads.input_requests(t.ref) for t in tasks if t.is_open}
     return RunSnapshot(
         run=run,
-        dispatches=tenant.list_dispatches(run_ref=run_ref),
+        dispatches=tenant.reads.list_dispatches(run_ref=run_ref),
         tasks=tasks,
         pending_inputs={k: v for k, v in pending.items() if v},
-        events=tenant.events(run_ref),
+        events=tenant.reads.events(run_ref),
         now_ms=now if now is not None else now_ms(),
         redactor=Redactor(tasks),
         inputs={k: v for k, v in inputs.items() if v},

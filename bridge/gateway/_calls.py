@@ -108,8 +108,8 @@ class GatewayCalls:
         if not isinstance(outcome, TaskPending | TaskSettled):
             return self._plain_result(outcome, call.op_id)
         handle = secrets.token_urlsafe(HANDLE_BYTES)
-        tenant = self.bridge._ledger.for_principal(call.principal)
-        await self._db(tenant.record_gateway_handle, handle, outcome.task.ref, outcome.op_ref)
+        handles = self.bridge._ledger.for_principal(call.principal).gateway_handles
+        await self._db(handles.record_gateway_handle, handle, outcome.task.ref, outcome.op_ref)
         inputs = await self._inputs(call.principal, outcome.task.ref)
         return {"resultType": "task", **task_body(handle, outcome.task, inputs)}
 
@@ -130,7 +130,7 @@ class GatewayCalls:
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         assert call.op_id is not None
         tenant = self.bridge._ledger.for_principal(call.principal)
-        after_seq = (await self._db(tenant.run_event_seqs, [run_ref])).get(run_ref, 0)
+        after_seq = (await self._db(tenant.reads.run_event_seqs, [run_ref])).get(run_ref, 0)
         with relaying_progress(channel.relay):  # an upstream answering directly may report
             outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
         if isinstance(outcome, TaskPending):
@@ -227,7 +227,7 @@ class GatewayCalls:
 
     async def _task_ref(self, principal: str, handle: str) -> str:
         tenant = self.bridge._ledger.for_principal(principal)
-        task_ref = await self._db(tenant.gateway_handle_task, handle)
+        task_ref = await self._db(tenant.gateway_handles.gateway_handle_task, handle)
         if task_ref is None:  # unknown, or another principal's: indistinguishable
             raise invalid_params("Task not found")
         return task_ref

@@ -37,7 +37,7 @@ from bridge._ledger._base import (
     TASKS,
     scrub_raw_id,
 )
-from bridge._ledger.reads.queries import TenantQueries
+from bridge._ledger.reads.queries import WriteScope
 from bridge._ledger.reads.views import AttentionItem, AttentionKind
 from bridge._lifecycle import DispatchState
 
@@ -196,7 +196,7 @@ _SILENT_SERVED_RUNS = (
 )
 
 
-class AttentionReads(TenantQueries):
+class AttentionReads(WriteScope):
     """The attention query of one principal."""
 
     def attention(self, window: AttentionWindow) -> list[AttentionItem]:
