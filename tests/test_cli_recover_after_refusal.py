@@ -87,8 +87,9 @@ async def test_recover_from_the_terminal_after_a_refused_answer_sends_nothing(
         taken = answer("--accept", "approve=true", "--json")
         assert taken.returncode == 0, taken.stderr
         assert _methods(methods_file).count("tasks/update") == 1
-        report = recover(wait=60)  # returns once the task has settled
-        assert report["settled"] is True and [t["status"] for t in report["tasks"]] == ["completed"]
+        report = recover(wait=120)  # returns once the task has settled
+        assert report["settled"] is True, report
+        assert [t["status"] for t in report["tasks"]] == ["completed"], report
         assert _methods(methods_file).count("tasks/update") == 1  # the one answer, once
         assert json.loads(bridge_cli("attention", "--json").stdout)["items"] == []
     assert effects(effects_file) == ["payment pay-cli 120"]

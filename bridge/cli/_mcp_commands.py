@@ -190,8 +190,10 @@ async def _recover(
 ) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
     tenant = ledger.for_principal(principal)
     async with _bridge_for(ledger, principal, servers) as bridge:
-        report = await bridge.recover(settle_in_flight_dispatches=settle)
+        # The tasks open when recovery starts: one that settles at its first poll is still
+        # reported (read after recovery, it would be missing from the report).
         watched = [t.ref for t in tenant.reads.list_tasks(open_only=True)]
+        report = await bridge.recover(settle_in_flight_dispatches=settle)
         if wait > 0 and watched:
             with err_console().status(f"watching {len(watched)} open task(s), at most {wait:g}s"):
                 with anyio.move_on_after(wait):
