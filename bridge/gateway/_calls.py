@@ -212,13 +212,17 @@ class GatewayCalls:
 
     async def update_task(self, principal: str, handle: str, responses: dict[str, Any]) -> None:
         """A client's answers, passed on as they came (the upstream server checks them):
-        recorded, then sent upstream (by the bridge, which redelivers after a restart); a key
-        that is not a pending input of this task is ``-32602``."""
+        recorded, then sent upstream (by the bridge, which redelivers after a restart). A key
+        that is not a pending input of this task, or one already answered, is ignored (the
+        Tasks extension's ``tasks/update`` is an eventually consistent ack); a lost task is
+        ``-32602``."""
         task_ref = await self._task_ref(principal, handle)
         for input_ref, response in responses.items():
             try:
                 await self.bridge._requester.answer_input(principal, task_ref, input_ref, response)
-            except (UnknownInputKey, InputAlreadyAnswered, TaskWasLost, NotFound) as exc:
+            except (UnknownInputKey, InputAlreadyAnswered):
+                continue
+            except (TaskWasLost, NotFound) as exc:
                 raise invalid_params(f"input {input_ref!r}: {exc}") from None
 
     async def cancel_task(self, principal: str, handle: str) -> None:
