@@ -105,6 +105,16 @@ def populate(ledger: Ledger, clock: FakeClock, db: Path) -> Scenario:
     )
 
 
+def add_orphan(ledger: Ledger, clock: FakeClock) -> tuple[str, str]:
+    """A second served run, silent since its one task started working (its harness died):
+    orphaned once the wall clock is past the fake one. ``(run_ref, task_ref)``."""
+    tenant = ledger.for_principal(PRINCIPAL)
+    clock.advance(500)
+    run = new_run(tenant, response_id="resp_cli0002", session_id="hsesscli0002")
+    task = new_task(tenant, run.ref, task_id="task-orph-" + "d4" * 12, tool="slow_report")
+    return run.ref, task.ref
+
+
 @pytest.fixture
 def scenario(sqlite_ledger: Ledger, clock: FakeClock, tmp_path: Path) -> Scenario:
     return populate(sqlite_ledger, clock, tmp_path / "ledger.db")
@@ -142,7 +152,8 @@ def test_runs_lists_counts(scenario: Scenario) -> None:
     (row,) = data["runs"]
     assert row["run"]["run_ref"] == scenario.run_ref
     assert row["run"]["status"] == "in_progress"
-    assert row["counts"]["by_status"] == {"completed": 1, "input_required": 1, "working": 1}
+    # The lost task is counted as lost, not as the status it was last seen in (working).
+    assert row["counts"]["by_status"] == {"completed": 1, "input_required": 1}
     assert row["counts"]["lost"] == 1
     assert row["counts"]["unknown"] == 1
     assert row["counts"]["total"] == 3
@@ -190,6 +201,7 @@ def test_show_tree_and_json(scenario: Scenario) -> None:
         "delivered_at": None,
         "question": "Approve 120 EUR?",  # what is asked, so nobody guesses field names
         "fields": [],
+        "field_hints": [],
     }
     assert tasks[scenario.lost_ref]["lost_reason"] == "not_found"
     assert tasks[scenario.lost_ref]["verdicts"] == ["lost(not_found: tasks/get answered -32602)"]

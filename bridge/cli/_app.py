@@ -45,6 +45,7 @@ from bridge.cli._records import (
     event_task_ref,
     load_snapshot,
     run_record,
+    run_verdicts,
     task_counts,
 )
 from bridge.cli._retention_commands import db_vacuum, export, import_, prune
@@ -114,10 +115,11 @@ def runs(
                 for task in tasks:
                     redactor.add(task)
                 dispatches = tenant.reads.list_dispatches(run_ref=run.ref)
+                verdicts = run_verdicts(tenant, dispatches)
                 rows.append(
                     {
-                        "run": run_record(run, calls_of(dispatches, tasks)),
-                        "counts": task_counts(tasks, dispatches),
+                        "run": run_record(run, calls_of(dispatches, tasks, verdicts)),
+                        "counts": task_counts(tasks, dispatches, verdicts),
                     }
                 )
             rows = redactor.value(rows)
