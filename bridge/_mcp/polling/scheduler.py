@@ -581,5 +581,6 @@ class PollScheduler:
         delay = int(delay * (1 + self._rng.random() * self.config.jitter))
         if at_least_ms is not None:
             delay = max(delay, at_least_ms)
+        watch.backoff_ms = delay
         if watch.view.ref in self._watched:
             self._queue.schedule(watch.view.ref, self._clock() + delay)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from bridge._errors import BridgeError
 from bridge._facade import Bridge
+from bridge._ledger.reads.views import TaskView
+from bridge._mcp.polling.handle_resumption import HostPoll
 from bridge._mcp.polling.watches import SchedulerConfig
 from bridge._run import Run
 
@@ -24,6 +26,12 @@ class Attached:
 
     def run(self, run_ref: str) -> Run:
         return self.bridge.run(self.principal, run_ref)
+
+    async def poll(self, task_ref: str, carried: HostPoll) -> tuple[TaskView, HostPoll]:
+        """One ``tasks/get`` of a handle the workflow holds (:meth:`Run.poll`, with what the
+        workflow's previous poll step carried: failures for the backoff, a cancel sent)."""
+        requester = self.bridge._services.requester
+        return await requester.poll_now(self.principal, task_ref, carried)
 
     @property
     def pacing(self) -> SchedulerConfig:

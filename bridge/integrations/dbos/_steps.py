@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from dataclasses import asdict
 from typing import Any, cast
 
 from dbos import DBOS
 
 from bridge import events as ev
 from bridge._errors import BridgeError
+from bridge._ledger.reads.views import TaskView
 from bridge._lifecycle import TaskStatus
+from bridge._mcp.polling.handle_resumption import HostPoll
 from bridge._outcomes import TaskHandle
 from bridge._policies import WaitMode
 from bridge._run import Run
@@ -45,9 +48,7 @@ def _context() -> tuple[str, int]:
     return workflow_id, step_id
 
 
-@DBOS.step(name="bridge.open_run")
-async def open_run(workflow_id: str) -> str:
-    """Register the workflow's run (idempotent on its response id); its ``run_…`` ref."""
+async def _register(workflow_id: str) -> str:
     here = attached()
     run = await here.bridge.register_served_run(
         here.principal,
@@ -59,49 +60,65 @@ async def open_run(workflow_id: str) -> str:
     return run.ref
 
 
+@DBOS.step(name="bridge.open_run")
+async def open_run(workflow_id: str) -> str:
+    """Register the workflow's run (idempotent on its response id); its ``run_…`` ref."""
+    return await _register(workflow_id)
+
+
 @DBOS.step(name="bridge.send")
-async def send(run_ref: str, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def send(
+    run_ref: str | None, server: str, tool: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
     """Send the call once (write-ahead); the task it made, if any, is polled by the workflow
-    from now on, not by this process's poll scheduler."""
+    from now on, not by this process's poll scheduler. ``run_ref`` None: the workflow's own
+    run, registered here (idempotent on its response id: no step of its own)."""
     workflow_id, step_id = _context()
-    run = attached().run(run_ref)
+    here = attached()
+    if run_ref is None:
+        run_ref = await _register(workflow_id)
+    run = here.run(run_ref)
     op_id = operation_id(workflow_id, step_id)
     outcome = await run.call_tool(server, tool, arguments, operation_id=op_id, wait=WaitMode.DETACH)
-    sent: dict[str, Any] = {"operation_id": op_id, "op_ref": outcome.op_ref, "task": None}
+    sent: dict[str, Any] = {
+        "run_ref": run_ref,
+        "operation_id": op_id,
+        "op_ref": outcome.op_ref,
+        "task": None,
+    }
     if isinstance(outcome, TaskPending | TaskSettled | TaskHandle):
-        task = await run.poll(outcome.task.ref)  # out of the scheduler: the workflow polls it
+        # Out of the scheduler: the workflow polls it from here on.
+        task, carried = await here.poll(outcome.task.ref, HostPoll())
         asking = task.status is TaskStatus.INPUT_REQUIRED
-        sent["task"] = await _observed(
-            run, task.ref, task.status, task.is_open, after_seq=0, asking=asking
-        )
-        sent["task"]["poll_interval_ms"] = task.poll_interval_ms
+        sent["task"] = await _observed(run, task, carried, after_seq=0, asking=asking)
     return sent
 
 
 @DBOS.step(name="bridge.poll")
-async def poll(run_ref: str, task_ref: str, after_seq: int, asking: bool) -> dict[str, Any]:
+async def poll(run_ref: str, last: dict[str, Any]) -> dict[str, Any]:
     """One ``tasks/get`` of the task, recorded; with the input requests it waits on and the
-    answers recorded since ``after_seq`` (each reaches the workflow in one step's output).
-    ``asking``: the last poll saw it ``input_required`` (answers are read only around that)."""
-    run = attached().run(run_ref)
-    task = await run.poll(task_ref)
+    answers recorded since the last step's cursor (each reaches the workflow in one step's
+    output). ``last``: the previous step's output (what it carries: failures in a row for
+    the backoff, whether a requested cancel was acknowledged)."""
+    here = attached()
+    run = here.run(run_ref)
+    task, carried = await here.poll(last["task_ref"], HostPoll(**last["carried"]))
+    # Answers are read only around input_required: the last poll saw it, or this one does.
+    asking = last["status"] == TaskStatus.INPUT_REQUIRED.value
     asking = asking or task.status is TaskStatus.INPUT_REQUIRED
-    observed = await _observed(
-        run, task_ref, task.status, task.is_open, after_seq=after_seq, asking=asking
-    )
-    observed["poll_interval_ms"] = task.poll_interval_ms
-    return observed
+    return await _observed(run, task, carried, after_seq=last["after_seq"], asking=asking)
 
 
 async def _observed(
-    run: Run, task_ref: str, status: TaskStatus, is_open: bool, *, after_seq: int, asking: bool
+    run: Run, task: TaskView, carried: HostPoll, *, after_seq: int, asking: bool
 ) -> dict[str, Any]:
-    """The task's status and inputs as the ledger has them. ``asking`` (the task is or just
-    was ``input_required``): the answers recorded on the run after ``after_seq``, and the
-    cursor moved past them; otherwise nothing more is read."""
+    """The task's status and inputs as the ledger has them, and what the next poll carries.
+    ``asking`` (the task is or just was ``input_required``): the answers recorded on the run
+    after ``after_seq``, and the cursor moved past them; otherwise nothing more is read."""
     answered: list[str] = []
     waiting: list[str] = []
     last = after_seq
+    task_ref, status = task.ref, task.status
     if asking:
         last = (await run.view()).event_count
         if last > after_seq:
@@ -113,13 +130,15 @@ async def _observed(
                         answered.append(event.input_ref)
                     if event.seq >= last:
                         break
-        if is_open and status is TaskStatus.INPUT_REQUIRED:
+        if task.is_open and status is TaskStatus.INPUT_REQUIRED:
             waiting = [r.input_ref for r in await run.pending_inputs() if r.task_ref == task_ref]
     return {
         "task_ref": task_ref,
         "status": status.value,
-        "open": is_open,
+        "open": task.is_open,
         "answered": answered,
         "waiting": waiting,
         "after_seq": last,
+        "poll_interval_ms": task.poll_interval_ms,
+        "carried": asdict(carried),
     }

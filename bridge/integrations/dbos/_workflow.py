@@ -16,7 +16,7 @@ from typing import Any
 from dbos import DBOS
 
 from bridge._errors import BridgeError
-from bridge._lifecycle import DispatchState, TaskStatus
+from bridge._lifecycle import DispatchState
 from bridge._outcomes import CallOutcome, InlineResult, RejectedCall, UnknownOutcome
 from bridge._runtime.step_results import TaskSettled
 from bridge.integrations.dbos import _steps
@@ -52,26 +52,29 @@ async def call_tool(
     workflow waits, polling at the server's interval, for an answer given through the
     bridge (``Bridge.pending_inputs``, ``bridge answer``, the console)."""
     _workflow_id()
-    if run_ref is None:
-        run_ref = await workflow_run()
     sent = await _steps.send(run_ref, server, tool, dict(arguments or {}))
+    run_ref = sent["run_ref"]
     observed = sent["task"]
     while observed is not None and observed["open"]:
-        await DBOS.sleep_async(_delay_s(observed["poll_interval_ms"]))
-        asking = observed["status"] == TaskStatus.INPUT_REQUIRED.value
-        observed = await _steps.poll(run_ref, observed["task_ref"], observed["after_seq"], asking)
+        await DBOS.sleep_async(_delay_s(observed["poll_interval_ms"], observed["carried"]))
+        observed = await _steps.poll(run_ref, observed)
     return await _settled(run_ref, sent["operation_id"])
 
 
-def _delay_s(server_ms: int | None) -> float:
+def _delay_s(server_ms: int | None, carried: dict[str, Any]) -> float:
     """The server's interval, within the floor (and opt-in ceiling) the bridge was opened
     with: the same pacing the bridge's own scheduler keeps, without its jitter (workflows
-    started at different times are spread already)."""
+    started at different times are spread already). After a failed poll, the scheduler's
+    backoff (computed in the step, so a replay waits the same), never shorter than the
+    server's interval."""
     pacing = attached().pacing
     wanted = pacing.default_interval_ms if server_ms is None else server_ms
     delay = max(wanted, pacing.floor_ms)
     if pacing.ceiling_ms is not None:
         delay = min(delay, pacing.ceiling_ms)
+    backoff: int | None = carried.get("backoff_ms")
+    if backoff is not None:
+        delay = max(delay, backoff)
     return delay / 1000
 
 
