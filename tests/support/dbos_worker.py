@@ -100,8 +100,8 @@ def _inject(point: str | None) -> None:
 
         original = Attached.poll
 
-        async def poll_then_die(self: Attached, task_ref: str, carried: Any) -> Any:
-            task, carried = await original(self, task_ref, carried)
+        async def poll_then_die(self: Attached, task_ref: str, carried: Any, **kw: Any) -> Any:
+            task, carried = await original(self, task_ref, carried, **kw)
             if task.status.value == "working" and os.environ.get("DBOS_WORKER_POLLED"):
                 if point == "cancel":
                     _cancel_then_die()

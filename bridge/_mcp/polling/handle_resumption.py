@@ -139,7 +139,12 @@ class HandleResumption:
         self._scheduler().watch(principal, task, due_ms=None, lease=lease)
 
     async def poll_now(
-        self, principal: str, task_ref: str, carried: HostPoll | None = None
+        self,
+        principal: str,
+        task_ref: str,
+        carried: HostPoll | None = None,
+        *,
+        due_ms: int | None = None,
     ) -> tuple[TaskView, HostPoll]:
         """One ``tasks/get`` of a recorded handle now, for a host that schedules its polls
         itself: the handle leaves this process's scheduler (the next poll is the host's), and
@@ -147,7 +152,8 @@ class HandleResumption:
         already seen (not surfaced again), answers recorded but not delivered (sent first:
         nobody else would) and a requested cancel (sent first, unless ``carried`` says one of
         the host's earlier polls had it acknowledged). ``carried``: what the host's previous
-        poll of it returned (failures in a row, for the backoff and the unreachable report).
+        poll of it returned (failures in a row, for the backoff and the unreachable report);
+        ``due_ms``: when the host meant to send it (the poll lateness figures).
         A closed handle is read, not polled."""
         carried = carried or HostPoll()
         tenant = self._ledger.for_principal(principal)
@@ -169,7 +175,7 @@ class HandleResumption:
             watch.input_digests.update(digests.get(task_ref, {}))
             undelivered = await self._db(tenant.undelivered_answers)
             watch.undelivered_answers = any(a.task_ref == task_ref for a in undelivered)
-        polled = await scheduler.poll_once(principal, task, watch)
+        polled = await scheduler.poll_once(principal, task, watch, due_ms)
         failed = watch.failures > 0
         return polled, HostPoll(
             failures=watch.failures,

@@ -157,16 +157,17 @@ class PollScheduler:
             self.poll_soon(task_ref)
 
     async def poll_once(
-        self, principal: str, task: TaskView, watch: Watch | None = None
+        self, principal: str, task: TaskView, watch: Watch | None = None, due_ms: int | None = None
     ) -> TaskView:
         """Poll one handle now, watched or not (an operator re-check of a closed handle;
-        ``watch``: an unwatched handle's state, as :mod:`.handle_resumption` seeds it).
+        ``watch``: an unwatched handle's state, as :mod:`.handle_resumption` seeds it;
+        ``due_ms``: when the caller meant it to be sent, for the lateness figures).
 
         A terminal handle re-checked this way can only confirm its status or be recorded as a
         regression anomaly: nothing overwrites a recorded terminal status.
         """
         watch = watch or self._watched.get(task.ref) or Watch(principal, task)
-        await self._poll(watch)
+        await self._poll(watch, due_ms)
         return self._ledger.for_principal(principal).get_task(task.ref)
 
     def forget(self, task_ref: str) -> None:

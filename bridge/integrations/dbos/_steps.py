@@ -9,16 +9,19 @@ call) and a poll asks the server again.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import asdict
 from typing import Any, cast
 
+import anyio
 from dbos import DBOS
 
 from bridge import events as ev
 from bridge._errors import BridgeError
 from bridge._ledger.reads.views import TaskView
+from bridge._ledger.store import wall_clock_ms
 from bridge._lifecycle import TaskStatus
 from bridge._mcp.polling.handle_resumption import HostPoll
 from bridge._outcomes import TaskHandle
@@ -96,17 +99,44 @@ async def send(
 
 @DBOS.step(name="bridge.poll")
 async def poll(run_ref: str, last: dict[str, Any]) -> dict[str, Any]:
-    """One ``tasks/get`` of the task, recorded; with the input requests it waits on and the
-    answers recorded since the last step's cursor (each reaches the workflow in one step's
-    output). ``last``: the previous step's output (what it carries: failures in a row for
-    the backoff, whether a requested cancel was acknowledged)."""
+    """``tasks/get`` of the task, recorded, until what the workflow holds would change (its
+    status, its inputs, a failed poll, a cancel sent) or the attached ``poll_window_s`` is
+    spent: a task that stays ``working`` costs one checkpoint per window, not one per poll.
+    The waits between these polls are the server's interval, in process: a step re-run after
+    a crash polls again at once, which is what a poll is for. Returns the last observation
+    with the input requests it waits on and the answers recorded since the last step's
+    cursor (each reaches the workflow in one step's output). ``last``: the previous step's
+    output (what it carries: failures in a row for the backoff, a cancel acknowledged)."""
     here = attached()
     run = here.run(run_ref)
-    task, carried = await here.poll(last["task_ref"], HostPoll(**last["carried"]))
-    # Answers are read only around input_required: the last poll saw it, or this one does.
+    task_ref, carried = last["task_ref"], HostPoll(**last["carried"])
+    deadline = time.monotonic() + here.poll_window_s
+    due_ms: int | None = None
+    while True:
+        task, polled = await here.poll(task_ref, carried, due_ms=due_ms)
+        delay_ms = here.delay_ms(task.poll_interval_ms, polled.backoff_ms)
+        if _changed(last, task, carried, polled) or time.monotonic() + delay_ms / 1000 > deadline:
+            break
+        carried = polled
+        due_ms = wall_clock_ms() + delay_ms
+        await anyio.sleep(delay_ms / 1000)
+    # Answers are read only around input_required: the last step saw it, or this one does.
     asking = last["status"] == TaskStatus.INPUT_REQUIRED.value
     asking = asking or task.status is TaskStatus.INPUT_REQUIRED
-    return await _observed(run, task, carried, after_seq=last["after_seq"], asking=asking)
+    return await _observed(run, task, polled, after_seq=last["after_seq"], asking=asking)
+
+
+def _changed(last: dict[str, Any], task: TaskView, before: HostPoll, after: HostPoll) -> bool:
+    """Whether the workflow must hear of this poll now (a checkpoint): another status, the
+    task closed or asking for input (answers are read step by step), a failed poll (its
+    backoff is a durable sleep), or a cancel just acknowledged."""
+    return (
+        task.status.value != last["status"]
+        or not task.is_open
+        or task.status is TaskStatus.INPUT_REQUIRED
+        or after.failures > 0
+        or after.cancel_sent != before.cancel_sent
+    )
 
 
 async def _observed(

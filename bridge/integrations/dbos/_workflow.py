@@ -56,26 +56,11 @@ async def call_tool(
     run_ref = sent["run_ref"]
     observed = sent["task"]
     while observed is not None and observed["open"]:
-        await DBOS.sleep_async(_delay_s(observed["poll_interval_ms"], observed["carried"]))
+        carried = observed["carried"]
+        delay_ms = attached().delay_ms(observed["poll_interval_ms"], carried["backoff_ms"])
+        await DBOS.sleep_async(delay_ms / 1000)
         observed = await _steps.poll(run_ref, observed)
     return await _settled(run_ref, sent["operation_id"])
-
-
-def _delay_s(server_ms: int | None, carried: dict[str, Any]) -> float:
-    """The server's interval, within the floor (and opt-in ceiling) the bridge was opened
-    with: the same pacing the bridge's own scheduler keeps, without its jitter (workflows
-    started at different times are spread already). After a failed poll, the scheduler's
-    backoff (computed in the step, so a replay waits the same), never shorter than the
-    server's interval."""
-    pacing = attached().pacing
-    wanted = pacing.default_interval_ms if server_ms is None else server_ms
-    delay = max(wanted, pacing.floor_ms)
-    if pacing.ceiling_ms is not None:
-        delay = min(delay, pacing.ceiling_ms)
-    backoff: int | None = carried.get("backoff_ms")
-    if backoff is not None:
-        delay = max(delay, backoff)
-    return delay / 1000
 
 
 async def _settled(run_ref: str, operation_id: str) -> CallOutcome:
