@@ -139,11 +139,22 @@ def bridge_steps(backend: Backend, workflow_id: str) -> list[dict[str, Any]]:
     return [s for s in backend.steps(workflow_id) if s["function_name"].startswith("bridge.")]
 
 
+def observations(backend: Backend, workflow_id: str) -> list[dict[str, Any]]:
+    """What the workflow holds of its task, step by step: the send step's, then each poll's
+    (the workflow's durable sleep ``i`` comes after observation ``i``)."""
+    steps = bridge_steps(backend, workflow_id)
+    if not steps or steps[0]["output"] is None or steps[0]["output"]["task"] is None:
+        return []
+    return [steps[0]["output"]["task"]] + [s["output"] for s in steps[1:] if s["output"]]
+
+
 def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
     backend: Backend, server: ServerProcess, tmp_path: Path
 ) -> None:
     w = worker(backend, server, tmp_path)
-    assert w.run("--start", "record_effect", '{"key": "k-plain", "seconds": 0.3}') == 0, w.logs()
+    args = '{"key": "k-plain", "seconds": 0.3}'
+    # A checkpoint after every poll (no in-step polling): each poll is a step of its own.
+    assert w.run("--start", "record_effect", args, "--poll-window-s", "0") == 0, w.logs()
     result = w.result()
     assert result["kind"] == "task_ended" and result["status"] == "completed"
     with backend.ledger_open() as ledger:
@@ -182,6 +193,23 @@ def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
     # No raw task id in anything DBOS keeps.
     assert task.task_id not in json.dumps([s["output"] for s in steps], default=str)
     assert effects(server).count("effect k-plain") == 1
+
+
+def test_a_task_that_does_not_change_is_polled_inside_one_step(
+    backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    assert w.run("--start", "record_effect", '{"key": "k-one", "seconds": 0.5}') == 0, w.logs()
+    result = w.result()
+    assert result["status"] == "completed"
+    # Polled every 50 ms while working, in the send step: one checkpoint for the call, the
+    # one that holds its end; the polls are in the ledger's figures, not DBOS's steps.
+    steps = backend.steps(w.workflow_id)
+    assert [s["function_name"] for s in steps] == ["bridge.send"]
+    assert steps[0]["output"]["task"]["status"] == "completed"
+    with backend.ledger_open() as ledger:
+        task = ledger.for_principal(P).get_task(result["task_ref"])
+    assert task.status is TaskStatus.COMPLETED and task.result == result["result"]
 
 
 def test_worker_sigkilled_mid_task_is_resumed_by_dbos_recovery_on_the_same_handle(
@@ -275,7 +303,7 @@ def test_unreachable_server_is_polled_with_backoff_and_its_restart_is_a_lost_res
     proc = w.spawn("--start", "record_effect", '{"key": "k-outage", "seconds": 60}')
 
     def polls() -> list[dict[str, Any]]:
-        return [s["output"] for s in bridge_steps(backend, w.workflow_id)[1:]]
+        return observations(backend, w.workflow_id)
 
     try:
         with backend.ledger_open() as ledger:
@@ -307,7 +335,7 @@ def test_unreachable_server_is_polled_with_backoff_and_its_restart_is_a_lost_res
     sleeps = [s for s in backend.steps(w.workflow_id) if s["function_name"] == "DBOS.sleep"]
     slept = [s["completed_at_epoch_ms"] - s["started_at_epoch_ms"] for s in sleeps]
     first_failed = next(i for i, o in enumerate(polls()) if o["carried"]["failures"])
-    after_failures = slept[first_failed + 1 : first_failed + 1 + len(backoffs)]
+    after_failures = slept[first_failed : first_failed + len(backoffs)]
     assert all(ms >= b - 5 for ms, b in zip(after_failures, backoffs, strict=False)), (
         after_failures,
         backoffs,
@@ -340,9 +368,8 @@ def test_a_cancel_never_acknowledged_is_sent_by_the_recovered_workflow(
     requested = [e for e in events if e.type == "task.cancel_requested"]
     assert [e.requested_by for e in requested] == ["policy:outer_cancelled"]  # asked once
     assert not [e for e in events if e.type == "anomaly"]  # sent once, not refused
-    # The poll step that sent it says so, and the ones after it do not send it again.
-    carried = [s["output"]["carried"] for s in bridge_steps(backend, w.workflow_id)[1:]]
-    assert carried[-1]["cancel_sent"]
+    # The step that sent it says so (the steps after it do not send it again).
+    assert observations(backend, w.workflow_id)[-1]["carried"]["cancel_sent"]
     assert "effect k-cancel" not in effects(server)
 
 
@@ -410,7 +437,7 @@ def test_input_required_answered_by_an_operator_reaches_the_waiting_workflow_onc
     result = w.result()
     assert result["status"] == "completed"
     assert result["result"]["structuredContent"] == {"result": "approved pay-1"}
-    polls = [s["output"] for s in bridge_steps(backend, w.workflow_id)[1:]]
+    polls = observations(backend, w.workflow_id)
     assert any(request.ref in o["waiting"] for o in polls)  # the workflow saw it wait
     answered = [ref for o in polls for ref in o["answered"]]
     assert answered == [request.ref]  # and saw the answer exactly once

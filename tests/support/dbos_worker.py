@@ -134,7 +134,7 @@ async def main(args: argparse.Namespace) -> None:
         recover_on_start=False,
     )
     async with Bridge.open(settings) as bridge:
-        bridged.attach(bridge, PRINCIPAL)
+        bridged.attach(bridge, PRINCIPAL, poll_window_s=args.poll_window_s)
         config: DBOSConfig = {
             "name": "bridge-dbos-tests",
             "system_database_url": args.sysdb,
@@ -170,6 +170,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--crash", choices=["reply_lost", "polling", "cancel"])
     parser.add_argument("--executor-id", default=None, help="DBOS executor id (default: local)")
     parser.add_argument("--recover-from", default=None, metavar="DEAD_EXECUTOR_ID")
+    parser.add_argument("--poll-window-s", type=float, default=30.0)
     parser.add_argument("--out", required=True)
     return parser.parse_args(argv)
 

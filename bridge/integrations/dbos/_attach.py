@@ -37,6 +37,10 @@ class Attached:
         requester = self.bridge._services.requester
         return await requester.poll_now(self.principal, task_ref, carried, due_ms=due_ms)
 
+    def take(self, task_ref: str) -> None:
+        """The handle leaves this process's poll scheduler: the workflow polls it."""
+        self.bridge._services.requester.scheduler.forget(task_ref)
+
     @property
     def pacing(self) -> SchedulerConfig:
         """The poll floor, default interval and optional ceiling the bridge was opened with."""

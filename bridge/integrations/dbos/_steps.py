@@ -28,7 +28,7 @@ from bridge._outcomes import TaskHandle
 from bridge._policies import WaitMode
 from bridge._run import Run
 from bridge._runtime.step_results import TaskPending, TaskSettled
-from bridge.integrations.dbos._attach import attached
+from bridge.integrations.dbos._attach import Attached, attached
 
 # What a served run registered by a workflow is recorded as (``bridge runs`` shows it).
 HARNESS = "dbos"
@@ -74,8 +74,10 @@ async def send(
     run_ref: str | None, server: str, tool: str, arguments: dict[str, Any]
 ) -> dict[str, Any]:
     """Send the call once (write-ahead); the task it made, if any, is polled by the workflow
-    from now on, not by this process's poll scheduler. ``run_ref`` None: the workflow's own
-    run, registered here (idempotent on its response id: no step of its own)."""
+    from now on, not by this process's poll scheduler: first here, after the server's
+    interval, until its state changes (:func:`_watch`; a task that ends within the attached
+    ``poll_window_s`` is one step). ``run_ref`` None: the workflow's own run, registered
+    here (idempotent on its response id: no step of its own)."""
     workflow_id, step_id = _context()
     here = attached()
     if run_ref is None:
@@ -90,8 +92,14 @@ async def send(
         "task": None,
     }
     if isinstance(outcome, TaskPending | TaskSettled | TaskHandle):
-        # Out of the scheduler: the workflow polls it from here on.
-        task, carried = await here.poll(outcome.task.ref, HostPoll())
+        made = outcome.task
+        here.take(made.ref)  # out of the scheduler: the workflow polls it from here on
+        interval_ms = here.delay_ms(made.poll_interval_ms, None)
+        wait_ms: int | None = interval_ms
+        asking = made.status is TaskStatus.INPUT_REQUIRED
+        if asking or not made.is_open or interval_ms > here.poll_window_s * 1000:
+            wait_ms = None  # polled at once: the workflow hears of it in this checkpoint
+        task, carried = await _watch(here, made.ref, made.status.value, HostPoll(), wait_ms)
         asking = task.status is TaskStatus.INPUT_REQUIRED
         sent["task"] = await _observed(run, task, carried, after_seq=0, asking=asking)
     return sent
@@ -99,39 +107,48 @@ async def send(
 
 @DBOS.step(name="bridge.poll")
 async def poll(run_ref: str, last: dict[str, Any]) -> dict[str, Any]:
-    """``tasks/get`` of the task, recorded, until what the workflow holds would change (its
-    status, its inputs, a failed poll, a cancel sent) or the attached ``poll_window_s`` is
-    spent: a task that stays ``working`` costs one checkpoint per window, not one per poll.
-    The waits between these polls are the server's interval, in process: a step re-run after
-    a crash polls again at once, which is what a poll is for. Returns the last observation
-    with the input requests it waits on and the answers recorded since the last step's
-    cursor (each reaches the workflow in one step's output). ``last``: the previous step's
-    output (what it carries: failures in a row for the backoff, a cancel acknowledged)."""
+    """The task polled (:func:`_watch`) after the workflow's durable sleep; the last
+    observation with the input requests it waits on and the answers recorded since the last
+    step's cursor (each reaches the workflow in one step's output). ``last``: the previous
+    step's output (what it carries: failures in a row for the backoff, a cancel
+    acknowledged)."""
     here = attached()
     run = here.run(run_ref)
-    task_ref, carried = last["task_ref"], HostPoll(**last["carried"])
-    deadline = time.monotonic() + here.poll_window_s
-    due_ms: int | None = None
-    while True:
-        task, polled = await here.poll(task_ref, carried, due_ms=due_ms)
-        delay_ms = here.delay_ms(task.poll_interval_ms, polled.backoff_ms)
-        if _changed(last, task, carried, polled) or time.monotonic() + delay_ms / 1000 > deadline:
-            break
-        carried = polled
-        due_ms = wall_clock_ms() + delay_ms
-        await anyio.sleep(delay_ms / 1000)
+    carried = HostPoll(**last["carried"])
+    task, polled = await _watch(here, last["task_ref"], last["status"], carried, None)
     # Answers are read only around input_required: the last step saw it, or this one does.
     asking = last["status"] == TaskStatus.INPUT_REQUIRED.value
     asking = asking or task.status is TaskStatus.INPUT_REQUIRED
     return await _observed(run, task, polled, after_seq=last["after_seq"], asking=asking)
 
 
-def _changed(last: dict[str, Any], task: TaskView, before: HostPoll, after: HostPoll) -> bool:
-    """Whether the workflow must hear of this poll now (a checkpoint): another status, the
-    task closed or asking for input (answers are read step by step), a failed poll (its
-    backoff is a durable sleep), or a cancel just acknowledged."""
+async def _watch(
+    here: Attached, task_ref: str, status: str, carried: HostPoll, wait_ms: int | None
+) -> tuple[TaskView, HostPoll]:
+    """``tasks/get`` of the task, recorded, until what the workflow holds would change (see
+    :func:`_changed`) or the attached ``poll_window_s`` is spent: a task that stays
+    ``working`` costs one checkpoint per window, not one per poll. The waits between these
+    polls (and ``wait_ms`` before the first) are the server's interval, in process: a step
+    re-run after a crash polls again, which is what a poll is for."""
+    deadline = time.monotonic() + here.poll_window_s
+    while True:
+        due_ms = None
+        if wait_ms is not None:
+            due_ms = wall_clock_ms() + wait_ms
+            await anyio.sleep(wait_ms / 1000)
+        task, polled = await here.poll(task_ref, carried, due_ms=due_ms)
+        wait_ms = here.delay_ms(task.poll_interval_ms, polled.backoff_ms)
+        if _changed(status, task, carried, polled) or time.monotonic() + wait_ms / 1000 > deadline:
+            return task, polled
+        carried = polled
+
+
+def _changed(status: str, task: TaskView, before: HostPoll, after: HostPoll) -> bool:
+    """Whether the workflow must hear of this poll now (a checkpoint): another status than
+    it holds, the task closed or asking for input (answers are read step by step), a failed
+    poll (its backoff is a durable sleep), or a cancel just acknowledged."""
     return (
-        task.status.value != last["status"]
+        task.status.value != status
         or not task.is_open
         or task.status is TaskStatus.INPUT_REQUIRED
         or after.failures > 0
