@@ -451,3 +451,5 @@ def test_attach_refuses_a_principal_outside_the_bridge(tmp_path: Path) -> None:
     bridge = Bridge(Ledger.open(tmp_path / "l.db"), BridgeSettings(principals=[P]))
     with pytest.raises(BridgeError, match="not in this bridge's scope"):
         attach(bridge, "someone-else")
+    with pytest.raises(BridgeError, match="poll_window_s"):
+        attach(bridge, P, poll_window_s=-1)

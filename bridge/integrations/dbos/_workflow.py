@@ -1,5 +1,6 @@
-"""A bridged tool call inside a ``@DBOS.workflow``: one step sends it, then the workflow
-sleeps durably (``DBOS.sleep``) for the server's ``pollIntervalMs`` and polls in a step,
+"""A bridged tool call inside a ``@DBOS.workflow``: one step sends it and polls its task until
+its state changes; then, while it is open, the workflow sleeps durably (``DBOS.sleep``: the
+server's ``pollIntervalMs``, or the backoff after a failed poll) and polls again in a step,
 until the task is settled; the outcome is read from the ledger.
 
 Which record is the truth: the bridge's ledger. The workflow's steps hold only what it needs
@@ -31,8 +32,8 @@ def _workflow_id() -> str:
 
 
 async def workflow_run() -> str:
-    """The ``run_…`` reference of this workflow's bridge run (registered by a step, once
-    per workflow: calling it again returns the same run)."""
+    """The ``run_…`` reference of this workflow's bridge run (registered by a step,
+    idempotent on the workflow's id: the run its calls are recorded under)."""
     return await _steps.open_run(_workflow_id())
 
 
