@@ -453,3 +453,20 @@ def test_attach_refuses_a_principal_outside_the_bridge(tmp_path: Path) -> None:
         attach(bridge, "someone-else")
     with pytest.raises(BridgeError, match="poll_window_s"):
         attach(bridge, P, poll_window_s=-1)
+
+
+def test_the_wait_before_a_poll_is_the_servers_interval_or_the_backoff_never_shorter(
+    tmp_path: Path,
+) -> None:
+    from bridge import Bridge, BridgeSettings, SchedulerConfig
+    from bridge.integrations.dbos import attached
+
+    pacing = SchedulerConfig(floor_ms=100, default_interval_ms=1000, ceiling_ms=5000)
+    settings = BridgeSettings(principals=[P], scheduler=pacing)
+    attach(Bridge(Ledger.open(tmp_path / "l.db"), settings), P)
+    here = attached()
+    assert here.delay_ms(250, None) == 250  # the server's pollIntervalMs
+    assert here.delay_ms(None, None) == 1000  # it gave none: the bridge's default
+    assert (here.delay_ms(10, None), here.delay_ms(60_000, None)) == (100, 5000)  # floor, ceiling
+    assert here.delay_ms(250, 800) == 800  # after a failed poll: the backoff
+    assert here.delay_ms(2000, 800) == 2000  # never sooner than the server asked
