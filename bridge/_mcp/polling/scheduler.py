@@ -168,7 +168,8 @@ class PollScheduler:
         """
         watch = watch or self._watched.get(task.ref) or Watch(principal, task)
         await self._poll(watch, due_ms)
-        return self._ledger.for_principal(principal).get_task(task.ref)
+        # Through the ledger runner: a read here must not block the event loop's other polls.
+        return await self._db(self._ledger.for_principal(principal).get_task, task.ref)
 
     def forget(self, task_ref: str) -> None:
         watch = self._watched.pop(task_ref, None)
