@@ -159,9 +159,9 @@ def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
     assert result["kind"] == "task_ended" and result["status"] == "completed"
     with backend.ledger_open() as ledger:
         tenant = ledger.for_principal(P)
-        task = tenant.get_task(result["task_ref"])
-        dispatch = tenant.get_dispatch(result["op_ref"])
-        events = tenant.events(task.run_ref)
+        task = tenant.reads.get_task(result["task_ref"])
+        dispatch = tenant.reads.get_dispatch(result["op_ref"])
+        events = tenant.reads.events(task.run_ref)
     # The workflow's outcome is the ledger's settled record, field for field.
     assert dispatch.state is DispatchState.TASK and dispatch.task_ref == task.ref
     assert task.status is TaskStatus.COMPLETED and task.result == result["result"]
@@ -208,7 +208,7 @@ def test_a_task_that_does_not_change_is_polled_inside_one_step(
     assert [s["function_name"] for s in steps] == ["bridge.send"]
     assert steps[0]["output"]["task"]["status"] == "completed"
     with backend.ledger_open() as ledger:
-        task = ledger.for_principal(P).get_task(result["task_ref"])
+        task = ledger.for_principal(P).reads.get_task(result["task_ref"])
     assert task.status is TaskStatus.COMPLETED and task.result == result["result"]
 
 
@@ -219,7 +219,7 @@ def test_worker_sigkilled_mid_task_is_resumed_by_dbos_recovery_on_the_same_handl
     args = '{"key": "k-kill", "seconds": 2.0}'
     assert w.run("--start", "record_effect", args, "--crash", "polling") == -9, w.logs()
     with backend.ledger_open() as ledger:
-        (task_before,) = ledger.for_principal(P).list_tasks()
+        (task_before,) = ledger.for_principal(P).reads.list_tasks()
     assert task_before.status is TaskStatus.WORKING
     # Another process: DBOS recovery resumes the workflow, which polls the recorded handle.
     assert w.run() == 0, w.logs()
@@ -227,8 +227,8 @@ def test_worker_sigkilled_mid_task_is_resumed_by_dbos_recovery_on_the_same_handl
     assert result["status"] == "completed" and result["task_ref"] == task_before.ref
     with backend.ledger_open() as ledger:
         tenant = ledger.for_principal(P)
-        assert [t.ref for t in tenant.list_tasks()] == [task_before.ref]
-        assert len(tenant.list_dispatches()) == 1
+        assert [t.ref for t in tenant.reads.list_tasks()] == [task_before.ref]
+        assert len(tenant.reads.list_dispatches()) == 1
     assert effects(server).count("effect k-kill") == 1  # one execution on the server
 
 
@@ -243,8 +243,8 @@ def test_send_whose_reply_was_lost_becomes_unknown_and_is_never_sent_again(
     assert result["kind"] == "unknown_outcome"
     with backend.ledger_open() as ledger:
         tenant = ledger.for_principal(P)
-        (dispatch,) = tenant.list_dispatches()
-        assert dispatch.state is DispatchState.UNKNOWN and tenant.list_tasks() == []
+        (dispatch,) = tenant.reads.list_dispatches()
+        assert dispatch.state is DispatchState.UNKNOWN and tenant.reads.list_tasks() == []
     wait_for(lambda: "effect k-lost-reply" in effects(server), "the server's one execution")
     assert effects(server).count("effect k-lost-reply") == 1
 
@@ -257,10 +257,10 @@ def test_mcp_server_restart_is_a_lost_result_never_a_success(
     try:
         with backend.ledger_open() as ledger:
             tenant = ledger.for_principal(P)
-            wait_for(lambda: tenant.list_tasks(), "the task handle")
+            wait_for(lambda: tenant.reads.list_tasks(), "the task handle")
             server.restart()  # in-memory tasks are gone
             assert proc.wait(timeout=WORKER_DEADLINE_S) == 0, w.logs()
-            (task,) = tenant.list_tasks()
+            (task,) = tenant.reads.list_tasks()
     finally:
         proc.kill()
     result = w.result()
@@ -278,7 +278,7 @@ def test_worker_sigkilled_is_resumed_by_another_executor_on_the_same_handle(
     dead = ("--executor-id", "worker-a")
     assert w.run("--start", "record_effect", args, "--crash", "polling", *dead) == -9, w.logs()
     with backend.ledger_open() as ledger:
-        (task_before,) = ledger.for_principal(P).list_tasks()
+        (task_before,) = ledger.for_principal(P).reads.list_tasks()
     # worker-b recovers nothing of its own on launch; worker-a's workflow is resumed there.
     assert w.run("--executor-id", "worker-b", "--recover-from", "worker-a") == 0, w.logs()
     result = w.result()
@@ -291,8 +291,8 @@ def test_worker_sigkilled_is_resumed_by_another_executor_on_the_same_handle(
     assert status.executor_id == "worker-b" and status.app_version == "bridge-dbos-tests-1"
     with backend.ledger_open() as ledger:
         tenant = ledger.for_principal(P)
-        assert [t.ref for t in tenant.list_tasks()] == [task_before.ref]
-        assert len(tenant.list_dispatches()) == 1
+        assert [t.ref for t in tenant.reads.list_tasks()] == [task_before.ref]
+        assert len(tenant.reads.list_dispatches()) == 1
     assert effects(server).count("effect k-executor") == 1  # one execution on the server
 
 
@@ -308,15 +308,15 @@ def test_unreachable_server_is_polled_with_backoff_and_its_restart_is_a_lost_res
     try:
         with backend.ledger_open() as ledger:
             tenant = ledger.for_principal(P)
-            wait_for(lambda: tenant.list_tasks(), "the task handle")
+            wait_for(lambda: tenant.reads.list_tasks(), "the task handle")
             server.kill()  # down: every poll fails until it is back
             wait_for(
                 lambda: any(o["carried"]["failures"] >= 4 for o in polls()), "four failed polls"
             )
             server.start()  # back, without its in-memory tasks
             assert proc.wait(timeout=WORKER_DEADLINE_S) == 0, w.logs()
-            (task,) = tenant.list_tasks()
-            events = tenant.events(task.run_ref)
+            (task,) = tenant.reads.list_tasks()
+            events = tenant.reads.events(task.run_ref)
     finally:
         proc.kill()
     result = w.result()
@@ -355,7 +355,7 @@ def test_a_cancel_never_acknowledged_is_sent_by_the_recovered_workflow(
     assert w.run("--start", "record_effect", args, "--crash", "cancel") == -9, w.logs()
     with backend.ledger_open() as ledger:
         tenant = ledger.for_principal(P)
-        (task_before,) = tenant.list_tasks()
+        (task_before,) = tenant.reads.list_tasks()
         assert task_before.cancel_requested_at_ms is not None and task_before.is_open
     started = time.monotonic()
     assert w.run("--executor-id", "worker-b", "--recover-from", "local") == 0, w.logs()
@@ -364,7 +364,7 @@ def test_a_cancel_never_acknowledged_is_sent_by_the_recovered_workflow(
     assert result["task_ref"] == task_before.ref and result["status"] == "cancelled"
     with backend.ledger_open() as ledger:
         tenant = ledger.for_principal(P)
-        events = tenant.events(task_before.run_ref)
+        events = tenant.reads.events(task_before.run_ref)
     requested = [e for e in events if e.type == "task.cancel_requested"]
     assert [e.requested_by for e in requested] == ["policy:outer_cancelled"]  # asked once
     assert not [e for e in events if e.type == "anomaly"]  # sent once, not refused
@@ -408,7 +408,7 @@ def _answer_in_the_console(
         csrf = re.search(r'name="csrf-token" content="([^"]+)"', inbox.text)
         assert csrf is not None
         with backend.ledger_open() as ledger:
-            run_ref = ledger.for_principal(P).get_task(request.task_ref).run_ref
+            run_ref = ledger.for_principal(P).reads.get_task(request.task_ref).run_ref
         path = f"/runs/{run_ref}/inputs/{request.task_ref}/{request.ref}/answer"
         form = {"csrf": csrf.group(1), "action": "accept", "f.approve": "true"}
         answered = http.post(path, data=form)
@@ -429,7 +429,7 @@ def test_input_required_answered_by_an_operator_reaches_the_waiting_workflow_onc
     try:
         with backend.ledger_open() as ledger:
             tenant = ledger.for_principal(P)
-            (request,) = wait_for(tenant.pending_input_requests, "the input request")
+            (request,) = wait_for(tenant.reads.pending_input_requests, "the input request")
         answer(backend, server, tmp_path, request)
         assert proc.wait(timeout=WORKER_DEADLINE_S) == 0, w.logs()
     finally:
