@@ -164,10 +164,8 @@ async def _heartbeat() -> None:
     timeout = activity.info().heartbeat_timeout
     every = timeout.total_seconds() / 3 if timeout else 5.0
     while True:
-        # Sleep first: the activity's start already tells the server it is running, and most
-        # watches of short tasks end before a heartbeat is due (one round trip fewer each).
-        await anyio.sleep(every)
         activity.heartbeat()
+        await anyio.sleep(every)
 
 
 async def _observe(run: Run, request: WatchRequest) -> Observation:
