@@ -16,6 +16,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +75,15 @@ class RawActivity:
         return str(reply.result["content"][0]["text"])
 
 
-def _settings(
-    db: Path, url: str, per_server: int = SchedulerConfig.per_server_concurrency
-) -> BridgeSettings:
+def _settings(db: Path, url: str, per_server: int | None = None) -> BridgeSettings:
+    scheduler = SchedulerConfig()
+    if per_server is not None:
+        scheduler = replace(scheduler, per_server_concurrency=per_server)
     return BridgeSettings(
         ledger_url=db,
         principals=[PRINCIPAL],
         mcp_servers=[McpServerConfig(name="tasks", url=url)],
-        scheduler=SchedulerConfig(per_server_concurrency=per_server),
+        scheduler=scheduler,
     )
 
 
