@@ -94,3 +94,22 @@ class RawCallWorkflow:
             "raw_task_call", call, result_type=str, start_to_close_timeout=timedelta(seconds=120)
         )
         return text
+
+
+@workflow.defn
+class RawCallAfterEmptyActivityWorkflow:
+    """:class:`RawCallWorkflow` with one empty activity first: what a second activity (and the
+    workflow task after it) costs a worker on its own, for ``bench/temporal.py``."""
+
+    @workflow.run
+    async def run(self, call: RawCall) -> str:
+        await workflow.execute_activity(
+            "empty_activity",
+            call.key,
+            result_type=str,
+            start_to_close_timeout=timedelta(seconds=60),
+        )
+        text: str = await workflow.execute_activity(
+            "raw_task_call", call, result_type=str, start_to_close_timeout=timedelta(seconds=120)
+        )
+        return text
