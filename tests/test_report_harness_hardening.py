@@ -282,7 +282,7 @@ async def test_a_run_the_bridge_saw_end_is_settled_as_recorded_after_a_restart(
     given_up = await _serve_once(failing, url, start, terminal_write_seconds=0.3)
     assert given_up.status_code == 503, given_up.text  # store_unavailable: nothing claimed
     (row,) = failing.in_progress()
-    bridge_run = Ledger.open(url).for_principal(row.principal).get_run(row.bridge_run_ref)
+    bridge_run = Ledger.open(url).for_principal(row.principal).reads.get_run(row.bridge_run_ref)
     assert bridge_run.status is OuterStatus.COMPLETED  # the bridge saw the end first
 
     async def read(http: httpx.AsyncClient) -> tuple[dict[str, Any], list[str]]:
