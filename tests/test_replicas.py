@@ -76,8 +76,8 @@ async def test_a_subscriber_on_another_replica_sees_every_event_in_order(
         step = await run.call_tool("tasks", "slow_report", {"quarter": "Q1", "seconds": 0.5},
             wait=WaitMode.DETACH,
         )  # fmt: skip
-        assert a._requester.scheduler.is_watching(step.task.ref), "the creating replica holds it"
-        assert not b._requester.scheduler.is_watching(step.task.ref)
+        assert a.is_watching(step.task.ref), "the creating replica holds it"
+        assert not b.is_watching(step.task.ref)
         seen = []
         async for event in b.run(P, run.ref).subscribe():  # B's ledger never hears A's commits
             seen.append(event)
