@@ -33,7 +33,11 @@ from bridge.uhp.serving import (
 from harness_examples.report_harness import agent
 from harness_examples.report_harness.config import HarnessConfig, HarnessEntry
 from harness_examples.report_harness.outcomes import describe, tool_trouble
-from harness_examples.report_harness.settling import terminal_record, write_with_retry
+from harness_examples.report_harness.settling import (
+    terminal_record,
+    write_until_stored,
+    write_with_retry,
+)
 from harness_examples.report_harness.store import (
     DELTA_EVENTS,
     TERMINAL,
@@ -99,8 +103,9 @@ class Runtime:
         self.bridge_ledger: Ledger | None = None
         self.shutting_down = False
         self.resumed: list[str] = []
-        #: Runs whose terminal state could not be stored: their streams end, their waiting
-        #: requests are answered 503, and the next start resumes them.
+        #: Runs whose terminal state the store refused past ``terminal_write_seconds``: their
+        #: waiting requests are answered 202 with the stored (``in_progress``) body while the
+        #: write is retried; streams stay open until it lands.
         self.unsettled: set[str] = set()
         #: Store writes and the bridge's ledger reads: inline on SQLite, threads otherwise.
         self._inline = LedgerRunner(inline=store.writes_inline)
@@ -565,16 +570,18 @@ class Runtime:
                     )
                 )
 
-            written = await write_with_retry(
-                write,
-                deadline_s=self.config.terminal_write_seconds,
-                what=f"response {run.id} terminal state",
-            )
-            if written:
-                run.body = record.body
-                run.next_seq += 1
-            else:  # left in_progress in the store: the next start of the harness resumes it
+            what = f"response {run.id} terminal state"
+            deadline_s = self.config.terminal_write_seconds
+            if not await write_with_retry(write, deadline_s=deadline_s, what=what):
+                # Accepted work is finished, not dropped: waiting requests are told it is
+                # still in progress, and the write goes on until the store takes it (a stop
+                # first leaves it in_progress in the store: the next start resumes it).
                 self.unsettled.add(run.id)
+                run.done.set()
+                await write_until_stored(write, what=what)
+                self.unsettled.discard(run.id)
+            run.body = record.body
+            run.next_seq += 1
 
     # -- cancelling --------------------------------------------------------------------------
     async def cancel(self, response_ids: list[str]) -> None:
@@ -635,9 +642,7 @@ class StoredLog:
         return live.signal.current if live is not None else None
 
     async def closed(self) -> bool:
-        # Not live here: finished, gone, unsettled (resumed by the next start), or about to be
-        # resumed here (then it is looked at again).
-        if self.response_id in self.runtime.unsettled:
-            return True
+        # Not live here: finished, gone, or about to be resumed here (then it is looked at
+        # again).
         stored = await self.runtime.db(self.runtime.store.get, self.response_id)
         return stored is None or stored.terminal
