@@ -305,8 +305,8 @@ def bench_section(quick: bool, report: Report) -> None:
         "Each figure is the same operation measured on the same ledger with only its live runs, "
         "then after the finished runs were seeded in bulk (each: one call, one completed task, "
         "five events); the call path is the ledger's two write-ahead commits of a bridged call. "
-        "The prune runs the default policy's batches (50 runs, 0.02 s apart) in a thread while "
-        "calls go on back to back in another."
+        "The prune runs the default policy's batches (50 runs, each followed by a pause three "
+        "times its own time) in a thread while calls go on back to back in another."
     )
     report.add()
     bench_history("sqlite", sqlite, calls, report)

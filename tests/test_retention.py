@@ -74,15 +74,17 @@ def test_the_pause_between_batches_follows_the_batches_own_time(
     ledger: Ledger, clock: FakeClock
 ) -> None:
     """A batch slowed down (a loaded machine, a busy database) is followed by a pause at least
-    as long (``pause_ratio`` 1): the prune's share of the ledger stays bounded."""
+    as long (``pause_ratio`` times it): the prune's share of the ledger stays bounded."""
     assert RetentionPolicy().pause_after(0.0) == 0.02
-    assert RetentionPolicy().pause_after(0.5) == 0.5
-    assert RetentionPolicy(pause_ratio=2).pause_after(0.5) == 1.0
+    assert RetentionPolicy().pause_after(0.5) == 1.5
+    assert RetentionPolicy(pause_ratio=1).pause_after(0.5) == 0.5
     tenant = ledger.for_principal("acme")
     for _ in range(4):
         finished_run(tenant)
     clock.now_ms += 8 * DAY_MS
-    no_floor = RetentionPolicy(max_age_days=7, min_age_days=1, batch_runs=3, pause_s=0)
+    no_floor = RetentionPolicy(
+        max_age_days=7, min_age_days=1, batch_runs=3, pause_s=0, pause_ratio=1
+    )
     job = Prune(ledger, "acme", no_floor)
     assert job.pause_s == 0  # no batch yet
     started = time.monotonic()

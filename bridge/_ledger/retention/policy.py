@@ -25,8 +25,9 @@ class RetentionPolicy:
     changed less than this ago (default 1, at least 0). The scheduled pruner of a running bridge
     runs every ``every_s`` seconds (default one hour), ``batch_runs`` runs per transaction
     (default 50), pausing between batches so calls go on: at least ``pause_s`` (default
-    0.02 s) and at least ``pause_ratio`` times the last batch's own time (default 1: a prune
-    holds the ledger at most half the time, however slow its batches are on a loaded machine).
+    0.02 s) and at least ``pause_ratio`` times the last batch's own time (default 3: a prune
+    holds the ledger at most a quarter of the time, however slow its batches are on a loaded
+    machine).
     """
 
     max_age_days: float | None = 30.0
@@ -35,7 +36,7 @@ class RetentionPolicy:
     every_s: float = 3600.0
     batch_runs: int = 50
     pause_s: float = 0.02
-    pause_ratio: float = 1.0
+    pause_ratio: float = 3.0
 
     def __post_init__(self) -> None:
         if self.max_age_days is not None and self.max_age_days < 0:

@@ -8,7 +8,7 @@ deletes them with everything nested in them (:mod:`~bridge._ledger.retention.rem
 one transaction. A dry run does the same reads in a read transaction and deletes nothing.
 
 Each batch is a call a worker thread makes (:meth:`Prune.step`): the caller pauses
-:attr:`Prune.pause_s` between them (at least as long as the batch took, by default), so a
+:attr:`Prune.pause_s` between them (a multiple of the batch's own time), so a
 running bridge's calls go on. On PostgreSQL the batch skips runs a live writer holds and
 gives up on a lock it would wait for (``lock_timeout``), so no replica ever waits long on it.
 """
