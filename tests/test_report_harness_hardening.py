@@ -556,6 +556,10 @@ def test_a_full_disk_answer_matches_what_then_happens_without_a_restart(
             assert "written after" in server.log_tail(400)  # stored by this process
         server.stop()
         assert _responses_stored(db) == stored_before + (refused.status_code != 503)
+        row = HarnessStore.open(f"sqlite:///{db}").get(rid)
+        assert row is not None and row.bridge_run_ref is not None
+        bridge_run = Ledger.open(db).for_principal(row.principal).get_run(row.bridge_run_ref)
+        assert bridge_run.status is OuterStatus.FAILED  # the bridge's ledger says so too
         server.start(timeout=30)
         with _client(server) as c:
             assert c.get(f"/v1/responses/{rid}").json() == final

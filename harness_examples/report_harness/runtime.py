@@ -547,16 +547,22 @@ class Runtime:
     ) -> None:
         if self.bridge is None or run.run_ref is None:
             return
-        with contextlib.suppress(Exception):
-            await self.bridge.run(run.principal, run.run_ref).record_status(
-                OuterStatus(status), error=error
-            )
+        await self._record_end(run, status, error)
         await self._drain(run)
         if self.bridge_ledger is None:
             return
         tenant = self.bridge_ledger.for_principal(run.principal)
         summary = await self.ledger(nested_tasks_summary, tenant, run.run_ref)
         run.body["metadata"].update(summary)
+
+    async def _record_end(self, run: LiveRun, status: str, error: dict[str, Any] | None) -> None:
+        """The run's end in the bridge's ledger (what its operators and recovery read)."""
+        if self.bridge is None or run.run_ref is None:
+            return
+        with contextlib.suppress(Exception):
+            await self.bridge.run(run.principal, run.run_ref).record_status(
+                OuterStatus(status), error=error
+            )
 
     async def _settle(self, run: LiveRun, status: str, error: dict[str, Any] | None) -> None:
         async with run.lock:
@@ -578,7 +584,13 @@ class Runtime:
                 # first leaves it in_progress in the store: the next start resumes it).
                 self.unsettled.add(run.id)
                 run.done.set()
-                await write_until_stored(write, what=what)
+
+                async def after_the_bridge() -> None:
+                    # The bridge's record of the end was refused too: made again first.
+                    await self._record_end(run, status, error)
+                    await write()
+
+                await write_until_stored(after_the_bridge, what=what)
                 self.unsettled.discard(run.id)
             run.body = record.body
             run.next_seq += 1
