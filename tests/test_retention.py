@@ -90,7 +90,10 @@ def test_the_pause_between_batches_follows_the_batches_own_time(
     started = time.monotonic()
     assert job.step()
     took = time.monotonic() - started
-    assert 0 < job.pause_s <= took  # the batch's own time
+    if ledger.dialect.name == "postgresql":
+        assert 0 < job.pause_s <= took  # the batch's own time
+    else:
+        assert job.pause_s == 0  # SQLite: the write lock takes turns, the fixed pause alone
 
 
 def test_prune_removes_old_finished_runs_whole(ledger: Ledger, clock: FakeClock) -> None:

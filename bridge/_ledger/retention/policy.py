@@ -25,9 +25,9 @@ class RetentionPolicy:
     changed less than this ago (default 1, at least 0). The scheduled pruner of a running bridge
     runs every ``every_s`` seconds (default one hour), ``batch_runs`` runs per transaction
     (default 50), pausing between batches so calls go on: at least ``pause_s`` (default
-    0.02 s) and at least ``pause_ratio`` times the last batch's own time (default 3: a prune
-    holds the ledger at most a quarter of the time, however slow its batches are on a loaded
-    machine).
+    0.02 s) and, on PostgreSQL, at least ``pause_ratio`` times the last batch's own time
+    (default 3: a prune holds the server at most a quarter of the time, however slow its
+    batches are on a loaded machine).
     """
 
     max_age_days: float | None = 30.0

@@ -8,7 +8,7 @@ deletes them with everything nested in them (:mod:`~bridge._ledger.retention.rem
 one transaction. A dry run does the same reads in a read transaction and deletes nothing.
 
 Each batch is a call a worker thread makes (:meth:`Prune.step`): the caller pauses
-:attr:`Prune.pause_s` between them (a multiple of the batch's own time), so a
+:attr:`Prune.pause_s` between them (on PostgreSQL a multiple of the batch's own time), so a
 running bridge's calls go on. On PostgreSQL the batch skips runs a live writer holds and
 gives up on a lock it would wait for (``lock_timeout``), so no replica ever waits long on it.
 """
@@ -104,8 +104,12 @@ class Prune:
 
     @property
     def pause_s(self) -> float:
-        """How long to pause before the next batch: sized to the last one's own time, so a
-        prune's share of the ledger stays bounded when its batches slow down."""
+        """How long to pause before the next batch. On PostgreSQL, sized to the last one's own
+        time, so a prune's share of the server stays bounded when its batches slow down. On
+        SQLite the write lock already takes turns with the calls, and a batch's time is mostly
+        its wait for that lock: the fixed pause alone."""
+        if self._ledger.dialect.name != "postgresql":
+            return self.policy.pause_s
         return self.policy.pause_after(self._last_step_s)
 
     @property
