@@ -32,11 +32,11 @@ ASK = {
 
 
 def _task(tenant: TenantLedger, run_ref: str, tool: str) -> str:
-    op = tenant.begin_dispatch(
+    op = tenant.calls.begin_dispatch(
         run_ref, server_endpoint=ENDPOINT, server_name="s", tool_name=tool, arguments={}
     )
-    tenant.mark_dispatch_sent(op.ref)
-    task = tenant.record_task_created(
+    tenant.calls.mark_dispatch_sent(op.ref)
+    task = tenant.calls.record_task_created(
         op.ref, task_id="t-" + secrets.token_hex(12), status=TaskStatus.WORKING, ttl_ms=60_000
     )
     return task.ref
@@ -46,33 +46,35 @@ def populate(tenant: TenantLedger, runs: int) -> dict[str, int]:
     """``runs`` served runs, each with one finished task; a share of them needing a person."""
     mix = {"input": 0, "unknown": 0, "lost": 0, "anomaly": 0}
     for n in range(runs):
-        run = tenant.open_run(
+        run = tenant.runs.open_run(
             "local:bench", response_id=f"resp_{n}", status=OuterStatus.IN_PROGRESS
         )
         done = _task(tenant, run.ref, "report")
-        tenant.observe_task(done, TaskObservation(TaskStatus.COMPLETED, result={"content": []}))
+        tenant.tasks.observe_task(
+            done, TaskObservation(TaskStatus.COMPLETED, result={"content": []})
+        )
         if n % 10 == 0:
             waiting = _task(tenant, run.ref, "approve")
-            tenant.observe_task(
+            tenant.tasks.observe_task(
                 waiting,
                 TaskObservation(TaskStatus.INPUT_REQUIRED, input_requests={"ask": ASK}),
             )
             mix["input"] += 1
         if n % 20 == 1:
-            op = tenant.begin_dispatch(
+            op = tenant.calls.begin_dispatch(
                 run.ref, server_endpoint=ENDPOINT, tool_name="charge", arguments={"n": n}
             )
-            tenant.mark_dispatch_sent(op.ref)
-            tenant.mark_dispatch_unknown(op.ref, "connection reset")
+            tenant.calls.mark_dispatch_sent(op.ref)
+            tenant.calls.mark_dispatch_unknown(op.ref, "connection reset")
             mix["unknown"] += 1
         if n % 25 == 2:
-            tenant.mark_task_lost(_task(tenant, run.ref, "chart"), LostReason.NOT_FOUND)
+            tenant.tasks.mark_task_lost(_task(tenant, run.ref, "chart"), LostReason.NOT_FOUND)
             mix["lost"] += 1
         if n % 50 == 3:
-            tenant.observe_task(done, TaskObservation(TaskStatus.WORKING))  # a regression
+            tenant.tasks.observe_task(done, TaskObservation(TaskStatus.WORKING))  # a regression
             mix["anomaly"] += 1
         if n % 10 != 5:  # one run in ten stays in_progress, silent: orphaned
-            tenant.observe_outer(run.ref, OuterStatus.COMPLETED)
+            tenant.runs.observe_outer(run.ref, OuterStatus.COMPLETED)
     return mix
 
 

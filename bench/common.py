@@ -96,7 +96,7 @@ def register_open_tasks(
     """``count`` open handles in one run, as the fast Tasks server names them
     (``bench-<interval_ms>-<n>``: it answers each with that poll interval)."""
     for n in range(count):
-        op = tenant.begin_dispatch(
+        op = tenant.calls.begin_dispatch(
             run_ref,
             server_endpoint=endpoint,
             server_name="fast",
@@ -104,7 +104,7 @@ def register_open_tasks(
             arguments={"n": n},
             sent=True,
         )
-        tenant.record_task_created(
+        tenant.calls.record_task_created(
             op.ref,
             task_id=f"bench-{interval_ms}-{n}",
             status=TaskStatus.WORKING,

@@ -50,22 +50,22 @@ def seed_live(tenant: TenantLedger) -> list[str]:
     """Live runs: in progress, each with a task still working (what recovery takes back)."""
     refs = []
     for i in range(LIVE):
-        run = tenant.open_run(
+        run = tenant.runs.open_run(
             "local:bench",
             response_id=f"resp_live{i}",
             session_id="hsess_b",
             harness_id="chrn_b",
             status=OuterStatus.IN_PROGRESS,
         )
-        op = tenant.begin_dispatch(
+        op = tenant.calls.begin_dispatch(
             run.ref,
             server_endpoint=ENDPOINT,
             server_name="reports",
             tool_name="report",
             arguments={"i": i},
         )
-        tenant.mark_dispatch_sent(op.ref)
-        tenant.record_task_created(
+        tenant.calls.mark_dispatch_sent(op.ref)
+        tenant.calls.record_task_created(
             op.ref,
             task_id=f"live-{i}-{secrets.token_hex(8)}",
             status=TaskStatus.WORKING,
@@ -86,7 +86,7 @@ def call_path(tenant: TenantLedger, run_ref: str, calls: int) -> list[float]:
     took = []
     for i in range(calls):
         started = time.perf_counter()
-        op = tenant.begin_dispatch(
+        op = tenant.calls.begin_dispatch(
             run_ref,
             server_endpoint=ENDPOINT,
             server_name="reports",
@@ -94,32 +94,32 @@ def call_path(tenant: TenantLedger, run_ref: str, calls: int) -> list[float]:
             arguments={"n": secrets.token_hex(6), "i": i},
             sent=True,
         )
-        tenant.record_immediate_result(op.ref, {"content": []}, intent=op)
+        tenant.calls.record_immediate_result(op.ref, {"content": []}, intent=op)
         took.append(time.perf_counter() - started)
     return took
 
 
 def recovery_reads(tenant: TenantLedger) -> None:
-    tenant.list_tasks(open_only=True)
-    tenant.list_runs(open_only=True, limit=10_000)
-    tenant.pending_input_requests()
-    tenant.pending_call_inputs()
-    tenant.list_dispatches(states=[DispatchState.PENDING, DispatchState.SENT])
-    tenant.unacknowledged_runs()
+    tenant.reads.list_tasks(open_only=True)
+    tenant.reads.list_runs(open_only=True, limit=10_000)
+    tenant.reads.pending_input_requests()
+    tenant.rounds.pending_call_inputs()
+    tenant.reads.list_dispatches(states=[DispatchState.PENDING, DispatchState.SENT])
+    tenant.reads.unacknowledged_runs()
 
 
 def runs_query(tenant: TenantLedger, caller: str) -> None:
     """The 20 newest runs with their tasks and calls; the benchmark's own caller run is left
     out: it holds every call the call path made, more at each measurement."""
-    for run in tenant.list_runs(limit=21):
+    for run in tenant.reads.list_runs(limit=21):
         if run.ref != caller:
-            tenant.list_tasks(run_ref=run.ref)
-            tenant.list_dispatches(run_ref=run.ref)
+            tenant.reads.list_tasks(run_ref=run.ref)
+            tenant.reads.list_dispatches(run_ref=run.ref)
 
 
 def attention_query(tenant: TenantLedger) -> None:
     """The operator's inbox as ``bridge attention`` and the console read it."""
-    tenant.attention(AttentionWindow(now_ms=int(time.time() * 1000)))
+    tenant.attention.attention(AttentionWindow(now_ms=int(time.time() * 1000)))
 
 
 def timed(fn: Callable[[], None], times: int) -> list[float]:
@@ -224,7 +224,7 @@ def bench_history(
     ):
         tenant = ledger.for_principal(PRINCIPAL)
         seed_live(tenant)
-        caller = tenant.open_run(
+        caller = tenant.runs.open_run(
             "local:bench",
             response_id="resp_caller",
             session_id="hsess_c",

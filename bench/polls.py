@@ -6,7 +6,7 @@ windows (raw, lean, scheduler, raw, ...), so each sees the same machine conditio
 - **raw SDK**: :class:`bench.raw_sdk.RawPoller`, 16 callers on one shared ``Client``
   (``session.send_request(GetTaskRequest, DetailedTask)``);
 - **lean path**: 16 callers on the bridge's own server connection, each call what
-  :func:`bridge._mcp.wire.task_requests.fetch_task` sends for a Tasks-extension handle
+  :func:`bridge._mcp.task_requests.fetch_task` sends for a Tasks-extension handle
   (:mod:`bridge._mcp.wire.lean_get`, through the connection's ``httpx2`` client on its aiohttp
   engine);
 - **scheduler**: the bridge's poll scheduler with ``handles`` open handles always due
@@ -84,7 +84,7 @@ async def _scheduler_window(scheduler: PollScheduler, seconds: float) -> Window:
 
 
 def _register(tenant: TenantLedger, url: str, count: int) -> None:
-    run_ref = tenant.open_run(
+    run_ref = tenant.runs.open_run(
         "local:bench",
         response_id="resp_polls",
         session_id="hsess_polls",
@@ -112,7 +112,7 @@ async def bench_polls(url: str, quick: bool, report: Report) -> None:
             scheduler = requester.scheduler
             scheduler.hold()
             now = ledger.clock()
-            for task in tenant.list_tasks(open_only=True):
+            for task in tenant.reads.list_tasks(open_only=True):
                 scheduler.watch(PRINCIPAL, task, due_ms=now)
             await _lean_window(connection, 0.3)  # warm: connections opened, code paths hot
             await _scheduler_window(scheduler, 0.3)

@@ -92,7 +92,7 @@ def _ms(seconds: float) -> str:
 
 
 def _open_run(tenant: TenantLedger) -> str:
-    return tenant.open_run(
+    return tenant.runs.open_run(
         "local:bench",
         response_id="resp_bench",
         session_id="hsess_bench",
@@ -190,14 +190,14 @@ def _commit_costs(
         if idle:
             time.sleep(idle_s)
         started = time.perf_counter()
-        intent = tenant.begin_dispatch(
+        intent = tenant.calls.begin_dispatch(
             run_ref, server_endpoint="bench", tool_name="echo", arguments={"text": "x"}, sent=True
         )
         intent_t[idle].append(time.perf_counter() - started)
         if idle:
             time.sleep(idle_s)
         started = time.perf_counter()
-        tenant.record_immediate_result(intent.ref, result, intent=intent)
+        tenant.calls.record_immediate_result(intent.ref, result, intent=intent)
         result_t[idle].append(time.perf_counter() - started)
         if idle:
             time.sleep(idle_s)
@@ -240,7 +240,7 @@ async def run_scheduler(
         await requester.pool.connection("fast").session()  # a warm connection, as in service
         sched = requester.scheduler
         sched.stats.keep_lateness = True
-        tasks = tenant.list_tasks(open_only=True)
+        tasks = tenant.reads.list_tasks(open_only=True)
         # A long-running service has its start-up garbage behind it: collect it now and keep
         # the long-lived objects out of later collections, so they do not pause the loop.
         gc.collect()

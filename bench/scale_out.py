@@ -67,7 +67,7 @@ def seed_open_tasks(
     now; or, with ``first_due_ms``, due evenly over one interval from then (a steady state)."""
     ledger = Ledger.open(url)
     tenant = ledger.for_principal(PRINCIPAL)
-    run = tenant.open_run(
+    run = tenant.runs.open_run(
         "local:bench", response_id=new_ref("resp"), status=OuterStatus.IN_PROGRESS
     )
     now = ledger.clock() - count  # all due by now

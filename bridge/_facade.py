@@ -27,10 +27,10 @@ from anyio.abc import TaskGroup
 
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
-from bridge._ledger.coordination.availability import watch_the_file
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.commit.availability import watch_the_file
 from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.attention import (
     DEFAULT_ORPHAN_AFTER_MS,
     DEFAULT_OVERDUE_AFTER_MS,
@@ -245,9 +245,9 @@ class Bridge:
         self._scope(principal)
         tenant = self._ledger.for_principal(principal)
         if is_call_ref(ref):
-            run_ref = (await self._db(tenant.get_dispatch, ref)).run_ref
+            run_ref = (await self._db(tenant.reads.get_dispatch, ref)).run_ref
         else:
-            run_ref = (await self._db(tenant.get_task, ref)).run_ref
+            run_ref = (await self._db(tenant.reads.get_task, ref)).run_ref
         return Run(self._services, principal, run_ref)
 
     async def register_served_run(
@@ -264,7 +264,7 @@ class Bridge:
         self._scope(principal)
         tenant = self._ledger.for_principal(principal)
         run = await self._db(
-            tenant.open_run,
+            tenant.runs.open_run,
             LOCAL_SERVER_PREFIX + harness,
             response_id=response_id,
             session_id=session_id,
@@ -283,7 +283,7 @@ class Bridge:
         self._scope(principal)
         client = await self._outer.client(principal, uhp_server)
         follower = await client.stream_response(input, **request)
-        run = await self._db(self._ledger.for_principal(principal).get_run, follower.run_ref)
+        run = await self._db(self._ledger.for_principal(principal).reads.get_run, follower.run_ref)
         await self._spans.start(principal, run, served=False)
         self._outer.follow(principal, follower)
         return Run(self._services, principal, run.ref)
@@ -323,7 +323,8 @@ class Bridge:
         )
         items: list[AttentionItem] = []
         for name in principals:
-            items.extend(await self._db(self._ledger.for_principal(name).attention, window))
+            attention = self._ledger.for_principal(name).attention
+            items.extend(await self._db(attention.attention, window))
         if older_than is not None:
             cutoff = now - int(older_than * 1000)
             items = [item for item in items if item.since_ms <= cutoff]
@@ -388,9 +389,9 @@ class Bridge:
             )
         for principal in self.principals:
             tenant = self._ledger.for_principal(principal)
-            report.pending_inputs.extend(await self._db(tenant.pending_input_requests))
-            report.pending_call_inputs.extend(await self._db(tenant.pending_call_inputs))
-            for run in await self._db(tenant.list_runs, open_only=True, limit=10_000):
+            report.pending_inputs.extend(await self._db(tenant.reads.pending_input_requests))
+            report.pending_call_inputs.extend(await self._db(tenant.rounds.pending_call_inputs))
+            for run in await self._db(tenant.reads.list_runs, open_only=True, limit=10_000):
                 served = run.uhp_server.startswith(LOCAL_SERVER_PREFIX)
                 if served:
                     report.served_runs_open.append(run.ref)

@@ -63,13 +63,13 @@ class Run:
     # -- the outer response ------------------------------------------------------------------
     async def view(self) -> RunView:
         """The run as recorded now: its UHP ids, status, stream position and event count."""
-        return await self._services.db(self._tenant.get_run, self.ref)
+        return await self._services.db(self._tenant.reads.get_run, self.ref)
 
     async def record_status(self, status: OuterStatus, *, error: Any = None) -> None:
         """The harness reports its own response's status (a served run). Inner tasks are not
         touched, except as the outer-cancel / outer-end policies say."""
         services = self._services
-        decision = await services.db(self._tenant.observe_outer, self.ref, status, error=error)
+        decision = await services.db(self._tenant.runs.observe_outer, self.ref, status, error=error)
         if decision.records_status and status.is_terminal:
             services.spans.end(self.ref, status)
             await services.outer.apply_policies(self.principal, self.ref, status)
@@ -132,7 +132,7 @@ class Run:
             return TaskPending(op_ref, task, replayed)
         if mode is WaitMode.FAIL_RECOVERABLE:
             reason = "the call became a task and the policy does not wait for tasks"
-            await services.db(tenant.record_step_failure, task.ref, reason)
+            await services.db(tenant.tasks.record_step_failure, task.ref, reason)
             return RecoverableFailure(op_ref, task, reason, replayed)
         deadline = wait_deadline_s if wait_deadline_s is not None else policy.wait_deadline_s
         ask = mode is WaitMode.ASK
@@ -146,12 +146,12 @@ class Run:
         no such call). Reading it sends nothing; calling :meth:`call_tool` again with the id
         replays it."""
         db = self._services.db
-        dispatch = await db(self._tenant.find_dispatch, operation_id)
+        dispatch = await db(self._tenant.reads.find_dispatch, operation_id)
         if dispatch is None or dispatch.run_ref != self.ref:
             return None
         task = None
         if dispatch.task_ref is not None:
-            task = await db(self._tenant.get_task, dispatch.task_ref)
+            task = await db(self._tenant.reads.get_task, dispatch.task_ref)
         return replace(dispatch, task=task)
 
     async def resolve_unknown_outcome(
@@ -170,26 +170,26 @@ class Run:
         (``operator.acknowledged``, naming ``by``)."""
         if not ref.startswith(self.ref + ":"):
             await self.task(ref)
-        await self._services.db(self._tenant.acknowledge, ref, by, note)
+        await self._services.db(self._tenant.operator.acknowledge, ref, by, note)
 
     async def close(self, status: OuterStatus, *, reason: str, by: str) -> None:
         """End this served run, still ``in_progress``, with a terminal ``status``: for a run
         whose harness is gone (an orphaned run). Recorded as ``outer.closed_by_operator`` with
         ``reason`` and ``by``; its inner tasks are left as they are, open ones still watched."""
-        await self._services.db(self._tenant.close_run, self.ref, status, reason, by)
+        await self._services.db(self._tenant.operator.close_run, self.ref, status, reason, by)
 
     # -- tasks ---------------------------------------------------------------------------------
     async def task(self, task_ref: str) -> TaskView:
         """One task handle of this run."""
-        task = await self._services.db(self._tenant.get_task, task_ref)
+        task = await self._services.db(self._tenant.reads.get_task, task_ref)
         if task.run_ref != self.ref:
             raise NotFound("task", task_ref)
         return task
 
     async def tasks(self, *, open_only: bool = False) -> list[TaskView]:
         """This run's task handles, oldest first; ``open_only``: those still watched."""
-        tenant = self._tenant
-        return await self._services.db(tenant.list_tasks, run_ref=self.ref, open_only=open_only)
+        reads = self._tenant.reads
+        return await self._services.db(reads.list_tasks, run_ref=self.ref, open_only=open_only)
 
     async def wait_for(self, task_refs: Sequence[str], timeout: float) -> list[TaskView]:
         """Until every task is settled — terminal, or lost (lost counts as final) — then their
@@ -237,10 +237,10 @@ class Run:
         task: TaskView | None = None
         if is_call_ref(owner_ref):
             await self._owned_call(owner_ref)
-            asked = [v.ref for v in await db(tenant.call_inputs, owner_ref)]
+            asked = [v.ref for v in await db(tenant.rounds.call_inputs, owner_ref)]
         else:
             task = await self.task(owner_ref)
-            asked = [v.ref for v in await db(tenant.input_requests, owner_ref)]
+            asked = [v.ref for v in await db(tenant.reads.input_requests, owner_ref)]
         if input_ref not in asked:
             raise UnknownInputKey(f"{owner_ref} never asked for input {input_ref}")
         if task is not None and task.lost_reason is not None and task.terminal_at_ms is None:
@@ -277,7 +277,7 @@ class Run:
                 # Idle read first: every event up to that point is then in the batch below.
                 idle = until_idle and await self.is_idle()
                 batch = await services.db(
-                    self._tenant.events, self.ref, after_seq=last, limit=limit
+                    self._tenant.reads.events, self.ref, after_seq=last, limit=limit
                 )
                 for event in batch:
                     last = event.seq
@@ -293,7 +293,7 @@ class Run:
         """Whether the run waits on nothing: no call being sent or waiting for input, no task
         still watched, no input request unanswered. An unknown outcome waits on nobody but
         you (``resolve_unknown_outcome``), so it does not keep a run busy."""
-        tasks, calls, unanswered = await self._services.db(self._tenant.run_work, self.ref)
+        tasks, calls, unanswered = await self._services.db(self._tenant.reads.run_work, self.ref)
         busy = (DispatchState.PENDING, DispatchState.SENT, DispatchState.INPUT_REQUIRED)
         open_task = any(t.is_open for t in tasks)
         return not (unanswered or open_task or any(c.state in busy for c in calls))
@@ -310,7 +310,7 @@ class Run:
         written. States over 4 MiB (:class:`~bridge.errors.AgentStateTooLarge`) or carrying a
         credential-named field are refused: the ledger never stores bearer tokens.
         """
-        save = self._tenant.save_agent_state
+        save = self._tenant.agent_states.save_agent_state
         version: int = await self._services.db(
             save, self.ref, name, state, expected_version=expected_version
         )
@@ -319,11 +319,11 @@ class Run:
     async def agent_state(self, name: str) -> AgentStateView | None:
         """The state saved as ``name`` beside this run (None: never saved)."""
         view: AgentStateView | None = await self._services.db(
-            self._tenant.agent_state, self.ref, name
+            self._tenant.agent_states.agent_state, self.ref, name
         )
         return view
 
     async def _owned_call(self, op_ref: str) -> None:
-        dispatch = await self._services.db(self._tenant.get_dispatch, op_ref)
+        dispatch = await self._services.db(self._tenant.reads.get_dispatch, op_ref)
         if dispatch.run_ref != self.ref:
             raise NotFound("call", op_ref)

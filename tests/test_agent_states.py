@@ -16,28 +16,33 @@ from tests.support.builders import new_run
 def test_save_load_and_versions(ledger: Ledger) -> None:
     tenant = ledger.for_principal("acme")
     run = new_run(tenant)
-    assert tenant.agent_state(run.ref, "pydantic-ai") is None
+    assert tenant.agent_states.agent_state(run.ref, "pydantic-ai") is None
     assert (
-        tenant.save_agent_state(run.ref, "pydantic-ai", {"messages": [1]}, expected_version=0) == 1
+        tenant.agent_states.save_agent_state(
+            run.ref, "pydantic-ai", {"messages": [1]}, expected_version=0
+        )
+        == 1
     )
-    assert tenant.save_agent_state(run.ref, "pydantic-ai", {"messages": [1, 2]}) == 2
-    saved = tenant.agent_state(run.ref, "pydantic-ai")
+    assert tenant.agent_states.save_agent_state(run.ref, "pydantic-ai", {"messages": [1, 2]}) == 2
+    saved = tenant.agent_states.agent_state(run.ref, "pydantic-ai")
     assert saved is not None
     assert (saved.state, saved.version, saved.name) == ({"messages": [1, 2]}, 2, "pydantic-ai")
     # Another name beside the same run is a state of its own.
-    assert tenant.save_agent_state(run.ref, "langgraph", ["x"]) == 1
+    assert tenant.agent_states.save_agent_state(run.ref, "langgraph", ["x"]) == 1
 
 
 def test_a_stale_writer_is_refused_and_nothing_changes(ledger: Ledger) -> None:
     tenant = ledger.for_principal("acme")
     run = new_run(tenant)
-    tenant.save_agent_state(run.ref, "agent", {"turn": 1})
-    tenant.save_agent_state(run.ref, "agent", {"turn": 2}, expected_version=1)
+    tenant.agent_states.save_agent_state(run.ref, "agent", {"turn": 1})
+    tenant.agent_states.save_agent_state(run.ref, "agent", {"turn": 2}, expected_version=1)
     with pytest.raises(InvalidTransition):
-        tenant.save_agent_state(run.ref, "agent", {"turn": "stale"}, expected_version=1)
+        tenant.agent_states.save_agent_state(
+            run.ref, "agent", {"turn": "stale"}, expected_version=1
+        )
     with pytest.raises(InvalidTransition):  # "nothing saved yet" is a claim checked too
-        tenant.save_agent_state(run.ref, "agent", {"turn": "new"}, expected_version=0)
-    saved = tenant.agent_state(run.ref, "agent")
+        tenant.agent_states.save_agent_state(run.ref, "agent", {"turn": "new"}, expected_version=0)
+    saved = tenant.agent_states.agent_state(run.ref, "agent")
     assert saved is not None and saved.state == {"turn": 2} and saved.version == 2
 
 
@@ -45,22 +50,24 @@ def test_oversized_and_credential_states_are_refused(ledger: Ledger) -> None:
     tenant = ledger.for_principal("acme")
     run = new_run(tenant)
     with pytest.raises(AgentStateTooLarge):
-        tenant.save_agent_state(run.ref, "agent", "x" * (MAX_AGENT_STATE_BYTES + 1))
+        tenant.agent_states.save_agent_state(run.ref, "agent", "x" * (MAX_AGENT_STATE_BYTES + 1))
     with pytest.raises(BridgeError, match="credential"):
-        tenant.save_agent_state(run.ref, "agent", {"deps": {"Authorization": "Bearer s3cret"}})
-    assert tenant.agent_state(run.ref, "agent") is None
+        tenant.agent_states.save_agent_state(
+            run.ref, "agent", {"deps": {"Authorization": "Bearer s3cret"}}
+        )
+    assert tenant.agent_states.agent_state(run.ref, "agent") is None
     # An empty credential-named field carries nothing and is allowed.
-    assert tenant.save_agent_state(run.ref, "agent", {"token": None}) == 1
+    assert tenant.agent_states.save_agent_state(run.ref, "agent", {"token": None}) == 1
 
 
 def test_another_principal_neither_reads_nor_writes(ledger: Ledger) -> None:
     run = new_run(ledger.for_principal("acme"))
-    ledger.for_principal("acme").save_agent_state(run.ref, "agent", {"secret_plan": 1})
+    ledger.for_principal("acme").agent_states.save_agent_state(run.ref, "agent", {"secret_plan": 1})
     mallory = ledger.for_principal("mallory")
     with pytest.raises(NotFound):
-        mallory.agent_state(run.ref, "agent")
+        mallory.agent_states.agent_state(run.ref, "agent")
     with pytest.raises(NotFound):
-        mallory.save_agent_state(run.ref, "agent", {})
+        mallory.agent_states.save_agent_state(run.ref, "agent", {})
 
 
 @pytest.mark.anyio

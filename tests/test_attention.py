@@ -28,18 +28,18 @@ QUESTION = {
 
 
 def _kinds(tenant: TenantLedger, clock: FakeClock, **window: int) -> list[tuple[str, str]]:
-    return [(i.kind, i.ref) for i in tenant.attention(AttentionWindow(clock(), **window))]
+    return [(i.kind, i.ref) for i in tenant.attention.attention(AttentionWindow(clock(), **window))]
 
 
 def _ask(tenant: TenantLedger, task_ref: str, key: str = "confirm") -> str:
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         task_ref,
         TaskObservation(
             TaskStatus.INPUT_REQUIRED,
             input_requests={key: {"method": "elicitation/create", "params": QUESTION}},
         ),
     )
-    return tenant.input_requests(task_ref, pending_only=True)[0].ref
+    return tenant.reads.input_requests(task_ref, pending_only=True)[0].ref
 
 
 def test_each_kind_appears_oldest_first_then_leaves_once_acted_upon(
@@ -50,22 +50,24 @@ def test_each_kind_appears_oldest_first_then_leaves_once_acted_upon(
     waiting = new_task(tenant, run.ref, tool="approve_payment")
     input_ref = _ask(tenant, waiting.ref)
     clock.advance(1_000)
-    op = tenant.begin_dispatch(
+    op = tenant.calls.begin_dispatch(
         run.ref, server_endpoint=ENDPOINT, server_name="pay", tool_name="charge", arguments={}
     )
-    tenant.mark_dispatch_sent(op.ref)
-    tenant.mark_dispatch_unknown(op.ref, "connection reset before a reply")
+    tenant.calls.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_unknown(op.ref, "connection reset before a reply")
     clock.advance(1_000)
     lost = new_task(tenant, run.ref, tool="render_chart")
-    tenant.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "tasks/get answered -32602")
+    tenant.tasks.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "tasks/get answered -32602")
     clock.advance(1_000)
     done = new_task(tenant, run.ref)
-    tenant.observe_task(done.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": []}))
-    tenant.observe_task(done.ref, TaskObservation(TaskStatus.WORKING))  # regression: anomaly
-    anomaly_seq = next(e.seq for e in tenant.events(run.ref) if isinstance(e, ev.Anomaly))
+    tenant.tasks.observe_task(
+        done.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": []})
+    )
+    tenant.tasks.observe_task(done.ref, TaskObservation(TaskStatus.WORKING))  # regression: anomaly
+    anomaly_seq = next(e.seq for e in tenant.reads.events(run.ref) if isinstance(e, ev.Anomaly))
     anomaly = f"{run.ref}:{anomaly_seq}"
 
-    items = tenant.attention(AttentionWindow(clock()))
+    items = tenant.attention.attention(AttentionWindow(clock()))
     assert [(i.kind, i.ref) for i in items] == [
         ("input_waiting", input_ref),
         ("unknown_outcome", op.ref),
@@ -82,28 +84,29 @@ def test_each_kind_appears_oldest_first_then_leaves_once_acted_upon(
     clock.advance(HOUR)
     overdue = _kinds(tenant, clock)
     assert ("input_overdue", input_ref) in overdue and ("input_waiting", input_ref) not in overdue
-    # ... and a served run silent as long: orphaned.
-    assert ("orphaned_run", run.ref) in overdue
+    # The run is as silent, but it waits on a person (a harness alive and waiting records
+    # nothing either): it is listed by those items, not as orphaned.
+    assert ("orphaned_run", run.ref) not in overdue
 
-    tenant.record_input_answer(waiting.ref, input_ref, {"action": "accept", "content": {}})
-    tenant.record_admission(op.ref, Admission.UNKNOWN, "host", "alice")  # not final: stays
+    tenant.inputs.record_input_answer(waiting.ref, input_ref, {"action": "accept", "content": {}})
+    tenant.calls.record_admission(op.ref, Admission.UNKNOWN, "host", "alice")  # not final: stays
     assert ("unknown_outcome", op.ref) in _kinds(tenant, clock)
-    verdict = tenant.record_admission(op.ref, Admission.ADMITTED, "host", "alice")
+    verdict = tenant.calls.record_admission(op.ref, Admission.ADMITTED, "host", "alice")
     assert verdict.by == "alice"
-    acked = tenant.acknowledge(lost.ref, "alice", "checked: never charged")
+    acked = tenant.operator.acknowledge(lost.ref, "alice", "checked: never charged")
     assert acked.task_ref == lost.ref and acked.by == "alice"
-    tenant.acknowledge(anomaly, "bob")
+    tenant.operator.acknowledge(anomaly, "bob")
     assert _kinds(tenant, clock) == []  # acting on the run is news of it too
     clock.advance(HOUR)
     assert _kinds(tenant, clock) == [("orphaned_run", run.ref)]
 
     with pytest.raises(InvalidTransition, match="already acknowledged by alice"):
-        tenant.acknowledge(lost.ref, "bob")
+        tenant.operator.acknowledge(lost.ref, "bob")
     with pytest.raises(InvalidTransition, match="not lost"):
-        tenant.acknowledge(done.ref, "bob")
+        tenant.operator.acknowledge(done.ref, "bob")
     with pytest.raises(NotFound):
-        tenant.acknowledge(f"{run.ref}:1", "bob")  # seq 1 is no anomaly
-    assert ledger.for_principal("globex").attention(AttentionWindow(clock(), 0, 0)) == []
+        tenant.operator.acknowledge(f"{run.ref}:1", "bob")  # seq 1 is no anomaly
+    assert ledger.for_principal("globex").attention.attention(AttentionWindow(clock(), 0, 0)) == []
 
 
 def test_closing_an_orphaned_run_leaves_its_inner_tasks_alone(
@@ -116,19 +119,21 @@ def test_closing_an_orphaned_run_leaves_its_inner_tasks_alone(
     assert _kinds(tenant, clock, orphan_after_ms=5_000) == [("orphaned_run", run.ref)]
     assert _kinds(tenant, clock, orphan_after_ms=20_000) == []
     with pytest.raises(InvalidTransition, match="not an end state"):
-        tenant.close_run(run.ref, OuterStatus.IN_PROGRESS, "harness gone", "alice")
+        tenant.operator.close_run(run.ref, OuterStatus.IN_PROGRESS, "harness gone", "alice")
     with pytest.raises(InvalidTransition, match="reason"):
-        tenant.close_run(run.ref, OuterStatus.FAILED, " ", "alice")
-    closed = tenant.close_run(run.ref, OuterStatus.FAILED, "harness host decommissioned", "alice")
+        tenant.operator.close_run(run.ref, OuterStatus.FAILED, " ", "alice")
+    closed = tenant.operator.close_run(
+        run.ref, OuterStatus.FAILED, "harness host decommissioned", "alice"
+    )
     assert closed.open_task_refs == [task.ref] and closed.by == "alice"
-    assert tenant.get_run(run.ref).status is OuterStatus.FAILED
-    after = tenant.get_task(task.ref)
+    assert tenant.reads.get_run(run.ref).status is OuterStatus.FAILED
+    after = tenant.reads.get_task(task.ref)
     assert after.is_open and after.status is TaskStatus.WORKING
     assert after.cancel_requested_at_ms is None and after.next_poll_due_ms is not None
     assert _kinds(tenant, clock, orphan_after_ms=0) == []
     with pytest.raises(InvalidTransition, match="not in_progress"):
-        tenant.close_run(run.ref, OuterStatus.CANCELLED, "again", "alice")
-    types = [e.type for e in tenant.events(run.ref)][-3:]
+        tenant.operator.close_run(run.ref, OuterStatus.CANCELLED, "again", "alice")
+    types = [e.type for e in tenant.reads.events(run.ref)][-3:]
     assert types == ["outer.status_changed", "outer.terminal", "outer.closed_by_operator"]
 
 
@@ -136,10 +141,10 @@ def test_a_remotely_followed_run_is_never_orphaned_nor_closed_here(
     ledger: Ledger, clock: FakeClock
 ) -> None:
     tenant = ledger.for_principal(P)
-    run = tenant.open_run(
+    run = tenant.runs.open_run(
         "http://127.0.0.1:9", response_id="resp_remote", status=OuterStatus.IN_PROGRESS
     )
     clock.advance(HOUR)
     assert _kinds(tenant, clock, orphan_after_ms=0) == []
     with pytest.raises(InvalidTransition, match="its server reports its end"):
-        tenant.close_run(run.ref, OuterStatus.FAILED, "gone", "alice")
+        tenant.operator.close_run(run.ref, OuterStatus.FAILED, "gone", "alice")

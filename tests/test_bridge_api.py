@@ -226,7 +226,7 @@ async def test_text_operation_and_lists(bridge: Bridge) -> None:
 
 
 async def _events(bridge: Bridge, run_ref: str) -> list[Any]:
-    return bridge._ledger.for_principal(P).events(run_ref)
+    return bridge._ledger.for_principal(P).reads.events(run_ref)
 
 
 async def test_errors_inside_async_with_are_not_wrapped(tmp_path: Path) -> None:

@@ -61,11 +61,11 @@ async def _served_run(bridge: Bridge, name: str) -> str:
 
 
 def _types(ledger: Ledger, run_ref: str) -> list[str]:
-    return [e.type for e in ledger.for_principal(P).events(run_ref)]
+    return [e.type for e in ledger.for_principal(P).reads.events(run_ref)]
 
 
 def _gapless(ledger: Ledger, run_ref: str) -> None:
-    seqs = [e.seq for e in ledger.for_principal(P).events(run_ref)]
+    seqs = [e.seq for e in ledger.for_principal(P).reads.events(run_ref)]
     assert seqs == list(range(1, len(seqs) + 1))
 
 
@@ -77,7 +77,7 @@ async def test_wait_policy_returns_the_settled_task(bridge: Bridge, wall_ledger:
     assert isinstance(step, TaskSettled) and step.status is TaskStatus.COMPLETED
     assert step.task.result["content"][0]["text"] == "report Q1"
     # The inner task finishing does not finish the outer response.
-    assert wall_ledger.for_principal(P).get_run(run_ref).status is OuterStatus.IN_PROGRESS
+    assert wall_ledger.for_principal(P).reads.get_run(run_ref).status is OuterStatus.IN_PROGRESS
 
 
 async def test_wait_deadline_is_a_recoverable_failure_not_a_result(
@@ -86,7 +86,7 @@ async def test_wait_deadline_is_a_recoverable_failure_not_a_result(
     run_ref = await _served_run(bridge, "deadline")
     step = await bridge.run(P, run_ref).call_tool("tasks", "wait_forever", {}, wait_deadline_s=0.3)
     assert isinstance(step, RecoverableFailure) and "deadline" in step.reason
-    task = wall_ledger.for_principal(P).get_task(step.task.ref)
+    task = wall_ledger.for_principal(P).reads.get_task(step.task.ref)
     assert task.is_open and task.result is None  # still watched, nothing invented
     assert "step.recoverable_failure" in _types(wall_ledger, run_ref)
     await (await bridge.run_of(P, step.task.ref)).cancel_task(step.task.ref)
@@ -142,7 +142,7 @@ async def test_fail_recoverable_keeps_the_handle(bridge: Bridge, wall_ledger: Le
     )
     assert isinstance(step, RecoverableFailure)
     await wait_closed(wall_ledger.for_principal(P), step.task.ref)
-    assert wall_ledger.for_principal(P).get_task(step.task.ref).status is TaskStatus.COMPLETED
+    assert wall_ledger.for_principal(P).reads.get_task(step.task.ref).status is TaskStatus.COMPLETED
 
 
 async def test_outer_cancel_leaves_inner_running_by_default(
@@ -156,8 +156,8 @@ async def test_outer_cancel_leaves_inner_running_by_default(
     await bridge.run(P, run_ref).record_status(OuterStatus.CANCELLED)
     tenant = wall_ledger.for_principal(P)
     await wait_closed(tenant, step.task.ref)
-    assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED  # its real outcome
-    assert tenant.get_run(run_ref).status is OuterStatus.CANCELLED
+    assert tenant.reads.get_task(step.task.ref).status is TaskStatus.COMPLETED  # its real outcome
+    assert tenant.reads.get_run(run_ref).status is OuterStatus.CANCELLED
     types = _types(wall_ledger, run_ref)
     assert "task.cancel_requested" not in types
     assert types.index("outer.terminal") < types.index("task.terminal")  # outer ended first
@@ -177,11 +177,11 @@ async def test_outer_cancel_with_opt_in_sends_tasks_cancel(
         await bridge.run(P, run_ref).record_status(OuterStatus.CANCELLED)
         tenant = wall_ledger.for_principal(P)
         await wait_closed(tenant, step.task.ref)
-    task = tenant.get_task(step.task.ref)
+    task = tenant.reads.get_task(step.task.ref)
     assert task.status is TaskStatus.CANCELLED  # the real final state, observed by a poll
-    cancel = [e for e in tenant.events(run_ref) if isinstance(e, ev.TaskCancelRequested)]
+    cancel = [e for e in tenant.reads.events(run_ref) if isinstance(e, ev.TaskCancelRequested)]
     assert [c.requested_by for c in cancel] == ["policy:outer_cancelled"]
-    (open_tasks,) = [e for e in tenant.events(run_ref) if isinstance(e, ev.OuterOpenTasks)]
+    (open_tasks,) = [e for e in tenant.reads.events(run_ref) if isinstance(e, ev.OuterOpenTasks)]
     assert open_tasks.action == "cancel_requested" and open_tasks.task_refs == [step.task.ref]
     _gapless(wall_ledger, run_ref)
 
@@ -193,10 +193,10 @@ async def test_inner_terminal_before_outer_terminal(bridge: Bridge, wall_ledger:
     )
     assert isinstance(step, TaskSettled)
     tenant = wall_ledger.for_principal(P)
-    assert tenant.get_run(run_ref).status is OuterStatus.IN_PROGRESS
+    assert tenant.reads.get_run(run_ref).status is OuterStatus.IN_PROGRESS
     await bridge.run(P, run_ref).record_status(OuterStatus.COMPLETED)
-    assert tenant.get_run(run_ref).status is OuterStatus.COMPLETED
-    assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
+    assert tenant.reads.get_run(run_ref).status is OuterStatus.COMPLETED
+    assert tenant.reads.get_task(step.task.ref).status is TaskStatus.COMPLETED
     types = _types(wall_ledger, run_ref)
     assert types.index("task.terminal") < types.index("outer.terminal")
 
@@ -214,9 +214,9 @@ async def test_outer_end_report_policy_lists_and_releases_open_tasks(
         await bridge.run(P, run_ref).record_status(OuterStatus.COMPLETED)
         assert not bridge._requester.scheduler.is_watching(step.task.ref)
     tenant = wall_ledger.for_principal(P)
-    (reported,) = [e for e in tenant.events(run_ref) if isinstance(e, ev.OuterOpenTasks)]
+    (reported,) = [e for e in tenant.reads.events(run_ref) if isinstance(e, ev.OuterOpenTasks)]
     assert reported.action == "reported" and reported.task_refs == [step.task.ref]
-    assert tenant.get_task(step.task.ref).cancel_requested_at_ms is None  # not cancelled
+    assert tenant.reads.get_task(step.task.ref).cancel_requested_at_ms is None  # not cancelled
 
 
 async def test_subscriber_reconnecting_with_its_last_seq_misses_nothing(
@@ -264,7 +264,7 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
         )
         assert isinstance(step, TaskPending)
         tenant = first._ledger.for_principal(P)
-        (asked,) = await wait_until(lambda: tenant.input_requests(step.task.ref))
+        (asked,) = await wait_until(lambda: tenant.reads.input_requests(step.task.ref))
     # A new process (here: a new bridge on the same ledger file) recovers.
     async with Bridge.open(
         BridgeSettings(
@@ -280,8 +280,8 @@ async def test_recovery_offers_unanswered_inputs_again_and_resumes_polling(
         assert (await request.accept({"approve": True})).delivered
         tenant = second._ledger.for_principal(P)
         await wait_closed(tenant, step.task.ref)
-        assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
-        types = [e.type for e in tenant.events(run_ref)]
+        assert tenant.reads.get_task(step.task.ref).status is TaskStatus.COMPLETED
+        types = [e.type for e in tenant.reads.events(run_ref)]
         assert types.count("task.input_required") == 1  # surfaced once across the restart
         _gapless(second._ledger, run_ref)
 
@@ -318,7 +318,7 @@ async def test_remote_outer_run_is_reconciled_and_resumed_after_restart(
     # this process went away mid-stream: where it stopped is what was recorded
     ledger = Ledger.open(db)
     try:
-        stopped_at = ledger.for_principal(P).get_run(run_ref).last_sequence
+        stopped_at = ledger.for_principal(P).reads.get_run(run_ref).last_sequence
     finally:
         ledger.close()
     assert stopped_at is not None and stopped_at >= 5
@@ -326,8 +326,8 @@ async def test_remote_outer_run_is_reconciled_and_resumed_after_restart(
         assert second.last_recovery is not None
         assert second.last_recovery.remote_runs_resumed == 1
         tenant = second._ledger.for_principal(P)
-        await wait_until(lambda: tenant.get_run(run_ref).status is OuterStatus.COMPLETED)
-        resumed = [e for e in tenant.events(run_ref) if isinstance(e, ev.OuterResumed)]
+        await wait_until(lambda: tenant.reads.get_run(run_ref).status is OuterStatus.COMPLETED)
+        resumed = [e for e in tenant.reads.events(run_ref) if isinstance(e, ev.OuterResumed)]
         assert resumed and resumed[0].after_sequence == stopped_at
 
 
@@ -347,5 +347,5 @@ async def test_bridge_on_postgresql_detach_subscribe_and_recover(
                 break
         await bridge.run(P, run_ref).record_status(OuterStatus.COMPLETED)
     tenant = wall_pg_ledger.for_principal(P)
-    assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
+    assert tenant.reads.get_task(step.task.ref).status is TaskStatus.COMPLETED
     _gapless(wall_pg_ledger, run_ref)

@@ -52,7 +52,7 @@ def populate(ledger: Ledger, clock: FakeClock, db: Path) -> Scenario:
     clock.advance(500)
     # The server's key embeds the raw task id: it must stay in the ledger.
     key = f"{raw_waiting}/confirm"
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         waiting.ref,
         TaskObservation(
             TaskStatus.INPUT_REQUIRED,
@@ -64,7 +64,7 @@ def populate(ledger: Ledger, clock: FakeClock, db: Path) -> Scenario:
     clock.advance(300)
     lost = new_task(tenant, run.ref, task_id=raw_lost, tool="render_chart")
     clock.advance(900)
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         done.ref,
         TaskObservation(
             TaskStatus.COMPLETED,
@@ -72,24 +72,26 @@ def populate(ledger: Ledger, clock: FakeClock, db: Path) -> Scenario:
         ),
     )
     clock.advance(200)
-    op = tenant.begin_dispatch(
+    op = tenant.calls.begin_dispatch(
         run.ref,
         server_endpoint=ENDPOINT,
         server_name="payments",
         tool_name="charge_card",
         arguments={"amount": 120},
     )
-    tenant.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_sent(op.ref)
     clock.advance(700)
-    tenant.mark_dispatch_unknown(op.ref, "connection reset before a reply")
+    tenant.calls.mark_dispatch_unknown(op.ref, "connection reset before a reply")
     clock.advance(600)
-    tenant.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "tasks/get answered -32602")
+    tenant.tasks.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "tasks/get answered -32602")
     clock.advance(400)
-    tenant.observe_task(done.ref, TaskObservation(TaskStatus.WORKING))  # regression -> anomaly
-    events = tenant.events(run.ref)
+    tenant.tasks.observe_task(
+        done.ref, TaskObservation(TaskStatus.WORKING)
+    )  # regression -> anomaly
+    events = tenant.reads.events(run.ref)
     assert any(e.type == "anomaly" for e in events)
     assert any(e.type == "task.input_required" for e in events)
-    input_ref = tenant.input_requests(waiting.ref, pending_only=True)[0].ref
+    input_ref = tenant.reads.input_requests(waiting.ref, pending_only=True)[0].ref
     return Scenario(
         db=db,
         run_ref=run.ref,
@@ -101,6 +103,16 @@ def populate(ledger: Ledger, clock: FakeClock, db: Path) -> Scenario:
         raw_ids=[raw_done, raw_waiting, raw_lost, key],
         last_seq=events[-1].seq,
     )
+
+
+def add_orphan(ledger: Ledger, clock: FakeClock) -> tuple[str, str]:
+    """A second served run, silent since its one task started working (its harness died):
+    orphaned once the wall clock is past the fake one. ``(run_ref, task_ref)``."""
+    tenant = ledger.for_principal(PRINCIPAL)
+    clock.advance(500)
+    run = new_run(tenant, response_id="resp_cli0002", session_id="hsesscli0002")
+    task = new_task(tenant, run.ref, task_id="task-orph-" + "d4" * 12, tool="slow_report")
+    return run.ref, task.ref
 
 
 @pytest.fixture
@@ -140,7 +152,8 @@ def test_runs_lists_counts(scenario: Scenario) -> None:
     (row,) = data["runs"]
     assert row["run"]["run_ref"] == scenario.run_ref
     assert row["run"]["status"] == "in_progress"
-    assert row["counts"]["by_status"] == {"completed": 1, "input_required": 1, "working": 1}
+    # The lost task is counted as lost, not as the status it was last seen in (working).
+    assert row["counts"]["by_status"] == {"completed": 1, "input_required": 1}
     assert row["counts"]["lost"] == 1
     assert row["counts"]["unknown"] == 1
     assert row["counts"]["total"] == 3
@@ -188,6 +201,7 @@ def test_show_tree_and_json(scenario: Scenario) -> None:
         "delivered_at": None,
         "question": "Approve 120 EUR?",  # what is asked, so nobody guesses field names
         "fields": [],
+        "field_hints": [],
     }
     assert tasks[scenario.lost_ref]["lost_reason"] == "not_found"
     assert tasks[scenario.lost_ref]["verdicts"] == ["lost(not_found: tasks/get answered -32602)"]

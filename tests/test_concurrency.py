@@ -14,10 +14,10 @@ ITERATIONS = 30
 
 def _assert_gapless(ledger: Ledger, run_ref: str, writers: int) -> None:
     tenant = ledger.for_principal("acme")
-    seqs = [e.seq for e in tenant.events(run_ref)]
+    seqs = [e.seq for e in tenant.reads.events(run_ref)]
     expected = 1 + writers * ITERATIONS * EVENTS_PER_ITERATION  # + run.registered
     assert seqs == list(range(1, expected + 1))
-    probes = [e.detail for e in tenant.events(run_ref) if e.type == "anomaly"]
+    probes = [e.detail for e in tenant.reads.events(run_ref) if e.type == "anomaly"]
     assert len(probes) == writers * ITERATIONS == len(set(probes))
 
 

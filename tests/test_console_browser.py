@@ -286,17 +286,17 @@ async def test_lost_and_unknown_cards_are_acted_on_from_the_page(tmp_path: Path)
         tenant = ledger.for_principal("acme")
         lost_run = new_run(tenant)
         lost = new_task(tenant, lost_run.ref)
-        tenant.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "the server no longer knows it")
+        tenant.tasks.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "the server no longer knows it")
         unknown_run = new_run(tenant)
-        call = tenant.begin_dispatch(
+        call = tenant.calls.begin_dispatch(
             unknown_run.ref,
             server_endpoint="http://127.0.0.1:9/mcp",
             server_name="payments",
             tool_name="pay",
             arguments={"amount": 120},
         )
-        tenant.mark_dispatch_sent(call.ref)
-        tenant.mark_dispatch_unknown(call.ref, "connection dropped after the send")
+        tenant.calls.mark_dispatch_sent(call.ref)
+        tenant.calls.mark_dispatch_unknown(call.ref, "connection dropped after the send")
     finally:
         ledger.close()
 
@@ -346,8 +346,8 @@ async def test_lost_and_unknown_cards_are_acted_on_from_the_page(tmp_path: Path)
 
     ledger = Ledger.open(db)
     try:
-        kinds = {e.type for e in ledger.for_principal("acme").events(lost_run.ref)} | {
-            e.type for e in ledger.for_principal("acme").events(unknown_run.ref)
+        kinds = {e.type for e in ledger.for_principal("acme").reads.events(lost_run.ref)} | {
+            e.type for e in ledger.for_principal("acme").reads.events(unknown_run.ref)
         }
     finally:
         ledger.close()

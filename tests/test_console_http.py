@@ -19,7 +19,7 @@ from bridge._ledger.store import Ledger
 from tests.conftest import FakeClock
 from tests.support.console import base_url, console_process
 from tests.support.processes import REPO_ROOT, ServerProcess
-from tests.test_cli import PRINCIPAL, Scenario, populate
+from tests.test_cli import PRINCIPAL, Scenario, add_orphan, populate
 
 TOKENS = {PRINCIPAL: "acme-console-token-0123456789", "globex": "globex-console-token-987654"}
 
@@ -132,7 +132,7 @@ def test_posts_without_the_csrf_token_or_from_another_site_are_refused(
         assert bearer.post(cancel, data={}).status_code == 403
     ledger = Ledger.open(scenario.db)
     try:
-        task = ledger.for_principal(PRINCIPAL).get_task(scenario.waiting_ref)
+        task = ledger.for_principal(PRINCIPAL).reads.get_task(scenario.waiting_ref)
         assert task.cancel_requested_at_ms is None  # nothing was done
     finally:
         ledger.close()
@@ -218,7 +218,7 @@ def test_the_verdict_on_an_unknown_outcome_is_recorded_once(
         assert scenario.unknown_op not in http.get("/inbox").text
         again = http.post(resolve, data={"csrf": token, "admission": "not_admitted"})
         assert again.status_code == 409 and "already resolved as admitted" in again.text
-    events = ledger.for_principal(PRINCIPAL).events(scenario.run_ref)
+    events = ledger.for_principal(PRINCIPAL).reads.events(scenario.run_ref)
     checked = [e for e in events if e.type == "call.admission_checked"]
     assert [e.admission for e in checked] == ["admitted"]  # type: ignore[attr-defined]
     no_secrets(scenario, proc.log_path.read_text())
@@ -253,3 +253,40 @@ def test_the_command_refuses_a_bad_start_in_one_line(
         check=False,
     )
     assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
+def test_a_delivered_answer_is_said_not_a_bare_input_required(
+    served: tuple[Scenario, ServerProcess], sqlite_ledger: Ledger
+) -> None:
+    """Answered and delivered, a task still reads ``input_required`` until a poll sees the
+    server move on: its row says the answer was delivered, and no input is waiting."""
+    scenario, proc = served
+    tenant = sqlite_ledger.for_principal(PRINCIPAL)
+    tenant.inputs.record_input_answer(
+        scenario.waiting_ref, scenario.input_ref, {"action": "accept", "content": {}}
+    )
+    tenant.inputs.mark_answer_delivered(scenario.waiting_ref, scenario.input_ref)
+    with client(proc, PRINCIPAL) as http:
+        page = http.get(f"/runs/{scenario.run_ref}").text
+    row = page[page.index(f'<tr data-task="{scenario.waiting_ref}"') :].split("</tr>")[0]
+    assert "answer delivered; waiting for the server to move on" in row
+    assert "input(s) waiting" not in row
+
+
+def test_the_inbox_thresholds_are_the_consoles_options(
+    sqlite_ledger: Ledger, clock: FakeClock, tmp_path: Path
+) -> None:
+    """``--orphan-after`` and ``--overdue-after`` move the inbox's thresholds, as they move
+    ``bridge attention``'s: with both far away, the input is waiting (not overdue) and the
+    silent run is not orphaned yet."""
+    scenario = populate(sqlite_ledger, clock, tmp_path / "ledger.db")
+    orphan, _ = add_orphan(sqlite_ledger, clock)
+    far = str(10 * 365 * 24 * 3600)  # the scenario's clock is months behind the wall clock
+    args = ["--orphan-after", far, "--overdue-after", far]
+    with (
+        console_process(tmp_path, scenario.db, TOKENS, extra_args=args) as proc,
+        client(proc, PRINCIPAL) as http,
+    ):
+        inbox = http.get("/inbox").text
+    assert 'data-kind="input_waiting"' in inbox and 'data-kind="input_overdue"' not in inbox
+    assert 'data-kind="orphaned_run"' not in inbox and orphan not in inbox

@@ -17,7 +17,7 @@ from bridge._lifecycle import OuterStatus
 from tests.conftest import FakeClock
 from tests.support.console import console_process
 from tests.support.processes import ServerProcess
-from tests.test_cli import PRINCIPAL, Scenario, populate
+from tests.test_cli import PRINCIPAL, Scenario, add_orphan, populate
 from tests.test_console_http import TOKENS, client, csrf_of, no_secrets
 
 
@@ -35,10 +35,11 @@ KINDS = ("input_overdue", "unknown_outcome", "lost_task", "anomaly", "orphaned_r
 
 
 def test_every_kind_has_a_card_and_leaves_once_acted_upon(
-    served: tuple[Scenario, ServerProcess], ledger: Ledger
+    served: tuple[Scenario, ServerProcess], ledger: Ledger, clock: FakeClock
 ) -> None:
     scenario, proc = served
     run, anomaly = scenario.run_ref, f"{scenario.run_ref}:{scenario.last_seq}"
+    orphan, orphan_task = add_orphan(ledger, clock)  # the scenario's run waits on a person
     assert re.search(r"bridge console: http://127\.0\.0\.1:\d+/", proc.log_path.read_text())
     with client(proc, PRINCIPAL) as http:
         inbox = http.get("/inbox").text
@@ -47,7 +48,8 @@ def test_every_kind_has_a_card_and_leaves_once_acted_upon(
         assert "Approve 120 EUR?" in inbox and "response -" not in inbox
         assert 'id="attention-count">5<' in inbox
         runs = http.get("/runs").text
-        assert '<a href="/inbox">5 waiting</a>' in runs  # the attention column is true
+        assert '<a href="/inbox">4 waiting</a>' in runs  # the attention column is true
+        assert '<a href="/inbox">1 waiting</a>' in runs  # the orphan
         page = http.get(f"/runs/{run}").text
         lost_row = page[page.index(f'data-task="{scenario.lost_ref}"') :].split("</tr>")[0]
         assert 'data-status="lost"' in lost_row and "waiting" not in lost_row
@@ -57,13 +59,17 @@ def test_every_kind_has_a_card_and_leaves_once_acted_upon(
         acked = http.post(f"/runs/{run}/acknowledge", data={"csrf": token, "ref": anomaly})
         assert acked.status_code == 303
         shown = http.get(acked.headers["location"]).text
-        assert f"Acknowledged (recorded). Request {anomaly} of run {run}." in shown
+        assert f"Acknowledged (recorded). Anomaly {anomaly} of run {run}." in shown
         again = http.post(f"/runs/{run}/acknowledge", data={"csrf": token, "ref": anomaly})
         assert again.status_code == 409 and "already acknowledged by console:acme" in again.text
         form = {"csrf": token, "ref": scenario.lost_ref, "note": "never charged"}
         assert http.post(f"/runs/{run}/acknowledge", data=form).status_code == 303
         resolve = f"/runs/{run}/calls/{scenario.unknown_op}/resolve"
-        assert http.post(resolve, data={"csrf": token, "admission": "admitted"}).status_code == 303
+        verdict = {"csrf": token, "admission": "admitted", "back": "inbox"}
+        resolved = http.post(resolve, data=verdict)  # from the inbox: back to it, saying what
+        assert resolved.status_code == 303 and resolved.headers["location"].startswith("/inbox?")
+        said = http.get(resolved.headers["location"]).text
+        assert f"Verdict recorded. Call {scenario.unknown_op} of run {run}: it ran." in said
 
         answer = f"/runs/{run}/inputs/{scenario.waiting_ref}/{scenario.input_ref}/answer"
         answered = http.post(answer, data={"csrf": token, "action": "decline"})
@@ -71,18 +77,24 @@ def test_every_kind_has_a_card_and_leaves_once_acted_upon(
         confirmation = http.get(answered.headers["location"]).text
         assert f"Request {scenario.input_ref} of run {run}: decline." in confirmation
 
-        refused = http.post(f"/runs/{run}/close", data={"csrf": token, "status": "failed"})
+        refused = http.post(f"/runs/{orphan}/close", data={"csrf": token, "status": "failed"})
         assert refused.status_code == 422  # a reason is required
         closing = {"csrf": token, "status": "failed", "reason": "harness host gone"}
-        closed = http.post(f"/runs/{run}/close", data=closing)
+        closed = http.post(f"/runs/{orphan}/close", data=closing)
         assert closed.status_code == 303
-        assert "Run closed" in http.get(closed.headers["location"]).text
+        closed_page = http.get(closed.headers["location"]).text
+        assert f"Run closed (recorded); its tasks are left as they are. Run {orphan}: failed." in (
+            closed_page
+        )
         assert 'id="inbox-empty"' in http.get("/inbox").text  # every item left
         no_secrets(scenario, inbox + runs + page)
     tenant = ledger.for_principal(PRINCIPAL)
-    assert tenant.get_run(run).status is OuterStatus.FAILED
-    waiting = tenant.get_task(scenario.waiting_ref)
-    assert waiting.is_open and waiting.cancel_requested_at_ms is None  # left alone
-    by = {e.type: e.model_dump().get("by") for e in tenant.events(run)}
+    assert tenant.reads.get_run(orphan).status is OuterStatus.FAILED
+    working = tenant.reads.get_task(orphan_task)
+    assert working.is_open and working.cancel_requested_at_ms is None  # left alone
+    by = {
+        e.type: e.model_dump().get("by")
+        for e in [*tenant.reads.events(run), *tenant.reads.events(orphan)]
+    }
     assert by["call.admission_checked"] == "console:acme"
     assert by["outer.closed_by_operator"] == "console:acme"

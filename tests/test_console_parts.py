@@ -234,7 +234,7 @@ def test_pages_escape_what_servers_and_callers_wrote(sqlite_ledger: Ledger) -> N
     run = new_run(tenant, response_id="resp_<b>x</b>")
     raw = "raw-task-id-" + "9f" * 10
     task = new_task(tenant, run.ref, task_id=raw, tool="<script>alert(1)</script>")
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         task.ref, TaskObservation(TaskStatus.WORKING, status_message=f"{HOSTILE} on {raw}")
     )
     snapshot = load_snapshot(tenant, run.ref)

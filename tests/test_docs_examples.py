@@ -373,11 +373,11 @@ def ledger_references(db: Path) -> dict[str, str]:
     ledger = Ledger.open(db, upgrade=False)
     try:
         tenant = ledger.for_principal(PRINCIPAL)
-        runs = tenant.list_runs()
+        runs = tenant.reads.list_runs()
         assert runs, f"the example's ledger {db} holds no run of {PRINCIPAL!r}"
         run = runs[0]
-        tasks = tenant.list_tasks(run_ref=run.ref)
-        inputs = tenant.input_requests(tasks[0].ref) if tasks else []
+        tasks = tenant.reads.list_tasks(run_ref=run.ref)
+        inputs = tenant.reads.input_requests(tasks[0].ref) if tasks else []
     finally:
         ledger.close()
     return {

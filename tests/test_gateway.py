@@ -101,6 +101,10 @@ async def test_handle_survives_a_gateway_crash_and_is_the_callers_only(gateway: 
         assert asking.status == "input_required" and asking.input_requests
         (key,) = asking.input_requests
         assert asking.input_requests[key]["method"] == "elicitation/create"
+        # tasks/update is an ack: a key the task does not ask, or one answered, is ignored.
+        await update_task(client, handle, {"no-such-key": APPROVE})
+        assert (await get_task(client, handle)).status == "input_required"
+        await update_task(client, handle, {key: APPROVE})
         await update_task(client, handle, {key: APPROVE})
         done = await poll_until(client, handle, {"completed", "failed", "cancelled"})
         assert done.result is not None and text_of(done.result) == "approved pay-crash"

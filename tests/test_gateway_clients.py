@@ -202,7 +202,7 @@ async def test_meta_id_and_header_key_that_differ_are_refused(gateway: Gateway) 
 def runs_of(db: Path, principal: str) -> dict[str, Any]:
     ledger = Ledger.open(db)
     try:
-        return {r.ref: r for r in ledger.for_principal(principal).list_runs()}
+        return {r.ref: r for r in ledger.for_principal(principal).reads.list_runs()}
     finally:
         ledger.close()
 
@@ -212,7 +212,7 @@ def register_host_run(db: Path, principal: str, response_id: str, session_id: st
     ledger = Ledger.open(db)
     try:
         tenant = ledger.for_principal(principal)
-        run = tenant.open_run(
+        run = tenant.runs.open_run(
             "local:report_harness", response_id=response_id, session_id=session_id
         )
         return run.ref
@@ -284,13 +284,15 @@ async def test_a_recorded_operation_keeps_its_run_across_client_sessions(tmp_pat
     ) as bridge:
         runs = GatewayRuns(bridge)
         first = await runs.run_for("alice", "session-1", None, None)
-        bridge._ledger.for_principal("alice").begin_dispatch(
+        bridge._ledger.for_principal("alice").calls.begin_dispatch(
             first, server_endpoint="http://x/mcp", tool_name="t", arguments={}, operation_id="k"
         )
         assert await runs.run_for("alice", "session-2", None, "k") == first
         assert await runs.run_for("alice", "session-2", None, "other") != first
         bobs = await runs.run_for("bob", "session-1", None, "k")
-        assert bobs != first and bridge._ledger.for_principal("bob").find_dispatch("k") is None
+        assert (
+            bobs != first and bridge._ledger.for_principal("bob").reads.find_dispatch("k") is None
+        )
         outer = OuterIdentity("resp_known01", None)  # an outer identity wins over the record
         assert await runs.run_for("alice", "session-2", outer, "k") != first
 

@@ -54,7 +54,7 @@ def anyio_backend() -> str:
 def run_of(db: Path, run_ref: str) -> RunView:
     ledger = Ledger.open(db)
     try:
-        return ledger.for_principal("alice").get_run(run_ref)
+        return ledger.for_principal("alice").reads.get_run(run_ref)
     finally:
         ledger.close()
 
@@ -62,7 +62,7 @@ def run_of(db: Path, run_ref: str) -> RunView:
 def run_events(db: Path, run_ref: str) -> list[ev.BridgeEvent]:
     ledger = Ledger.open(db)
     try:
-        return ledger.for_principal("alice").events(run_ref)
+        return ledger.for_principal("alice").reads.events(run_ref)
     finally:
         ledger.close()
 
@@ -223,17 +223,17 @@ def test_an_unknown_or_lost_call_ends_incomplete_never_completed(tmp_path: Path)
         tenant = ledger.for_principal("alice")
         run = new_run(tenant)
         done = new_task(tenant, run.ref)
-        tenant.observe_task(
+        tenant.tasks.observe_task(
             done.ref, TaskObservation(status=TaskStatus.COMPLETED, result={"content": []})
         )
         lost = new_task(tenant, run.ref)
 
         def ending() -> Any:
-            tasks, recorded, _ = tenant.run_work(run.ref)
+            tasks, recorded, _ = tenant.reads.run_work(run.ref)
             return ending_of(calls_of(recorded, tasks))
 
         assert ending() is None  # one still working
-        tenant.mark_task_lost(lost.ref, LostReason.TTL_EXPIRED, "createdAt + ttlMs passed")
+        tenant.tasks.mark_task_lost(lost.ref, LostReason.TTL_EXPIRED, "createdAt + ttlMs passed")
         result = ending()
         assert result.status is OuterStatus.INCOMPLETE
         assert result.error["unresolved"] == [lost.ref]
@@ -253,7 +253,7 @@ def test_status_lines_change_with_the_facts_and_no_status_column_is_written(
         run = new_run(tenant)
         task = new_task(tenant, run.ref, ttl_ms=60_000)
         request = {"method": "elicitation/create", "params": {"message": "Approve?"}}
-        tenant.observe_task(
+        tenant.tasks.observe_task(
             task.ref,
             TaskObservation(
                 status=TaskStatus.INPUT_REQUIRED,
@@ -263,7 +263,7 @@ def test_status_lines_change_with_the_facts_and_no_status_column_is_written(
         )
 
         def columns() -> tuple[Any, ...]:
-            t, r = tenant.get_task(task.ref), tenant.get_run(run.ref)
+            t, r = tenant.reads.get_task(task.ref), tenant.reads.get_run(run.ref)
             return (t.status, t.status_message, t.lost_reason, r.status, r.error)
 
         def line(now: int | None = None) -> str:
@@ -275,8 +275,8 @@ def test_status_lines_change_with_the_facts_and_no_status_column_is_written(
         asking = line()
         assert asking.startswith("input_required · waiting on in_")
         assert asking.endswith("server: 'waiting for approval'")
-        (pending,) = tenant.input_requests(task.ref, pending_only=True)
-        tenant.record_input_answer(task.ref, pending.ref, APPROVE)  # a fact, not a status
+        (pending,) = tenant.reads.input_requests(task.ref, pending_only=True)
+        tenant.inputs.record_input_answer(task.ref, pending.ref, APPROVE)  # a fact, not a status
         answered = line()
         assert f"{pending.ref} answered at" in answered and "not delivered yet" in answered
         late = line(now=task.created_at_ms + 60_001)  # the clock is a fact too
@@ -284,8 +284,8 @@ def test_status_lines_change_with_the_facts_and_no_status_column_is_written(
         assert columns() == recorded  # no status column (nor the message) was written
 
         # A new status without a message leaves none, not the previous status's text.
-        tenant.observe_task(task.ref, TaskObservation(status=TaskStatus.WORKING))
-        assert tenant.get_task(task.ref).status_message is None
+        tenant.tasks.observe_task(task.ref, TaskObservation(status=TaskStatus.WORKING))
+        assert tenant.reads.get_task(task.ref).status_message is None
         assert line() == "working"
     finally:
         ledger.close()
@@ -296,14 +296,14 @@ def test_the_newest_run_of_an_identity_is_found_on_both_engines(ledger: Ledger) 
     another principal's run never counts."""
     tenant = ledger.for_principal("alice")
     for response_id in ("gateway:s1", "gateway:s1#2", "gateway:s1#9", "gateway:s1#10"):
-        tenant.open_run("local:gateway", response_id=response_id)
-    tenant.open_run("local:gateway", response_id="gateway:s10#99")
-    tenant.open_run("local:gateway", response_id="gateway:S1#11")
-    ledger.for_principal("bob").open_run("local:gateway", response_id="gateway:s1#12")
-    newest = tenant.latest_run_of("local:gateway", "gateway:s1", "#")
+        tenant.runs.open_run("local:gateway", response_id=response_id)
+    tenant.runs.open_run("local:gateway", response_id="gateway:s10#99")
+    tenant.runs.open_run("local:gateway", response_id="gateway:S1#11")
+    ledger.for_principal("bob").runs.open_run("local:gateway", response_id="gateway:s1#12")
+    newest = tenant.reads.latest_run_of("local:gateway", "gateway:s1", "#")
     assert newest is not None and newest.response_id == "gateway:s1#10"
-    assert tenant.latest_run_of("local:gateway", "gateway:s2", "#") is None
-    assert tenant.latest_run_of("local:harness", "gateway:s1", "#") is None
+    assert tenant.reads.latest_run_of("local:gateway", "gateway:s2", "#") is None
+    assert tenant.reads.latest_run_of("local:harness", "gateway:s1", "#") is None
 
 
 @pytest.mark.anyio

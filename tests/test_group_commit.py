@@ -25,9 +25,9 @@ from bridge._errors import (
     NotFound,
     OperationReused,
 )
+from bridge._ledger.commit.commit_signals import CommitListener
 from bridge._ledger.commit.driver_sessions import Cursor
 from bridge._ledger.commit.group_commit import StagedCommit
-from bridge._ledger.coordination.commit_signals import CommitListener
 from bridge._ledger.reads.views import DispatchView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
@@ -53,7 +53,7 @@ def second(db_url: str, ledger: Ledger) -> Iterator[TenantLedger]:
 def _intent(
     tenant: TenantLedger, run_ref: str, n: int, **extra: Any
 ) -> StagedCommit[Any, Any, Any]:
-    return tenant.stage_dispatch(
+    return tenant.calls.stage_dispatch(
         run_ref,
         server_endpoint=ENDPOINT,
         server_name="reports",
@@ -132,7 +132,7 @@ async def test_concurrent_writes_commit_on_uvloop(pg_ledger: Ledger) -> None:
             async with anyio.create_task_group() as tg:
                 for n in range(8):
                     tg.start_soon(runner.commit, ledger.group_commit, _intent(tenant, run_ref, n))
-            assert len(tenant.list_dispatches(run_ref=run_ref)) == 8
+            assert len(tenant.reads.list_dispatches(run_ref=run_ref)) == 8
             group = ledger.group_commit
             return group.writes, group.pipelined_transactions, group.rolled_back
         finally:
@@ -158,7 +158,7 @@ async def test_a_bridge_on_postgresql_commits_through_its_ledgers_group_commit(
         view = await LedgerRunner(inline=False).commit(
             group, _intent(tenant, new_run(tenant).ref, 1)
         )
-        assert tenant.get_dispatch(view.ref).state is DispatchState.SENT
+        assert tenant.reads.get_dispatch(view.ref).state is DispatchState.SENT
         assert group.transactions == 1
 
 
@@ -173,10 +173,12 @@ async def _concurrent_dispatches(ledger: Ledger, second: TenantLedger) -> None:
     async def caller(n: int) -> None:
         run_ref = runs[n % len(runs)]
         intent = await runner.commit(group, _intent(tenant, run_ref, n))
-        on_release = second.get_dispatch(intent.ref).state  # read by another connection
-        settled = await runner.commit(group, tenant.stage_immediate_result(RESULT, intent=intent))
+        on_release = second.reads.get_dispatch(intent.ref).state  # read by another connection
+        settled = await runner.commit(
+            group, tenant.calls.stage_immediate_result(RESULT, intent=intent)
+        )
         assert settled.state is DispatchState.RESULT and settled.result == RESULT
-        seen[n] = (on_release, second.get_dispatch(intent.ref).state)
+        seen[n] = (on_release, second.reads.get_dispatch(intent.ref).state)
 
     gate = Gate()
     callers = 32
@@ -194,7 +196,7 @@ async def _concurrent_dispatches(ledger: Ledger, second: TenantLedger) -> None:
     assert group.transactions <= 1 + 1 + callers
     assert group.pipelined_transactions <= group.transactions
     for run_ref in runs:  # every result's event, gapless per run
-        events = second.events(run_ref)
+        events = second.reads.events(run_ref)
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
         assert sum(e.type == "call.result" for e in events) == callers // len(runs)
 
@@ -203,7 +205,7 @@ async def test_a_failing_write_in_a_batch_fails_alone(ledger: Ledger, second: Te
     tenant = ledger.for_principal("acme")
     run_ref = new_run(tenant).ref
     group = ledger.group_commit
-    first = tenant.begin_dispatch(
+    first = tenant.calls.begin_dispatch(
         run_ref,
         server_endpoint=ENDPOINT,
         tool_name="echo",
@@ -211,12 +213,12 @@ async def test_a_failing_write_in_a_batch_fails_alone(ledger: Ledger, second: Te
         operation_id="op-1",
         sent=True,
     )
-    tenant.record_immediate_result(first.ref, RESULT, intent=first)  # settled: moves no more
+    tenant.calls.record_immediate_result(first.ref, RESULT, intent=first)  # settled: moves no more
     good = [_intent(tenant, run_ref, n) for n in range(6)]
     failing = [
         _intent(tenant, "run_missing", 100),  # NotFound: no such run
         _intent(tenant, run_ref, 101, operation_id="op-1"),  # the id used for another call
-        tenant.stage_immediate_result(RESULT, intent=first),  # InvalidTransition
+        tenant.calls.stage_immediate_result(RESULT, intent=first),  # InvalidTransition
     ]
     replayed = _intent(tenant, run_ref, -1, operation_id="op-1")  # the same call again
     outcomes = await _commit_behind_gate(group, [*good[:3], *failing, replayed, *good[3:]])
@@ -228,9 +230,9 @@ async def test_a_failing_write_in_a_batch_fails_alone(ledger: Ledger, second: Te
     written = [outcomes[n] for n in (0, 1, 2, 7, 8, 9)]
     for view in written:
         assert isinstance(view, DispatchView)
-        assert second.get_dispatch(view.ref).state is DispatchState.SENT
-    assert second.get_dispatch(first.ref).result == RESULT
-    assert len(second.list_dispatches(run_ref=run_ref)) == 1 + len(good)
+        assert second.reads.get_dispatch(view.ref).state is DispatchState.SENT
+    assert second.reads.get_dispatch(first.ref).result == RESULT
+    assert len(second.reads.list_dispatches(run_ref=run_ref)) == 1 + len(good)
     # The pipelined attempt (PostgreSQL) was rolled back whole: every
     # write went alone.
     assert group.pipelined_transactions == 0
@@ -246,22 +248,22 @@ async def test_a_refused_check_rolls_a_pipelined_batch_back_and_only_it_fails(
     tenant = ledger.for_principal("acme")
     run_ref = new_run(tenant).ref
     group = ledger.group_commit
-    settled = tenant.begin_dispatch(
+    settled = tenant.calls.begin_dispatch(
         run_ref, server_endpoint=ENDPOINT, tool_name="echo", arguments={}, sent=True
     )
-    tenant.record_immediate_result(settled.ref, RESULT, intent=settled)
-    events_before = len(second.events(run_ref))
+    tenant.calls.record_immediate_result(settled.ref, RESULT, intent=settled)
+    events_before = len(second.reads.events(run_ref))
     batch = [
         _intent(tenant, run_ref, 1),
-        tenant.stage_immediate_result(RESULT, intent=settled),  # refused by its check
+        tenant.calls.stage_immediate_result(RESULT, intent=settled),  # refused by its check
         _intent(tenant, run_ref, 2),
     ]
     outcomes = await _commit_behind_gate(group, batch)
 
     assert isinstance(outcomes[1], InvalidTransition)
     for n in (0, 2):
-        assert second.get_dispatch(outcomes[n].ref).state is DispatchState.SENT
-    assert len(second.events(run_ref)) == events_before  # the refused result logged nothing
+        assert second.reads.get_dispatch(outcomes[n].ref).state is DispatchState.SENT
+    assert len(second.reads.events(run_ref)) == events_before  # the refused result logged nothing
     assert group.pipelined_transactions == 0
     assert group.pipelined_rolled_back == (1 if ledger.dialect.name == "postgresql" else 0)
     # gate, then the two intents alone after the roll-back
@@ -291,7 +293,7 @@ async def test_a_refused_database_fails_the_pending_writes_at_once(
 
     assert [type(outcomes[n]) for n in range(3)] == [LedgerUnavailable] * 3
     assert (group.retried_alone, group.rolled_back) == (0, 0)
-    assert second.list_dispatches(run_ref=run_ref) == []
+    assert second.reads.list_dispatches(run_ref=run_ref) == []
     assert (group.transactions, group.writes) == (1, 1)  # the gate's, alone
 
 
@@ -304,7 +306,7 @@ async def test_a_lone_caller_commits_at_once_in_a_transaction_of_its_own(
     group = ledger.group_commit
     for n in range(3):
         intent = await runner.commit(group, _intent(tenant, run_ref, n))
-        assert second.get_dispatch(intent.ref).state is DispatchState.SENT
+        assert second.reads.get_dispatch(intent.ref).state is DispatchState.SENT
     assert (group.transactions, group.writes, group.queued) == (3, 3, 0)
 
 
@@ -332,7 +334,7 @@ async def test_a_caller_cancelled_while_queued_still_learns_its_write_was_commit
         gate.release.set()
 
     assert len(committed) == 1
-    assert second.get_dispatch(committed[0].ref).state is DispatchState.SENT
+    assert second.reads.get_dispatch(committed[0].ref).state is DispatchState.SENT
 
 
 async def test_an_inline_runner_commits_alone_instead_of_grouping(
@@ -346,7 +348,7 @@ async def test_an_inline_runner_commits_alone_instead_of_grouping(
     before = (group.batches, group.transactions, group.writes)
     view = await LedgerRunner(inline=True).commit(group, _intent(tenant, run_ref, 1))
     assert (group.batches, group.transactions, group.writes) == before
-    assert second.get_dispatch(view.ref).state is DispatchState.SENT
+    assert second.reads.get_dispatch(view.ref).state is DispatchState.SENT
     # The refusals of the write itself come through this route as they do through the group.
     with pytest.raises(NotFound):
         await LedgerRunner(inline=True).commit(group, _intent(tenant, "run_missing", 2))
@@ -358,9 +360,9 @@ async def test_task_handles_share_commits_and_a_duplicate_handle_fails_alone(
     tenant = ledger.for_principal("acme")
     run_ref = new_run(tenant).ref
     group = ledger.group_commit
-    intents = [tenant.begin_dispatch(**_intent_fields(run_ref, n)) for n in range(5)]
+    intents = [tenant.calls.begin_dispatch(**_intent_fields(run_ref, n)) for n in range(5)]
     staged = [
-        tenant.stage_task_created(
+        tenant.calls.stage_task_created(
             op.ref, task_id=f"task-{min(n, 3)}", status=TaskStatus.WORKING, poll_interval_ms=500
         )
         for n, op in enumerate(intents)  # the last one reuses task-3: a duplicate handle
@@ -368,10 +370,12 @@ async def test_task_handles_share_commits_and_a_duplicate_handle_fails_alone(
     outcomes = await _commit_behind_gate(group, staged)
 
     created = [outcomes[n] for n in range(4)]
-    assert [second.get_task(task.ref).op_ref for task in created] == [i.ref for i in intents[:4]]
+    assert [second.reads.get_task(task.ref).op_ref for task in created] == [
+        i.ref for i in intents[:4]
+    ]
     assert isinstance(outcomes[4], DuplicateTaskHandle)
-    assert second.get_dispatch(intents[4].ref).state is DispatchState.SENT  # nothing of it
-    kinds = [(e.type, getattr(e, "kind", None)) for e in second.events(run_ref)]
+    assert second.reads.get_dispatch(intents[4].ref).state is DispatchState.SENT  # nothing of it
+    kinds = [(e.type, getattr(e, "kind", None)) for e in second.reads.events(run_ref)]
     assert kinds.count(("task.created", None)) == 4
     assert kinds.count(("anomaly", "duplicate_task_handle")) == 1
 
@@ -390,16 +394,16 @@ async def test_a_postgresql_call_path_commit_is_announced_once_from_its_transact
     try:
         assert await anyio.to_thread.run_sync(listener.listening.wait, 30)
         runner = LedgerRunner(inline=False)
-        ops = [tenant.begin_dispatch(**_intent_fields(run_ref, n)) for n in range(2)]
+        ops = [tenant.calls.begin_dispatch(**_intent_fields(run_ref, n)) for n in range(2)]
         task = await runner.commit(
             pg_ledger.group_commit,
-            tenant.stage_task_created(ops[0].ref, task_id="t-0", status=TaskStatus.WORKING),
+            tenant.calls.stage_task_created(ops[0].ref, task_id="t-0", status=TaskStatus.WORKING),
         )
         settled = await runner.commit(
-            pg_ledger.group_commit, tenant.stage_immediate_result(RESULT, intent=ops[1])
+            pg_ledger.group_commit, tenant.calls.stage_immediate_result(RESULT, intent=ops[1])
         )
         assert task.run_ref == settled.run_ref == run_ref
-        last = tenant.get_run(run_ref).event_count
+        last = tenant.reads.get_run(run_ref).event_count
         await wait_until(lambda: (run_ref, last) in heard, what="both commits heard")
         assert heard == [(run_ref, last - 1), (run_ref, last)]
     finally:
@@ -429,5 +433,5 @@ async def test_another_event_loop_on_the_same_ledger_commits_alone(
         return anyio.run(LedgerRunner(inline=False).commit, group, staged)
 
     view = await anyio.to_thread.run_sync(on_another_loop)
-    assert second.get_dispatch(view.ref).state is DispatchState.SENT
+    assert second.reads.get_dispatch(view.ref).state is DispatchState.SENT
     assert (group.transactions, group.writes, group.queued) == (2, 2, 0)

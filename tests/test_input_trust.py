@@ -98,7 +98,7 @@ async def _settled_text(bridge: Bridge, task_ref: str) -> str:
 
 
 async def _events(bridge: Bridge, run_ref: str) -> list[ev.BridgeEvent]:
-    return list(await bridge._db(bridge._ledger.for_principal(P).events, run_ref))
+    return list(await bridge._db(bridge._ledger.for_principal(P).reads.events, run_ref))
 
 
 async def _event(bridge: Bridge, run_ref: str, kind: type[Any], task_ref: str | None = None) -> Any:
@@ -254,7 +254,7 @@ async def test_an_invalid_handler_answer_is_refused_and_nothing_is_recorded(
         # Left for the host, untouched: it answers, and the task completes.
         [request] = await bridge.run(P, run_ref).pending_inputs()
         assert request.input_ref == failed.input_ref
-        view = (await bridge._db(bridge._ledger.for_principal(P).input_requests, task_ref))[0]
+        view = (await bridge._db(bridge._ledger.for_principal(P).reads.input_requests, task_ref))[0]
         assert view.answered_at_ms is None and view.answer is None
         await request.accept({"name": "Grace"})
         assert await _settled_text(bridge, task_ref) == 'accepted {"name": "Grace"}'

@@ -148,9 +148,9 @@ def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
     assert result["kind"] == "task_ended" and result["status"] == "completed"
     with backend.ledger_open() as ledger:
         tenant = ledger.for_principal(P)
-        task = tenant.get_task(result["task_ref"])
-        dispatch = tenant.get_dispatch(result["op_ref"])
-        events = tenant.events(task.run_ref)
+        task = tenant.reads.get_task(result["task_ref"])
+        dispatch = tenant.reads.get_dispatch(result["op_ref"])
+        events = tenant.reads.events(task.run_ref)
     # The workflow's outcome is the ledger's settled record, field for field.
     assert dispatch.state is DispatchState.TASK and dispatch.task_ref == task.ref
     assert task.status is TaskStatus.COMPLETED and task.result == result["result"]
@@ -191,7 +191,7 @@ def test_worker_sigkilled_mid_task_is_resumed_by_dbos_recovery_on_the_same_handl
     args = '{"key": "k-kill", "seconds": 2.0}'
     assert w.run("--start", "record_effect", args, "--crash", "polling") == -9, w.logs()
     with backend.ledger_open() as ledger:
-        (task_before,) = ledger.for_principal(P).list_tasks()
+        (task_before,) = ledger.for_principal(P).reads.list_tasks()
     assert task_before.status is TaskStatus.WORKING
     # Another process: DBOS recovery resumes the workflow, which polls the recorded handle.
     assert w.run() == 0, w.logs()
@@ -199,8 +199,8 @@ def test_worker_sigkilled_mid_task_is_resumed_by_dbos_recovery_on_the_same_handl
     assert result["status"] == "completed" and result["task_ref"] == task_before.ref
     with backend.ledger_open() as ledger:
         tenant = ledger.for_principal(P)
-        assert [t.ref for t in tenant.list_tasks()] == [task_before.ref]
-        assert len(tenant.list_dispatches()) == 1
+        assert [t.ref for t in tenant.reads.list_tasks()] == [task_before.ref]
+        assert len(tenant.reads.list_dispatches()) == 1
     assert effects(server).count("effect k-kill") == 1  # one execution on the server
 
 
@@ -215,8 +215,8 @@ def test_send_whose_reply_was_lost_becomes_unknown_and_is_never_sent_again(
     assert result["kind"] == "unknown_outcome"
     with backend.ledger_open() as ledger:
         tenant = ledger.for_principal(P)
-        (dispatch,) = tenant.list_dispatches()
-        assert dispatch.state is DispatchState.UNKNOWN and tenant.list_tasks() == []
+        (dispatch,) = tenant.reads.list_dispatches()
+        assert dispatch.state is DispatchState.UNKNOWN and tenant.reads.list_tasks() == []
     wait_for(lambda: "effect k-lost-reply" in effects(server), "the server's one execution")
     assert effects(server).count("effect k-lost-reply") == 1
 
@@ -229,10 +229,10 @@ def test_mcp_server_restart_is_a_lost_result_never_a_success(
     try:
         with backend.ledger_open() as ledger:
             tenant = ledger.for_principal(P)
-            wait_for(lambda: tenant.list_tasks(), "the task handle")
+            wait_for(lambda: tenant.reads.list_tasks(), "the task handle")
             server.restart()  # in-memory tasks are gone
             assert proc.wait(timeout=WORKER_DEADLINE_S) == 0, w.logs()
-            (task,) = tenant.list_tasks()
+            (task,) = tenant.reads.list_tasks()
     finally:
         proc.kill()
     result = w.result()
@@ -277,7 +277,7 @@ def _answer_in_the_console(
         csrf = re.search(r'name="csrf-token" content="([^"]+)"', inbox.text)
         assert csrf is not None
         with backend.ledger_open() as ledger:
-            run_ref = ledger.for_principal(P).get_task(request.task_ref).run_ref
+            run_ref = ledger.for_principal(P).reads.get_task(request.task_ref).run_ref
         path = f"/runs/{run_ref}/inputs/{request.task_ref}/{request.ref}/answer"
         form = {"csrf": csrf.group(1), "action": "accept", "f.approve": "true"}
         answered = http.post(path, data=form)
@@ -298,7 +298,7 @@ def test_input_required_answered_by_an_operator_reaches_the_waiting_workflow_onc
     try:
         with backend.ledger_open() as ledger:
             tenant = ledger.for_principal(P)
-            (request,) = wait_for(tenant.pending_input_requests, "the input request")
+            (request,) = wait_for(tenant.reads.pending_input_requests, "the input request")
         answer(backend, server, tmp_path, request)
         assert proc.wait(timeout=WORKER_DEADLINE_S) == 0, w.logs()
     finally:

@@ -101,7 +101,7 @@ def workers() -> Iterator[list[WorkerProcess]]:
 def tasks_in(db: Path) -> list[object]:
     ledger = Ledger.open(db)
     try:
-        return list(ledger.for_principal(PRINCIPAL).list_tasks())
+        return list(ledger.for_principal(PRINCIPAL).reads.list_tasks())
     finally:
         ledger.close()
 

@@ -50,6 +50,53 @@ RANKS: list[tuple[str, int]] = [
     ("bridge", 11),  # the package itself: the public names, exported lazily
 ]
 
+# Inside the ledger and the MCP side, the same rule between their own sub-packages and modules
+# (a module imports only a lower rank or its own): the pure values and the commit machinery at
+# the bottom, the tenant ledger's aggregates over its base and reads, the store composing them,
+# then what coordinates processes over a store; on the MCP side the wire, one client per server,
+# the requests sent on it, then polling, inputs (met while polling) and calls on top.
+INNER_RANKS: dict[str, list[tuple[str, int]]] = {
+    "bridge._ledger": [
+        ("bridge._ledger.attention_events", 0),
+        ("bridge._ledger.fencing", 0),
+        ("bridge._ledger.input_bounds", 0),
+        ("bridge._ledger.outcome", 0),
+        ("bridge._ledger.reads.views", 0),
+        ("bridge._ledger.commit", 1),
+        ("bridge._ledger.reads.lean_reads", 2),  # the driver session's reads, under the base
+        ("bridge._ledger.runner", 2),
+        ("bridge._ledger.schema", 2),
+        ("bridge._ledger._base", 3),
+        ("bridge._ledger.call_path", 4),
+        ("bridge._ledger.reads", 4),
+        ("bridge._ledger.agent_states", 5),
+        ("bridge._ledger.dispatches", 5),
+        ("bridge._ledger.gateway_handles", 5),
+        ("bridge._ledger.inputs", 5),
+        ("bridge._ledger.operator_acts", 5),
+        ("bridge._ledger.rounds", 5),
+        ("bridge._ledger.runs", 5),
+        ("bridge._ledger.tasks", 5),
+        ("bridge._ledger.webhook_outbox", 5),
+        ("bridge._ledger.store", 6),
+        ("bridge._ledger.coordination", 7),
+        ("bridge._ledger.host_tables", 7),
+        ("bridge._ledger.reader", 7),
+        ("bridge._ledger.retention", 7),
+    ],
+    "bridge._mcp": [
+        ("bridge._mcp.wire", 0),
+        ("bridge._mcp.servers", 1),
+        ("bridge._mcp.config_file", 2),
+        ("bridge._mcp.failures", 2),
+        ("bridge._mcp.legacy_shapes", 2),
+        ("bridge._mcp.task_requests", 2),
+        ("bridge._mcp.polling", 3),
+        ("bridge._mcp.inputs", 4),
+        ("bridge._mcp.calls", 5),
+    ],
+}
+
 
 def _modules() -> dict[str, Path]:
     found = {}
@@ -89,8 +136,8 @@ def _graph() -> dict[str, set[str]]:
     return {name: set(_imported(name, path)) for name, path in MODULES.items()}
 
 
-def _rank(module: str) -> int:
-    for prefix, rank in RANKS:
+def _rank(module: str, ranks: list[tuple[str, int]] = RANKS) -> int:
+    for prefix, rank in ranks:
         if module == prefix or module.startswith(prefix + "."):
             return rank
     raise AssertionError(f"{module} is in no part of the layout: add it to RANKS")
@@ -156,6 +203,26 @@ def test_no_upward_imports() -> None:
         if _rank(target) > _rank(module)
     )
     assert upward == []
+
+
+def test_no_upward_imports_inside_the_ledger_and_the_mcp_side() -> None:
+    upward = sorted(
+        f"{module} -> {target}"
+        for package, ranks in INNER_RANKS.items()
+        for module, targets in _graph().items()
+        if module.startswith(package + ".")
+        for target in targets
+        if target.startswith(package + ".") and _rank(target, ranks) > _rank(module, ranks)
+    )
+    assert upward == []
+
+
+def test_inner_ranks_name_what_is_there() -> None:
+    """Every inner rank names a module or package that exists (a move updates the table)."""
+    stale = [
+        prefix for ranks in INNER_RANKS.values() for prefix, _ in ranks if prefix not in MODULES
+    ]
+    assert stale == []
 
 
 def test_no_module_over_the_size_limit() -> None:

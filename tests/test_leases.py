@@ -144,39 +144,41 @@ def test_a_stale_holder_cannot_write_an_observation(ledger: Ledger) -> None:
 
     completed = TaskObservation(status=TaskStatus.COMPLETED, result={"content": []})
     working = TaskObservation(status=TaskStatus.WORKING, status_message="late news")
-    before = tenant.events(tenant.get_task(ref).run_ref)
+    before = tenant.reads.events(tenant.reads.get_task(ref).run_ref)
     with pytest.raises(LeaseLost):
-        tenant.observe_task(ref, working, lease=old)
+        tenant.tasks.observe_task(ref, working, lease=old)
     with pytest.raises(LeaseLost):
-        tenant.mark_task_lost(ref, LostReason.NOT_FOUND, "stale", lease=old)
+        tenant.tasks.mark_task_lost(ref, LostReason.NOT_FOUND, "stale", lease=old)
     with pytest.raises(LeaseLost):
-        tenant.record_server_unreachable(ref, 0, "stale", lease=old)
+        tenant.tasks.record_server_unreachable(ref, 0, "stale", lease=old)
     with pytest.raises(LeaseLost):
-        tenant.record_anomaly(tenant.get_task(ref).run_ref, "x", "stale", task_ref=ref, lease=old)
-    assert tenant.events(tenant.get_task(ref).run_ref) == before, "nothing written"
-    tenant.observe_task(ref, completed, lease=new)
-    assert tenant.get_task(ref).status is TaskStatus.COMPLETED
+        tenant.runs.record_anomaly(
+            tenant.reads.get_task(ref).run_ref, "x", "stale", task_ref=ref, lease=old
+        )
+    assert tenant.reads.events(tenant.reads.get_task(ref).run_ref) == before, "nothing written"
+    tenant.tasks.observe_task(ref, completed, lease=new)
+    assert tenant.reads.get_task(ref).status is TaskStatus.COMPLETED
 
 
 def test_runs_are_leased_and_fenced_the_same_way(ledger: Ledger) -> None:
     tenant = ledger.for_principal("acme")
     server = "http://127.0.0.1:9/uhp"
-    run = tenant.open_run(server, response_id="resp_1", status=OuterStatus.IN_PROGRESS)
-    tenant.open_run("local:x", response_id="resp_2", status=OuterStatus.IN_PROGRESS)
+    run = tenant.runs.open_run(server, response_id="resp_1", status=OuterStatus.IN_PROGRESS)
+    tenant.runs.open_run("local:x", response_id="resp_2", status=OuterStatus.IN_PROGRESS)
     leases = TenantLeases(tenant)
     registry = ReplicaRegistry(ledger)
     a = registry.register("replica-a", LEASE_MS)
     b = registry.register("replica-b", LEASE_MS)
     assert [r.ref for r in leases.claim_runs(a, [server], 10)] == [run.ref], "remote runs only"
     assert leases.claim_runs(b, [server], 10) == []
-    assert tenant.record_outer_sequence(run.ref, 5, lease=a)
+    assert tenant.runs.record_outer_sequence(run.ref, 5, lease=a)
     with pytest.raises(LeaseLost):
-        tenant.record_outer_sequence(run.ref, 9, lease=b)
+        tenant.runs.record_outer_sequence(run.ref, 9, lease=b)
     with pytest.raises(LeaseLost):
-        tenant.observe_outer(run.ref, OuterStatus.COMPLETED, lease=b)
+        tenant.runs.observe_outer(run.ref, OuterStatus.COMPLETED, lease=b)
     with pytest.raises(LeaseLost):
-        tenant.record_stream_lost(run.ref, "cut", 9, lease=b)
-    assert tenant.get_run(run.ref).last_sequence == 5
+        tenant.runs.record_stream_lost(run.ref, "cut", 9, lease=b)
+    assert tenant.reads.get_run(run.ref).last_sequence == 5
     registry.retire(a)  # clean shutdown hands the run over at once
     assert [r.ref for r in leases.claim_runs(b, [server], 10)] == [run.ref]
 

@@ -44,9 +44,9 @@ def test_sqlite_synchronous_full_is_applied_to_every_connection(tmp_path: Path) 
         assert _synchronous(ledger) == 2  # FULL
         assert _call_path_synchronous(ledger) == 2
         tenant = ledger.for_principal("acme")
-        run = tenant.open_run("local:h", response_id="resp_1")
-        op = tenant.begin_dispatch(run.ref, server_endpoint="e", tool_name="t", arguments={})
-        assert tenant.get_dispatch(op.ref).ref == op.ref  # the call path works on it
+        run = tenant.runs.open_run("local:h", response_id="resp_1")
+        op = tenant.calls.begin_dispatch(run.ref, server_endpoint="e", tool_name="t", arguments={})
+        assert tenant.reads.get_dispatch(op.ref).ref == op.ref  # the call path works on it
     finally:
         ledger.close()
 
@@ -70,7 +70,7 @@ def test_postgresql_dialect_ignores_sqlite_synchronous(postgres_admin_url: str) 
             assert isinstance(ledger.dialect, PostgresDialect)
             assert ledger.dialect.runs_calls_inline is False
             assert ledger.dialect.locks_rows_for_update is True
-            run = ledger.for_principal("acme").open_run("local:h", response_id="resp_1")
-            assert ledger.for_principal("acme").get_run(run.ref).ref == run.ref
+            run = ledger.for_principal("acme").runs.open_run("local:h", response_id="resp_1")
+            assert ledger.for_principal("acme").reads.get_run(run.ref).ref == run.ref
         finally:
             ledger.close()

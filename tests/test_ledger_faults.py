@@ -28,7 +28,7 @@ import pytest
 from sqlalchemy import func, select as sql_select
 
 from bridge._errors import LedgerUnavailable
-from bridge._ledger.coordination.availability import CALL_PATH_CHECK_EVERY, WriteLockBusy
+from bridge._ledger.commit.availability import CALL_PATH_CHECK_EVERY, WriteLockBusy
 from bridge._ledger.reads.views import RunView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import DISPATCHES, Ledger, TenantLedger
@@ -74,8 +74,8 @@ class Stored:
 
 def _store_a_run(ledger: Ledger, path: Path) -> Stored:
     tenant = ledger.for_principal("acme")
-    run = tenant.open_run("http://uhp.example", response_id="resp_before")
-    tenant.record_anomaly(run.ref, "stored_before", "written before the fault")
+    run = tenant.runs.open_run("http://uhp.example", response_id="resp_before")
+    tenant.runs.record_anomaly(run.ref, "stored_before", "written before the fault")
     return Stored(ledger, path, tenant, run, _event_types(tenant, run.ref))
 
 
@@ -90,7 +90,7 @@ def stored(tmp_path: Path) -> Iterator[Stored]:
 
 
 def _event_types(tenant: TenantLedger, run_ref: str) -> list[str]:
-    return [e.type for e in tenant.events(run_ref)]
+    return [e.type for e in tenant.reads.events(run_ref)]
 
 
 def _dispatch_count(ledger: Ledger, run_ref: str) -> int:
@@ -111,7 +111,7 @@ async def test_held_lock_delays_the_write_not_the_event_loop(
     written = anyio.Event()
 
     async def write() -> None:
-        await runner(tenant.record_anomaly, run.ref, "after_lock", "waited for the lock")
+        await runner(tenant.runs.record_anomaly, run.ref, "after_lock", "waited for the lock")
         written.set()
 
     holder = HeldLock(path)
@@ -128,7 +128,7 @@ async def test_held_lock_delays_the_write_not_the_event_loop(
                 assert not written.is_set(), "the write cannot commit while the lock is held"
                 assert worst_gap < 0.25, f"the event loop stalled {worst_gap:.3f} s"
                 # Reads never queue for the write lock (WAL).
-                assert await runner(tenant.get_run, run.ref) == tenant.get_run(run.ref)
+                assert await runner(tenant.reads.get_run, run.ref) == tenant.reads.get_run(run.ref)
                 holder.release()
                 await written.wait()
     finally:
@@ -154,7 +154,7 @@ async def test_call_path_intent_waits_for_the_lock_and_is_committed_once(
     with held_lock(path) as holder:
         started = time.monotonic()
         with pytest.raises(WriteLockBusy):
-            tenant.begin_dispatch(run.ref, **fields)
+            tenant.calls.begin_dispatch(run.ref, **fields)
         assert time.monotonic() - started < 0.5, "the busy write blocked the loop"
         assert _dispatch_count(ledger, run.ref) == 0
         with anyio.fail_after(DEADLINE_S):
@@ -163,7 +163,7 @@ async def test_call_path_intent_waits_for_the_lock_and_is_committed_once(
 
                 async def commit_intent() -> None:
                     result.append(
-                        await runner.when_lock_free(tenant.begin_dispatch, run.ref, **fields)
+                        await runner.when_lock_free(tenant.calls.begin_dispatch, run.ref, **fields)
                     )
 
                 tg.start_soon(commit_intent)
@@ -173,7 +173,7 @@ async def test_call_path_intent_waits_for_the_lock_and_is_committed_once(
     (intent,) = result
     assert intent.operation_id == "op-under-lock"
     assert _dispatch_count(ledger, run.ref) == 1
-    settled = tenant.record_immediate_result(intent.ref, {"content": []}, intent=intent)
+    settled = tenant.calls.record_immediate_result(intent.ref, {"content": []}, intent=intent)
     assert settled.state.value == "result"
 
 
@@ -186,7 +186,7 @@ async def test_the_call_path_route_waits_for_the_lock_and_commits_each_write_onc
     commit once it is free; running the staged write again writes it once."""
     ledger, path, tenant, run = stored.ledger, stored.path, stored.tenant, stored.run
     runner, group = LedgerRunner(inline=True), tenant.group_commit
-    staged_intent = tenant.stage_dispatch(
+    staged_intent = tenant.calls.stage_dispatch(
         run.ref,
         server_endpoint="http://mcp.example/mcp",
         tool_name="generate_report",
@@ -206,7 +206,9 @@ async def test_the_call_path_route_waits_for_the_lock_and_commits_each_write_onc
             holder.release()
     (intent,) = intents
     assert _dispatch_count(ledger, run.ref) == 1
-    staged_task = tenant.stage_task_created(intent.ref, task_id="t-1", status=TaskStatus.WORKING)
+    staged_task = tenant.calls.stage_task_created(
+        intent.ref, task_id="t-1", status=TaskStatus.WORKING
+    )
     with held_lock(path) as holder, anyio.fail_after(DEADLINE_S):
         async with anyio.create_task_group() as tg:
             tasks: list[Any] = []
@@ -219,7 +221,7 @@ async def test_the_call_path_route_waits_for_the_lock_and_commits_each_write_onc
             assert tasks == [] and "task.created" not in _event_types(tenant, run.ref)
             holder.release()
     (task,) = tasks
-    assert tenant.get_task(task.ref).status is TaskStatus.WORKING
+    assert tenant.reads.get_task(task.ref).status is TaskStatus.WORKING
     assert _event_types(tenant, run.ref).count("task.created") == 1
 
 
@@ -232,7 +234,7 @@ async def test_lock_held_past_the_deadline_is_a_typed_error(stored: Stored) -> N
         anyio.fail_after(DEADLINE_S),
         pytest.raises(LedgerUnavailable) as raised,
     ):
-        await runner(tenant.record_anomaly, run.ref, "never", "the lock is never free")
+        await runner(tenant.runs.record_anomaly, run.ref, "never", "the lock is never free")
     assert type(raised.value) is LedgerUnavailable and "write lock" in raised.value.reason
     assert _event_types(tenant, run.ref) == stored.events_before
 
@@ -243,7 +245,9 @@ def test_a_worker_thread_waits_for_the_lock_then_writes(
     """Off the event loop a write waits (beyond SQLite's few-ms busy timeout) and commits."""
     path, tenant, run = stored.path, stored.tenant, stored.run
     with held_lock(path) as holder:
-        write = Background(lambda: tenant.record_anomaly(run.ref, "thread", "waited in a thread"))
+        write = Background(
+            lambda: tenant.runs.record_anomaly(run.ref, "thread", "waited in a thread")
+        )
         assert write.still_waiting_after(0.3), "the write must wait for the lock"
         holder.release()
         write.thread.join(DEADLINE_S)
@@ -299,9 +303,11 @@ def test_read_only_file_refuses_writes_with_a_typed_error(tmp_path: Path) -> Non
             tenant = reopened.for_principal("acme")
             assert _event_types(tenant, run.ref) == before  # reads still work
             with pytest.raises(LedgerUnavailable, match="read-only"):
-                tenant.record_anomaly(run.ref, "refused", "read-only file")
+                tenant.runs.record_anomaly(run.ref, "refused", "read-only file")
             with pytest.raises(LedgerUnavailable, match="read-only"):
-                tenant.begin_dispatch(run.ref, server_endpoint="e", tool_name="t", arguments={})
+                tenant.calls.begin_dispatch(
+                    run.ref, server_endpoint="e", tool_name="t", arguments={}
+                )
             assert _event_types(tenant, run.ref) == before
         finally:
             reopened.close()
@@ -312,14 +318,16 @@ def test_file_deleted_under_a_running_ledger_refuses_all_work(
     stored: Stored, caplog: pytest.LogCaptureFixture
 ) -> None:
     path, tenant, run = stored.path, stored.tenant, stored.run
-    intent = tenant.begin_dispatch(run.ref, server_endpoint="e", tool_name="t", arguments={})
+    intent = tenant.calls.begin_dispatch(run.ref, server_endpoint="e", tool_name="t", arguments={})
     path.unlink()
     with caplog.at_level(logging.ERROR, logger="bridge._ledger"):
         # The call path checks the file now and then: refused within a bounded number of calls.
         refused_after = None
         for calls in range(CALL_PATH_CHECK_EVERY + 1):
             try:
-                tenant.begin_dispatch(run.ref, server_endpoint="e", tool_name="t", arguments={})
+                tenant.calls.begin_dispatch(
+                    run.ref, server_endpoint="e", tool_name="t", arguments={}
+                )
             except LedgerUnavailable as exc:
                 refused_after = calls
                 assert "deleted" in exc.reason
@@ -327,11 +335,11 @@ def test_file_deleted_under_a_running_ledger_refuses_all_work(
         assert refused_after is not None, "the call path never noticed the deleted file"
         # From then on everything is refused: the call path, the other writes, the reads.
         with pytest.raises(LedgerUnavailable):
-            tenant.mark_dispatch_sent(intent.ref)
+            tenant.calls.mark_dispatch_sent(intent.ref)
         with pytest.raises(LedgerUnavailable):
-            tenant.record_anomaly(run.ref, "lost", "after deletion")
+            tenant.runs.record_anomaly(run.ref, "lost", "after deletion")
         with pytest.raises(LedgerUnavailable):
-            tenant.get_run(run.ref)
+            tenant.reads.get_run(run.ref)
     assert [r.message for r in caplog.records].count(
         f"the ledger file {path} was deleted under the running process: "
         "the ledger refuses all further work"
@@ -347,7 +355,7 @@ def test_file_replaced_under_a_running_ledger_is_noticed_on_the_next_write(
     other.close()
     os.replace(tmp_path / "other.db", path)
     with pytest.raises(LedgerUnavailable, match="replaced"):
-        tenant.record_anomaly(run.ref, "lost", "after replacement")
+        tenant.runs.record_anomaly(run.ref, "lost", "after replacement")
 
 
 # -- a ledger that cannot be opened at start ---------------------------------------------------

@@ -56,20 +56,20 @@ def test_a_full_disk_refuses_writes_at_once_and_writes_resume_when_space_returns
         for i in range(10_000):
             started = time.monotonic()
             try:
-                tenant.record_anomaly(run.ref, "filler", "x" * 2_000 + str(i))
+                tenant.runs.record_anomaly(run.ref, "filler", "x" * 2_000 + str(i))
             except LedgerUnavailable as exc:
                 refused_in = time.monotonic() - started
                 assert exc.reason == "the disk is full"
                 break
         assert refused_in is not None, "the capped ledger never filled"
         assert refused_in < REFUSED_WITHIN_S, "a full disk must be refused at once"
-        seqs = [e.seq for e in tenant.events(run.ref)]
+        seqs = [e.seq for e in tenant.reads.events(run.ref)]
         assert seqs == list(range(1, len(seqs) + 1)), "no gap, no half-written event"
         with pytest.raises(LedgerUnavailable, match="full"):  # still full: refused again
-            tenant.record_anomaly(run.ref, "filler", "y" * 8_000)
+            tenant.runs.record_anomaly(run.ref, "filler", "y" * 8_000)
         cap.set(None)  # space returns
-        tenant.record_anomaly(run.ref, "after", "space returned")
-        assert tenant.events(run.ref)[-1].seq == len(seqs) + 1
+        tenant.runs.record_anomaly(run.ref, "after", "space returned")
+        assert tenant.reads.events(run.ref)[-1].seq == len(seqs) + 1
         assert new_run(tenant).ref
     finally:
         ledger.close()

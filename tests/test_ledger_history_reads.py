@@ -29,8 +29,10 @@ STEP = 10  # instructions per progress-handler call
 
 def _ask(tenant: TenantLedger, task_ref: str) -> str:
     asks = {"k": {"method": "elicitation/create", "params": {"message": "Which quarter?"}}}
-    tenant.observe_task(task_ref, TaskObservation(TaskStatus.INPUT_REQUIRED, input_requests=asks))
-    (request,) = [r for r in tenant.pending_input_requests() if r.task_ref == task_ref]
+    tenant.tasks.observe_task(
+        task_ref, TaskObservation(TaskStatus.INPUT_REQUIRED, input_requests=asks)
+    )
+    (request,) = [r for r in tenant.reads.pending_input_requests() if r.task_ref == task_ref]
     assert request.ref is not None
     return request.ref
 
@@ -39,16 +41,16 @@ def _live(tenant: TenantLedger) -> None:
     """What waits for a person: a waiting input, a lost task, a task working, a call out."""
     _ask(tenant, new_task(tenant, new_run(tenant).ref).ref)
     lost = new_task(tenant, new_run(tenant).ref)
-    tenant.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "gone")
+    tenant.tasks.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "gone")
     new_task(tenant, new_run(tenant).ref)
-    op = tenant.begin_dispatch(
+    op = tenant.calls.begin_dispatch(
         new_run(tenant).ref,
         server_endpoint=ENDPOINT,
         server_name="reports",
         tool_name="t",
         arguments={"n": 1},
     )
-    tenant.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_sent(op.ref)
 
 
 def _finished(tenant: TenantLedger) -> None:
@@ -56,9 +58,11 @@ def _finished(tenant: TenantLedger) -> None:
     task completed, a call answered at once, the run completed."""
     run = new_run(tenant)
     task = new_task(tenant, run.ref)
-    tenant.record_input_answer(task.ref, _ask(tenant, task.ref), {"action": "accept"})
-    tenant.observe_task(task.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": []}))
-    op = tenant.begin_dispatch(
+    tenant.inputs.record_input_answer(task.ref, _ask(tenant, task.ref), {"action": "accept"})
+    tenant.tasks.observe_task(
+        task.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": []})
+    )
+    op = tenant.calls.begin_dispatch(
         run.ref,
         server_endpoint=ENDPOINT,
         server_name="reports",
@@ -66,8 +70,8 @@ def _finished(tenant: TenantLedger) -> None:
         arguments={"n": secrets.token_hex(4)},
         sent=True,
     )
-    tenant.record_immediate_result(op.ref, {"content": []}, intent=op)
-    tenant.observe_outer(run.ref, OuterStatus.COMPLETED)
+    tenant.calls.record_immediate_result(op.ref, {"content": []}, intent=op)
+    tenant.runs.observe_outer(run.ref, OuterStatus.COMPLETED)
 
 
 @contextmanager
@@ -104,17 +108,17 @@ def test_attention_and_recovery_reads_do_not_grow_with_the_history(
     window = AttentionWindow(now_ms=clock.now_ms)
 
     def attention() -> object:
-        items = tenant.attention(window)
+        items = tenant.attention.attention(window)
         assert {i.kind for i in items} == {"input_waiting", "lost_task"}
         return items
 
     def recovery() -> object:
         return (
-            tenant.list_tasks(open_only=True),
-            tenant.list_runs(open_only=True, limit=10_000),
-            tenant.pending_input_requests(),
-            tenant.pending_call_inputs(),
-            tenant.list_dispatches(states=[DispatchState.PENDING, DispatchState.SENT]),
+            tenant.reads.list_tasks(open_only=True),
+            tenant.reads.list_runs(open_only=True, limit=10_000),
+            tenant.reads.pending_input_requests(),
+            tenant.rounds.pending_call_inputs(),
+            tenant.reads.list_dispatches(states=[DispatchState.PENDING, DispatchState.SENT]),
         )
 
     reads = {"attention": attention, "recovery": recovery}

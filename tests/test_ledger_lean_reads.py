@@ -33,23 +33,23 @@ def test_lean_task_and_event_reads_equal_core(tmp_path: Path, clock: FakeClock) 
         run = new_run(tenant)
         task = new_task(tenant, run.ref)  # a call-path write: this thread now holds a cursor
         assert _holds_cursor(ledger)
-        assert tenant.get_task(task.ref) == tenant._core_task(task.ref)
+        assert tenant.reads.get_task(task.ref) == tenant.reads._core_task(task.ref)
         big = {"content": [{"type": "text", "text": "x" * 500}], "isError": False}
-        tenant.observe_task(task.ref, TaskObservation(TaskStatus.COMPLETED, result=big))
-        lean = tenant.get_task(task.ref)
-        assert lean == tenant._core_task(task.ref)
+        tenant.tasks.observe_task(task.ref, TaskObservation(TaskStatus.COMPLETED, result=big))
+        lean = tenant.reads.get_task(task.ref)
+        assert lean == tenant.reads._core_task(task.ref)
         assert lean.outcome_truncated is True and not lean.is_open
         for after in (0, 2):
             params = {"w_principal": tenant.principal, "w_ref": run.ref, "w_after": after}
-            core = [ev.parse_event(text) for text in tenant._core_payloads(params, None)]
-            assert core and tenant.events(run.ref, after_seq=after) == core
-            assert tenant.events(run.ref, after_seq=after, limit=2) == core[:2]
+            core = [ev.parse_event(text) for text in tenant.reads._core_payloads(params, None)]
+            assert core and tenant.reads.events(run.ref, after_seq=after) == core
+            assert tenant.reads.events(run.ref, after_seq=after, limit=2) == core[:2]
         with pytest.raises(NotFound):
-            tenant.get_task("task_nope")
+            tenant.reads.get_task("task_nope")
         other = ledger.for_principal("local:bob")  # the principal filter holds on this path
         with pytest.raises(NotFound):
-            other.get_task(task.ref)
-        assert other.events(run.ref) == []
+            other.reads.get_task(task.ref)
+        assert other.reads.events(run.ref) == []
     finally:
         ledger.close()
 
@@ -63,14 +63,14 @@ def test_a_thread_without_a_cursor_reads_through_core(sqlite_ledger: Ledger) -> 
     seen: list[object] = []
 
     def read() -> None:
-        seen.append(tenant.get_task(task.ref))
-        seen.append(tenant.events(run.ref))
+        seen.append(tenant.reads.get_task(task.ref))
+        seen.append(tenant.reads.events(run.ref))
         seen.append(_holds_cursor(ledger))
 
     reader = threading.Thread(target=read)
     reader.start()
     reader.join(timeout=60)
-    assert seen == [tenant.get_task(task.ref), tenant.events(run.ref), False]
+    assert seen == [tenant.reads.get_task(task.ref), tenant.reads.events(run.ref), False]
 
 
 def test_run_work_is_the_separate_reads_in_one(sqlite_ledger: Ledger) -> None:
@@ -84,14 +84,14 @@ def test_run_work_is_the_separate_reads_in_one(sqlite_ledger: Ledger) -> None:
     )
     run, elsewhere = new_run(tenant), new_run(tenant)
     for ref in (run.ref, run.ref, elsewhere.ref):
-        tenant.observe_task(new_task(tenant, ref).ref, asking)
+        tenant.tasks.observe_task(new_task(tenant, ref).ref, asking)
     new_task(tenant, run.ref)  # one without input requests
-    tasks, dispatches, pending = tenant.run_work(run.ref)
-    assert tasks == tenant.list_tasks(run_ref=run.ref) and len(tasks) == 3
-    assert dispatches == tenant.list_dispatches(run_ref=run.ref) and len(dispatches) == 3
-    separate = sum(len(tenant.input_requests(t.ref, pending_only=True)) for t in tasks)
+    tasks, dispatches, pending = tenant.reads.run_work(run.ref)
+    assert tasks == tenant.reads.list_tasks(run_ref=run.ref) and len(tasks) == 3
+    assert dispatches == tenant.reads.list_dispatches(run_ref=run.ref) and len(dispatches) == 3
+    separate = sum(len(tenant.reads.input_requests(t.ref, pending_only=True)) for t in tasks)
     assert pending == separate == 2
-    assert ledger.for_principal("local:bob").run_work(run.ref) == ([], [], 0)
+    assert ledger.for_principal("local:bob").reads.run_work(run.ref) == ([], [], 0)
 
 
 def test_open_run_returns_the_committed_run(sqlite_ledger: Ledger) -> None:
@@ -99,7 +99,7 @@ def test_open_run_returns_the_committed_run(sqlite_ledger: Ledger) -> None:
     ledger = sqlite_ledger
     tenant = ledger.for_principal("local:alice")
     opened = new_run(tenant)
-    assert opened == tenant.get_run(opened.ref) and opened.event_count == 1
+    assert opened == tenant.reads.get_run(opened.ref) and opened.event_count == 1
 
 
 def test_lean_run_reads_equal_core(tmp_path: Path, clock: FakeClock) -> None:
@@ -112,27 +112,27 @@ def test_lean_run_reads_equal_core(tmp_path: Path, clock: FakeClock) -> None:
         run = new_run(tenant)
         settled, waiting = new_task(tenant, run.ref), new_task(tenant, run.ref)
         big = {"content": [{"type": "text", "text": "x" * 500}], "isError": False}
-        tenant.observe_task(settled.ref, TaskObservation(TaskStatus.COMPLETED, result=big))
+        tenant.tasks.observe_task(settled.ref, TaskObservation(TaskStatus.COMPLETED, result=big))
         asking = {"k": {"method": "elicitation/create", "params": {}}}
-        tenant.observe_task(
+        tenant.tasks.observe_task(
             waiting.ref, TaskObservation(TaskStatus.INPUT_REQUIRED, input_requests=asking)
         )
-        op = tenant.begin_dispatch(
+        op = tenant.calls.begin_dispatch(
             run.ref, server_endpoint="e", tool_name="t", arguments={}, operation_id="op-1"
         )
-        tenant.mark_dispatch_sent(op.ref)
-        tenant.record_immediate_result(op.ref, big)
+        tenant.calls.mark_dispatch_sent(op.ref)
+        tenant.calls.record_immediate_result(op.ref, big)
         assert _holds_cursor(ledger)
 
         def reads() -> list[object]:
             return [
-                tenant.run_work(run.ref),
-                tenant.list_tasks(run_ref=run.ref, open_only=True),
-                tenant.list_tasks(),
-                tenant.list_dispatches(run_ref=run.ref),
-                tenant.list_dispatches(),
-                tenant.find_dispatch("op-1"),
-                tenant.find_dispatch("op-none"),
+                tenant.reads.run_work(run.ref),
+                tenant.reads.list_tasks(run_ref=run.ref, open_only=True),
+                tenant.reads.list_tasks(),
+                tenant.reads.list_dispatches(run_ref=run.ref),
+                tenant.reads.list_dispatches(),
+                tenant.reads.find_dispatch("op-1"),
+                tenant.reads.find_dispatch("op-none"),
             ]
 
         through_sqlalchemy: list[str] = []
@@ -154,6 +154,6 @@ def test_lean_run_reads_equal_core(tmp_path: Path, clock: FakeClock) -> None:
         assert [t.ref for t in lean[1]] == [waiting.ref]  # type: ignore[attr-defined]
         found = lean[5]
         assert found is not None and found.result_truncated is True  # type: ignore[attr-defined]
-        assert ledger.for_principal("local:bob").run_work(run.ref) == ([], [], 0)
+        assert ledger.for_principal("local:bob").reads.run_work(run.ref) == ([], [], 0)
     finally:
         ledger.close()

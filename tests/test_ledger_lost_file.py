@@ -12,7 +12,7 @@ import pytest
 
 from bridge import Bridge, BridgeSettings
 from bridge._errors import LedgerUnavailable
-from bridge._ledger.coordination.availability import CALL_PATH_CHECK_EVERY
+from bridge._ledger.commit.availability import CALL_PATH_CHECK_EVERY
 from tests.test_ledger_faults import _served_harness
 
 DEADLINE_S = 15.0

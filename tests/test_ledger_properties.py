@@ -75,27 +75,27 @@ def _outcome(task: TaskView) -> tuple[Any, Any]:
 def _apply(ledger: Ledger, task_ref: str, action: Action) -> None:
     tenant = ledger.for_principal("acme")
     if isinstance(action, Observe):
-        tenant.observe_task(task_ref, _observation(action))
+        tenant.tasks.observe_task(task_ref, _observation(action))
     elif isinstance(action, MarkLost):
-        tenant.mark_task_lost(task_ref, action.reason)
+        tenant.tasks.mark_task_lost(task_ref, action.reason)
     else:
-        task = tenant.get_task(task_ref)
-        asked = tenant.input_requests(task_ref)
+        task = tenant.reads.get_task(task_ref)
+        asked = tenant.reads.input_requests(task_ref)
         if task.lost_reason is not None and task.terminal_at_ms is None:
             if action.key in {r.key for r in asked}:  # lost is lost: its inputs are closed
                 with pytest.raises(TaskWasLost):
-                    tenant.record_input_answer(task_ref, action.key, {"action": "accept"})
+                    tenant.inputs.record_input_answer(task_ref, action.key, {"action": "accept"})
             return
         pending = {r.key for r in asked if r.answered_at_ms is None and r.declined_at_ms is None}
         if action.key in pending:
-            tenant.record_input_answer(task_ref, action.key, {"action": "accept"})
+            tenant.inputs.record_input_answer(task_ref, action.key, {"action": "accept"})
 
 
 def _check_sequence(ledger: Ledger, run_ref: str) -> None:
     tenant = ledger.for_principal("acme")
-    seqs = [e.seq for e in tenant.events(run_ref)]
+    seqs = [e.seq for e in tenant.reads.events(run_ref)]
     assert seqs == list(range(1, len(seqs) + 1))
-    assert tenant.get_run(run_ref).event_count == len(seqs)
+    assert tenant.reads.get_run(run_ref).event_count == len(seqs)
 
 
 def _run_property(ledger: Ledger, script: list[Action]) -> None:
@@ -105,9 +105,9 @@ def _run_property(ledger: Ledger, script: list[Action]) -> None:
     terminal: TaskStatus | None = None
     outcome: tuple[Any, Any] | None = None
     for action in script:
-        before = tenant.get_task(task_ref)
+        before = tenant.reads.get_task(task_ref)
         _apply(ledger, task_ref, action)
-        after = tenant.get_task(task_ref)
+        after = tenant.reads.get_task(task_ref)
         if terminal is not None:
             assert after.status == terminal, "a terminal status changed"
             assert _outcome(after) == outcome, "a recorded terminal outcome changed"
@@ -121,10 +121,12 @@ def _run_property(ledger: Ledger, script: list[Action]) -> None:
         if before.lost_reason is not None and after.terminal_at_ms is None:
             assert after.lost_reason is before.lost_reason, "a live status cleared the verdict"
     _check_sequence(ledger, run.ref)
-    surfaced = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
+    surfaced = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
     refs = [e.input_ref for e in surfaced]
     assert len(refs) == len(set(refs)), "an input request was surfaced twice"
-    assert len(refs) == len(tenant.input_requests(task_ref)), "a new input key went unsurfaced"
+    assert len(refs) == len(tenant.reads.input_requests(task_ref)), (
+        "a new input key went unsurfaced"
+    )
 
 
 @ledger_property_settings(150)

@@ -43,7 +43,7 @@ from sqlalchemy import select
 from bridge import events as ev
 from bridge._errors import BridgeError
 from bridge._ledger.commit.group_commit import StagedCommit
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import DISPATCHES, EVENTS, INPUTS, RUNS, TASKS, Ledger, TenantLedger
@@ -227,10 +227,10 @@ async def _apply(side: Side, op: Op, clock: FakeClock) -> Any:
     if isinstance(op, Begin | Anomaly | Outer):
         run_ref = side.runs[op.run]
         if isinstance(op, Anomaly):
-            return tenant.record_anomaly(run_ref, "test", "interleaved Core append")
+            return tenant.runs.record_anomaly(run_ref, "test", "interleaved Core append")
         if isinstance(op, Outer):
             error = {"code": "boom", "detail": ["é", 1.5]} if op.with_error else None
-            return tenant.observe_outer(run_ref, op.status, sequence=op.sequence, error=error)
+            return tenant.runs.observe_outer(run_ref, op.status, sequence=op.sequence, error=error)
         fields: dict[str, Any] = {
             "server_endpoint": ENDPOINT,
             "server_name": "reports" if op.arguments else None,
@@ -243,8 +243,8 @@ async def _apply(side: Side, op: Op, clock: FakeClock) -> Any:
             "dispatcher": MEMBER if op.dispatcher else None,
         }
         view = await side.write(
-            lambda: tenant.begin_dispatch(run_ref, **fields),
-            lambda: tenant.stage_dispatch(run_ref, **fields),
+            lambda: tenant.calls.begin_dispatch(run_ref, **fields),
+            lambda: tenant.calls.stage_dispatch(run_ref, **fields),
         )
         side.created(view.ref)
         side.dispatches.append(view)
@@ -255,20 +255,20 @@ async def _apply(side: Side, op: Op, clock: FakeClock) -> Any:
         return None
     intent = side.dispatches[op.dispatch % len(side.dispatches)]
     if isinstance(op, MarkSent):
-        return tenant.mark_dispatch_sent(intent.ref)
+        return tenant.calls.mark_dispatch_sent(intent.ref)
     if isinstance(op, Result):
         held = intent if op.with_intent else None
         # Staged, a result needs the intent: without the caller's, the one on record.
         return await side.write(
-            lambda: tenant.record_immediate_result(intent.ref, _result(op), intent=held),
-            lambda: tenant.stage_immediate_result(
-                _result(op), intent=held or tenant.get_dispatch(intent.ref)
+            lambda: tenant.calls.record_immediate_result(intent.ref, _result(op), intent=held),
+            lambda: tenant.calls.stage_immediate_result(
+                _result(op), intent=held or tenant.reads.get_dispatch(intent.ref)
             ),
         )
     if isinstance(op, CallError):
-        return tenant.record_call_error(intent.ref, {"code": -32602, "message": "bad"})
+        return tenant.calls.record_call_error(intent.ref, {"code": -32602, "message": "bad"})
     if isinstance(op, Unknown):
-        return tenant.mark_dispatch_unknown(intent.ref, "connection lost")
+        return tenant.calls.mark_dispatch_unknown(intent.ref, "connection lost")
     handle: dict[str, Any] = {
         "task_id": f"handle-{op.handle}",
         "status": op.status,
@@ -280,8 +280,8 @@ async def _apply(side: Side, op: Op, clock: FakeClock) -> Any:
         "lease": MEMBER if op.leased else None,
     }
     task = await side.write(
-        lambda: tenant.record_task_created(intent.ref, **handle),
-        lambda: tenant.stage_task_created(intent.ref, **handle),
+        lambda: tenant.calls.record_task_created(intent.ref, **handle),
+        lambda: tenant.calls.stage_task_created(intent.ref, **handle),
     )
     side.created(task.ref)
     side.tasks.append(task)
@@ -302,7 +302,7 @@ def _observe(side: Side, op: Observe) -> Any:
         if op.inputs > 1:
             requests["k1"]["params"]["tick"] = len(side.outcomes)
     outcome = {"content": [{"type": "text", "text": f"done {task.task_id}"}], "isError": False}
-    observed = side.tenant.observe_task(
+    observed = side.tenant.tasks.observe_task(
         task.ref,
         TaskObservation(
             status=op.status,
@@ -327,7 +327,7 @@ async def _play(
 ) -> Side:
     side = Side(ledger.for_principal(principal), route)
     for number in range(2):
-        run = side.tenant.open_run("local:h", response_id=f"resp_{number}", session_id="s")
+        run = side.tenant.runs.open_run("local:h", response_id=f"resp_{number}", session_id="s")
         side.created(run.ref)
         side.runs.append(run.ref)
     for op in script:

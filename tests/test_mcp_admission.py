@@ -86,7 +86,7 @@ def _orders_of(server: ServerProcess, item: str) -> int:
 
 
 def _checked(ledger: Ledger, run_ref: str) -> list[ev.CallAdmissionChecked]:
-    events = ledger.for_principal(P).events(run_ref)
+    events = ledger.for_principal(P).reads.events(run_ref)
     return [e for e in events if isinstance(e, ev.CallAdmissionChecked)]
 
 
@@ -129,7 +129,7 @@ async def test_not_admitted_retries_with_the_same_key_and_takes_effect_once(
         Admission.NOT_ADMITTED,
         "hook",
     )
-    types = [e.type for e in wall_ledger.for_principal(P).events(run.ref)]
+    types = [e.type for e in wall_ledger.for_principal(P).reads.events(run.ref)]
     assert types[-3:] == ["call.unknown_outcome", "call.admission_checked", "call.result"]
 
 

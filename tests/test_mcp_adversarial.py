@@ -43,7 +43,7 @@ async def requester(
 
 def _anomalies(ledger: Ledger, run_ref: str) -> list[ev.Anomaly]:
     tenant = ledger.for_principal(PRINCIPAL)
-    return [e for e in tenant.events(run_ref) if isinstance(e, ev.Anomaly)]
+    return [e for e in tenant.reads.events(run_ref) if isinstance(e, ev.Anomaly)]
 
 
 async def test_status_regression_is_an_anomaly_and_the_result_is_kept(
@@ -55,7 +55,7 @@ async def test_status_regression_is_an_anomaly_and_the_result_is_kept(
     assert isinstance(outcome, TaskHandle)
     await wait_closed(tenant, outcome.task_ref)
     # Re-check the closed handle: the server now claims "working".
-    task = await requester.scheduler.poll_once(PRINCIPAL, tenant.get_task(outcome.task_ref))
+    task = await requester.scheduler.poll_once(PRINCIPAL, tenant.reads.get_task(outcome.task_ref))
     assert task.status is TaskStatus.COMPLETED and task.result["content"][0]["text"] == "done"
     assert [a.kind for a in _anomalies(wall_ledger, run.ref)] == ["task_status_regression"]
 
@@ -68,7 +68,7 @@ async def test_reused_input_key_is_flagged_once_and_not_resurfaced(
     outcome = await requester.call_tool(PRINCIPAL, run.ref, "fake", "reuse_key", {})
     assert isinstance(outcome, TaskHandle)
     (asked,) = await wait_until(
-        lambda: [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
+        lambda: [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
     )
     assert (
         await requester.answer_input(PRINCIPAL, outcome.task_ref, asked.input_ref, {"ok": 1})
@@ -78,7 +78,7 @@ async def test_reused_input_key_is_flagged_once_and_not_resurfaced(
     await wait_until(lambda: requester.scheduler.stats.polls >= polls + 5)
     assert [a.kind for a in _anomalies(wall_ledger, run.ref)] == ["reused_input_key"]
     assert event_types(tenant, run.ref).count("task.input_required") == 1
-    (request,) = tenant.input_requests(outcome.task_ref)
+    (request,) = tenant.reads.input_requests(outcome.task_ref)
     assert request.params["message"] == "first?"  # the first request stays on record
 
 
@@ -89,9 +89,9 @@ async def test_malformed_create_is_a_typed_error_and_an_unknown_outcome(
     run = new_run(tenant)
     with pytest.raises(InvalidTaskResponse) as raised:
         await requester.call_tool(PRINCIPAL, run.ref, "fake", "malformed_create", {})
-    dispatch = tenant.get_dispatch(raised.value.op_ref)
+    dispatch = tenant.reads.get_dispatch(raised.value.op_ref)
     assert dispatch.state is DispatchState.UNKNOWN and dispatch.result is None
-    assert tenant.list_tasks(run_ref=run.ref) == []
+    assert tenant.reads.list_tasks(run_ref=run.ref) == []
     assert [a.kind for a in _anomalies(wall_ledger, run.ref)] == ["malformed_reply"]
     assert "call.unknown_outcome" in event_types(tenant, run.ref)
 
@@ -108,7 +108,7 @@ async def test_malformed_get_is_reported_once_and_the_handle_kept(
     await wait_until(lambda: requester.scheduler.stats.failures >= failures + 3)
     (anomaly,) = _anomalies(wall_ledger, run.ref)
     assert anomaly.kind == "malformed_reply" and "exploded" in anomaly.detail
-    task = tenant.get_task(outcome.task_ref)
+    task = tenant.reads.get_task(outcome.task_ref)
     assert task.status is TaskStatus.WORKING and task.is_open  # nothing invented
 
 
@@ -121,8 +121,8 @@ async def test_task_on_an_undeclared_request_is_invalid(
         await requester.call_tool(
             PRINCIPAL, run.ref, "fake", "undeclared_task", {}, declare_tasks=False
         )
-    assert tenant.get_dispatch(raised.value.op_ref).state is DispatchState.UNKNOWN
-    assert tenant.list_tasks(run_ref=run.ref) == []
+    assert tenant.reads.get_dispatch(raised.value.op_ref).state is DispatchState.UNKNOWN
+    assert tenant.reads.list_tasks(run_ref=run.ref) == []
     assert [a.kind for a in _anomalies(wall_ledger, run.ref)] == ["task_on_undeclared_request"]
 
 
@@ -154,7 +154,7 @@ async def test_huge_poll_interval_is_capped_by_the_ceiling(
         assert isinstance(outcome, TaskHandle)
         # Uncapped, the next poll would be 10**12 ms away: any deadline proves the cap.
         await wait_until(lambda: rq.scheduler.stats.polls >= 3, timeout=30)
-    assert tenant.get_task(outcome.task_ref).is_open
+    assert tenant.reads.get_task(outcome.task_ref).is_open
 
 
 async def test_ttl_expiry_marks_the_handle_lost(
@@ -165,7 +165,7 @@ async def test_ttl_expiry_marks_the_handle_lost(
     outcome = await requester.call_tool(PRINCIPAL, run.ref, "fake", "ttl_short", {})
     assert isinstance(outcome, TaskHandle)
     await wait_closed(tenant, outcome.task_ref)
-    task = tenant.get_task(outcome.task_ref)
+    task = tenant.reads.get_task(outcome.task_ref)
     assert task.lost_reason is LostReason.TTL_EXPIRED and task.status is TaskStatus.WORKING
     assert event_types(tenant, run.ref)[-1] == "task.lost"
 
@@ -178,7 +178,7 @@ async def test_vanishing_task_is_lost_not_found(
     outcome = await requester.call_tool(PRINCIPAL, run.ref, "fake", "vanishing", {})
     assert isinstance(outcome, TaskHandle)
     await wait_closed(tenant, outcome.task_ref)
-    assert tenant.get_task(outcome.task_ref).lost_reason is LostReason.NOT_FOUND
+    assert tenant.reads.get_task(outcome.task_ref).lost_reason is LostReason.NOT_FOUND
 
 
 async def test_reply_that_never_arrives_is_unknown_and_not_repeated(
@@ -198,8 +198,8 @@ async def test_reply_that_never_arrives_is_unknown_and_not_repeated(
             unknown_outcomes=UnknownOutcomePolicy.RETRY_IF_SAFE,  # not safe: not retried
         )
     assert isinstance(outcome, UnknownOutcome) and outcome.retries == ()
-    assert tenant.get_dispatch(outcome.op_ref).state is DispatchState.UNKNOWN
-    event = tenant.events(run.ref)[-1]
+    assert tenant.reads.get_dispatch(outcome.op_ref).state is DispatchState.UNKNOWN
+    event = tenant.reads.events(run.ref)[-1]
     assert isinstance(event, ev.CallUnknownOutcome)
     after = (await adversarial_stats(adversarial_server.url))["calls"]["never_reply"]
     assert after - before == 1
@@ -235,7 +235,7 @@ async def test_server_unreachable_past_grace_is_reported_not_lost(wall_ledger: L
             assert isinstance(outcome, TaskHandle)
             server.kill()
             await wait_until(lambda: "server.unreachable" in event_types(tenant, run.ref))
-            task = tenant.get_task(outcome.task_ref)
+            task = tenant.reads.get_task(outcome.task_ref)
             assert task.is_open and task.lost_reason is None
             assert event_types(tenant, run.ref).count("server.unreachable") == 1
 

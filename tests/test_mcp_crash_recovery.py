@@ -111,16 +111,18 @@ async def test_kill_at_each_step_then_recover(
         report = bridge.last_recovery
         assert report is not None
         requester = bridge._requester
-        (dispatch,) = tenant.list_dispatches(run_ref=run.ref)
+        (dispatch,) = tenant.reads.list_dispatches(run_ref=run.ref)
         if expected == "unknown":
             assert report.dispatches_marked_unknown == 1
             assert dispatch.state is DispatchState.UNKNOWN
-            unknown = [e for e in tenant.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)]
+            unknown = [
+                e for e in tenant.reads.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)
+            ]
             assert len(unknown) == 1 and unknown[0].op_ref == dispatch.ref
         else:
             assert dispatch.state is DispatchState.TASK and dispatch.task_ref is not None
             await wait_closed(tenant, dispatch.task_ref)
-            assert tenant.get_task(dispatch.task_ref).status is TaskStatus.COMPLETED
+            assert tenant.reads.get_task(dispatch.task_ref).status is TaskStatus.COMPLETED
         # The caller retrying with the same operation id learns the outcome; nothing is resent.
         again = await requester.call_tool(
             "acme", run.ref, "tasks", tool, arguments, operation_id=key
@@ -128,7 +130,7 @@ async def test_kill_at_each_step_then_recover(
         assert again.replayed
         assert isinstance(again, UnknownOutcome if expected == "unknown" else TaskHandle)
     assert effects(effects_path).count(line) == effect_count  # no side effect repeated
-    seqs = [e.seq for e in tenant.events(run.ref)]
+    seqs = [e.seq for e in tenant.reads.events(run.ref)]
     assert seqs == list(range(1, len(seqs) + 1))  # gapless across the crash
     ledger.close()
 
@@ -146,16 +148,16 @@ async def test_second_process_resumes_a_handle_the_first_created(
     _run_until_killed(
         db, tasks_server.url, run.ref, "approve_payment", arguments, key, "after_handle"
     )
-    (task,) = tenant.list_tasks(run_ref=run.ref)
+    (task,) = tenant.reads.list_tasks(run_ref=run.ref)
 
     servers = [McpServerConfig(name="tasks", url=tasks_server.url)]
     async with TaskRequester(ledger, servers, scheduler=FAST) as requester:
         assert (await requester.resume(["acme"])).tasks_watched == 1
-        (request,) = await wait_until(lambda: tenant.input_requests(task.ref))
+        (request,) = await wait_until(lambda: tenant.reads.input_requests(task.ref))
         answer = {"action": "accept", "content": {"approve": True}}
         assert (await requester.answer_input("acme", task.ref, request.ref, answer)).delivered
         await wait_closed(tenant, task.ref)
-    done = tenant.get_task(task.ref)
+    done = tenant.reads.get_task(task.ref)
     assert done.status is TaskStatus.COMPLETED
     assert done.result["content"][0]["text"] == f"approved {key}"
     assert effects(tasks_server.effects_path).count(f"payment {key} 7") == 1  # type: ignore[attr-defined]

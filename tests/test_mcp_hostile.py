@@ -71,17 +71,17 @@ async def requester(
 
 
 def _anomaly_kinds(ledger: Ledger, run_ref: str) -> list[str]:
-    events = ledger.for_principal(PRINCIPAL).events(run_ref)
+    events = ledger.for_principal(PRINCIPAL).reads.events(run_ref)
     return [e.kind for e in events if isinstance(e, ev.Anomaly)]
 
 
 def _input_events(ledger: Ledger, run_ref: str) -> list[ev.TaskInputRequired]:
-    events = ledger.for_principal(PRINCIPAL).events(run_ref)
+    events = ledger.for_principal(PRINCIPAL).reads.events(run_ref)
     return [e for e in events if isinstance(e, ev.TaskInputRequired)]
 
 
 async def _only_dispatch_state(ledger: Ledger, run_ref: str) -> DispatchState:
-    (dispatch,) = ledger.for_principal(PRINCIPAL).list_dispatches(run_ref=run_ref)
+    (dispatch,) = ledger.for_principal(PRINCIPAL).reads.list_dispatches(run_ref=run_ref)
     return dispatch.state
 
 
@@ -147,11 +147,11 @@ async def test_a_1mb_task_id_is_refused_and_honest_concurrent_calls_all_succeed(
         handle = honest[key]
         assert isinstance(handle, TaskHandle)
         await wait_closed(tenant, handle.task_ref)
-        assert tenant.get_task(handle.task_ref).status is TaskStatus.COMPLETED
+        assert tenant.reads.get_task(handle.task_ref).status is TaskStatus.COMPLETED
     # Nothing stored before was lost, and the 1 MB id was never stored.
     await wait_closed(tenant, kept.task_ref)
-    assert tenant.get_task(kept.task_ref).status is TaskStatus.COMPLETED
-    assert all(len(t.task_id) <= MAX_TASK_ID_BYTES for t in tenant.list_tasks())
+    assert tenant.reads.get_task(kept.task_ref).status is TaskStatus.COMPLETED
+    assert all(len(t.task_id) <= MAX_TASK_ID_BYTES for t in tenant.reads.list_tasks())
     assert b"h" * 1000 not in (tmp_path / "ledger.db").read_bytes()  # the wall_ledger file
 
 
@@ -169,7 +169,7 @@ async def test_an_empty_task_id_is_malformed_and_recorded(
     assert "empty taskId" in str(raised.value)
     assert await _only_dispatch_state(wall_ledger, run.ref) is DispatchState.UNKNOWN
     assert _anomaly_kinds(wall_ledger, run.ref) == ["malformed_task_handle"]
-    assert tenant.list_tasks(run_ref=run.ref) == []
+    assert tenant.reads.list_tasks(run_ref=run.ref) == []
 
 
 async def test_a_duplicate_task_id_is_malformed_on_its_own_run(
@@ -191,7 +191,7 @@ async def test_a_duplicate_task_id_is_malformed_on_its_own_run(
         assert _anomaly_kinds(wall_ledger, first_run.ref) == []
         # The first handle is untouched and still ends normally.
         await wait_closed(tenant, first.task_ref)
-    assert tenant.get_task(first.task_ref).status is TaskStatus.COMPLETED
+    assert tenant.reads.get_task(first.task_ref).status is TaskStatus.COMPLETED
 
 
 # -- replies that say nothing definite ---------------------------------------------------------
@@ -218,7 +218,7 @@ async def test_a_reply_without_a_definite_answer_is_an_unknown_outcome(
     assert await _only_dispatch_state(wall_ledger, run.ref) is DispatchState.UNKNOWN
     assert "call.unknown_outcome" in event_types(tenant, run.ref)
     # The reason names what happened in the bridge's own words, never the server's body.
-    [unknown] = [e for e in tenant.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)]
+    [unknown] = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)]
     for quoted in RAW_BODIES:
         assert quoted not in unknown.reason and quoted not in outcome.reason, unknown.reason
     after = (await adversarial_stats(adversarial_server.url))["calls"].get(tool, 0)
@@ -267,7 +267,7 @@ async def test_retry_after_on_a_poll_is_honoured(
         handle = await requester.call_tool(PRINCIPAL, run.ref, "fake", "rate_limited", {})
         assert isinstance(handle, TaskHandle)
         await wait_closed(tenant, handle.task_ref)
-    assert tenant.get_task(handle.task_ref).status is TaskStatus.COMPLETED
+    assert tenant.reads.get_task(handle.task_ref).status is TaskStatus.COMPLETED
     gaps = (await adversarial_stats(adversarial_server.url))["retry_gaps_ms"]
     # FAST backs off 50 ms after a failure; the server asked for RETRY_AFTER_S seconds.
     assert gaps and min(gaps.values()) >= RETRY_AFTER_S * 1000 * 0.9
@@ -338,15 +338,15 @@ async def test_a_refused_update_on_a_live_task_is_a_typed_error_not_a_lost_task(
         polls = requester.scheduler.stats.polls
         await wait_until(lambda: requester.scheduler.stats.polls >= polls + 5)
     refused = raised.value
-    raw_id = tenant.get_task(handle.task_ref).task_id
+    raw_id = tenant.reads.get_task(handle.task_ref).task_id
     assert refused.code == -32602 and refused.input_ref == asked.input_ref
     assert raw_id not in str(refused) and f"[{handle.task_ref}]" in refused.reason
-    task = tenant.get_task(handle.task_ref)
+    task = tenant.reads.get_task(handle.task_ref)
     assert task.is_open and task.lost_reason is None and task.status is TaskStatus.INPUT_REQUIRED
-    (request,) = tenant.input_requests(handle.task_ref)
+    (request,) = tenant.reads.input_requests(handle.task_ref)
     # dropped and reopened: answerable again, never redelivered (not even by recovery)
     assert request.answered_at_ms is None and request.delivered_at_ms is None
-    assert tenant.undelivered_answers() == []
+    assert tenant.inputs.undelivered_answers() == []
     assert "task.input_answer_refused" in event_types(tenant, run.ref)
     assert _anomaly_kinds(wall_ledger, run.ref) == ["update_refused"]
     assert "task.lost" not in event_types(tenant, run.ref)
@@ -387,13 +387,15 @@ async def test_raw_task_ids_quoted_by_the_server_reach_no_output_channel(
                 await wait_closed(tenant, refs[1])
                 (asked,) = await wait_until(
                     lambda: [
-                        e for e in tenant.events(run.ref) if isinstance(e, ev.TaskInputRequired)
+                        e
+                        for e in tenant.reads.events(run.ref)
+                        if isinstance(e, ev.TaskInputRequired)
                     ]
                 )
                 with pytest.raises(AnswerRefused):
                     await requester.answer_input(PRINCIPAL, refs[2], asked.input_ref, {"x": 1})
                 await requester.cancel_task(PRINCIPAL, refs[2])
-        tasks = [tenant.get_task(ref) for ref in refs]
+        tasks = [tenant.reads.get_task(ref) for ref in refs]
         raw_ids = [t.task_id for t in tasks]
         failed, completed = tasks[0], tasks[1]
         # Stored outcomes carry the task's reference where the server quoted its id.
@@ -405,7 +407,7 @@ async def test_raw_task_ids_quoted_by_the_server_reach_no_output_channel(
         views = json.dumps(
             [{k: v for k, v in asdict(t).items() if k != "task_id"} for t in tasks], default=str
         )
-        events = json.dumps([e.model_dump(mode="json") for e in tenant.events(run.ref)])
+        events = json.dumps([e.model_dump(mode="json") for e in tenant.reads.events(run.ref)])
     finally:
         ledger.close()
     spans = finished_spans_text(span_exporter)
@@ -477,7 +479,7 @@ async def test_a_server_answering_polls_badly_is_named_by_kind_never_unreachable
     types = event_types(tenant, run.ref)
     assert "server.unreachable" not in types and "task.lost" not in types
     assert _anomaly_kinds(wall_ledger, run.ref) == [named]
-    assert tenant.get_task(created.task_ref).status is TaskStatus.WORKING
+    assert tenant.reads.get_task(created.task_ref).status is TaskStatus.WORKING
 
 
 async def test_an_abandoned_stream_is_not_resumed_for_ever(

@@ -21,8 +21,9 @@ from mcp_types import CONNECTION_CLOSED
 
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.store import Ledger
-from bridge._mcp.calls.failures import FailureKind, classify
+from bridge._mcp.failures import FailureKind, classify
 from bridge._mcp.servers import McpServerConfig, ServerConnection, ServerPool
+from bridge._mcp.task_requests import fetch_task
 from bridge._mcp.wire.aiohttp_transport import as_httpx2
 from bridge._mcp.wire.lean_get import _read
 from bridge._mcp.wire.shapes import (
@@ -32,7 +33,6 @@ from bridge._mcp.wire.shapes import (
     GetTaskRequest,
     TaskIdParams,
 )
-from bridge._mcp.wire.task_requests import fetch_task
 from bridge._mcp.wire.transport import SYNTHETIC_KEY
 from tests.support.builders import new_run, new_task
 from tests.support.processes import ServerProcess

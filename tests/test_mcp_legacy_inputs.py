@@ -87,8 +87,8 @@ def _assert_asked_typed(request: InputRequest, task_ref: str, amount: str) -> No
 
 def _no_raw_task_id(bridge: Bridge, run_ref: str, task_ref: str) -> None:
     tenant = bridge._ledger.for_principal(P)
-    raw = tenant.get_task(task_ref).task_id
-    assert all(raw not in repr(event) for event in tenant.events(run_ref))
+    raw = tenant.reads.get_task(task_ref).task_id
+    assert all(raw not in repr(event) for event in tenant.reads.events(run_ref))
 
 
 async def test_the_host_answers_a_legacy_question_and_the_task_completes(
@@ -99,15 +99,17 @@ async def test_the_host_answers_a_legacy_question_and_the_task_completes(
         request = await _pending_one(bridge, run_ref)
         _assert_asked_typed(request, task_ref, "40 EUR")
         tenant = bridge._ledger.for_principal(P)
-        assert tenant.get_task(task_ref).status is TaskStatus.INPUT_REQUIRED
-        [recorded] = tenant.input_requests(task_ref)
+        assert tenant.reads.get_task(task_ref).status is TaskStatus.INPUT_REQUIRED
+        [recorded] = tenant.reads.input_requests(task_ref)
         assert recorded.key.startswith("elicitation/create#")  # derived: no inputRequests key
         await request.accept({"approve": True, "note": "ok"})
         assert await _settled_text(bridge, task_ref) == "payment of 40 EUR approved ok"
         # The answer counts as delivered once the task's end is seen: at once when the held
         # tasks/result brings it, just after the terminal state when a poll sees the end first.
         [delivered] = await wait_until(
-            lambda: [r for r in tenant.input_requests(task_ref) if r.delivered_at_ms is not None],
+            lambda: [
+                r for r in tenant.reads.input_requests(task_ref) if r.delivered_at_ms is not None
+            ],
             what="the answer marked delivered",
         )
         assert delivered.answer is None

@@ -83,16 +83,16 @@ async def test_long_call_is_a_recorded_handle_polled_to_its_result(
         PRINCIPAL, run.ref, "legacy", "slow_report", {"quarter": "Q3", "seconds": 0.3}
     )
     assert isinstance(outcome, TaskHandle) and outcome.task.status is TaskStatus.WORKING
-    handle = tenant.get_task(outcome.task_ref)  # committed before it was handed out
+    handle = tenant.reads.get_task(outcome.task_ref)  # committed before it was handed out
     assert handle.task_generation == EXPERIMENTAL_TASKS_VERSION
     # ttl/pollInterval became ttlMs/pollIntervalMs: the server capped the hour asked for.
     assert handle.ttl_ms == 600_000 and handle.poll_interval_ms == 500
     assert handle.status_message == "accepted"
     await wait_closed(tenant, outcome.task_ref)
-    done = tenant.get_task(outcome.task_ref)
+    done = tenant.reads.get_task(outcome.task_ref)
     assert done.status is TaskStatus.COMPLETED and _text(done.result) == "report Q3"
     assert "_meta" not in done.result  # related-task (the raw task id) is never stored
-    assert tenant.get_dispatch(outcome.op_ref).state is DispatchState.TASK
+    assert tenant.reads.get_dispatch(outcome.op_ref).state is DispatchState.TASK
     assert event_types(tenant, run.ref)[-3:] == [
         "task.created",
         "task.status_changed",
@@ -110,7 +110,7 @@ async def test_a_tool_without_task_support_is_called_plainly(
     run = new_run(tenant)
     outcome = await requester.call_tool(PRINCIPAL, run.ref, "legacy", "echo", {"text": "hi"})
     assert isinstance(outcome, InlineResult) and _text(outcome.result) == "hi"
-    assert tenant.list_tasks() == []
+    assert tenant.reads.list_tasks() == []
     methods = await _methods(legacy_server)
     assert methods["tools/call"] == 1 and methods["tools/list"] == 1  # taskSupport looked up
     assert not {"tasks/get", "tasks/result", "tasks/list"} & set(methods)
@@ -154,7 +154,7 @@ async def test_a_server_restart_loses_the_handle(
     tenant, run, outcome = await _parked_task(requester, wall_ledger)
     legacy_server.restart()  # in-memory task store gone: tasks/get answers -32602
     await wait_closed(tenant, outcome.task_ref)
-    lost = tenant.get_task(outcome.task_ref)
+    lost = tenant.reads.get_task(outcome.task_ref)
     assert lost.lost_reason is LostReason.NOT_FOUND and lost.status is TaskStatus.WORKING
     assert event_types(tenant, run.ref)[-1] == "task.lost"
     assert "tasks/list" not in await _methods(legacy_server)
@@ -166,7 +166,7 @@ async def test_cancel_is_sent_and_the_cancelled_status_observed(
     tenant, run, outcome = await _parked_task(requester, wall_ledger)
     assert await requester.cancel_task(PRINCIPAL, outcome.task_ref)
     await wait_closed(tenant, outcome.task_ref)
-    cancelled = tenant.get_task(outcome.task_ref)
+    cancelled = tenant.reads.get_task(outcome.task_ref)
     assert cancelled.status is TaskStatus.CANCELLED and cancelled.lost_reason is None
     types = event_types(tenant, run.ref)
     assert types.index("task.cancel_requested") < types.index("task.terminal")
@@ -201,7 +201,7 @@ async def test_a_restarted_bridge_resumes_a_legacy_handle(
     task_ref = step.task.ref
     between = Ledger.open(ledger_path)
     try:
-        assert between.for_principal(PRINCIPAL).get_task(task_ref).is_open
+        assert between.for_principal(PRINCIPAL).reads.get_task(task_ref).is_open
     finally:
         between.close()
     async with Bridge.open(
@@ -210,7 +210,7 @@ async def test_a_restarted_bridge_resumes_a_legacy_handle(
         )
     ) as second:
         await wait_until(
-            lambda: not second._ledger.for_principal(PRINCIPAL).get_task(task_ref).is_open,
+            lambda: not second._ledger.for_principal(PRINCIPAL).reads.get_task(task_ref).is_open,
             what="resumed handle settled",
         )
         done = await second.run(PRINCIPAL, run.ref).task(task_ref)

@@ -82,7 +82,7 @@ def _paid(server: ServerProcess, amount: int) -> int:
 
 
 def _events(tenant: TenantLedger, run_ref: str, kind: type[ev.BridgeEvent]) -> list[Any]:
-    return [e for e in tenant.events(run_ref) if isinstance(e, kind)]
+    return [e for e in tenant.reads.events(run_ref) if isinstance(e, kind)]
 
 
 def _text(outcome: object) -> str:
@@ -99,7 +99,7 @@ async def test_input_required_is_a_typed_input_of_the_call_not_unknown(
     assert isinstance(pending, InputPending) and pending.leg == 1
     with pytest.raises(NoToolResult):
         pending.text()
-    dispatch = tenant.get_dispatch(pending.op_ref)
+    dispatch = tenant.reads.get_dispatch(pending.op_ref)
     assert dispatch.state is DispatchState.INPUT_REQUIRED and dispatch.unknown_reason is None
     (asked,) = pending.inputs
     assert (asked.method, asked.message, asked.task_ref) == (ELICITATION, "Pay 11 EUR?", None)
@@ -112,7 +112,7 @@ async def test_input_required_is_a_typed_input_of_the_call_not_unknown(
     assert (uhp["op_ref"], uhp["leg"]) == (pending.op_ref, 1)
     assert [r.input_ref for r in await bridge.run(P, run.ref).pending_inputs()] == [asked.input_ref]
     assert not _events(tenant, run.ref, ev.CallUnknownOutcome)
-    assert "requestState" not in tenant.events(run.ref)[-1].model_dump_json()
+    assert "requestState" not in tenant.reads.events(run.ref)[-1].model_dump_json()
 
 
 async def test_accept_retries_with_answers_and_state_once(
@@ -131,7 +131,9 @@ async def test_accept_retries_with_answers_and_state_once(
     )
     assert isinstance(pending, InputPending)
     intruder = ledger_of_either_kind.for_principal("intruder")
-    assert intruder.pending_call_inputs() == [] and intruder.calls_ready_to_retry() == []
+    assert (
+        intruder.rounds.pending_call_inputs() == [] and intruder.rounds.calls_ready_to_retry() == []
+    )
     with pytest.raises(NotFound):  # another tenant's call is not there to answer
         await bridge._requester.answer_input("intruder", pending.op_ref, "approval", {})
     with pytest.raises(InvalidAnswer):  # checked against the schema: nothing recorded
@@ -140,8 +142,8 @@ async def test_accept_retries_with_answers_and_state_once(
     assert receipt.delivery is AnswerDelivery.RETRIED and receipt.delivered
     assert (receipt.op_ref, receipt.task_ref) == (pending.op_ref, None)
     assert _text(receipt.outcome) == "paid 12"  # the server read its own state back
-    assert tenant.get_dispatch(pending.op_ref).state is DispatchState.RESULT
-    assert [e.type for e in tenant.events(run.ref)][-3:] == [
+    assert tenant.reads.get_dispatch(pending.op_ref).state is DispatchState.RESULT
+    assert [e.type for e in tenant.reads.events(run.ref)][-3:] == [
         "call.input_required",
         "call.input_answered",
         "call.result",
@@ -234,8 +236,8 @@ async def test_the_answered_leg_may_create_a_task_that_is_then_waited_for(
                     SERVER, "approved_export", {"rows": 3}
                 )
     assert isinstance(step, TaskSettled) and step.text() == "exported 3 rows"
-    assert tenant.get_dispatch(step.op_ref).state is DispatchState.TASK
-    types = [e.type for e in tenant.events(run.ref)]
+    assert tenant.reads.get_dispatch(step.op_ref).state is DispatchState.TASK
+    types = [e.type for e in tenant.reads.events(run.ref)]
     assert types[1:4] == ["call.input_required", "call.input_answered", "task.created"]
     assert types[-1] == "task.terminal" and "call.unknown_outcome" not in types
 
@@ -255,7 +257,7 @@ async def test_oversized_request_state_is_refused_not_stored(
     run = new_run(tenant)
     with pytest.raises(InvalidTaskResponse):
         await bridge.run(P, run.ref).call_tool(SERVER, "oversized_state", {})
-    (dispatch,) = tenant.list_dispatches(run_ref=run.ref)
+    (dispatch,) = tenant.reads.list_dispatches(run_ref=run.ref)
     assert dispatch.state is DispatchState.UNKNOWN
     (anomaly,) = _events(tenant, run.ref, ev.Anomaly)
     assert anomaly.kind == "oversized_request_state" and anomaly.op_ref == dispatch.ref
@@ -326,13 +328,15 @@ async def test_sigkill_between_answer_and_retry_resumes_the_retry_once(
     tmp_path: Path, mrtr_server: ServerProcess
 ) -> None:
     ledger, tenant, run_ref = _killed_at(tmp_path, mrtr_server, 17, "after_call_answer_recorded")
-    (dispatch,) = tenant.list_dispatches(run_ref=run_ref)
+    (dispatch,) = tenant.reads.list_dispatches(run_ref=run_ref)
     assert dispatch.state is DispatchState.INPUT_REQUIRED  # answered, the leg never left
     assert _paid(mrtr_server, 17) == 0
     async with _bridge(ledger, mrtr_server) as bridge:
         report = bridge.last_recovery
         assert report is not None and report.answers_to_redeliver == 1
-        await wait_until(lambda: tenant.get_dispatch(dispatch.ref).state is DispatchState.RESULT)
+        await wait_until(
+            lambda: tenant.reads.get_dispatch(dispatch.ref).state is DispatchState.RESULT
+        )
         assert await bridge.pending_inputs(P) == []
         again = await bridge.run(P, run_ref).call_tool(
             SERVER, "approve_payment", {"amount": 17}, operation_id="killed-17"

@@ -105,7 +105,7 @@ async def test_a_slow_interval_is_never_polled_sooner_and_a_change_is_followed(
         while len(_poll_times(requester)) < 3:
             await _step(requester, clock)
         polls = _poll_times(requester)
-        task = tenant.get_task(handle.task_ref)
+        task = tenant.reads.get_task(handle.task_ref)
     asked = [60_000, *CHANGING_POLL_MS]  # what was asked before each of the three polls
     gaps = [b - a for a, b in zip([created_at, *polls], polls, strict=False)]
     for gap, wanted in zip(gaps, asked, strict=False):
@@ -127,13 +127,13 @@ async def test_a_real_servers_interval_is_recorded_and_used(
         handle = await requester.call_tool(P, run.ref, "s", "slow_poll_report", {"quarter": "Q3"})
         assert isinstance(handle, TaskHandle)
         assert handle.task.poll_interval_ms == 60_000
-        (created,) = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskCreated)]
+        (created,) = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.TaskCreated)]
         assert created.poll_interval_ms == 60_000
         assert requester.scheduler.due_ms(handle.task_ref) >= created_at + 60_000
-        while tenant.get_task(handle.task_ref).is_open:
+        while tenant.reads.get_task(handle.task_ref).is_open:
             await _step(requester, clock)
         polls = _poll_times(requester)
-    task = tenant.get_task(handle.task_ref)
+    task = tenant.reads.get_task(handle.task_ref)
     assert task.status is TaskStatus.COMPLETED and task.result["content"][0]["text"] == "report Q3"
     gaps = [b - a for a, b in zip([created_at, *polls], polls, strict=False)]
     assert polls and all(60_000 <= gap <= 66_000 + STEP_MS for gap in gaps), gaps

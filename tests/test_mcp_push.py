@@ -78,8 +78,8 @@ async def test_completion_arrives_by_push_long_before_the_next_poll(
     settled = anyio.Event()
 
     def on_commit(principal: str, run_ref: str, seq: int) -> None:
-        if run_ref == run.ref and isinstance(tenant.events(run.ref)[-1], ev.TaskTerminal):
-            row = tenant.get_task(handle.task_ref)
+        if run_ref == run.ref and isinstance(tenant.reads.events(run.ref)[-1], ev.TaskTerminal):
+            row = tenant.reads.get_task(handle.task_ref)
             seen.append((row.status, row.result))
             settled.set()
 
@@ -96,9 +96,9 @@ async def test_completion_arrives_by_push_long_before_the_next_poll(
     assert requester.push.stats.applied >= 1 and requester.push.stats.listens >= 1
     after = (await server_stats(push_server.url))["gets"].get("push_job", 0)
     assert after == before  # settled without a single tasks/get
-    raw = tenant.get_task(handle.task_ref).task_id
+    raw = tenant.reads.get_task(handle.task_ref).task_id
     assert raw not in caplog.text  # the listen request names it: the logs must not
-    assert raw not in json.dumps([e.model_dump(mode="json") for e in tenant.events(run.ref)])
+    assert raw not in json.dumps([e.model_dump(mode="json") for e in tenant.reads.events(run.ref)])
 
 
 async def test_a_malformed_push_is_an_anomaly_and_the_poll_settles_the_task(
@@ -110,10 +110,10 @@ async def test_a_malformed_push_is_an_anomaly_and_the_poll_settles_the_task(
     # Both garbled frames are rejected; each wakes the poller, and tasks/get tells the truth
     # long before the 30 s poll would have been due.
     await wait_closed(tenant, handle.task_ref, timeout=SLOW_POLL_MS / 1000 / 3)
-    done = tenant.get_task(handle.task_ref)
+    done = tenant.reads.get_task(handle.task_ref)
     assert done.status is TaskStatus.COMPLETED
     assert done.result == {"content": [{"type": "text", "text": "done garbled_push_job"}]}
-    anomalies = [e for e in tenant.events(run.ref) if isinstance(e, ev.Anomaly)]
+    anomalies = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.Anomaly)]
     assert [(a.kind, a.detail, a.task_ref) for a in anomalies] == [
         ("malformed_notification", f"notifications/tasks: {problem}", handle.task_ref)
         for problem in ("unknown status", "completed without result")
@@ -136,7 +136,7 @@ async def test_a_change_before_the_acknowledgement_is_seen_by_the_next_poll(
     handle = await _start(requester, run.ref, "push_job", seconds=0.0, poll_ms=1_000)
     await wait_until(lambda: requester.push.stats.listens > listens, what="listening")
     await wait_closed(tenant, handle.task_ref, timeout=SLOW_POLL_MS / 1000 / 3)
-    assert tenant.get_task(handle.task_ref).status is TaskStatus.COMPLETED
+    assert tenant.reads.get_task(handle.task_ref).status is TaskStatus.COMPLETED
     assert requester.push.stats.applied == 0
 
 
@@ -168,7 +168,7 @@ async def test_no_poll_is_spent_while_the_listen_awaits_its_acknowledgement(
     gets = (await server_stats(push_server.url))["gets"].get("push_job", 0) - before
     assert held >= 1  # a poll came due before the acknowledgement, and waited
     assert gets <= 2, gets  # without waiting: one per 200 ms until the acknowledgement
-    assert applied >= 1 and tenant.get_task(handle.task_ref).status is TaskStatus.COMPLETED
+    assert applied >= 1 and tenant.reads.get_task(handle.task_ref).status is TaskStatus.COMPLETED
 
 
 async def test_a_listen_never_acknowledged_leaves_the_handle_to_polling(
@@ -190,7 +190,7 @@ async def test_a_listen_never_acknowledged_leaves_the_handle_to_polling(
             assert req.scheduler.stats.held_for_listen >= 1
     finally:
         await _slow_acknowledgements(push_server.url, 0)
-    assert tenant.get_task(handle.task_ref).status is TaskStatus.COMPLETED
+    assert tenant.reads.get_task(handle.task_ref).status is TaskStatus.COMPLETED
 
 
 def _push_servers(push_server: ServerProcess) -> list[McpServerConfig]:
@@ -248,7 +248,7 @@ async def test_a_dropped_listen_stream_leaves_polling_to_settle_then_listens_aga
         await operator.call_tool("drop_listeners", {"refuse_s": 2.0})
     await wait_until(lambda: push.stats.lost > lost_before, what="stream loss noticed")
     await wait_closed(tenant, polled.task_ref, timeout=10)  # by polling: nobody pushes now
-    assert tenant.get_task(polled.task_ref).status is TaskStatus.COMPLETED
+    assert tenant.reads.get_task(polled.task_ref).status is TaskStatus.COMPLETED
     assert push.stats.applied == 0
     # Once the server listens again, the backoff re-opens the stream and pushes resume.
     listens = push.stats.listens
@@ -285,7 +285,7 @@ async def test_a_listen_acknowledged_without_task_ids_leaves_the_server_to_polli
         outcome = await requester.call_tool(PRINCIPAL, run.ref, "sdk", "honest", {})
         assert isinstance(outcome, TaskHandle)
         await wait_closed(tenant, outcome.task_ref)
-        assert tenant.get_task(outcome.task_ref).status is TaskStatus.COMPLETED
+        assert tenant.reads.get_task(outcome.task_ref).status is TaskStatus.COMPLETED
         await wait_until(lambda: requester.push.stats.unsupported == {"sdk"}, what="refused")
         assert requester.push.stats.listens == 0 and requester.push.stats.applied == 0
 

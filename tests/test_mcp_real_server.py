@@ -50,13 +50,13 @@ async def test_long_task_reaches_completed_with_its_result(
         PRINCIPAL, run.ref, "tasks", "slow_report", {"quarter": "Q3", "seconds": 0.3}
     )
     assert isinstance(outcome, TaskHandle) and outcome.task.status is TaskStatus.WORKING
-    handle = tenant.get_task(outcome.task_ref)
+    handle = tenant.reads.get_task(outcome.task_ref)
     assert (handle.response_id, handle.session_id) == ("resp_long", "hsess_long")
     assert handle.ttl_ms == 900_000 and handle.poll_interval_ms == 50
     await wait_closed(tenant, outcome.task_ref)
-    done = tenant.get_task(outcome.task_ref)
+    done = tenant.reads.get_task(outcome.task_ref)
     assert done.status is TaskStatus.COMPLETED and _text(done.result) == "report Q3"
-    assert tenant.get_dispatch(outcome.op_ref).state is DispatchState.TASK
+    assert tenant.reads.get_dispatch(outcome.op_ref).state is DispatchState.TASK
     types = event_types(tenant, run.ref)
     assert types[-3:] == ["task.created", "task.status_changed", "task.terminal"]
     assert not requester.scheduler.is_watching(outcome.task_ref)
@@ -69,7 +69,7 @@ async def test_inline_tool_result_is_recorded(
     run = new_run(tenant)
     outcome = await requester.call_tool(PRINCIPAL, run.ref, "tasks", "echo", {"text": "hi"})
     assert isinstance(outcome, InlineResult) and _text(outcome.result) == "hi"
-    assert tenant.get_dispatch(outcome.op_ref).state is DispatchState.RESULT
+    assert tenant.reads.get_dispatch(outcome.op_ref).state is DispatchState.RESULT
     assert event_types(tenant, run.ref)[-1] == "call.result"
 
 
@@ -83,7 +83,7 @@ async def test_input_required_answered_once_to_completed(
     )
     assert isinstance(outcome, TaskHandle)
     asked = await wait_until(
-        lambda: [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
+        lambda: [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
     )
     (request,) = asked
     assert request.method == "elicitation/create" and "pay-1" in request.params["message"]
@@ -96,13 +96,13 @@ async def test_input_required_answered_once_to_completed(
     with pytest.raises(InputAlreadyAnswered):
         await requester.answer_input(PRINCIPAL, outcome.task_ref, request.input_ref, answer)
     await wait_closed(tenant, outcome.task_ref)
-    done = tenant.get_task(outcome.task_ref)
+    done = tenant.reads.get_task(outcome.task_ref)
     assert done.status is TaskStatus.COMPLETED and _text(done.result) == "approved pay-1"
     types = event_types(tenant, run.ref)
     assert types.count("task.input_required") == 1 and types.count("task.input_answered") == 1
     assert effects(tasks_server.effects_path).count("payment pay-1 120") == 1  # type: ignore[attr-defined]
     raw = done.task_id
-    assert raw not in json.dumps([e.model_dump(mode="json") for e in tenant.events(run.ref)])
+    assert raw not in json.dumps([e.model_dump(mode="json") for e in tenant.reads.events(run.ref)])
 
 
 async def test_cancel_is_intent_then_observed(
@@ -114,7 +114,7 @@ async def test_cancel_is_intent_then_observed(
     assert isinstance(outcome, TaskHandle)
     assert await requester.cancel_task(PRINCIPAL, outcome.task_ref)
     await wait_closed(tenant, outcome.task_ref)
-    assert tenant.get_task(outcome.task_ref).status is TaskStatus.CANCELLED
+    assert tenant.reads.get_task(outcome.task_ref).status is TaskStatus.CANCELLED
     types = event_types(tenant, run.ref)
     assert types.index("task.cancel_requested") < types.index("task.terminal")
 
@@ -127,7 +127,7 @@ async def test_failed_task_keeps_the_jsonrpc_error(
     outcome = await requester.call_tool(PRINCIPAL, run.ref, "tasks", "fail_rpc", {})
     assert isinstance(outcome, TaskHandle)
     await wait_closed(tenant, outcome.task_ref)
-    failed = tenant.get_task(outcome.task_ref)
+    failed = tenant.reads.get_task(outcome.task_ref)
     assert failed.status is TaskStatus.FAILED
     assert failed.error["code"] == -32603 and failed.error["message"] == "backend exploded"
 
@@ -140,9 +140,9 @@ async def test_completed_with_is_error_is_a_completed_task(
     outcome = await requester.call_tool(PRINCIPAL, run.ref, "tasks", "tool_error", {})
     assert isinstance(outcome, TaskHandle)
     await wait_closed(tenant, outcome.task_ref)
-    done = tenant.get_task(outcome.task_ref)
+    done = tenant.reads.get_task(outcome.task_ref)
     assert done.status is TaskStatus.COMPLETED and done.result["isError"] is True
-    terminal = tenant.events(run.ref)[-1]
+    terminal = tenant.reads.events(run.ref)[-1]
     assert isinstance(terminal, ev.TaskTerminal) and terminal.result["isError"] is True
 
 
@@ -155,7 +155,7 @@ async def test_detach_stops_watching_without_cancelling(
     assert isinstance(outcome, TaskHandle)
     assert await requester.detach_task(PRINCIPAL, outcome.task_ref)
     assert not requester.scheduler.is_watching(outcome.task_ref)
-    detached = tenant.get_task(outcome.task_ref)
+    detached = tenant.reads.get_task(outcome.task_ref)
     assert detached.status is TaskStatus.WORKING and detached.cancel_requested_at_ms is None
     assert "task.detached" in event_types(tenant, run.ref)
 
@@ -168,7 +168,7 @@ async def test_unreachable_server_refuses_before_recording(wall_ledger: Ledger) 
         async with TaskRequester(wall_ledger, [dead], scheduler=FAST) as requester:
             with pytest.raises(ServerConnectFailed):
                 await requester.call_tool(PRINCIPAL, run.ref, "dead", "echo", {"text": "x"})
-    assert tenant.list_dispatches(run_ref=run.ref) == []  # nothing sent, nothing ambiguous
+    assert tenant.reads.list_dispatches(run_ref=run.ref) == []  # nothing sent, nothing ambiguous
 
 
 @pytest.mark.e2e
@@ -184,9 +184,9 @@ async def test_server_restart_loses_the_handle_explicitly(
             assert isinstance(outcome, TaskHandle)
             server.restart()  # memory:// backend: every task is gone (-32602 from now on)
             await wait_closed(tenant, outcome.task_ref)
-    lost = tenant.get_task(outcome.task_ref)
+    lost = tenant.reads.get_task(outcome.task_ref)
     assert lost.lost_reason is LostReason.NOT_FOUND and lost.status is TaskStatus.WORKING
-    event = tenant.events(run.ref)[-1]
+    event = tenant.reads.events(run.ref)[-1]
     assert isinstance(event, ev.TaskLost) and event.reason is LostReason.NOT_FOUND
     assert lost.result is None  # never turned into success
 
@@ -213,7 +213,7 @@ async def test_a_discovery_lost_to_a_restart_does_not_pin_the_legacy_protocol(
                 await wait_until(lambda: not proxy.down, timeout=30, what="discover dropped")
                 await wait_closed(tenant, outcome.task_ref, timeout=30)
                 assert connection.info.protocol_version == "2026-07-28"
-    lost = tenant.get_task(outcome.task_ref)
+    lost = tenant.reads.get_task(outcome.task_ref)
     assert lost.lost_reason is LostReason.NOT_FOUND and lost.status is TaskStatus.WORKING
 
 
@@ -233,7 +233,7 @@ async def test_stdio_transport_runs_a_task_to_completion(wall_ledger: Ledger) ->
         )
         assert isinstance(outcome, TaskHandle)
         await wait_closed(tenant, outcome.task_ref)
-    done = tenant.get_task(outcome.task_ref)
+    done = tenant.reads.get_task(outcome.task_ref)
     assert done.status is TaskStatus.COMPLETED and _text(done.result) == "report Q1"
     assert done.server_endpoint.startswith("stdio:")
 
@@ -248,9 +248,9 @@ async def test_task_only_tool_without_the_declaration_is_rejected_missing_capabi
     )
     assert isinstance(outcome, RejectedCall) and outcome.missing_tasks_capability
     assert outcome.code == -32021
-    dispatch = tenant.get_dispatch(outcome.op_ref)
+    dispatch = tenant.reads.get_dispatch(outcome.op_ref)
     assert dispatch.state is DispatchState.RESULT and dispatch.result["error"]["code"] == -32021
-    assert tenant.list_tasks(run_ref=run.ref) == []
+    assert tenant.reads.list_tasks(run_ref=run.ref) == []
 
 
 async def test_a_held_scheduler_starts_no_poll_until_released(

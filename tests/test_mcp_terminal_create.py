@@ -52,7 +52,7 @@ async def test_inline_completed_result_is_stored_returned_and_announced(
     assert task.task_id not in step.text() and task.terminal_at_ms is not None
     (settled,) = await bridge.run(P, run.ref).wait_for([task.ref], timeout=5)
     assert settled.result == task.result and settled.lost_reason is None
-    terminal = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskTerminal)]
+    terminal = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.TaskTerminal)]
     assert len(terminal) == 1 and terminal[0].result == task.result
     assert terminal[0].status is TaskStatus.COMPLETED and not terminal[0].superseded_lost
     assert event_types(tenant, run.ref)[-2:] == ["task.created", "task.terminal"]
@@ -68,10 +68,10 @@ async def test_failed_with_inline_error_is_stored_at_creation(
     gets_before = await _gets(adversarial_server, "created_failed")
     outcome = await bridge._requester.call_tool(P, run.ref, "fake", "created_failed", {})
     assert isinstance(outcome, TaskHandle) and not outcome.task.is_open
-    task = tenant.get_task(outcome.task_ref)
+    task = tenant.reads.get_task(outcome.task_ref)
     assert task.status is TaskStatus.FAILED and task.result is None
     assert task.error == {"code": -32603, "message": f"job [{task.ref}] refused at once"}
-    (terminal,) = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskTerminal)]
+    (terminal,) = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.TaskTerminal)]
     assert terminal.status is TaskStatus.FAILED and terminal.error == task.error
     assert await _gets(adversarial_server, "created_failed") == gets_before
 
@@ -88,10 +88,10 @@ async def test_completed_without_its_result_then_not_found_is_lost_not_forgotten
     assert created.status is TaskStatus.COMPLETED and created.is_open
     assert bridge._requester.scheduler.is_watching(created.ref)
     await wait_closed(tenant, created.ref)
-    task = tenant.get_task(created.ref)
+    task = tenant.reads.get_task(created.ref)
     assert task.lost_reason is LostReason.NOT_FOUND and task.result is None
     assert task.terminal_at_ms is None  # no outcome was invented
-    (lost,) = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskLost)]
+    (lost,) = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.TaskLost)]
     assert lost.task_ref == task.ref and lost.reason is LostReason.NOT_FOUND
     assert "task.terminal" not in event_types(tenant, run.ref)
     assert await _gets(adversarial_server, "created_completed_bare") >= 1
@@ -106,10 +106,12 @@ def test_a_terminal_status_without_its_outcome_can_still_be_lost(ledger: Ledger)
     tenant = ledger.for_principal(P)
     run = new_run(tenant)
     for status, stored in ((TaskStatus.COMPLETED, False), (TaskStatus.COMPLETED, True)):
-        op = tenant.begin_dispatch(run.ref, server_endpoint="http://s", tool_name="t", sent=True,
-                                   arguments={"n": int(stored)})  # fmt: skip
-        task = tenant.record_task_created(op.ref, task_id=f"raw-{stored}", status=status)
+        op = tenant.calls.begin_dispatch(run.ref, server_endpoint="http://s", tool_name="t",
+                                         sent=True, arguments={"n": int(stored)})  # fmt: skip
+        task = tenant.calls.record_task_created(op.ref, task_id=f"raw-{stored}", status=status)
         if stored:
-            tenant.observe_task(task.ref, TaskObservation(status=status, result={"content": []}))
-        assert tenant.mark_task_lost(task.ref, LostReason.NOT_FOUND) is (not stored)
-        assert (tenant.get_task(task.ref).lost_reason is None) is stored
+            tenant.tasks.observe_task(
+                task.ref, TaskObservation(status=status, result={"content": []})
+            )
+        assert tenant.tasks.mark_task_lost(task.ref, LostReason.NOT_FOUND) is (not stored)
+        assert (tenant.reads.get_task(task.ref).lost_reason is None) is stored

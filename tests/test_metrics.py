@@ -49,10 +49,10 @@ def _known_ledger(db: Path) -> None:
         acme = ledger.for_principal("acme")
         one_of_each_kind(acme)
         run = new_run(acme)
-        acme.record_anomaly(run.ref, "malformed_reply", "a")
-        acme.record_anomaly(run.ref, "malformed_reply", "b")
+        acme.runs.record_anomaly(run.ref, "malformed_reply", "a")
+        acme.runs.record_anomaly(run.ref, "malformed_reply", "b")
         globex = ledger.for_principal("globex")
-        globex.record_anomaly(new_run(globex).ref, "malformed_reply", "c")
+        globex.runs.record_anomaly(new_run(globex).ref, "malformed_reply", "c")
     finally:
         ledger.close()
 
@@ -134,8 +134,8 @@ async def test_polls_commits_and_deliveries_are_counted(tmp_path: Path, reader: 
             )
             assert outcome.kind.value == "task_ended"
             tenant = bridge._ledger.for_principal("acme")
-            tenant.record_anomaly(run.ref, "malformed_reply", "x")
-            await receiver.until(lambda _r: tenant.webhook_outbox_figures().delivered == 1)
+            tenant.runs.record_anomaly(run.ref, "malformed_reply", "x")
+            await receiver.until(lambda _r: tenant.outbox.webhook_outbox_figures().delivered == 1)
     polls = sum(p.value for p in _points(reader, "bridge.polls"))
     lateness = sum(p.count for p in _points(reader, "bridge.poll.lateness"))
     assert polls >= 1 and lateness == polls
@@ -160,13 +160,13 @@ def test_the_gateway_pushes_and_reports_its_principals_items(tmp_path: Path) -> 
     try:
         alice = ledger.for_principal("alice")
         run = new_run(alice)
-        alice.record_anomaly(run.ref, "malformed_reply", "a")
-        op = alice.begin_dispatch(
+        alice.runs.record_anomaly(run.ref, "malformed_reply", "a")
+        op = alice.calls.begin_dispatch(
             run.ref, server_endpoint="http://127.0.0.1:9/mcp", tool_name="pay", arguments={}
         )
-        alice.mark_dispatch_sent(op.ref)
-        alice.mark_dispatch_unknown(op.ref, "connection dropped")
-        expected = {item.id for item in alice.due_webhooks()}
+        alice.calls.mark_dispatch_sent(op.ref)
+        alice.calls.mark_dispatch_unknown(op.ref, "connection dropped")
+        expected = {item.id for item in alice.outbox.due_webhooks()}
     finally:
         ledger.close()
     secret = new_secret()

@@ -91,7 +91,7 @@ def test_the_cli_answers_a_calls_input_by_op_ref(
     }
     ledger = Ledger.open(db)
     try:
-        dispatch = ledger.for_principal(P).get_dispatch(op_ref)
+        dispatch = ledger.for_principal(P).reads.get_dispatch(op_ref)
     finally:
         ledger.close()
     assert dispatch.state is DispatchState.RESULT

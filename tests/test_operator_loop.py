@@ -60,11 +60,11 @@ async def test_a_lost_tasks_input_is_closed_and_answering_it_sends_nothing(
             assert kinds == [("input_waiting", asked.input_ref)]
             server.restart()  # its in-memory tasks are gone: tasks/get answers -32602
             await wait_closed(tenant, handle.ref, timeout=30)
-            task = tenant.get_task(handle.ref)
+            task = tenant.reads.get_task(handle.ref)
             assert task.lost_reason is LostReason.NOT_FOUND
             # Lost everywhere: no view shows the input waiting; answering it is refused.
             assert await run.pending_inputs() == [] and await bridge.pending_inputs(P) == []
-            assert all(r.declined_at_ms for r in tenant.input_requests(handle.ref))  # closed
+            assert all(r.declined_at_ms for r in tenant.reads.input_requests(handle.ref))  # closed
             with pytest.raises(TaskWasLost, match="was lost"):
                 await run.pending_input(handle.ref, asked.input_ref)
             with pytest.raises(TaskWasLost, match="nothing was recorded or sent"):
@@ -74,11 +74,11 @@ async def test_a_lost_tasks_input_is_closed_and_answering_it_sends_nothing(
             await run.acknowledge(handle.ref, by="alice")
             assert await bridge.attention() == []
     assert effects(effects_file) == []  # never paid
-    closed = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskInputDeclined)]
+    closed = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.TaskInputDeclined)]
     assert [(e.input_ref, e.reason, e.answered) for e in closed] == [
         (asked.input_ref, "task_lost", False)
     ]
-    (request_row,) = tenant.input_requests(handle.ref)
+    (request_row,) = tenant.reads.input_requests(handle.ref)
     assert request_row.answered_at_ms is None and request_row.answer is None
 
 
@@ -97,13 +97,13 @@ async def test_a_refused_answer_then_a_corrected_one_is_taken(
             run, handle, asked = await _asking(bridge, ledger, "pay", "approve_payment", args)
             with pytest.raises(InvalidAnswer, match="approve"):
                 await asked.accept(texts={"approve": "perhaps"})
-            assert tenant.input_requests(handle.ref, pending_only=True) != []
+            assert tenant.reads.input_requests(handle.ref, pending_only=True) != []
             again = await run.pending_input(handle.ref, asked.input_ref)
             receipt = await again.accept(texts={"approve": "yes"})
             assert receipt.delivered
             await wait_closed(tenant, handle.ref, timeout=30)
             assert await bridge.attention() == []
-    assert tenant.get_task(handle.ref).status is TaskStatus.COMPLETED
+    assert tenant.reads.get_task(handle.ref).status is TaskStatus.COMPLETED
     assert effects(effects_file) == ["payment pay-fix 75"]
 
 
@@ -132,7 +132,7 @@ async def test_after_the_server_refused_an_answer_recovery_sends_nothing(
         stats = await adversarial_stats(adversarial_server.url)
         assert stats["updates"]["refused"] == refused  # nothing was sent again
         await recovered.run(P, run.ref).cancel_task(handle.ref)
-    assert tenant.undelivered_answers() == []
+    assert tenant.inputs.undelivered_answers() == []
 
 
 async def test_inputs_are_bounded_and_what_is_beyond_is_an_anomaly(
@@ -149,7 +149,7 @@ async def test_inputs_are_bounded_and_what_is_beyond_is_an_anomaly(
         assert isinstance(flood, TaskPending) and isinstance(huge, TaskPending)
 
         def anomalies() -> list[str]:
-            return [e.kind for e in tenant.events(run.ref) if isinstance(e, ev.Anomaly)]
+            return [e.kind for e in tenant.reads.events(run.ref) if isinstance(e, ev.Anomaly)]
 
         await wait_until(lambda: len(anomalies()) >= 2, timeout=30, what="both anomalies")
         scheduler = bridge._requester.scheduler
@@ -159,10 +159,10 @@ async def test_inputs_are_bounded_and_what_is_beyond_is_an_anomaly(
         await run.cancel_task(flood.task.ref)
         await run.cancel_task(huge.task.ref)
     assert sorted(anomalies()) == [TOO_LARGE, TOO_MANY]  # each once
-    assert len(tenant.input_requests(flood.task.ref)) == MAX_OPEN_INPUTS_PER_TASK
-    asked = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
+    assert len(tenant.reads.input_requests(flood.task.ref)) == MAX_OPEN_INPUTS_PER_TASK
+    asked = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.TaskInputRequired)]
     assert len(asked) == MAX_OPEN_INPUTS_PER_TASK + 1
-    (kept,) = tenant.input_requests(huge.task.ref)
+    (kept,) = tenant.reads.input_requests(huge.task.ref)
     assert len(json.dumps(kept.params)) < 8 * 1024 and kept.params["bridge.truncated"] is True
     kinds = [item.kind for item in items]
     assert kinds.count("input_waiting") == MAX_OPEN_INPUTS_PER_TASK + 1

@@ -83,7 +83,7 @@ async def test_a_subscriber_on_another_replica_sees_every_event_in_order(
             seen.append(event)
             if isinstance(event, ev.TaskTerminal):
                 break
-    written = Ledger.open(pg_url).for_principal(P).events(run.ref)
+    written = Ledger.open(pg_url).for_principal(P).reads.events(run.ref)
     assert [e.seq for e in seen] == list(range(1, len(seen) + 1))
     assert [e.model_dump() for e in seen] == [e.model_dump() for e in written[: len(seen)]]
 
@@ -108,7 +108,7 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
         )  # followed in the background
         tenant = b._ledger.for_principal(P)
         leases = TenantLeases(tenant)
-        await wait_until(lambda: tenant.get_run(follower.ref).last_sequence, what="streaming")
+        await wait_until(lambda: tenant.reads.get_run(follower.ref).last_sequence, what="streaming")
         assert a._replica is not None and b._replica is not None
         lapsed = a._replica.current()
         assert leases.holder("task", step.task.ref) == lapsed
@@ -133,16 +133,16 @@ async def test_a_lapsed_replica_hands_its_task_and_remote_run_over(
         lost = a._requester.scheduler.stats
         assert lost.dropped_on_lapse + lost.leases_lost >= 1
         await wait_until(
-            lambda: tenant.get_run(follower.ref).status is OuterStatus.COMPLETED,
+            lambda: tenant.reads.get_run(follower.ref).status is OuterStatus.COMPLETED,
             what="the remote run finished",
         )
-        await wait_until(lambda: not tenant.get_task(step.task.ref).is_open, timeout=20)
-    task = tenant.get_task(step.task.ref)
+        await wait_until(lambda: not tenant.reads.get_task(step.task.ref).is_open, timeout=20)
+    task = tenant.reads.get_task(step.task.ref)
     assert task.status is TaskStatus.COMPLETED
-    events = tenant.events(follower.ref)
+    events = tenant.reads.events(follower.ref)
     assert any(isinstance(e, ev.OuterResumed) for e in events), "B resumed the stream"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    terminals = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskTerminal)]
+    terminals = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.TaskTerminal)]
     assert len(terminals) == 1
 
 
@@ -152,12 +152,12 @@ async def test_in_flight_calls_of_a_dead_replica_become_unknown(
     ledger = Ledger.open(pg_url)
     tenant = ledger.for_principal(P)
     registry = ReplicaRegistry(ledger)
-    run = tenant.open_run("local:h", response_id="resp_z", status=OuterStatus.IN_PROGRESS)
+    run = tenant.runs.open_run("local:h", response_id="resp_z", status=OuterStatus.IN_PROGRESS)
     live = registry.register("replica-live", 60_000)
     dead = registry.register("replica-dead", 60_000)
 
     def in_flight(member: Any, n: int) -> str:
-        return tenant.begin_dispatch(
+        return tenant.calls.begin_dispatch(
             run.ref, server_endpoint=tasks_server.url, server_name="tasks",
             tool_name="slow_report", arguments={"n": n}, sent=True, dispatcher=member,
         ).ref  # fmt: skip
@@ -167,9 +167,11 @@ async def test_in_flight_calls_of_a_dead_replica_become_unknown(
     async with _replica(pg_url, "replica-c", tasks_server) as c:
         assert c.last_recovery is not None
         assert c.last_recovery.dispatches_marked_unknown == 1
-    assert tenant.get_dispatch(theirs).state.value == "unknown"
-    assert tenant.get_dispatch(ours).state.value == "sent", "a live replica's call is left alone"
-    unknown = [e for e in tenant.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)]
+    assert tenant.reads.get_dispatch(theirs).state.value == "unknown"
+    assert tenant.reads.get_dispatch(ours).state.value == "sent", (
+        "a live replica's call is left alone"
+    )
+    unknown = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)]
     assert [e.op_ref for e in unknown] == [theirs]
     ledger.close()
 
@@ -196,9 +198,13 @@ async def test_a_replica_rides_out_a_database_outage(tasks_server: ServerProcess
                 database.start_server()
                 await wait_until(a._replica.can_act, timeout=30, what="acting again")
                 tenant = a._ledger.for_principal(P)
-                await wait_until(lambda: not tenant.get_task(step.task.ref).is_open, timeout=30)
-                assert tenant.get_task(step.task.ref).status is TaskStatus.COMPLETED
-                terminals = [e for e in tenant.events(run.ref) if isinstance(e, ev.TaskTerminal)]
+                await wait_until(
+                    lambda: not tenant.reads.get_task(step.task.ref).is_open, timeout=30
+                )
+                assert tenant.reads.get_task(step.task.ref).status is TaskStatus.COMPLETED
+                terminals = [
+                    e for e in tenant.reads.events(run.ref) if isinstance(e, ev.TaskTerminal)
+                ]
                 assert len(terminals) == 1
     finally:
         database.stop()

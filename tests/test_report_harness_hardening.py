@@ -286,7 +286,7 @@ async def test_a_run_the_bridge_saw_end_is_settled_as_recorded_after_a_restart(
     assert given_up.status_code == 202, given_up.text
     assert given_up.json()["status"] == "in_progress"
     (row,) = failing.in_progress()
-    bridge_run = Ledger.open(url).for_principal(row.principal).get_run(row.bridge_run_ref)
+    bridge_run = Ledger.open(url).for_principal(row.principal).reads.get_run(row.bridge_run_ref)
     assert bridge_run.status is OuterStatus.COMPLETED  # the bridge saw the end first
 
     async def read(http: httpx.AsyncClient) -> tuple[dict[str, Any], list[str]]:
@@ -558,7 +558,7 @@ def test_a_full_disk_answer_matches_what_then_happens_without_a_restart(
         assert _responses_stored(db) == stored_before + (refused.status_code != 503)
         row = HarnessStore.open(f"sqlite:///{db}").get(rid)
         assert row is not None and row.bridge_run_ref is not None
-        bridge_run = Ledger.open(db).for_principal(row.principal).get_run(row.bridge_run_ref)
+        bridge_run = Ledger.open(db).for_principal(row.principal).reads.get_run(row.bridge_run_ref)
         assert bridge_run.status is OuterStatus.FAILED  # the bridge's ledger says so too
         server.start(timeout=30)
         with _client(server) as c:

@@ -30,10 +30,10 @@ def finished_run(tenant: TenantLedger, *, task_id: str | None = None) -> str:
     task = new_task(tenant, run.ref, task_id=task_id)
     raw = task_id or "?"
     result = {"content": [{"type": "text", "text": f"report of {raw} ready"}]}
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         task.ref, TaskObservation(TaskStatus.COMPLETED, result=result, status_message=f"{raw} done")
     )
-    tenant.observe_outer(run.ref, OuterStatus.COMPLETED)
+    tenant.runs.observe_outer(run.ref, OuterStatus.COMPLETED)
     return run.ref
 
 
@@ -52,7 +52,7 @@ def prune(
 
 
 def run_refs(tenant: TenantLedger) -> set[str]:
-    return {r.ref for r in tenant.list_runs(limit=10_000)}
+    return {r.ref for r in tenant.reads.list_runs(limit=10_000)}
 
 
 def test_policy_defaults_and_per_principal() -> None:
@@ -109,7 +109,7 @@ def test_prune_removes_old_finished_runs_whole(ledger: Ledger, clock: FakeClock)
     assert report.rows["bridge_events"] > 5
     for ref in old:
         with pytest.raises(NotFound):
-            tenant.get_run(ref)
+            tenant.reads.get_run(ref)
     with ledger._read() as conn:
         left = conn.execute(
             select(func.count()).select_from(EVENTS).where(EVENTS.c.run_ref.in_(old))
@@ -151,45 +151,45 @@ def test_live_and_unresolved_runs_stay(ledger: Ledger, clock: FakeClock) -> None
     open_run = new_run(tenant).ref  # in progress
     ended_with_open_task = new_run(tenant)
     new_task(tenant, ended_with_open_task.ref)
-    tenant.observe_outer(ended_with_open_task.ref, OuterStatus.COMPLETED)
+    tenant.runs.observe_outer(ended_with_open_task.ref, OuterStatus.COMPLETED)
     lost = new_run(tenant)
     lost_task = new_task(tenant, lost.ref)
-    tenant.mark_task_lost(lost_task.ref, LostReason.NOT_FOUND, "gone")
-    tenant.observe_outer(lost.ref, OuterStatus.FAILED)
+    tenant.tasks.mark_task_lost(lost_task.ref, LostReason.NOT_FOUND, "gone")
+    tenant.runs.observe_outer(lost.ref, OuterStatus.FAILED)
     unknown = new_run(tenant)
-    op = tenant.begin_dispatch(
+    op = tenant.calls.begin_dispatch(
         unknown.ref,
         server_endpoint="http://127.0.0.1:9/mcp",
         server_name="reports",
         tool_name="pay",
         arguments={},
     )
-    tenant.mark_dispatch_sent(op.ref)
-    tenant.mark_dispatch_unknown(op.ref, "connection dropped")
-    tenant.observe_outer(unknown.ref, OuterStatus.FAILED)
+    tenant.calls.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_unknown(op.ref, "connection dropped")
+    tenant.runs.observe_outer(unknown.ref, OuterStatus.FAILED)
     resolved = new_run(tenant)
-    op2 = tenant.begin_dispatch(
+    op2 = tenant.calls.begin_dispatch(
         resolved.ref,
         server_endpoint="http://127.0.0.1:9/mcp",
         server_name="reports",
         tool_name="pay",
         arguments={},
     )
-    tenant.mark_dispatch_sent(op2.ref)
-    tenant.mark_dispatch_unknown(op2.ref, "connection dropped")
-    tenant.record_admission(op2.ref, Admission.UNKNOWN, "host")
-    tenant.record_admission(op2.ref, Admission.NOT_ADMITTED, "host")
-    tenant.observe_outer(resolved.ref, OuterStatus.FAILED)
+    tenant.calls.mark_dispatch_sent(op2.ref)
+    tenant.calls.mark_dispatch_unknown(op2.ref, "connection dropped")
+    tenant.calls.record_admission(op2.ref, Admission.UNKNOWN, "host")
+    tenant.calls.record_admission(op2.ref, Admission.NOT_ADMITTED, "host")
+    tenant.runs.observe_outer(resolved.ref, OuterStatus.FAILED)
     in_flight = new_run(tenant)
-    op3 = tenant.begin_dispatch(
+    op3 = tenant.calls.begin_dispatch(
         in_flight.ref,
         server_endpoint="http://127.0.0.1:9/mcp",
         server_name="reports",
         tool_name="pay",
         arguments={},
     )
-    tenant.mark_dispatch_sent(op3.ref)
-    tenant.observe_outer(in_flight.ref, OuterStatus.CANCELLED)
+    tenant.calls.mark_dispatch_sent(op3.ref)
+    tenant.runs.observe_outer(in_flight.ref, OuterStatus.CANCELLED)
     clock.advance(40 * DAY_MS)
     report = prune(ledger, "acme", RetentionPolicy(max_age_days=0, keep_runs=0, min_age_days=0))
     assert report.runs == 1 and report.sample == [resolved.ref]
@@ -207,14 +207,14 @@ def test_a_lost_task_holds_its_run_until_acknowledged(ledger: Ledger, clock: Fak
     tenant = ledger.for_principal("acme")
     lost = new_run(tenant)
     lost_task = new_task(tenant, lost.ref)
-    tenant.mark_task_lost(lost_task.ref, LostReason.NOT_FOUND, "gone")
-    tenant.observe_outer(lost.ref, OuterStatus.FAILED)
+    tenant.tasks.mark_task_lost(lost_task.ref, LostReason.NOT_FOUND, "gone")
+    tenant.runs.observe_outer(lost.ref, OuterStatus.FAILED)
     clock.advance(40 * DAY_MS)
     policy = RetentionPolicy(max_age_days=0, keep_runs=0, min_age_days=0)
     report = prune(ledger, "acme", policy)
     assert report.runs == 0 and report.unresolved == 1
     assert run_refs(tenant) == {lost.ref}
-    tenant.acknowledge(lost_task.ref, by="oncall")
+    tenant.operator.acknowledge(lost_task.ref, by="oncall")
     clock.advance(40 * DAY_MS)
     report = prune(ledger, "acme", policy)
     assert report.runs == 1 and report.sample == [lost.ref]
@@ -239,9 +239,9 @@ def test_export_then_import_restores_reads(
     refs = [finished_run(tenant, task_id=raw) for raw in raw_ids]
     before = {
         ref: (
-            [e.model_dump() for e in tenant.events(ref)],
-            [t.status for t in tenant.list_tasks(run_ref=ref)],
-            [d.state for d in tenant.list_dispatches(run_ref=ref)],
+            [e.model_dump() for e in tenant.reads.events(ref)],
+            [t.status for t in tenant.reads.list_tasks(run_ref=ref)],
+            [d.state for d in tenant.reads.list_dispatches(run_ref=ref)],
         )
         for ref in refs
     }
@@ -262,9 +262,9 @@ def test_export_then_import_restores_reads(
         back = target.for_principal("acme")
         for ref in refs:
             events, statuses, states = before[ref]
-            assert [e.model_dump() for e in back.events(ref)] == events
-            assert [t.status for t in back.list_tasks(run_ref=ref)] == statuses
-            assert [d.state for d in back.list_dispatches(run_ref=ref)] == states
+            assert [e.model_dump() for e in back.reads.events(ref)] == events
+            assert [t.status for t in back.reads.list_tasks(run_ref=ref)] == statuses
+            assert [d.state for d in back.reads.list_dispatches(run_ref=ref)] == states
         assert run_refs(target.for_principal("globex")) == set()
     finally:
         target.close()

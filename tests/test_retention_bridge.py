@@ -29,8 +29,8 @@ def seed(db: Path, principal: str, finished: int) -> str:
         for _ in range(finished):
             run = new_run(tenant)
             task = new_task(tenant, run.ref)
-            tenant.observe_task(task.ref, TaskObservation(TaskStatus.COMPLETED, result={}))
-            tenant.observe_outer(run.ref, OuterStatus.COMPLETED)
+            tenant.tasks.observe_task(task.ref, TaskObservation(TaskStatus.COMPLETED, result={}))
+            tenant.runs.observe_outer(run.ref, OuterStatus.COMPLETED)
         return new_run(tenant).ref
     finally:
         ledger.close()
@@ -39,7 +39,7 @@ def seed(db: Path, principal: str, finished: int) -> str:
 def refs(db: Path, principal: str) -> set[str]:
     ledger = Ledger.open(db)
     try:
-        return {r.ref for r in ledger.for_principal(principal).list_runs(limit=1000)}
+        return {r.ref for r in ledger.for_principal(principal).reads.list_runs(limit=1000)}
     finally:
         ledger.close()
 

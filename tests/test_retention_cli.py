@@ -37,14 +37,14 @@ def populate(db: Path, finished: int) -> tuple[list[str], str, list[str]]:
             run = new_run(tenant)
             raw = f"raw-task-id-{i}-never-printed"
             task = new_task(tenant, run.ref, task_id=raw)
-            tenant.observe_task(
+            tenant.tasks.observe_task(
                 task.ref,
                 TaskObservation(
                     TaskStatus.COMPLETED,
                     result={"content": [{"type": "text", "text": f"{raw} finished"}]},
                 ),
             )
-            tenant.observe_outer(run.ref, OuterStatus.COMPLETED)
+            tenant.runs.observe_outer(run.ref, OuterStatus.COMPLETED)
             done.append(run.ref)
             raw_ids.append(raw)
         open_run = new_run(tenant).ref

@@ -35,16 +35,18 @@ def seed(tenant: TenantLedger) -> set[str]:
         run = new_run(tenant)
         task = new_task(tenant, run.ref)
         asks = {"k": {"method": "elicitation/create", "params": {"message": "ok?"}}}
-        tenant.observe_task(
+        tenant.tasks.observe_task(
             task.ref, TaskObservation(TaskStatus.INPUT_REQUIRED, input_requests=asks)
         )
-        tenant.observe_task(task.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": []}))
-        tenant.observe_outer(run.ref, OuterStatus.COMPLETED)
+        tenant.tasks.observe_task(
+            task.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": []})
+        )
+        tenant.runs.observe_outer(run.ref, OuterStatus.COMPLETED)
         if i % 40 == 0:
             live.add(new_run(tenant).ref)  # open
             waiting = new_run(tenant)
             new_task(tenant, waiting.ref)  # its task still works
-            tenant.observe_outer(waiting.ref, OuterStatus.COMPLETED)
+            tenant.runs.observe_outer(waiting.ref, OuterStatus.COMPLETED)
             live.add(waiting.ref)
     return live
 

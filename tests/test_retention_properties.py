@@ -56,15 +56,17 @@ def build(tenant: TenantLedger, clock: FakeClock, shape: RunShape) -> str:
         if kind == "input":
             asks = {"k": {"method": "elicitation/create", "params": {"message": "?"}}}
             obs = TaskObservation(TaskStatus.INPUT_REQUIRED, input_requests=asks)
-            tenant.observe_task(task.ref, obs)
+            tenant.tasks.observe_task(task.ref, obs)
         elif kind in ("completed", "failed"):
-            tenant.observe_task(task.ref, TaskObservation(TaskStatus(kind), result={"content": []}))
+            tenant.tasks.observe_task(
+                task.ref, TaskObservation(TaskStatus(kind), result={"content": []})
+            )
         elif kind == "lost":
-            tenant.mark_task_lost(task.ref, LostReason.NOT_FOUND, "gone")
+            tenant.tasks.mark_task_lost(task.ref, LostReason.NOT_FOUND, "gone")
         elif kind == "detached":
-            tenant.detach_task(task.ref, "host")
+            tenant.tasks.detach_task(task.ref, "host")
     for kind in shape.calls:
-        op = tenant.begin_dispatch(
+        op = tenant.calls.begin_dispatch(
             run.ref,
             server_endpoint=ENDPOINT,
             server_name="reports",
@@ -73,17 +75,17 @@ def build(tenant: TenantLedger, clock: FakeClock, shape: RunShape) -> str:
         )
         if kind == "pending":
             continue
-        tenant.mark_dispatch_sent(op.ref)
+        tenant.calls.mark_dispatch_sent(op.ref)
         if kind == "result":
-            tenant.record_immediate_result(op.ref, {"content": []})
+            tenant.calls.record_immediate_result(op.ref, {"content": []})
         elif kind.startswith("unknown") or kind == "resolved":
-            tenant.mark_dispatch_unknown(op.ref, "dropped")
+            tenant.calls.mark_dispatch_unknown(op.ref, "dropped")
             if kind != "unknown":
-                tenant.record_admission(op.ref, Admission.UNKNOWN, "host")
+                tenant.calls.record_admission(op.ref, Admission.UNKNOWN, "host")
             if kind == "resolved":
-                tenant.record_admission(op.ref, Admission.ADMITTED, "host")
+                tenant.calls.record_admission(op.ref, Admission.ADMITTED, "host")
     if shape.outer is not None and shape.outer is not OuterStatus.IN_PROGRESS:
-        tenant.observe_outer(run.ref, shape.outer)
+        tenant.runs.observe_outer(run.ref, shape.outer)
     return run.ref
 
 
@@ -118,5 +120,5 @@ def test_prune_removes_exactly_the_finished_runs_within_bounds(
         for ref, s in built
         if s.finished and s.age_days >= 1 and (s.age_days >= 7 or ref in beyond)
     }
-    left = {r.ref for r in tenant.list_runs(limit=1000)}
+    left = {r.ref for r in tenant.reads.list_runs(limit=1000)}
     assert {ref for ref, _ in built} - left == expected

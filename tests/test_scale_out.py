@@ -164,11 +164,11 @@ async def test_three_replicas_share_the_handles_and_survive_a_kill(
     assert len(unrecorded) <= counted, (unrecorded[:10], survivor_stats)
 
     # No stale write: one terminal event per task, no regression or other anomaly recorded.
-    events = tenant.events(run.ref)
+    events = tenant.reads.events(run.ref)
     terminal = [e for e in events if e.type == "task.terminal"]
     assert len(terminal) == TASKS and len({e.task_ref for e in terminal}) == TASKS  # type: ignore[attr-defined]
     assert [e for e in events if e.type == "anomaly"] == []
-    assert all(tenant.get_task(ref).status is TaskStatus.COMPLETED for ref in refs[:50])
+    assert all(tenant.reads.get_task(ref).status is TaskStatus.COMPLETED for ref in refs[:50])
     ledger.close()
 
 
@@ -182,4 +182,4 @@ async def _all_registered(replicas: list[ServerProcess]) -> bool:
 
 
 def _closed(tenant: Any, refs: list[str]) -> int:
-    return len(refs) - len(tenant.list_tasks(open_only=True))
+    return len(refs) - len(tenant.reads.list_tasks(open_only=True))

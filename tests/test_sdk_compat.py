@@ -158,7 +158,7 @@ async def bridged_report(requester: TaskRequester, tenant: TenantLedger, quarter
     )
     assert isinstance(outcome, TaskHandle)
     await wait_closed(tenant, outcome.task_ref)
-    done = tenant.get_task(outcome.task_ref)
+    done = tenant.reads.get_task(outcome.task_ref)
     assert done.status is TaskStatus.COMPLETED
     return _text(done.result)
 

@@ -117,8 +117,8 @@ async def test_trace_of_a_run_spanning_a_restart(
 
     ledger = Ledger.open(db)
     tenant = ledger.for_principal(P)
-    raw_ids = [t.task_id for t in tenant.list_tasks(run_ref=run.ref)]
-    events = json.dumps([e.model_dump(mode="json") for e in tenant.events(run.ref)])
+    raw_ids = [t.task_id for t in tenant.reads.list_tasks(run_ref=run.ref)]
+    events = json.dumps([e.model_dump(mode="json") for e in tenant.reads.events(run.ref)])
     ledger.close()
     spans_text = finished_spans_text(span_exporter)
     logs = caplog.text

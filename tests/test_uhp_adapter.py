@@ -19,22 +19,24 @@ def test_every_task_event_maps_to_a_vendor_event_without_raw_ids(ledger: Ledger)
     run = new_run(tenant)
     task = new_task(tenant, run.ref, task_id=RAW)
     approval = {"method": "elicitation/create", "params": {"message": "ok?"}}
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         task.ref,
         TaskObservation(TaskStatus.INPUT_REQUIRED, input_requests={f"{RAW}:k": approval}),
     )
-    (request,) = tenant.input_requests(task.ref)
-    tenant.record_input_answer(task.ref, request.ref, {"action": "accept"})
-    tenant.record_cancel_requested(task.ref, "host")
-    tenant.mark_task_lost(task.ref, LostReason.SERVER_GONE, "gone")
-    tenant.observe_task(
+    (request,) = tenant.reads.input_requests(task.ref)
+    tenant.inputs.record_input_answer(task.ref, request.ref, {"action": "accept"})
+    tenant.tasks.record_cancel_requested(task.ref, "host")
+    tenant.tasks.mark_task_lost(task.ref, LostReason.SERVER_GONE, "gone")
+    tenant.tasks.observe_task(
         task.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": [], "isError": False})
     )
-    op = tenant.begin_dispatch(run.ref, server_endpoint=ENDPOINT, tool_name="pay", arguments={})
-    tenant.mark_dispatch_sent(op.ref)
-    tenant.mark_dispatch_unknown(op.ref, "reset")
+    op = tenant.calls.begin_dispatch(
+        run.ref, server_endpoint=ENDPOINT, tool_name="pay", arguments={}
+    )
+    tenant.calls.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_unknown(op.ref, "reset")
 
-    mapped = [to_uhp_event(e) for e in tenant.events(run.ref)]
+    mapped = [to_uhp_event(e) for e in tenant.reads.events(run.ref)]
     uhp = [m for m in mapped if m is not None]
     types = [m["type"] for m in uhp]
     assert types == [
@@ -67,11 +69,11 @@ def test_summary_counts_statuses_and_verdicts(ledger: Ledger) -> None:
     tenant = ledger.for_principal("acme")
     run = new_run(tenant)
     done = new_task(tenant, run.ref)
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         done.ref, TaskObservation(TaskStatus.COMPLETED, result={"content": [], "isError": False})
     )
     waiting = new_task(tenant, run.ref)
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         waiting.ref,
         TaskObservation(
             TaskStatus.INPUT_REQUIRED,
@@ -79,7 +81,7 @@ def test_summary_counts_statuses_and_verdicts(ledger: Ledger) -> None:
         ),
     )
     gone = new_task(tenant, run.ref)
-    tenant.mark_task_lost(gone.ref, LostReason.TTL_EXPIRED)
+    tenant.tasks.mark_task_lost(gone.ref, LostReason.TTL_EXPIRED)
     summary = nested_tasks_summary(tenant, run.ref)[SUMMARY_KEY]
     assert summary["count"] == 3 and summary["lost"] == 1 and summary["pending_input"] == 1
     assert summary["by_status"] == {"completed": 1, "input_required": 1, "working": 1}

@@ -73,12 +73,14 @@ def _seqs(events: list[StreamEvent]) -> list[int]:
 
 
 def _types(ledger: Ledger, run_ref: str) -> list[str]:
-    return [e.type for e in ledger.for_principal("acme").events(run_ref)]
+    return [e.type for e in ledger.for_principal("acme").reads.events(run_ref)]
 
 
 def _anomaly_kinds(ledger: Ledger, run_ref: str) -> list[str]:
     return [
-        e.kind for e in ledger.for_principal("acme").events(run_ref) if isinstance(e, ev.Anomaly)
+        e.kind
+        for e in ledger.for_principal("acme").reads.events(run_ref)
+        if isinstance(e, ev.Anomaly)
     ]
 
 
@@ -108,7 +110,7 @@ async def test_streamed_run_is_recorded_in_order(client: UhpClient, wall_ledger:
     events = await _collect(follower)
     assert _seqs(events) == list(range(len(events)))
     assert events[-1].type == "response.completed" and _text(events) == "w0 w1 w2 w3 "
-    run = wall_ledger.for_principal("acme").get_run(follower.run_ref)
+    run = wall_ledger.for_principal("acme").reads.get_run(follower.run_ref)
     assert run.status is OuterStatus.COMPLETED and run.response_id == follower.response_id
     assert run.session_id and run.session_id.startswith("hsess")
     assert run.last_sequence == events[-1].sequence_number and run.idempotency_key
@@ -125,7 +127,7 @@ async def test_stream_cut_by_the_server_resumes_with_last_event_id(
     assert "outer.stream_lost" in types
     resumed = [
         e
-        for e in wall_ledger.for_principal("acme").events(follower.run_ref)
+        for e in wall_ledger.for_principal("acme").reads.events(follower.run_ref)
         if isinstance(e, ev.OuterResumed)
     ]
     assert [r.mode for r in resumed] == ["last_event_id"] and resumed[0].after_sequence == 4
@@ -158,7 +160,7 @@ async def test_missing_sequence_number_is_reported_and_never_rendered(
     assert events[-1].is_terminal and events[-1].response is not None
     assert events[-1].response.output_text() == "w0 w1 w2 w3 w4 w5 "  # from the stored response
     assert "missing_sequence" in _anomaly_kinds(wall_ledger, follower.run_ref)
-    run = wall_ledger.for_principal("acme").get_run(follower.run_ref)
+    run = wall_ledger.for_principal("acme").reads.get_run(follower.run_ref)
     assert run.status is OuterStatus.COMPLETED
 
 
@@ -181,7 +183,7 @@ async def test_malformed_frame_is_an_explicit_anomaly(
     events = await _collect(follower)
     assert events[-1].is_terminal
     assert "malformed_frame" in _anomaly_kinds(wall_ledger, follower.run_ref)
-    assert wall_ledger.for_principal("acme").get_run(follower.run_ref).status is (
+    assert wall_ledger.for_principal("acme").reads.get_run(follower.run_ref).status is (
         OuterStatus.COMPLETED
     )
 
@@ -226,11 +228,11 @@ async def test_resume_without_last_event_id_rereads_the_response(
     assert events[-1].response.output_text() == "w0 w1 w2 w3 w4 w5 "
     resumed = [
         e
-        for e in wall_ledger.for_principal("acme").events(follower.run_ref)
+        for e in wall_ledger.for_principal("acme").reads.events(follower.run_ref)
         if isinstance(e, ev.OuterResumed)
     ]
     assert [r.mode for r in resumed] == ["reread"]
-    run = wall_ledger.for_principal("acme").get_run(follower.run_ref)
+    run = wall_ledger.for_principal("acme").reads.get_run(follower.run_ref)
     assert run.status is OuterStatus.COMPLETED
 
 
@@ -250,11 +252,11 @@ async def test_retry_after_a_timeout_reuses_the_idempotency_key(
         created = await hasty.create_response(
             "words=1 delay_ms=1 slow_post_ms=800", harness_id=HARNESS, background=True
         )
-    key = wall_ledger.for_principal("acme").get_run(created.run_ref).idempotency_key
+    key = wall_ledger.for_principal("acme").reads.get_run(created.run_ref).idempotency_key
     async with httpx.AsyncClient() as plain:
         stats = (await plain.get(f"{_base(uhp_server)}/_test/stats")).json()
     assert stats["executions"][key] == 1  # the retry did not start a second task
-    assert len(wall_ledger.for_principal("acme").list_runs()) == 1
+    assert len(wall_ledger.for_principal("acme").reads.list_runs()) == 1
     assert created.response.id.startswith("resp_")
 
 
@@ -271,7 +273,7 @@ async def test_cancel_is_observed_as_cancelled_not_failed(
     terminal = events[-1]
     assert terminal.type == "response.failed" and terminal.response is not None
     assert terminal.response.status == "cancelled"
-    run = wall_ledger.for_principal("acme").get_run(follower.run_ref)
+    run = wall_ledger.for_principal("acme").reads.get_run(follower.run_ref)
     assert run.status is OuterStatus.CANCELLED
 
 
@@ -284,7 +286,7 @@ async def test_session_continuation_and_busy_session(
     )
     assert second.response.session_id == first.response.session_id
     tenant = wall_ledger.for_principal("acme")
-    assert tenant.get_run(second.run_ref).session_id == first.response.session_id
+    assert tenant.reads.get_run(second.run_ref).session_id == first.response.session_id
     running = await client.create_response(
         "words=50 delay_ms=20",
         harness_id=HARNESS,
@@ -368,7 +370,7 @@ async def test_sigkilled_follower_is_resumed_by_a_new_process(
     assert _seqs(rest)[0] == 7  # resumed exactly after what the dead process delivered
     assert rest[-1].type == "response.completed" and rest[-1].response is not None
     assert rest[-1].response.output_text() == "".join(f"w{n} " for n in range(12))
-    run = ledger.for_principal("acme").get_run(run_ref)
+    run = ledger.for_principal("acme").reads.get_run(run_ref)
     assert run.status is OuterStatus.COMPLETED and run.last_sequence == rest[-1].sequence_number
     ledger.close()
 
@@ -400,7 +402,7 @@ async def test_retryable_rejections_are_retried_with_the_same_key(
         created = await retrying.create_response(f"words=1 {directives}", harness_id=HARNESS)
         elapsed = anyio.current_time() - started
     assert created.response.status == "completed"
-    key = wall_ledger.for_principal("acme").get_run(created.run_ref).idempotency_key
+    key = wall_ledger.for_principal("acme").reads.get_run(created.run_ref).idempotency_key
     assert await _attempts(uhp_server, key) == attempts
     if "retry_after_ms=150" in directives:
         assert elapsed >= 0.3  # two waits of Retry-After
@@ -425,6 +427,6 @@ async def test_final_rejections_are_not_retried(
     ) as retrying:
         with pytest.raises(error):
             await retrying.create_response(f"words=1 {directives}", harness_id=HARNESS)
-    (run,) = wall_ledger.for_principal("acme").list_runs()
+    (run,) = wall_ledger.for_principal("acme").reads.list_runs()
     assert run.response_id is None  # registered before the POST; no response was created
     assert await _attempts(uhp_server, run.idempotency_key) == 1

@@ -109,13 +109,13 @@ async def test_ignored_fields_are_surfaced_never_raised(
         )
     assert run.response.status == "completed"
     assert run.response.ignored_fields == ["include", "instructions", "tools"]
-    events = wall_ledger.for_principal("acme").events(run.run_ref)
+    events = wall_ledger.for_principal("acme").reads.events(run.run_ref)
     noted = [e for e in events if isinstance(e, ev.OuterFieldsIgnored)]
     assert [e.fields for e in noted] == [["include", "instructions", "tools"]]
     assert any(run.run_ref in r.getMessage() and "tools" in r.getMessage() for r in caplog.records)
     plain = await client.create_response("words=1 delay_ms=0", harness_id=HARNESS)
     assert plain.response.ignored_fields == []
-    types = [e.type for e in wall_ledger.for_principal("acme").events(plain.run_ref)]
+    types = [e.type for e in wall_ledger.for_principal("acme").reads.events(plain.run_ref)]
     assert "outer.fields_ignored" not in types
 
 
@@ -125,7 +125,7 @@ async def test_a_streamed_run_notes_ignored_fields_once(
     follower = await client.stream_response("words=3 delay_ms=0", harness_id=HARNESS, include=[])
     final = await follower.until_terminal()
     assert final.ignored_fields == ["include"]
-    events = wall_ledger.for_principal("acme").events(follower.run_ref)
+    events = wall_ledger.for_principal("acme").reads.events(follower.run_ref)
     assert sum(isinstance(e, ev.OuterFieldsIgnored) for e in events) == 1
 
 

@@ -78,7 +78,7 @@ async def test_recover_reports_the_unanswered_post_and_repost_gets_the_first_res
     run_ref = _crash_after_post(db, _base(server))
     assert _executions(harness_db) == before + 1  # the server ran it; the client never knew
     with closing(Ledger.open(db)) as ledger:
-        run = ledger.for_principal("acme").get_run(run_ref)
+        run = ledger.for_principal("acme").reads.get_run(run_ref)
         assert run.response_id is None and run.idempotency_key is not None
     assert TOKEN.encode() not in db.read_bytes()  # the bearer token never reaches the ledger
 
@@ -105,7 +105,7 @@ async def test_recover_reports_the_unanswered_post_and_repost_gets_the_first_res
     assert first.response.status == "completed" and first.response.output_text() == "quince"
     assert _executions(harness_db) == before + 1  # one execution, however often it is sent
     with closing(Ledger.open(db)) as ledger:
-        assert ledger.for_principal("acme").unacknowledged_runs() == []
+        assert ledger.for_principal("acme").reads.unacknowledged_runs() == []
 
 
 async def test_a_body_with_a_credential_is_scrubbed_and_not_reposted(
@@ -119,7 +119,7 @@ async def test_a_body_with_a_credential_is_scrubbed_and_not_reposted(
                 f"reply with the word lime {TOKEN}",
                 metadata={"api_key": "sk-live-never-stored", "note": "kept"},
             )
-            stored = ledger.for_principal("acme").run_request(created.run_ref)
+            stored = ledger.for_principal("acme").reads.run_request(created.run_ref)
             assert stored is not None
             recorded = RecordedRequest.from_json(stored)
             assert recorded.body["metadata"] == {"api_key": REDACTED, "note": "kept"}

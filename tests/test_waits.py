@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import event
 
 from bridge import Bridge, BridgeSettings, events as ev
+from bridge._ledger.commit.commit_signals import CommitPublisher
 from bridge._ledger.coordination import waiters as notifier_module
-from bridge._ledger.coordination.commit_signals import CommitPublisher
 from bridge._ledger.coordination.waiters import PROBE_MAX_S, CommitNotifier
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.store import Ledger
@@ -123,12 +123,12 @@ async def test_idle_waiters_read_nothing_and_an_in_process_commit_wakes_its_wait
 
         waited = tasks[1]  # an odd index: a wait_for
         settled_at = time.monotonic()
-        tenant.observe_task(
+        tenant.tasks.observe_task(
             waited.ref,
             TaskObservation(TaskStatus.COMPLETED, result={"content": [], "isError": False}),
         )
         followed = runs[0]  # an even index: a subscriber
-        tenant.record_anomaly(followed.ref, "probe", "wake")
+        tenant.runs.record_anomaly(followed.ref, "probe", "wake")
         await _wait_until(lambda: waited.ref in woke and followed.ref in woke, timeout=5)
         assert woke[waited.ref] - settled_at < 1.0  # not a poll interval: the commit itself
         assert set(woke) == {waited.ref, followed.ref}  # nobody else was woken to return
@@ -215,7 +215,7 @@ async def test_a_subscriber_sees_every_event_once_while_others_write_concurrentl
         assert [p.exitcode for p in processes] == [0, 0]
     assert results[0] == list(range(1, expected + 1))
     assert results[7] == list(range(8, expected + 1))
-    probes = [e for e in tenant.events(run.ref) if isinstance(e, ev.Anomaly)]
+    probes = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.Anomaly)]
     assert len(probes) == 3 * iterations
 
 
@@ -243,7 +243,7 @@ async def test_a_lost_notification_delays_a_subscriber_only_until_the_backstop(
             async with anyio.create_task_group() as group:
                 group.start_soon(follow)
                 await _wait_until(lambda: _notifier(bridge).waiting == 1)
-                silent.for_principal(P).record_anomaly(run.ref, "probe", "no notify")
+                silent.for_principal(P).runs.record_anomaly(run.ref, "probe", "no notify")
                 with anyio.fail_after(5):  # the backstop is 0.5 s here (30 s by default)
                     while not seen:
                         await anyio.sleep(0.05)

@@ -44,7 +44,7 @@ async def _bridge(path: Path, receiver: Receiver, **endpoint: int) -> AsyncItera
 
 
 def _types(ledger: Ledger, run_ref: str) -> Sequence[str]:
-    return [e.type for e in ledger.for_principal("acme").events(run_ref)]
+    return [e.type for e in ledger.for_principal("acme").reads.events(run_ref)]
 
 
 async def test_each_attention_item_is_pushed_signed_with_its_stable_id(db_url: str) -> None:
@@ -52,10 +52,10 @@ async def test_each_attention_item_is_pushed_signed_with_its_stable_id(db_url: s
         async with _bridge(db_url, receiver) as bridge:
             tenant = bridge._ledger.for_principal("acme")
             expected = one_of_each_kind(tenant)
-            await receiver.until(lambda _r: tenant.webhook_outbox_figures().delivered == 4)
+            await receiver.until(lambda _r: tenant.outbox.webhook_outbox_figures().delivered == 4)
             # Another principal without an endpoint: its items stay in its outbox, unsent.
             one_of_each_kind(bridge._ledger.for_principal("globex"))
-            figures = tenant.webhook_outbox_figures()
+            figures = tenant.outbox.webhook_outbox_figures()
     assert receiver.rejected == 0
     by_id = {r.id: r for r in receiver.received}
     assert set(by_id) == set(expected.values())
@@ -75,9 +75,9 @@ async def test_the_outbox_row_commits_with_its_event_or_not_at_all(db_url: str) 
         with pytest.raises(RuntimeError, match="fails after"), tenant._write() as tx:
             tenant._append(tx, run.ref, ev.Anomaly(kind="malformed_reply", detail="x"))
             raise RuntimeError("the write fails after the append")
-        assert tenant.due_webhooks() == [] and _types(ledger, run.ref) == ["run.registered"]
-        tenant.record_anomaly(run.ref, "malformed_reply", "x")
-        assert [i.kind for i in tenant.due_webhooks()] == ["anomaly"]
+        assert tenant.outbox.due_webhooks() == [] and _types(ledger, run.ref) == ["run.registered"]
+        tenant.runs.record_anomaly(run.ref, "malformed_reply", "x")
+        assert [i.kind for i in tenant.outbox.due_webhooks()] == ["anomaly"]
     finally:
         ledger.close()
 
@@ -92,9 +92,9 @@ async def test_a_receiver_down_for_a_while_gets_every_item_later(tmp_path: Path)
             expected = one_of_each_kind(tenant)
             await receiver.until(lambda r: r.requests >= 2 * len(expected))  # each refused twice
             receiver.set_mode("ok")
-            await receiver.until(lambda _r: tenant.webhook_outbox_figures().delivered == 4)
-            due = tenant.due_webhooks()
-            figures = tenant.webhook_outbox_figures()
+            await receiver.until(lambda _r: tenant.outbox.webhook_outbox_figures().delivered == 4)
+            due = tenant.outbox.due_webhooks()
+            figures = tenant.outbox.webhook_outbox_figures()
     assert due == [] and figures.delivered == 4 and figures.undeliverable == 0
     assert receiver.rejected == 0
 
@@ -107,16 +107,16 @@ async def test_an_endpoint_that_keeps_failing_becomes_an_anomaly(tmp_path: Path)
         ) as bridge:
             tenant = bridge._ledger.for_principal("acme")
             run = new_run(tenant)
-            tenant.record_anomaly(run.ref, "malformed_reply", "not JSON")
+            tenant.runs.record_anomaly(run.ref, "malformed_reply", "not JSON")
             await receiver.until(lambda r: r.requests >= 3)
 
             def given_up() -> bool:
                 return WEBHOOK_UNDELIVERABLE in [
-                    getattr(e, "kind", None) for e in tenant.events(run.ref)
+                    getattr(e, "kind", None) for e in tenant.reads.events(run.ref)
                 ]
 
             await receiver.until(lambda _r: given_up())
-            figures = tenant.webhook_outbox_figures()
+            figures = tenant.outbox.webhook_outbox_figures()
             requests = receiver.requests
             # The failing endpoint is in front of the operator: an anomaly item in attention,
             # with its next step, until someone acknowledges it.
@@ -141,8 +141,8 @@ def _events(tmp_path: Path, run_ref: str) -> list[ev.BridgeEvent]:
     try:
         tenant = ledger.for_principal("acme")
         # The anomaly it became is not itself pushed (it would go to the failing endpoint).
-        assert tenant.webhook_outbox_figures().pending == 0
-        return tenant.events(run_ref)
+        assert tenant.outbox.webhook_outbox_figures().pending == 0
+        return tenant.reads.events(run_ref)
     finally:
         ledger.close()
 
@@ -164,11 +164,13 @@ async def test_a_secret_reference_that_resolves_to_nothing_is_an_error_not_a_sil
         async with Bridge.open(settings) as bridge:
             tenant = bridge._ledger.for_principal("acme")
             run = new_run(tenant)
-            tenant.record_anomaly(run.ref, "malformed_reply", "x")
+            tenant.runs.record_anomaly(run.ref, "malformed_reply", "x")
             await receiver.until(
-                lambda _r: tenant.webhook_outbox_figures().undeliverable == 1, timeout=30
+                lambda _r: tenant.outbox.webhook_outbox_figures().undeliverable == 1, timeout=30
             )
-            detail = [e for e in tenant.events(run.ref) if isinstance(e, ev.Anomaly)][-1].detail
+            detail = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.Anomaly)][
+                -1
+            ].detail
     assert receiver.requests == 0
     assert "'missing' resolved to nothing" in detail
 
@@ -230,7 +232,7 @@ async def test_two_replicas_deliver_each_item_once(postgres_admin_url: str) -> N
             tenant = first._ledger.for_principal("acme")
 
             def settled(r: Receiver) -> bool:
-                figures = tenant.webhook_outbox_figures()
+                figures = tenant.outbox.webhook_outbox_figures()
                 return expected <= r.ids() and figures.pending == 0
 
             await receiver.until(settled)  # (the replicas find the tasks' server gone: more)

@@ -40,8 +40,8 @@ def _outbox(db: Path) -> tuple[set[str], int]:
     ledger = Ledger.open(db)
     try:
         tenant = ledger.for_principal("acme")
-        ids = {f"msg_{run.ref}_2" for run in tenant.list_runs(limit=1000)}
-        return ids, tenant.webhook_outbox_figures().delivered
+        ids = {f"msg_{run.ref}_2" for run in tenant.reads.list_runs(limit=1000)}
+        return ids, tenant.outbox.webhook_outbox_figures().delivered
     finally:
         ledger.close()
 

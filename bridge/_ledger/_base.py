@@ -43,6 +43,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from bridge import events as ev
 from bridge._errors import NotFound
 from bridge._ledger.attention_events import attention_kind, webhook_id
+from bridge._ledger.commit.availability import refuse_if_unavailable
+from bridge._ledger.commit.commit_signals import CommitPublisher
 from bridge._ledger.commit.driver_sessions import (
     CompiledStatement,
     Cursor,
@@ -51,8 +53,6 @@ from bridge._ledger.commit.driver_sessions import (
 )
 from bridge._ledger.commit.group_commit import GroupCommit
 from bridge._ledger.commit.latency import record_commit
-from bridge._ledger.coordination.availability import refuse_if_unavailable
-from bridge._ledger.coordination.commit_signals import CommitPublisher
 from bridge._ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
 from bridge._ledger.reads.lean_reads import LeanReads
 from bridge._ledger.schema.dialects import LedgerDialect, dialect_of
@@ -401,8 +401,8 @@ class LedgerScope:
 
 
 class TenantScope:
-    """One principal's view of the ledger; the aggregates (runs, dispatches, tasks, inputs,
-    queries) are mixins over it. :attr:`scope` is the API the ledger's other modules use."""
+    """One principal's view of the ledger; each aggregate (reads, runs, calls, tasks, inputs,
+    ...) is one object over it. :attr:`scope` is the API the ledger's other modules use."""
 
     def __init__(self, ledger: LedgerCore, principal: str) -> None:
         self._ledger = ledger

@@ -13,7 +13,7 @@ from typing import Any, cast
 from sqlalchemy import Table, insert, select, update
 
 from bridge._errors import AgentStateTooLarge, BridgeError, InvalidTransition
-from bridge._ledger.runs import RunWrites
+from bridge._ledger.reads.queries import WriteScope
 from bridge._ledger.schema.models import AgentState
 from bridge._redaction import is_credential_name
 
@@ -34,7 +34,7 @@ class AgentStateView:
     updated_at_ms: int
 
 
-class AgentStateWrites(RunWrites):
+class AgentStateWrites(WriteScope):
     """Save and load agent state per (run, name)."""
 
     def save_agent_state(

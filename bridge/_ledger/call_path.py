@@ -41,12 +41,12 @@ from bridge._ledger._base import (
     bind_columns,
     written_columns,
 )
+from bridge._ledger.commit.commit_signals import CHANNEL
 from bridge._ledger.commit.driver_sessions import (
     CompiledStatement,
     DriverSession,
 )
-from bridge._ledger.coordination.commit_signals import CHANNEL
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._lifecycle import DispatchState
 
 # The encoding of bridge._ids.canonical_json, with the encoder built once for the call path

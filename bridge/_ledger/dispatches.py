@@ -1,4 +1,4 @@
-"""The dispatches aggregate: ``tools/call`` intents, their state moves, and the call path.
+"""The calls aggregate (dispatches): ``tools/call`` intents, their state moves, the call path.
 
 A bridged call commits twice on its critical path: the intent before the request is sent
 (:meth:`DispatchWrites.stage_dispatch`), then the handle (:meth:`~DispatchWrites.
@@ -12,7 +12,8 @@ group commit shared with concurrent callers (worker threads); ``begin_dispatch``
 ``record_immediate_result`` and ``record_task_created`` commit it alone, synchronously. The
 two call-path events (``call.result``, ``task.created``) are serialised by one function,
 :func:`event_tail`, in the shape ``model_dump`` gives them; ``tests/test_ledger_write_paths.py``
-proves every route writes the rows and events of the SQLAlchemy Core reference.
+proves every route writes the rows and events of the SQLAlchemy Core reference. Admission
+verdicts on an unknown outcome are events on the run (``call.admission_checked``).
 """
 
 from __future__ import annotations
@@ -20,18 +21,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
+from typing import Any, Concatenate, Literal, NoReturn, ParamSpec, TypeVar
 
 import pydantic_core
+from sqlalchemy import Connection, select
 
 from bridge import events as ev
 from bridge._errors import DuplicateTaskHandle, InvalidTransition, NotFound, OperationReused
 from bridge._ids import TASK_PREFIX, new_ref
-from bridge._ledger._base import (
-    DISPATCHES,
-    LedgerCore,
-    Tx,
-)
+from bridge._ledger._base import DISPATCHES, EVENTS, Tx
 from bridge._ledger.call_path import (
     RESULT_EVENT,
     TASK_CREATED_EVENT,
@@ -41,15 +39,17 @@ from bridge._ledger.call_path import (
 )
 from bridge._ledger.commit.driver_sessions import Cursor, StatementResult
 from bridge._ledger.commit.group_commit import StagedCommit
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.outcome import bound_json
+from bridge._ledger.reads.queries import TenantQueries, WriteScope
 from bridge._ledger.reads.views import DispatchView, TaskView
 from bridge._ledger.runs import RunWrites
-from bridge._lifecycle import DispatchState, TaskStatus, may_advance_dispatch
+from bridge._lifecycle import Admission, DispatchState, TaskStatus, may_advance_dispatch
 from bridge._redaction import scrub_task_id
 
 T = TypeVar("T")
 P = ParamSpec("P")
+_CHECKED: str = ev.CallAdmissionChecked.model_fields["type"].default
 
 
 def _committed_alone(
@@ -68,11 +68,14 @@ def _committed_alone(
     return commit
 
 
-class DispatchWrites(RunWrites):
-    """Writes of dispatch intents, the call path among them."""
+class DispatchWrites(WriteScope):
+    """Writes of calls (dispatch intents): the call path and the admission verdicts."""
 
-    def __init__(self, ledger: LedgerCore, principal: str, call_path: CallPathStatements) -> None:
-        super().__init__(ledger, principal)
+    def __init__(
+        self, reads: TenantQueries, runs: RunWrites, call_path: CallPathStatements
+    ) -> None:
+        super().__init__(reads)
+        self._runs = runs  # a duplicate task handle is an anomaly on the run
         self._call_path = call_path
 
     # -- dispatch intents ------------------------------------------------------------------
@@ -136,7 +139,7 @@ class DispatchWrites(RunWrites):
         """The intent's insert broke a unique constraint: a call made again with its operation
         id gets the intent on record (or ``OperationReused``); anything else is raised."""
         operation_id = values["operation_id"] if values["operation_id"] != values["ref"] else None
-        existing = self._dispatch_by_operation(operation_id) if operation_id else None
+        existing = self._reads._dispatch_by_operation(operation_id) if operation_id else None
         if existing is None:
             raise error
         self._check_same_operation(
@@ -182,7 +185,7 @@ class DispatchWrites(RunWrites):
                     reason=reason,
                 ),
             )
-        return self.get_dispatch(op_ref)
+        return self._reads.get_dispatch(op_ref)
 
     def record_immediate_result(
         self, op_ref: str, result: Any, *, intent: DispatchView | None = None
@@ -196,7 +199,7 @@ class DispatchWrites(RunWrites):
     def _settle_with_result(self, op_ref: str, result: Any, *, rpc_error: bool) -> DispatchView:
         """The result of a dispatch the caller does not hold, committed alone: read it first."""
         is_error = rpc_error or bool(isinstance(result, dict) and result.get("isError"))
-        staged = self._staged_result(self.get_dispatch(op_ref), result, is_error, rpc_error)
+        staged = self._staged_result(self._reads.get_dispatch(op_ref), result, is_error, rpc_error)
         return self._commit_alone(staged)
 
     def stage_immediate_result(
@@ -418,13 +421,15 @@ class DispatchWrites(RunWrites):
         def failed(error: Exception) -> TaskView:
             if not isinstance(error, driver.integrity_error):
                 raise error
-            dispatch = self.get_dispatch(op_ref)
-            holder = self._task_by_handle(dispatch.server_endpoint, task_id)
+            dispatch = self._reads.get_dispatch(op_ref)
+            holder = self._reads._task_by_handle(dispatch.server_endpoint, task_id)
             if holder is None:
                 raise error
             detail = f"server returned the task handle already held by {holder.ref}"
             # On the run of the call that received it (the holder's run did nothing wrong).
-            self.record_anomaly(dispatch.run_ref, "duplicate_task_handle", detail, op_ref=op_ref)
+            self._runs.record_anomaly(
+                dispatch.run_ref, "duplicate_task_handle", detail, op_ref=op_ref
+            )
             raise DuplicateTaskHandle(f"dispatch {op_ref!r}: {detail}") from error
 
         return StagedCommit(write, settle, failed)
@@ -461,7 +466,7 @@ class DispatchWrites(RunWrites):
         return SimpleNamespace(**row)
 
     def _refuse_call_path_move(self, op_ref: str, target: DispatchState) -> NoReturn:
-        current = self.get_dispatch(op_ref).state  # NotFound for a foreign/unknown ref
+        current = self._reads.get_dispatch(op_ref).state  # NotFound for a foreign/unknown ref
         raise InvalidTransition(
             f"dispatch {op_ref!r} cannot go from {current.value} to {target.value}"
         )
@@ -482,3 +487,58 @@ class DispatchWrites(RunWrites):
         self._update_row(
             tx, DISPATCHES, row.ref, state=target.value, updated_at_ms=self.now, **values
         )
+
+    # -- admission verdicts on unknown outcomes ----------------------------------------------
+    def record_admission(
+        self,
+        op_ref: str,
+        admission: Admission,
+        decided_by: Literal["hook", "host"],
+        by: str = "",
+    ) -> ev.CallAdmissionChecked:
+        """Record whether the unknown-outcome call ``op_ref`` was admitted.
+
+        Raises :class:`~bridge.errors.InvalidTransition` unless the dispatch is ``unknown`` and
+        has no final verdict yet (an admitted call is never declared not admitted later, nor
+        the reverse). ``by``: who gave it (an operator's name), kept on the event.
+        """
+        with self._write() as tx:
+            row = self._dispatch_row(tx.conn, op_ref, lock=True)
+            if DispatchState(row.state) is not DispatchState.UNKNOWN:
+                raise InvalidTransition(
+                    f"dispatch {op_ref!r} is {row.state}: only an unknown outcome is resolved"
+                )
+            previous = self._latest_admission(tx.conn, row.run_ref, op_ref)
+            if previous is not None and previous.is_final:
+                raise InvalidTransition(
+                    f"dispatch {op_ref!r} was already resolved as {previous.value}"
+                )
+            event = ev.CallAdmissionChecked(
+                op_ref=op_ref,
+                tool=row.tool_name,
+                server=row.server_name or row.server_endpoint,
+                admission=admission,
+                decided_by=decided_by,
+                by=by or decided_by,
+            )
+            appended = self._append(tx, row.run_ref, event)
+        assert isinstance(appended, ev.CallAdmissionChecked)
+        return appended
+
+    def admission_of(self, op_ref: str) -> Admission | None:
+        """The latest admission verdict on ``op_ref`` (``None``: never checked)."""
+        dispatch = self._reads.get_dispatch(op_ref)
+        with self._read() as conn:
+            return self._latest_admission(conn, dispatch.run_ref, op_ref)
+
+    def _latest_admission(self, conn: Connection, run_ref: str, op_ref: str) -> Admission | None:
+        rows = conn.execute(
+            select(EVENTS.c.payload_json)
+            .where(self._owned(EVENTS), EVENTS.c.run_ref == run_ref, EVENTS.c.type == _CHECKED)
+            .order_by(EVENTS.c.seq.desc())
+        )
+        for (payload,) in rows:
+            data = json.loads(payload)
+            if data.get("op_ref") == op_ref:
+                return Admission(data["admission"])
+        return None

@@ -12,7 +12,7 @@ from typing import cast
 
 from sqlalchemy import Table, insert, select
 
-from bridge._ledger.runs import RunWrites
+from bridge._ledger.reads.queries import WriteScope
 from bridge._ledger.schema.models import GatewayHandle
 
 GATEWAY_HANDLES = cast(Table, GatewayHandle.__table__)  # type: ignore[attr-defined]
@@ -22,7 +22,7 @@ def handle_digest(handle: str) -> str:
     return hashlib.sha256(handle.encode()).hexdigest()
 
 
-class GatewayHandleWrites(RunWrites):
+class GatewayHandleWrites(WriteScope):
     """Record and resolve gateway handles, scoped to this principal."""
 
     def record_gateway_handle(self, handle: str, task_ref: str, op_ref: str) -> None:

@@ -22,9 +22,9 @@ Everything else under :mod:`bridge._ledger` is the bridge's own and may change w
 
 from __future__ import annotations
 
+from bridge._ledger.commit.availability import first_line, refuse_if_unavailable
 from bridge._ledger.commit.driver_sessions import Cursor
 from bridge._ledger.commit.group_commit import GroupCommit, StagedCommit
-from bridge._ledger.coordination.availability import first_line, refuse_if_unavailable
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.schema.dialects import dialect_of
 from bridge._ledger.schema.engine import create_ledger_engine

@@ -13,7 +13,7 @@ from bridge import events as ev
 from bridge._errors import InputAlreadyAnswered, TaskWasLost, UnknownInputKey
 from bridge._ids import INPUT_PREFIX, canonical_json, new_ref, sha256_hex
 from bridge._ledger._base import EVENTS, INPUTS, TASKS, Tx
-from bridge._ledger.coordination.fencing import Membership, check_lease
+from bridge._ledger.fencing import Membership, check_lease
 from bridge._ledger.input_bounds import (
     MAX_OPEN_INPUTS_PER_TASK,
     TOO_LARGE,
@@ -22,7 +22,7 @@ from bridge._ledger.input_bounds import (
     too_large_detail,
     too_many_detail,
 )
-from bridge._ledger.reads.queries import TenantQueries
+from bridge._ledger.reads.queries import WriteScope
 from bridge._ledger.reads.views import InputRequestView
 
 _ANOMALY: str = ev.Anomaly.model_fields["type"].default
@@ -56,7 +56,7 @@ def _refuse_if_lost(row: Any, input_ref: str) -> None:
         )
 
 
-class InputWrites(TenantQueries):
+class InputWrites(WriteScope):
     """Writes of input requests and their answers."""
 
     def _record_input_requests(
@@ -325,7 +325,7 @@ class InputWrites(TenantQueries):
         return request
 
     def _input_view(self, task_ref: str, ref: str) -> InputRequestView:
-        return next(r for r in self.input_requests(task_ref) if r.ref == ref)
+        return next(r for r in self._reads.input_requests(task_ref) if r.ref == ref)
 
     def mark_answer_delivered(self, task_ref: str, input_ref: str) -> None:
         """``tasks/update`` carrying this answer was acknowledged: drop the kept answer."""
@@ -365,7 +365,7 @@ class InputWrites(TenantQueries):
 
     def undelivered_answers(self) -> list[InputRequestView]:
         """Answers recorded but not acknowledged by the server (to redeliver after a restart)."""
-        return self._inputs_of_tasks(
+        return self._reads._inputs_of_tasks(
             (
                 INPUTS.c.answered_at_ms.is_not(None),
                 INPUTS.c.delivered_at_ms.is_(None),

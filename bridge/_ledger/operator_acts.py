@@ -15,7 +15,7 @@ from bridge._errors import InvalidTransition, NotFound
 from bridge._ledger._base import EVENTS, OPEN_TASK, RUNS, TASKS
 from bridge._ledger.outcome import bound_json
 from bridge._ledger.reads.attention import parse_anomaly_ref
-from bridge._ledger.runs import RunWrites
+from bridge._ledger.reads.queries import WriteScope
 from bridge._lifecycle import OuterStatus
 
 _ANOMALY: str = ev.Anomaly.model_fields["type"].default
@@ -23,7 +23,7 @@ _ACKNOWLEDGED: str = ev.OperatorAcknowledged.model_fields["type"].default
 _REASON_CHARS = 500
 
 
-class OperatorWrites(RunWrites):
+class OperatorWrites(WriteScope):
     """Acknowledgements and closing an orphaned run."""
 
     def acknowledge(self, ref: str, by: str, note: str = "") -> ev.OperatorAcknowledged:

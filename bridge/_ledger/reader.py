@@ -45,25 +45,26 @@ class LedgerReader:
 
     def runs(self, *, open_only: bool = False, limit: int = 50) -> list[RunView]:
         """The principal's runs, most recently changed first."""
-        return self._tenant.list_runs(limit=limit, open_only=open_only)
+        return self._tenant.reads.list_runs(limit=limit, open_only=open_only)
 
     def run(self, run_ref: str) -> RunView:
         """One run (:class:`~bridge.errors.NotFound` for another principal's)."""
-        return self._tenant.get_run(run_ref)
+        return self._tenant.reads.get_run(run_ref)
 
     def calls(self, run_ref: str) -> list[CallView]:
         """A run's calls, oldest first."""
-        return self._tenant.list_dispatches(run_ref=run_ref)
+        return self._tenant.reads.list_dispatches(run_ref=run_ref)
 
     def tasks(self, run_ref: str | None = None, *, open_only: bool = False) -> list[TaskView]:
         """Task handles (of one run), oldest first; ``open_only``: those still watched."""
-        return self._tenant.list_tasks(run_ref=run_ref, open_only=open_only)
+        return self._tenant.reads.list_tasks(run_ref=run_ref, open_only=open_only)
 
     def pending_inputs(self) -> list[InputRequestView | CallInputView]:
         """Unanswered input requests: of open tasks, then of calls waiting before any task."""
-        tasks: list[InputRequestView | CallInputView] = [*self._tenant.pending_input_requests()]
-        return tasks + self._tenant.pending_call_inputs()
+        tenant = self._tenant
+        tasks: list[InputRequestView | CallInputView] = [*tenant.reads.pending_input_requests()]
+        return tasks + tenant.rounds.pending_call_inputs()
 
     def events(self, run_ref: str, *, after_seq: int = 0) -> list[ev.BridgeEvent]:
         """A run's events after ``after_seq``, in order."""
-        return self._tenant.events(run_ref, after_seq=after_seq)
+        return self._tenant.reads.events(run_ref, after_seq=after_seq)

@@ -31,7 +31,7 @@ from bridge._ledger.input_bounds import (
     too_many_detail,
 )
 from bridge._ledger.inputs import input_request_digest, write_answer
-from bridge._ledger.reads.queries import TenantQueries
+from bridge._ledger.reads.queries import WriteScope
 from bridge._ledger.reads.views import CallInputView, DispatchView
 from bridge._ledger.schema.models import CallRound
 from bridge._lifecycle import DispatchState, may_advance_dispatch
@@ -50,7 +50,7 @@ class RetryLeg:
     responses: dict[str, Any] = field(repr=False)  # answers keyed by the server's keys
 
 
-class CallRoundWrites(TenantQueries):
+class CallRoundWrites(WriteScope):
     """Writes and reads of MRTR rounds and their input requests."""
 
     def record_input_round(
@@ -266,7 +266,7 @@ class CallRoundWrites(TenantQueries):
             )
             self._move(tx, row, DispatchState.INPUT_REQUIRED, DispatchState.SENT)
         return RetryLeg(
-            dispatch=self.get_dispatch(op_ref),
+            dispatch=self._reads.get_dispatch(op_ref),
             leg=leg + 1,
             arguments=json.loads(round_.arguments_json),
             request_state=round_.request_state,

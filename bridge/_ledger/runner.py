@@ -10,13 +10,13 @@ from typing import ParamSpec, TypeVar
 import anyio
 
 from bridge._errors import LedgerUnavailable
-from bridge._ledger.commit.group_commit import GroupCommit, StagedCommit
-from bridge._ledger.commit.latency import record_commit
-from bridge._ledger.coordination.availability import (
+from bridge._ledger.commit.availability import (
     WRITE_LOCK_WAIT_S,
     WriteLockBusy,
     backoff_delays,
 )
+from bridge._ledger.commit.group_commit import GroupCommit, StagedCommit
+from bridge._ledger.commit.latency import record_commit
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -33,7 +33,7 @@ class LedgerRunner:
     thread, a bounded number at a time, so a slow commit never stalls the loop.
 
     An inline write that finds SQLite's write lock held by another connection fails within a
-    few milliseconds (:class:`~bridge._ledger.coordination.availability.WriteLockBusy`, nothing
+    few milliseconds (:class:`~bridge._ledger.commit.availability.WriteLockBusy`, nothing
     written); the runner then awaits a backoff and runs the call again, up to ``lock_wait_s``, and
     raises :class:`~bridge.errors.LedgerUnavailable` after that. Meanwhile the loop serves
     everything else. Retried calls take turns (one probes the lock at a time), so a hundred waiting

@@ -13,9 +13,9 @@ from bridge import events as ev
 from bridge._errors import ConflictingIds
 from bridge._ids import RUN_PREFIX, new_ref
 from bridge._ledger._base import RUNS, Tx, bind_columns, null_row, written_columns
-from bridge._ledger.coordination.fencing import Membership, check_lease
+from bridge._ledger.fencing import Membership, check_lease
 from bridge._ledger.outcome import bound_json
-from bridge._ledger.reads.queries import RUN_BY_KEY, RUN_BY_RESPONSE, TenantQueries
+from bridge._ledger.reads.queries import RUN_BY_KEY, RUN_BY_RESPONSE, WriteScope
 from bridge._ledger.reads.views import RunView
 from bridge._lifecycle import Decision, OuterStatus, decide_outer
 
@@ -27,7 +27,7 @@ _INSERT_RUN = insert(RUNS).values(bind_columns(RUNS, written_columns(RUNS)))
 _EMPTY_RUN = null_row(RUNS)
 
 
-class RunWrites(TenantQueries):
+class RunWrites(WriteScope):
     """Writes of outer responses (runs)."""
 
     def open_run(
@@ -140,7 +140,7 @@ class RunWrites(TenantQueries):
                     session_id=updates.get("session_id", row.session_id),
                 ),
             )
-        return self.get_run(run_ref)
+        return self._reads.get_run(run_ref)
 
     def observe_outer(
         self,

@@ -4,12 +4,11 @@
 :class:`TenantLedger`, bound to one principal/tenant, whose queries filter on that principal,
 so another tenant's rows are simply not there.
 
-The operations live with their aggregate, over one private base (:mod:`bridge._ledger._base`:
-transactions, principal scoping, the event append with the per-run gapless sequence):
-:mod:`~bridge._ledger.runs`, :mod:`~bridge._ledger.dispatches` (the call path among them),
-:mod:`~bridge._ledger.tasks`, :mod:`~bridge._ledger.inputs`, :mod:`~bridge._ledger.rounds`,
-:mod:`~bridge._ledger.reads.queries`.
-This module composes them and keeps the names callers import from it.
+A tenant ledger is composed, one object per aggregate over the same scope (principal, ledger;
+:mod:`bridge._ledger._base`): ``tenant.reads`` (:mod:`~bridge._ledger.reads.queries`), then
+writes that get the reads passed in beside them, never inherit them: ``runs``, ``calls`` (the
+call path and admissions, :mod:`~bridge._ledger.dispatches`), ``tasks``, ``inputs``, ``rounds``
+(MRTR), ``agent_states``, ``gateway_handles``, ``operator``, ``attention``, ``outbox``.
 """
 
 from __future__ import annotations
@@ -32,20 +31,22 @@ from bridge._ledger._base import (
     Clock,
     EventListener,
     LedgerCore,
+    TenantScope,
     scrub_raw_id,
     wall_clock_ms,
 )
-from bridge._ledger.admissions import AdmissionWrites
 from bridge._ledger.agent_states import AgentStateWrites
 from bridge._ledger.call_path import CallPathStatements
-from bridge._ledger.coordination.availability import first_line, waiting_for_the_lock
+from bridge._ledger.commit.availability import first_line, waiting_for_the_lock
 from bridge._ledger.dispatches import DispatchWrites
 from bridge._ledger.gateway_handles import GatewayHandleWrites
-from bridge._ledger.inputs import input_request_digest
+from bridge._ledger.inputs import InputWrites, input_request_digest
 from bridge._ledger.operator_acts import OperatorWrites
 from bridge._ledger.outcome import DEFAULT_MAX_OUTCOME_BYTES
 from bridge._ledger.reads.attention import AttentionReads
+from bridge._ledger.reads.queries import TenantQueries
 from bridge._ledger.rounds import CallRoundWrites
+from bridge._ledger.runs import RunWrites
 from bridge._ledger.schema import migrate
 from bridge._ledger.schema.dialects import SqliteSynchronous
 from bridge._ledger.schema.engine import create_ledger_engine
@@ -116,26 +117,33 @@ class Ledger(LedgerCore):
             raise LedgerUnavailable(f"cannot open {engine.url!r}: {first_line(exc)}") from exc
         return cls(engine, clock=clock, max_outcome_bytes=max_outcome_bytes)
 
+    @cached_property
+    def _tenants(self) -> dict[str, TenantLedger]:
+        return {}
+
     def for_principal(self, principal: str) -> TenantLedger:
         """This ledger scoped to one principal: every read and write through it is theirs."""
         if not principal:
             raise ValueError("a principal/tenant is required for every ledger access")
-        return TenantLedger(self, principal)
+        tenant = self._tenants.get(principal) or TenantLedger(self, principal)
+        if len(self._tenants) < 1024:  # kept (no state in it): not rebuilt for every poll and call
+            self._tenants[principal] = tenant
+        return tenant
 
 
-class TenantLedger(
-    DispatchWrites,
-    TaskWrites,
-    AdmissionWrites,
-    CallRoundWrites,
-    AgentStateWrites,
-    GatewayHandleWrites,
-    OperatorWrites,
-    AttentionReads,
-    WebhookOutboxWrites,
-):
-    """All ledger operations for one principal/tenant: runs, dispatches (and the call path),
-    tasks, input requests, MRTR call rounds and the reads, each in its aggregate's module."""
+class TenantLedger(TenantScope):
+    """All ledger operations for one principal/tenant, one object per aggregate."""
 
     def __init__(self, ledger: Ledger, principal: str) -> None:
-        super().__init__(ledger, principal, ledger._hot)
+        super().__init__(ledger, principal)
+        self.reads = reads = TenantQueries(ledger, principal)
+        self.runs = runs = RunWrites(reads)
+        self.calls = DispatchWrites(reads, runs, ledger._hot)
+        self.inputs = inputs = InputWrites(reads)
+        self.tasks = TaskWrites(reads, inputs)
+        self.rounds = CallRoundWrites(reads)
+        self.agent_states = AgentStateWrites(reads)
+        self.gateway_handles = GatewayHandleWrites(reads)
+        self.operator = OperatorWrites(reads)
+        self.attention = AttentionReads(reads)
+        self.outbox = WebhookOutboxWrites(reads)

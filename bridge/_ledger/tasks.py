@@ -11,9 +11,10 @@ from sqlalchemy import update
 
 from bridge import events as ev
 from bridge._ledger._base import OPEN_TASK, TASKS, Tx
-from bridge._ledger.coordination.fencing import Membership, check_lease
+from bridge._ledger.fencing import Membership, check_lease
 from bridge._ledger.inputs import InputWrites
 from bridge._ledger.outcome import bound_json
+from bridge._ledger.reads.queries import TenantQueries, WriteScope
 from bridge._ledger.reads.views import TaskObservation, TaskView
 from bridge._lifecycle import (
     Change,
@@ -39,8 +40,12 @@ class ObservationOutcome:
         return tuple(e.input_ref for e in self.events if isinstance(e, ev.TaskInputRequired))
 
 
-class TaskWrites(InputWrites):
-    """Writes of inner tasks."""
+class TaskWrites(WriteScope):
+    """Writes of inner tasks; a task's input requests are written by the inputs beside it."""
+
+    def __init__(self, reads: TenantQueries, inputs: InputWrites) -> None:
+        super().__init__(reads)
+        self._inputs = inputs
 
     def observe_task(
         self, task_ref: str, observation: TaskObservation, *, lease: Membership | None = None
@@ -95,10 +100,10 @@ class TaskWrites(InputWrites):
                     appended.extend(self._store_terminal(tx, row, observation, decision, values))
                 elif observed is TaskStatus.INPUT_REQUIRED and observation.input_requests:
                     appended.extend(
-                        self._record_input_requests(tx, row, observation.input_requests)
+                        self._inputs._record_input_requests(tx, row, observation.input_requests)
                     )
                 self._update_row(tx, TASKS, task_ref, **values)
-        return ObservationOutcome(decision, self.get_task(task_ref), tuple(appended))
+        return ObservationOutcome(decision, self._reads.get_task(task_ref), tuple(appended))
 
     def _observation_values(self, row: Any, observation: TaskObservation) -> dict[str, Any]:
         values: dict[str, Any] = {"updated_at_ms": self.now}
@@ -212,7 +217,7 @@ class TaskWrites(InputWrites):
                 updated_at_ms=self.now,
             )
             self._append_task_event(tx, row, ev.TaskLost, reason=reason, detail=detail)
-            self._close_inputs_of_lost_task(tx, row)
+            self._inputs._close_inputs_of_lost_task(tx, row)
         return True
 
     def record_cancel_requested(self, task_ref: str, requested_by: str) -> bool:

@@ -16,7 +16,7 @@ from sqlalchemy import func, select, update
 from bridge import events as ev
 from bridge._ledger._base import EVENTS, OUTBOX
 from bridge._ledger.attention_events import WEBHOOK_UNDELIVERABLE
-from bridge._ledger.runs import RunWrites
+from bridge._ledger.reads.queries import WriteScope
 
 _ERROR_CHARS = 500  # the column's size: an endpoint's error text is cut to it
 
@@ -45,7 +45,7 @@ class OutboxFigures:
     oldest_pending_ms: int | None  # created_at_ms of the oldest item not yet delivered
 
 
-class WebhookOutboxWrites(RunWrites):
+class WebhookOutboxWrites(WriteScope):
     """Read due items and settle them, scoped to this principal."""
 
     def due_webhooks(self, limit: int = 100) -> list[OutboxItem]:

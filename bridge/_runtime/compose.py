@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import RunView, TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger

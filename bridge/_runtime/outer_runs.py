@@ -16,8 +16,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from bridge._errors import BridgeError, LeaseLost
-from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.replica import ReplicaLeases
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import RunView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
@@ -160,11 +160,11 @@ class OuterRuns:
         """Runs whose creating POST never got its answer, each with a client to re-ask."""
         tenant = self._ledger.for_principal(principal)
         posts = []
-        for run in await self._db(tenant.unacknowledged_runs):
+        for run in await self._db(tenant.reads.unacknowledged_runs):
             name = self.server_named(run.uhp_server)
             client = functools.partial(self.client, principal, name) if name else None
             posts.append(
-                UnansweredPost.of(run, await self._db(tenant.run_request, run.ref), client)
+                UnansweredPost.of(run, await self._db(tenant.reads.run_request, run.ref), client)
             )
         return posts
 
@@ -173,7 +173,7 @@ class OuterRuns:
         """The outer run ended (``status``) with inner tasks open: cancel or report them, as
         the policies say."""
         tenant = self._ledger.for_principal(principal)
-        open_tasks = await self._db(tenant.list_tasks, run_ref=run_ref, open_only=True)
+        open_tasks = await self._db(tenant.reads.list_tasks, run_ref=run_ref, open_only=True)
         if not open_tasks:
             return
         refs = [t.ref for t in open_tasks]
@@ -182,12 +182,12 @@ class OuterRuns:
             policies.on_outer_cancel is OnOuterCancel.CANCEL_INNER
         ):
             await self._db(
-                tenant.record_open_tasks_at_end, run_ref, status, refs, "cancel_requested"
+                tenant.runs.record_open_tasks_at_end, run_ref, status, refs, "cancel_requested"
             )
             for task in open_tasks:
                 await self._requester.cancel_task(principal, task.ref, "policy:outer_cancelled")
             return
         if policies.on_outer_end is OnOuterEnd.REPORT:
-            await self._db(tenant.record_open_tasks_at_end, run_ref, status, refs, "reported")
+            await self._db(tenant.runs.record_open_tasks_at_end, run_ref, status, refs, "reported")
             for task in open_tasks:
                 await self._requester.detach_task(principal, task.ref, "policy:outer_ended")

@@ -68,9 +68,9 @@ async def pending_inputs(
     """Unanswered input requests of the principal's open tasks (of one run), oldest first, then
     those of calls waiting for input before any task (MRTR)."""
     tenant = services.ledger.for_principal(principal)
-    views = await services.db(tenant.pending_input_requests)
+    views = await services.db(tenant.reads.pending_input_requests)
     if run_ref is not None:
-        of_run = {t.ref for t in await services.db(tenant.list_tasks, run_ref=run_ref)}
+        of_run = {t.ref for t in await services.db(tenant.reads.list_tasks, run_ref=run_ref)}
         views = [v for v in views if v.task_ref in of_run]
     answer = services.requester.answer_input
     tasks = [
@@ -87,10 +87,10 @@ async def wait_for(
     notifier = services.waker()
     tenant = services.ledger.for_principal(principal)
     deadline = anyio.current_time() + timeout
-    runs = {v.run_ref for v in [await services.db(tenant.get_task, r) for r in task_refs]}
+    runs = {v.run_ref for v in [await services.db(tenant.reads.get_task, r) for r in task_refs]}
     while True:
         with notifier.watch(principal, runs) as change:  # armed, then read
-            views = [await services.db(tenant.get_task, ref) for ref in task_refs]
+            views = [await services.db(tenant.reads.get_task, ref) for ref in task_refs]
             pending = [v for v in views if not is_settled(v)]
             if not pending:
                 return views

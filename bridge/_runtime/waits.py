@@ -24,7 +24,7 @@ async def until_answered(
     its operation id."""
     while True:
         with notifier.watch(tenant.principal, run_ref) as change:  # armed, then read
-            dispatch = await db(tenant.get_dispatch, op_ref)
+            dispatch = await db(tenant.reads.get_dispatch, op_ref)
             if dispatch.state not in (DispatchState.INPUT_REQUIRED, DispatchState.SENT):
                 return dispatch.operation_id
             await change.wait(None)
@@ -43,12 +43,12 @@ async def until_closed(
     budget = deadline_s
     while True:
         with notifier.watch(tenant.principal, task.run_ref) as change:  # armed, then read
-            current = await db(tenant.get_task, task.ref)
+            current = await db(tenant.reads.get_task, task.ref)
             if not current.is_open:
                 return TaskSettled(op_ref, current)
             if budget <= 0:
                 reason = f"the step's wait deadline ({deadline_s:g} s) passed"
-                await db(tenant.record_step_failure, task.ref, reason)
+                await db(tenant.tasks.record_step_failure, task.ref, reason)
                 return RecoverableFailure(op_ref, current, reason)
             waiting_for_host = ask and current.status is TaskStatus.INPUT_REQUIRED
             started = anyio.current_time()

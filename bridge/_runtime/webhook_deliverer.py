@@ -26,8 +26,8 @@ import httpx
 from anyio.abc import TaskGroup, TaskStatus
 
 from bridge._ledger.coordination.deliverer_lease import hold_deliverer, release_deliverer
-from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.leases import ReplicaRegistry
+from bridge._ledger.fencing import Membership
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._ledger.webhook_outbox import OutboxItem
@@ -146,7 +146,7 @@ class WebhookDeliverer:
                 return False
             limit = min(BATCH, room) + len(self._in_flight)
             self._ended_during_read = set()
-            items = await self._db(tenant.due_webhooks, limit)
+            items = await self._db(tenant.outbox.due_webhooks, limit)
             skip = self._in_flight | self._ended_during_read
             fresh = [item for item in items if item.id not in skip][:room]
             more = more or len(items) == limit
@@ -183,17 +183,17 @@ class WebhookDeliverer:
         body = message_body(tenant.principal, item)
         error = await self._post(client, endpoint, item.id, body)
         if error is None:
-            await self._db(tenant.webhook_delivered, item.id)
+            await self._db(tenant.outbox.webhook_delivered, item.id)
             record_webhook("delivered", item.kind, self._ledger.clock() - item.created_at_ms)
             return
         attempts = item.attempts + 1
         if attempts >= endpoint.max_attempts:
-            await self._db(tenant.webhook_undeliverable, item.id, error)
+            await self._db(tenant.outbox.webhook_undeliverable, item.id, error)
             record_webhook("undeliverable", item.kind)
             log.warning("webhook %s given up after %d attempts: %s", item.id, attempts, error)
             return
         retry_at = self._ledger.clock() + endpoint.retry_delay_ms(attempts)
-        await self._db(tenant.webhook_attempt_failed, item.id, error, retry_at)
+        await self._db(tenant.outbox.webhook_attempt_failed, item.id, error, retry_at)
         record_webhook("failed", item.kind)
 
     async def _post(

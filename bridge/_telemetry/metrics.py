@@ -141,7 +141,7 @@ class LedgerGauges:
             sources = list(self._sources)
         for ledger, principals in sources:
             for principal in principals:
-                figures = ledger.for_principal(principal).webhook_outbox_figures()
+                figures = ledger.for_principal(principal).outbox.webhook_outbox_figures()
                 states = {
                     "pending": figures.pending,
                     "delivered": figures.delivered,

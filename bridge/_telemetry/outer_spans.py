@@ -30,8 +30,8 @@ class OuterSpans:
         ids = telemetry.span_ids(span)
         if ids is not None and not resumed:
             tenant = self._ledger.for_principal(principal)
-            await self._db(tenant.record_trace_context, run.ref, *ids)
-            return await self._db(tenant.get_run, run.ref)
+            await self._db(tenant.runs.record_trace_context, run.ref, *ids)
+            return await self._db(tenant.reads.get_run, run.ref)
         return run
 
     def end(self, run_ref: str, status: OuterStatus) -> None:
@@ -44,7 +44,7 @@ class OuterSpans:
         span = self._spans.get(run_ref)
         if span is not None:
             return trace.set_span_in_context(span)
-        run = await self._db(self._ledger.for_principal(principal).get_run, run_ref)
+        run = await self._db(self._ledger.for_principal(principal).reads.get_run, run_ref)
         return telemetry.remote_context(run.trace_id, run.span_id)
 
     def suspend_all(self) -> None:

@@ -45,6 +45,7 @@ from bridge.cli._records import (
     event_task_ref,
     load_snapshot,
     run_record,
+    run_verdicts,
     task_counts,
 )
 from bridge.cli._retention_commands import db_vacuum, export, import_, prune
@@ -109,15 +110,16 @@ def runs(
         with tenant_scope(ctx) as tenant:
             rows = []
             redactor = Redactor()
-            for run in tenant.list_runs(limit=limit, open_only=open_only):
-                tasks = tenant.list_tasks(run_ref=run.ref)
+            for run in tenant.reads.list_runs(limit=limit, open_only=open_only):
+                tasks = tenant.reads.list_tasks(run_ref=run.ref)
                 for task in tasks:
                     redactor.add(task)
-                dispatches = tenant.list_dispatches(run_ref=run.ref)
+                dispatches = tenant.reads.list_dispatches(run_ref=run.ref)
+                verdicts = run_verdicts(tenant, dispatches)
                 rows.append(
                     {
-                        "run": run_record(run, calls_of(dispatches, tasks)),
-                        "counts": task_counts(tasks, dispatches),
+                        "run": run_record(run, calls_of(dispatches, tasks, verdicts)),
+                        "counts": task_counts(tasks, dispatches, verdicts),
                     }
                 )
             rows = redactor.value(rows)
@@ -204,9 +206,9 @@ def events(
 
     def body() -> None:
         with tenant_scope(ctx) as tenant:
-            tenant.get_run(run)  # NotFound for a foreign or missing run
-            redactor = Redactor(tenant.list_tasks(run_ref=run))
-            batch = tenant.events(run, after_seq=after)
+            tenant.reads.get_run(run)  # NotFound for a foreign or missing run
+            redactor = Redactor(tenant.reads.list_tasks(run_ref=run))
+            batch = tenant.reads.events(run, after_seq=after)
             if not follow:
                 if as_json:
                     print_json([redactor.value(event_record(e)) for e in batch])
@@ -231,7 +233,7 @@ def _follow(
 ) -> None:
     out = out_console()
     last = after
-    known_tasks = {t.ref for t in tenant.list_tasks(run_ref=run)}
+    known_tasks = {t.ref for t in tenant.reads.list_tasks(run_ref=run)}
     deadline = None if follow_for is None else time.monotonic() + follow_for
 
     def emit(items: list[Any]) -> None:
@@ -241,7 +243,7 @@ def _follow(
             ref = event_task_ref(event)
             if ref is not None and ref not in known_tasks:
                 # A task created while following: learn its raw id to keep it out of output.
-                for task in tenant.list_tasks(run_ref=run):
+                for task in tenant.reads.list_tasks(run_ref=run):
                     if task.ref not in known_tasks:
                         known_tasks.add(task.ref)
                         redactor.add(task)
@@ -265,7 +267,7 @@ def _follow(
         ) as status:
             while deadline is None or time.monotonic() < deadline:
                 time.sleep(FOLLOW_POLL_S)
-                fresh = tenant.events(run, after_seq=last)
+                fresh = tenant.reads.events(run, after_seq=last)
                 if fresh:
                     emit(fresh)
                 status.update(f"following {run}: last seq {last} (Ctrl-C to stop)")

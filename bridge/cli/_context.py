@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from bridge._errors import BridgeError, LedgerUnavailable, NotFound
-from bridge._ledger.coordination.availability import first_line, unavailable_reason
+from bridge._ledger.commit.availability import first_line, unavailable_reason
 from bridge._ledger.schema.engine import normalize_url
 from bridge._ledger.store import Ledger, TenantLedger
 

@@ -7,6 +7,7 @@ These are plain functions; :mod:`bridge.cli._app` registers them as commands.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,6 +50,8 @@ McpConfigOpt = Annotated[
     Path,
     typer.Option(
         "--mcp-config",
+        envvar="BRIDGE_MCP_CONFIG",
+        show_envvar=True,
         help='JSON {"mcpServers": [{"name", "url", "enabled", "auth": {"credential_ref"}}]}; '
         "tokens come from env BRIDGE_CREDENTIAL_<REF>.",
         exists=False,
@@ -113,8 +116,10 @@ def recover(
     another process may still have in flight are left alone unless --settle-in-flight."""
 
     def body() -> None:
+        started = time.monotonic()
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
             report, tasks, refused = anyio.run(_recover, ledger, principal, servers, wait, settle)
+        took = time.monotonic() - started
         data = {
             "tasks_watched": report.tasks_watched,
             "dispatches_marked_unknown": report.dispatches_marked_unknown,
@@ -124,6 +129,7 @@ def recover(
             "served_runs_open": list(report.served_runs_open),
             "pending_inputs": [input_record(r) for r in report.pending_inputs],
             "waited_s": wait,  # at most: it returns once every task has settled
+            "took_s": round(took, 1),
             "settled": all(not task["open"] for task in tasks),
             "tasks": tasks,
             "servers_refusing_credentials": refused,
@@ -151,7 +157,8 @@ def recover(
                 markup=False,
             )
         if tasks:
-            out.print(f"[bold]Tasks after {wait:g}s[/bold]")
+            watched = f" (watched at most {wait:g}s)" if wait else ""
+            out.print(f"[bold]Tasks after {took:.1f}s{watched}[/bold]")
             for task in tasks:
                 verdicts = " ".join(task["verdicts"])
                 out.print(
@@ -183,16 +190,18 @@ async def _recover(
 ) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
     tenant = ledger.for_principal(principal)
     async with _bridge_for(ledger, principal, servers) as bridge:
+        # The tasks open when recovery starts: one that settles at its first poll is still
+        # reported (read after recovery, it would be missing from the report).
+        watched = [t.ref for t in tenant.reads.list_tasks(open_only=True)]
         report = await bridge.recover(settle_in_flight_dispatches=settle)
-        watched = [t.ref for t in tenant.list_tasks(open_only=True)]
         if wait > 0 and watched:
             with err_console().status(f"watching {len(watched)} open task(s), at most {wait:g}s"):
                 with anyio.move_on_after(wait):
-                    while tenant.list_tasks(open_only=True):  # returns once all have settled
+                    while tenant.reads.list_tasks(open_only=True):  # returns once all have settled
                         await anyio.sleep(SETTLED_POLL_S)
         refused = await _servers_refusing_credentials(bridge, principal, servers, tenant, watched)
     now = now_ms()
-    tasks = [task_record(tenant.get_task(ref), [], now) for ref in watched]
+    tasks = [task_record(tenant.reads.get_task(ref), [], now) for ref in watched]
     return report, tasks, refused
 
 
@@ -204,7 +213,7 @@ async def _servers_refusing_credentials(
     is asked here once, through the bridge's own connection, before the report is trusted."""
     from bridge._errors import ServerConnectFailed, ServerCredentialsRejected
 
-    open_tasks = [tenant.get_task(ref) for ref in watched]
+    open_tasks = [tenant.reads.get_task(ref) for ref in watched]
     refused: list[dict[str, Any]] = []
     for config in servers:
         tasks = [t.ref for t in open_tasks if t.server_endpoint == config.endpoint]
@@ -229,7 +238,7 @@ def cancel_task(
 
     def body() -> None:
         with mcp_scope(ctx, mcp_config) as (ledger, principal, servers):
-            view = ledger.for_principal(principal).get_task(task)
+            view = ledger.for_principal(principal).reads.get_task(task)
             if view.terminal_at_ms is not None:
                 raise CliError(f"task {task} is already {view.status.value}; nothing to cancel")
             acknowledged = anyio.run(_cancel, ledger, principal, servers, task)

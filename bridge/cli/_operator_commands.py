@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
 import typer
+from rich.padding import Padding
 from rich.text import Text
 
 from bridge._lifecycle import Admission, OuterStatus
@@ -28,7 +29,7 @@ from bridge.cli._context import (
     run_command,
     settings_of,
 )
-from bridge.cli._records import short_time
+from bridge.cli._records import field_hints, short_time
 
 if TYPE_CHECKING:
     from bridge._facade import Bridge
@@ -66,6 +67,40 @@ def _with_bridge(ctx: typer.Context, use: Callable[[Bridge, str], Awaitable[T]])
         return anyio.run(use, bridge, principal)
 
 
+def _served(ctx: typer.Context, extra: Sequence[str], every: bool) -> list[str]:
+    """The principals one ``attention`` read serves: ``--principal`` (global, then each one
+    given to the command), or with ``--all-principals`` every principal with a run in the
+    ledger (for an operator who owns it). Scoped as ``Bridge.attention`` is: one bridge
+    serving exactly these, each read through its own principal's scope."""
+    settings = settings_of(ctx)
+    if every:
+        from bridge._ledger.reads.principals import principals_in
+
+        with open_ledger(settings) as ledger:
+            return principals_in(ledger)
+    named = [p for p in (settings.principal, *extra) if p]
+    if not named:
+        settings.require_principal()  # the one clear error
+    return list(dict.fromkeys(named))
+
+
+def _attention_of(
+    ctx: typer.Context,
+    principals: Sequence[str],
+    read: Callable[[Bridge, str | None], Awaitable[list[AttentionItem]]],
+) -> list[AttentionItem]:
+    """Run ``read`` on a bridge serving ``principals`` (not entered: no server contacted)."""
+    from bridge._facade import Bridge
+    from bridge._settings import BridgeSettings
+
+    if not principals:
+        return []  # --all-principals on a ledger without runs
+    with open_ledger(settings_of(ctx)) as ledger:
+        config = BridgeSettings(principals=list(principals), recover_on_start=False)
+        one = principals[0] if len(principals) == 1 else None
+        return anyio.run(read, Bridge(ledger, config), one)
+
+
 # -- attention ------------------------------------------------------------------------------------
 def attention(
     ctx: typer.Context,
@@ -89,12 +124,28 @@ def attention(
             "--orphan-after", min=0, help="A silent served run is orphaned after SECONDS."
         ),
     ] = 3600.0,
+    principal: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--principal",
+            "-p",
+            help="Also list this principal's items (repeatable; with the global --principal).",
+        ),
+    ] = None,
+    all_principals: Annotated[
+        bool,
+        typer.Option(
+            "--all-principals",
+            help="Every principal with a run in the ledger (an operator who owns the ledger).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """What waits for a person, oldest first, each with its next step: inputs waiting (or
-    overdue), calls of unknown outcome, lost tasks, anomalies, orphaned runs."""
+    overdue), calls of unknown outcome, lost tasks, anomalies, orphaned runs. Of one
+    principal, of several (``-p`` repeated) or of all of them (``--all-principals``)."""
 
-    async def read(bridge: Bridge, principal: str) -> list[AttentionItem]:
+    async def read(bridge: Bridge, principal: str | None) -> list[AttentionItem]:
         return await bridge.attention(
             principal,
             older_than=older_than,
@@ -103,33 +154,41 @@ def attention(
         )
 
     def body() -> None:
+        if all_principals and principal:
+            raise CliError("give either --principal or --all-principals, not both")
+        served = _served(ctx, principal or [], all_principals)
+        several = len(served) != 1
         if not follow:
-            items = _with_bridge(ctx, read)
+            items = _attention_of(ctx, served, read)
             if as_json:
-                principal = settings_of(ctx).require_principal()
-                print_json({"principal": principal, "items": [i.to_json() for i in items]})
+                head: dict[str, Any] = {"principals": served}
+                if not several:
+                    head["principal"] = served[0]
+                print_json({**head, "items": [i.to_json() for i in items]})
             elif items:
-                _print_items(items)
+                _print_items(items, with_principal=several)
             else:
                 out_console().print("nothing waits for a person", style="dim")
             return
-        _follow(ctx, read, as_json, follow_for)
+        _follow(ctx, served, read, as_json, follow_for)
 
     run_command(body)
 
 
 def _follow(
     ctx: typer.Context,
-    read: Callable[[Bridge, str], Awaitable[list[AttentionItem]]],
+    served: Sequence[str],
+    read: Callable[[Bridge, str | None], Awaitable[list[AttentionItem]]],
     as_json: bool,
     follow_for: float | None,
 ) -> None:
     """Print each item once when it appears, and one line when it leaves the list."""
     deadline = None if follow_for is None else time.monotonic() + follow_for
     shown: dict[tuple[str, str], AttentionItem] = {}
+    several = len(served) != 1
     try:
         while True:
-            items = _with_bridge(ctx, read)
+            items = _attention_of(ctx, served, read)
             now: dict[tuple[str, str], AttentionItem] = {(i.kind, i.ref): i for i in items}
             fresh = [i for key, i in now.items() if key not in shown]
             gone = [i for key, i in shown.items() if key not in now]
@@ -142,7 +201,7 @@ def _follow(
                 for item in fresh:
                     _json_line(item.to_json())
             elif fresh:
-                _print_items(fresh)
+                _print_items(fresh, with_principal=several)
             shown = now
             if deadline is not None and time.monotonic() >= deadline:
                 return
@@ -166,13 +225,17 @@ _KIND_STYLES = {
 }
 
 
-def _print_items(items: Sequence[AttentionItem]) -> None:
-    """One block per item, wrapped (never cut) at any width, piped or not."""
+def _print_items(items: Sequence[AttentionItem], *, with_principal: bool = False) -> None:
+    """One block per item, wrapped (never cut) at any width, piped or not; across several
+    principals, each item names its own."""
     out = out_console()
     for item in items:
         head = Text()
         head.append(short_time(item.since_ms), style="dim")
         head.append("  ")
+        if with_principal:
+            head.append(f"[{item.principal}]", style="bold blue")
+            head.append("  ")
         head.append(item.kind, style=_KIND_STYLES.get(item.kind, ""))
         head.append("  ")
         head.append(item.ref, style="bold")
@@ -180,11 +243,13 @@ def _print_items(items: Sequence[AttentionItem]) -> None:
         where = f"run {item.run_ref}"
         if item.response_id:
             where += f"  response {item.response_id}"
-        out.print(Text("  " + where), overflow="fold")
-        out.print(Text("  " + item.summary), overflow="fold")
+        lines = [Text(where), Text(item.summary)]
         if item.fields:
-            out.print(Text("  fields: " + ", ".join(item.fields)), overflow="fold")
-        out.print(Text("  next: " + item.next_step, style="cyan"), overflow="fold")
+            hints = field_hints(item.requested_schema) or list(item.fields)
+            lines.append(Text("fields: " + ", ".join(hints)))
+        lines.append(Text("next: " + item.next_step, style="cyan"))
+        for line in lines:  # indented as a block: a wrapped line stays under its item
+            out.print(Padding(line, (0, 0, 0, 2), expand=False), overflow="fold")
 
 
 # -- acting ---------------------------------------------------------------------------------------

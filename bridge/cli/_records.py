@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +20,7 @@ from bridge._ledger.reads.attention import question_of
 from bridge._ledger.reads.call_states import CallStanding, calls_of
 from bridge._ledger.reads.views import DispatchView, InputRequestView, RunView, TaskView
 from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import Admission, DispatchState
 from bridge.cli._status_lines import (
     run_status_brief,
     run_status_line,
@@ -119,17 +119,39 @@ def run_record(run: RunView, calls: Sequence[CallStanding] | None = None) -> dic
     return record
 
 
-def task_counts(tasks: Sequence[TaskView], dispatches: Sequence[DispatchView]) -> dict[str, Any]:
+def task_counts(
+    tasks: Sequence[TaskView],
+    dispatches: Sequence[DispatchView],
+    verdicts: Mapping[str, Admission] | None = None,
+) -> dict[str, Any]:
+    """Tasks by status, lost ones, and calls of unknown outcome: ``unknown`` those still
+    without a final verdict, ``resolved`` those given one."""
     by_status: dict[str, int] = {}
     for task in tasks:
+        if task.lost_reason is not None and task.terminal_at_ms is None:
+            continue  # counted as lost: its last status seen is no longer true
         by_status[task.status.value] = by_status.get(task.status.value, 0) + 1
+    unknown = [d.ref for d in dispatches if d.state is DispatchState.UNKNOWN]
+    resolved = sum(1 for ref in unknown if (verdicts or {}).get(ref, Admission.UNKNOWN).is_final)
     return {
         "total": len(tasks),
         "by_status": dict(sorted(by_status.items())),
         "lost": sum(1 for t in tasks if t.lost_reason is not None),
-        "unknown": sum(1 for d in dispatches if d.state is DispatchState.UNKNOWN),
+        "unknown": len(unknown) - resolved,
+        "resolved": resolved,
         "open": sum(1 for t in tasks if t.is_open),
     }
+
+
+def run_verdicts(tenant: TenantLedger, dispatches: Sequence[DispatchView]) -> dict[str, Admission]:
+    """The latest admission verdict on each call of unknown outcome (few: read one by one)."""
+    verdicts: dict[str, Admission] = {}
+    for dispatch in dispatches:
+        if dispatch.state is DispatchState.UNKNOWN:
+            verdict = tenant.calls.admission_of(dispatch.ref)
+            if verdict is not None:
+                verdicts[dispatch.ref] = verdict
+    return verdicts
 
 
 def task_end_ms(task: TaskView, now: int) -> int:
@@ -234,9 +256,16 @@ class RunSnapshot:
     inputs: dict[str, list[InputRequestView]] = field(default_factory=dict)  # of open tasks
 
     @property
+    def verdicts(self) -> dict[str, Admission]:
+        """The latest admission verdict on each call (events are in order)."""
+        return {
+            e.op_ref: e.admission for e in self.events if isinstance(e, ev.CallAdmissionChecked)
+        }
+
+    @property
     def calls(self) -> list[CallStanding]:
-        """The run's calls and where each stands now."""
-        return calls_of(self.dispatches, self.tasks)
+        """The run's calls and where each stands now (a verdict said beside it)."""
+        return calls_of(self.dispatches, self.tasks, self.verdicts)
 
     def record(self) -> dict[str, Any]:
         by_op: dict[str, list[TaskView]] = {}
@@ -256,7 +285,7 @@ class RunSnapshot:
         anomalies = [e for e in self.events if isinstance(e, ev.Anomaly)]
         data = {
             "run": run_record(self.run, self.calls),
-            "counts": task_counts(self.tasks, self.dispatches),
+            "counts": task_counts(self.tasks, self.dispatches, self.verdicts),
             "calls": calls,
             "tasks_without_call": orphans,
             "anomalies": [event_record(e) for e in anomalies],
@@ -268,8 +297,8 @@ class RunSnapshot:
         pending = self.pending_inputs.get(task.ref, [])
         record = task_record(task, pending, self.now_ms, self.inputs.get(task.ref, pending))
         for shown, request in zip(record["pending_inputs"], pending, strict=True):
-            question, fields, _ = question_of(request.params)  # redacted with the record
-            shown.update(question=question, fields=list(fields))
+            question, fields, schema = question_of(request.params)  # redacted with the record
+            shown.update(question=question, fields=list(fields), field_hints=field_hints(schema))
         acknowledged = [
             e
             for e in self.events
@@ -277,6 +306,24 @@ class RunSnapshot:
         ]
         record["acknowledged_by"] = acknowledged[-1].by if acknowledged else None
         return record
+
+
+def field_hints(schema: Any) -> list[str]:
+    """Each field a form asks for, with its type and whether it is required
+    (``approve (boolean, required)``): what to give ``bridge answer --accept NAME=…``."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return []
+    required = schema.get("required")
+    needed = set(required) if isinstance(required, list) else set()
+    hints = []
+    for name, spec in schema["properties"].items():
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        choices = spec.get("enum") if isinstance(spec, dict) else None
+        said = ["|".join(map(str, choices)) if isinstance(choices, list) else str(kind or "any")]
+        if name in needed:
+            said.append("required")
+        hints.append(f"{name} ({', '.join(said)})")
+    return hints
 
 
 def verdict_record(event: ev.CallAdmissionChecked) -> dict[str, Any]:
@@ -290,20 +337,18 @@ def verdict_record(event: ev.CallAdmissionChecked) -> dict[str, Any]:
 
 
 def load_snapshot(tenant: TenantLedger, run_ref: str, *, now: int | None = None) -> RunSnapshot:
-    run = tenant.get_run(run_ref)  # NotFound for a foreign or missing run
-    tasks = tenant.list_tasks(run_ref=run_ref)
+    run = tenant.reads.get_run(run_ref)  # NotFound for a foreign or missing run
+    tasks = tenant.reads.list_tasks(run_ref=run_ref)
     # A request the bridge declined, or closed with its lost task, waits for nobody.
-    pending = {
-        t.ref: [r for r in tenant.input_requests(t.ref, pending_only=True) if not r.declined_at_ms]
-        for t in tasks
-    }
-    inputs = {t.ref: tenant.input_requests(t.ref) for t in tasks if t.is_open}
+    asked = {t.ref: tenant.reads.input_requests(t.ref, pending_only=True) for t in tasks}
+    pending = {ref: [r for r in rs if not r.declined_at_ms] for ref, rs in asked.items()}
+    inputs = {t.ref: tenant.reads.input_requests(t.ref) for t in tasks if t.is_open}
     return RunSnapshot(
         run=run,
-        dispatches=tenant.list_dispatches(run_ref=run_ref),
+        dispatches=tenant.reads.list_dispatches(run_ref=run_ref),
         tasks=tasks,
         pending_inputs={k: v for k, v in pending.items() if v},
-        events=tenant.events(run_ref),
+        events=tenant.reads.events(run_ref),
         now_ms=now if now is not None else now_ms(),
         redactor=Redactor(tasks),
         inputs={k: v for k, v in inputs.items() if v},

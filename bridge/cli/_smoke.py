@@ -22,7 +22,7 @@ PAYMENTS = "http://127.0.0.1:8702/mcp"
 
 
 def _nest_tasks(tenant: TenantLedger, run_ref: str) -> None:
-    report = tenant.begin_dispatch(
+    report = tenant.calls.begin_dispatch(
         run_ref,
         server_endpoint=REPORTS,
         server_name="reports",
@@ -30,19 +30,19 @@ def _nest_tasks(tenant: TenantLedger, run_ref: str) -> None:
         arguments={"quarter": "Q3"},
         operation_id="smoke-report-q3",
     )
-    tenant.mark_dispatch_sent(report.ref)
-    report_task = tenant.record_task_created(
+    tenant.calls.mark_dispatch_sent(report.ref)
+    report_task = tenant.calls.record_task_created(
         report.ref,
         task_id="smoke-task-report-0001",
         status=TaskStatus.WORKING,
         ttl_ms=3_600_000,
         poll_interval_ms=1_000,
     )
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         report_task.ref,
         TaskObservation(status=TaskStatus.WORKING, status_message="rendering charts"),
     )
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         report_task.ref,
         TaskObservation(
             status=TaskStatus.COMPLETED,
@@ -50,54 +50,54 @@ def _nest_tasks(tenant: TenantLedger, run_ref: str) -> None:
         ),
     )
 
-    payment = tenant.begin_dispatch(
+    payment = tenant.calls.begin_dispatch(
         run_ref,
         server_endpoint=PAYMENTS,
         server_name="payments",
         tool_name="approve_payment",
         arguments={"amount": 120, "currency": "EUR"},
     )
-    tenant.mark_dispatch_sent(payment.ref)
-    payment_task = tenant.record_task_created(
+    tenant.calls.mark_dispatch_sent(payment.ref)
+    payment_task = tenant.calls.record_task_created(
         payment.ref, task_id="smoke-task-payment-0002", status=TaskStatus.WORKING, ttl_ms=600_000
     )
     approval = {"method": "elicitation/create", "params": {"message": "Approve 120 EUR?"}}
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         payment_task.ref,
         TaskObservation(status=TaskStatus.INPUT_REQUIRED, input_requests={"approve-1": approval}),
     )
-    tenant.record_input_answer(payment_task.ref, "approve-1", {"action": "accept"})
+    tenant.inputs.record_input_answer(payment_task.ref, "approve-1", {"action": "accept"})
 
-    lost = tenant.begin_dispatch(
+    lost = tenant.calls.begin_dispatch(
         run_ref,
         server_endpoint=REPORTS,
         server_name="reports",
         tool_name="generate_report",
         arguments={"quarter": "Q4"},
     )
-    tenant.mark_dispatch_sent(lost.ref)
-    lost_task = tenant.record_task_created(
+    tenant.calls.mark_dispatch_sent(lost.ref)
+    lost_task = tenant.calls.record_task_created(
         lost.ref, task_id="smoke-task-report-0003", status=TaskStatus.WORKING, ttl_ms=1_000
     )
-    tenant.mark_task_lost(lost_task.ref, LostReason.NOT_FOUND, "tasks/get answered -32602")
+    tenant.tasks.mark_task_lost(lost_task.ref, LostReason.NOT_FOUND, "tasks/get answered -32602")
 
-    unknown = tenant.begin_dispatch(
+    unknown = tenant.calls.begin_dispatch(
         run_ref,
         server_endpoint=PAYMENTS,
         server_name="payments",
         tool_name="approve_payment",
         arguments={"amount": 99, "currency": "EUR"},
     )
-    tenant.mark_dispatch_sent(unknown.ref)
-    tenant.mark_dispatch_unknown(unknown.ref, "connection reset before any reply")
+    tenant.calls.mark_dispatch_sent(unknown.ref)
+    tenant.calls.mark_dispatch_unknown(unknown.ref, "connection reset before any reply")
 
 
 def _print_tree(tenant: TenantLedger, run_ref: str) -> None:
-    run = tenant.get_run(run_ref)
+    run = tenant.reads.get_run(run_ref)
     status = run.status.value if run.status else "unacknowledged"
     print(f"run {run.ref}  response={run.response_id} session={run.session_id} status={status}")
-    tasks = {t.op_ref: t for t in tenant.list_tasks(run_ref=run_ref)}
-    for op in tenant.list_dispatches(run_ref=run_ref):
+    tasks = {t.op_ref: t for t in tenant.reads.list_tasks(run_ref=run_ref)}
+    for op in tenant.reads.list_dispatches(run_ref=run_ref):
         print(f"  call {op.ref}  {op.server_name}.{op.tool_name}  dispatch={op.state.value}")
         task = tasks.get(op.ref)
         if task is None:
@@ -106,13 +106,13 @@ def _print_tree(tenant: TenantLedger, run_ref: str) -> None:
             continue
         verdict = f"  verdict=lost({task.lost_reason.value})" if task.lost_reason else ""
         print(f"    task {task.ref}  status={task.status.value}{verdict}")
-        for request in tenant.input_requests(task.ref):
+        for request in tenant.reads.input_requests(task.ref):
             answered = "answered" if request.answered_at_ms else "pending"
             print(f"      input {request.key!r} {request.method} {answered}")
         if task.result is not None:
             print(f"      result: {task.result}")
     print("events:")
-    for event in tenant.events(run_ref):
+    for event in tenant.reads.events(run_ref):
         extra = getattr(event, "task_ref", None) or getattr(event, "op_ref", None) or ""
         print(f"  {event.seq:>3} {event.type:<22} {extra}")
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         ledger = Ledger.open(url)
         try:
             tenant = ledger.for_principal(args.principal)
-            run = tenant.open_run(
+            run = tenant.runs.open_run(
                 "local:smoke-harness",
                 response_id="resp_smoke0001",
                 session_id="hsess_smoke0001",
@@ -135,9 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                 status=OuterStatus.IN_PROGRESS,
             )
             _nest_tasks(tenant, run.ref)
-            tenant.observe_outer(run.ref, OuterStatus.COMPLETED)
+            tenant.runs.observe_outer(run.ref, OuterStatus.COMPLETED)
             _print_tree(tenant, run.ref)
-            others = ledger.for_principal("another-tenant").list_runs()
+            others = ledger.for_principal("another-tenant").reads.list_runs()
             print(f"runs visible to another tenant: {len(others)}")
         finally:
             ledger.close()

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from bridge._ledger.reads.call_states import CallStanding, CallState, counts
+from bridge._ledger.reads.call_states import CallStanding, CallState
 from bridge._ledger.reads.views import InputRequestView, RunView, TaskView
-from bridge._lifecycle import TaskStatus
+from bridge._lifecycle import Admission, TaskStatus
 
 _CALL_WORDS = {
     CallState.IN_FLIGHT: "in flight",
@@ -27,12 +27,30 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+# An unresolved call given a final verdict: whether it ran is settled, its result unknown.
+_VERDICT_WORDS = {
+    Admission.ADMITTED: "ran (verdict)",
+    Admission.NOT_ADMITTED: "never ran (verdict)",
+}
+_WORD_ORDER = [*_CALL_WORDS.values(), *_VERDICT_WORDS.values()]
+
+
+def call_word(call: CallStanding) -> str:
+    """Where one call stands, in a word or two (a verdict replaces ``unresolved``)."""
+    if call.verdict is not None:
+        return _VERDICT_WORDS.get(call.verdict, _CALL_WORDS[call.state])
+    return _CALL_WORDS[call.state]
+
+
 def calls_phrase(calls: Sequence[CallStanding]) -> str:
     """``3 calls: 1 in flight, 2 completed`` (open states first)."""
     if not calls:
         return "no calls"
-    by_state = counts(calls)
-    parts = [f"{by_state[s]} {_CALL_WORDS[s]}" for s in CallState if s in by_state]
+    by_word: dict[str, int] = {}
+    for call in calls:
+        word = call_word(call)
+        by_word[word] = by_word.get(word, 0) + 1
+    parts = [f"{by_word[w]} {w}" for w in _WORD_ORDER if w in by_word]
     return f"{_plural(len(calls), 'call')}: " + ", ".join(parts)
 
 

@@ -83,6 +83,8 @@ def runs_table(rows: Sequence[dict[str, Any]]) -> Table:
             parts.append(f"[bold]{counts['lost']} lost[/bold]")
         if counts["unknown"]:
             parts.append(f"[bold yellow]{counts['unknown']} unknown[/bold yellow]")
+        if counts.get("resolved"):
+            parts.append(f"{counts['resolved']} resolved")
         status = run["status"] or "pending"
         ids = Text(run["run_ref"], style="bold")
         ids.append(f"\n{run['response_id'] or '-'}\n{run['session_id'] or '-'}")
@@ -169,4 +171,5 @@ def _add_task(parent: Tree, task: dict[str, Any]) -> None:
         if request.get("question"):
             asked.add(Text(f"asks: {request['question']}"))
         if request.get("fields"):
-            asked.add(Text("fields: " + ", ".join(request["fields"])))
+            hints = request.get("field_hints") or request["fields"]
+            asked.add(Text("fields: " + ", ".join(hints)))

@@ -54,6 +54,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--port-file", type=Path, help="write the bound port here once the console serves"
     )
+    parser.add_argument(
+        "--overdue-after",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="an input is overdue after SECONDS (as `bridge attention --overdue-after`)",
+    )
+    parser.add_argument(
+        "--orphan-after",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="a silent served run is orphaned after SECONDS (as `bridge attention`)",
+    )
     add_metrics_arguments(parser)
     args = parser.parse_args(argv)
     host, port = args.listen
@@ -113,6 +127,7 @@ def _run(
             port=port,
             port_file=args.port_file,
             credentials=resolve_credential,
+            thresholds={"overdue_after": args.overdue_after, "orphan_after": args.orphan_after},
         ),
         backend_options=backend_options(),
     )

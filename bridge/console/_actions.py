@@ -30,6 +30,7 @@ from bridge._errors import (
     UnknownInputKey,
 )
 from bridge._facade import Bridge
+from bridge._ledger.reads.attention import DEFAULT_ORPHAN_AFTER_MS, DEFAULT_OVERDUE_AFTER_MS
 from bridge._ledger.reads.views import AttentionItem
 from bridge._lifecycle import Admission, OuterStatus
 from bridge._outcomes import AnswerDelivery, AnswerReceipt, InputRequest, elicit
@@ -54,9 +55,18 @@ class _Refused(Exception):
 class ConsoleActions:
     """The console's actions over one bridge (every one scoped to the frame's principal)."""
 
-    def __init__(self, bridge: Bridge, reads: ConsoleReads) -> None:
+    def __init__(
+        self,
+        bridge: Bridge,
+        reads: ConsoleReads,
+        *,
+        overdue_after: float = DEFAULT_OVERDUE_AFTER_MS / 1000,
+        orphan_after: float = DEFAULT_ORPHAN_AFTER_MS / 1000,
+    ) -> None:
         self.bridge = bridge
         self.reads = reads
+        self.overdue_after = overdue_after  # seconds, as `bridge attention` takes them
+        self.orphan_after = orphan_after
 
     async def items(self, principal: str) -> list[AttentionItem]:
         """What waits for ``principal`` (the public attention query), oldest first, with
@@ -68,7 +78,9 @@ class ConsoleActions:
                 summary=redactor.text(item.summary),
                 question=redactor.text(item.question) if item.question else None,
             )
-            for item in await self.bridge.attention(principal)
+            for item in await self.bridge.attention(
+                principal, overdue_after=self.overdue_after, orphan_after=self.orphan_after
+            )
         ]
 
     async def waiting(self, principal: str) -> int:
@@ -175,16 +187,24 @@ class ConsoleActions:
         return RedirectResponse(f"/runs/{run_ref}?done=cancel", status_code=303)
 
     async def resolve_call(
-        self, frame: Frame, run_ref: str, op_ref: str, admission: str | None
+        self,
+        frame: Frame,
+        run_ref: str,
+        op_ref: str,
+        admission: str | None,
+        back: str | None = None,
     ) -> Response:
-        """Record whether a call of unknown outcome was admitted by its server."""
+        """Record whether a call of unknown outcome was admitted by its server; back to the
+        inbox when acted on from there, else to the run's page."""
         if admission not in (Admission.ADMITTED.value, Admission.NOT_ADMITTED.value):
             page = message_page(frame, "Refused", "Say whether the call ran or never ran.")
             return HTMLResponse(page, status_code=422)
         run = self.bridge.run(frame.principal, run_ref)
         await run.resolve_unknown_outcome(op_ref, Admission(admission), by=_by(frame))
         log.info("console verdict on %s by %s: %s", op_ref, frame.principal, admission)
-        return RedirectResponse(f"/runs/{run_ref}?done=resolved", status_code=303)
+        said = "it ran" if admission == Admission.ADMITTED.value else "it never ran"
+        confirm = {"done": "resolved", "ref": op_ref, "run": run_ref, "answer": said}
+        return _back(back, run_ref, confirm)
 
     async def acknowledge(
         self, frame: Frame, run_ref: str, ref: str | None, note: str | None
@@ -203,7 +223,12 @@ class ConsoleActions:
         return RedirectResponse(f"/inbox?{urlencode(confirm)}", status_code=303)
 
     async def close_run(
-        self, frame: Frame, run_ref: str, status: str | None, reason: str | None
+        self,
+        frame: Frame,
+        run_ref: str,
+        status: str | None,
+        reason: str | None,
+        back: str | None = None,
     ) -> Response:
         """Close an orphaned run with an end state and a reason; its tasks are left alone."""
         ends = [s.value for s in OuterStatus if s.is_terminal]
@@ -217,7 +242,15 @@ class ConsoleActions:
         except InvalidTransition as exc:
             return HTMLResponse(message_page(frame, "Not closed", str(exc)), 409)
         log.info("console closed %s by %s as %s", run_ref, frame.principal, status)
-        return RedirectResponse(f"/runs/{run_ref}?done=closed", status_code=303)
+        confirm = {"done": "closed", "ref": run_ref, "run": run_ref, "answer": f"{status}"}
+        return _back(back, run_ref, confirm)
+
+
+def _back(back: str | None, run_ref: str, confirm: dict[str, str]) -> Response:
+    """Where an action returns: the inbox it was taken from, else the run's page; either way
+    with a confirmation naming what was acted on."""
+    where = "/inbox" if back == "inbox" else f"/runs/{run_ref}"
+    return RedirectResponse(f"{where}?{urlencode(confirm)}", status_code=303)
 
 
 def _by(frame: Frame) -> str:

@@ -77,12 +77,18 @@ Handler = Callable[[Request, Frame], Awaitable[Response]]
 class Console:
     """The console over one open bridge."""
 
-    def __init__(self, bridge: Bridge, tokens: ConsoleTokens, signer: SessionSigner) -> None:
+    def __init__(
+        self,
+        bridge: Bridge,
+        tokens: ConsoleTokens,
+        signer: SessionSigner,
+        thresholds: Mapping[str, float] | None = None,
+    ) -> None:
         self.bridge = bridge
         self.tokens = tokens
         self.signer = signer
         self.reads = ConsoleReads(bridge)
-        self.actions = ConsoleActions(bridge, self.reads)
+        self.actions = ConsoleActions(bridge, self.reads, **(thresholds or {}))
 
     # -- who is asking -------------------------------------------------------------------
     def session(self, request: Request) -> Session | None:
@@ -239,7 +245,7 @@ class Console:
         p = request.path_params
         form: FormData = request.state.form
         return await self.actions.resolve_call(
-            frame, p["run_ref"], p["op_ref"], _text(form, "admission")
+            frame, p["run_ref"], p["op_ref"], _text(form, "admission"), _text(form, "back")
         )
 
     async def acknowledge(self, request: Request, frame: Frame) -> Response:
@@ -253,7 +259,11 @@ class Console:
         """``POST /runs/{run_ref}/close`` (``status``, ``reason``)."""
         form: FormData = request.state.form
         return await self.actions.close_run(
-            frame, request.path_params["run_ref"], _text(form, "status"), _text(form, "reason")
+            frame,
+            request.path_params["run_ref"],
+            _text(form, "status"),
+            _text(form, "reason"),
+            _text(form, "back"),
         )
 
 
@@ -281,9 +291,15 @@ def _confirmation(params: Mapping[str, str]) -> str | None:
         return None
     ref, run, answer = params.get("ref"), params.get("run"), params.get("answer")
     if ref and run:
-        said += f" Request {ref[:80]} of run {run[:80]}"
+        said += f" Run {run[:80]}" if ref == run else f" {_noun(ref)} {ref[:80]} of run {run[:80]}"
         said += f": {answer[:200]}." if answer else "."
     return said
+
+
+def _noun(ref: str) -> str:
+    """What a reference names, in the confirmation."""
+    nouns = {"in_": "Request", "op_": "Call", "tk_": "Task"}
+    return "Anomaly" if ":" in ref else nouns.get(ref[:3], "Item")
 
 
 async def _index(request: Request) -> Response:
@@ -297,9 +313,15 @@ def _static(body: str, media_type: str) -> Callable[[Request], Awaitable[Respons
     return endpoint
 
 
-def build_app(bridge: Bridge, tokens: ConsoleTokens, signer: SessionSigner | None = None) -> Any:
-    """The console as an ASGI app over an open ``bridge``."""
-    console = Console(bridge, tokens, signer or SessionSigner())
+def build_app(
+    bridge: Bridge,
+    tokens: ConsoleTokens,
+    signer: SessionSigner | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> Any:
+    """The console as an ASGI app over an open ``bridge``. ``thresholds``: the attention
+    query's ``overdue_after`` and ``orphan_after`` (seconds), when not its defaults."""
+    console = Console(bridge, tokens, signer or SessionSigner(), thresholds)
     page, action = console.page, console.action
     routes = [
         Route("/", _index),

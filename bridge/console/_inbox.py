@@ -82,6 +82,7 @@ def _input_card(item: AttentionItem, frame: Frame, problem: FormProblem | None) 
 def _unknown_card(item: AttentionItem, frame: Frame) -> Markup:
     return html(
         '<form method="post" action="/runs/{}/calls/{}/resolve" class="inline">{}'
+        '<input type="hidden" name="back" value="inbox">'
         '<button type="submit" name="admission" value="admitted">It ran (never resend)</button> '
         '<button type="submit" name="admission" value="not_admitted">It never ran (safe to '
         "resend)</button></form>",
@@ -110,6 +111,7 @@ def _close_card(item: AttentionItem, frame: Frame) -> Markup:
     )
     return html(
         '<form method="post" action="/runs/{}/close" class="inline">{}'
+        '<input type="hidden" name="back" value="inbox">'
         '<label>End state <select name="status">{}</select></label> '
         '<label>Reason <input type="text" name="reason" required maxlength="500"></label> '
         '<button type="submit" class="danger" data-action="close">Close the run (its tasks '

@@ -51,7 +51,7 @@ class ConsoleReads:
         found: dict[str, str] = {}
         for call in snapshot.dispatches:
             if call.state is DispatchState.UNKNOWN:
-                verdict = await self.bridge._runner(tenant.admission_of, call.ref)
+                verdict = await self.bridge._runner(tenant.calls.admission_of, call.ref)
                 if verdict is not None and verdict.is_final:
                     found[call.ref] = verdict.value
         return found
@@ -64,7 +64,7 @@ class ConsoleReads:
     async def redactor(self, principal: str) -> Redactor:
         """Replaces the raw ids of the principal's open tasks (what the inbox is about)."""
         tenant = self._tenant(principal)
-        return Redactor(await self.bridge._runner(tenant.list_tasks, open_only=True))
+        return Redactor(await self.bridge._runner(tenant.reads.list_tasks, open_only=True))
 
     async def runs(
         self, principal: str, query: RunsQuery, waiting: Mapping[str, int]
@@ -76,10 +76,10 @@ class ConsoleReads:
 
 
 def _unresolved(tenant: TenantLedger) -> list[DispatchView]:
-    calls = tenant.list_dispatches(states=[DispatchState.UNKNOWN])
+    calls = tenant.reads.list_dispatches(states=[DispatchState.UNKNOWN])
     open_calls = []
     for call in calls:
-        verdict = tenant.admission_of(call.ref)
+        verdict = tenant.calls.admission_of(call.ref)
         if verdict is None or not verdict.is_final:
             open_calls.append(call)
     return sorted(open_calls, key=lambda c: c.updated_at_ms)
@@ -88,14 +88,14 @@ def _unresolved(tenant: TenantLedger) -> list[DispatchView]:
 def _matching_runs(
     tenant: TenantLedger, query: RunsQuery, waiting: Mapping[str, int]
 ) -> tuple[list[RunRow], int]:
-    runs = tenant.list_runs(limit=RUNS_SCANNED, open_only=query.status == "open")
+    runs = tenant.reads.list_runs(limit=RUNS_SCANNED, open_only=query.status == "open")
     needle = query.text.strip().lower()
     rows = []
     for run in runs:
         status = run.status.value if run.status is not None else "pending"
         if query.status not in ("any", "open") and status != query.status:
             continue
-        tasks = tenant.list_tasks(run_ref=run.ref)
+        tasks = tenant.reads.list_tasks(run_ref=run.ref)
         if needle:
             haystack = [run.ref, run.response_id, run.session_id, run.uhp_server, run.harness_id]
             haystack += [t.ref for t in tasks] + [t.tool_name for t in tasks]

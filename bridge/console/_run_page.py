@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import DispatchState, TaskStatus
 from bridge.cli._html_timeline import legend, render_svg
 from bridge.cli._records import RunSnapshot, relative, short_time, task_verdicts
 from bridge.cli._timeline import Timeline
@@ -40,6 +40,13 @@ def _task_rows(snapshot: RunSnapshot, frame: Frame) -> Markup:
         if pending and not lost:
             actions.append(html('<a href="/inbox">{} input(s) waiting</a>', len(pending)))
         shown = "lost" if lost else task.status.value  # lost: waiting for nothing any more
+        message = task.status_message or ""
+        answered = [r for r in snapshot.inputs.get(task.ref, []) if r.delivered_at_ms]
+        if task.status is TaskStatus.INPUT_REQUIRED and answered and not pending and not lost:
+            # Not waiting on a person any more: on the server, until a poll sees it move.
+            message = "answer delivered; waiting for the server to move on" + (
+                f" ({message})" if message else ""
+            )
         rows.append(
             html(
                 '<tr data-task="{}"><td>{}</td><td>{}.{}</td><td>{}</td><td>{}</td><td>{}</td>'
@@ -49,7 +56,7 @@ def _task_rows(snapshot: RunSnapshot, frame: Frame) -> Markup:
                 task.server_label,
                 task.tool_name,
                 status_badge(shown),
-                red(task.status_message or ""),
+                red(message),
                 red(", ".join(task_verdicts(task))) or "-",
                 join(actions, " ") or "-",
             )

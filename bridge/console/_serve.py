@@ -9,6 +9,7 @@ settle another live process's in-flight calls as unknown."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from bridge._facade import Bridge
@@ -31,6 +32,7 @@ async def serve_console(
     port: int,
     port_file: Path | None,
     credentials: CredentialResolver,
+    thresholds: Mapping[str, float] | None = None,
 ) -> None:
     """Serve until uvicorn stops (SIGTERM/SIGINT)."""
     sock = listening_socket(host, port)
@@ -43,7 +45,7 @@ async def serve_console(
         recover_on_start=False,
     )
     async with Bridge.open(settings) as bridge:
-        app = build_app(bridge, tokens)
+        app = build_app(bridge, tokens, thresholds=thresholds)
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         # The one line an operator needs to find the console (stderr: stdout stays free).

@@ -108,8 +108,8 @@ class GatewayCalls:
         if not isinstance(outcome, TaskPending | TaskSettled):
             return self._plain_result(outcome, call.op_id)
         handle = secrets.token_urlsafe(HANDLE_BYTES)
-        tenant = self.bridge._ledger.for_principal(call.principal)
-        await self._db(tenant.record_gateway_handle, handle, outcome.task.ref, outcome.op_ref)
+        handles = self.bridge._ledger.for_principal(call.principal).gateway_handles
+        await self._db(handles.record_gateway_handle, handle, outcome.task.ref, outcome.op_ref)
         inputs = await self._inputs(call.principal, outcome.task.ref)
         return {"resultType": "task", **task_body(handle, outcome.task, inputs)}
 
@@ -130,7 +130,7 @@ class GatewayCalls:
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         assert call.op_id is not None
         tenant = self.bridge._ledger.for_principal(call.principal)
-        after_seq = (await self._db(tenant.run_event_seqs, [run_ref])).get(run_ref, 0)
+        after_seq = (await self._db(tenant.reads.run_event_seqs, [run_ref])).get(run_ref, 0)
         with relaying_progress(channel.relay):  # an upstream answering directly may report
             outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
         if isinstance(outcome, TaskPending):
@@ -212,13 +212,17 @@ class GatewayCalls:
 
     async def update_task(self, principal: str, handle: str, responses: dict[str, Any]) -> None:
         """A client's answers, passed on as they came (the upstream server checks them):
-        recorded, then sent upstream (by the bridge, which redelivers after a restart); a key
-        that is not a pending input of this task is ``-32602``."""
+        recorded, then sent upstream (by the bridge, which redelivers after a restart). A key
+        that is not a pending input of this task, or one already answered, is ignored (the
+        Tasks extension's ``tasks/update`` is an eventually consistent ack); a lost task is
+        ``-32602``."""
         task_ref = await self._task_ref(principal, handle)
         for input_ref, response in responses.items():
             try:
                 await self.bridge._requester.answer_input(principal, task_ref, input_ref, response)
-            except (UnknownInputKey, InputAlreadyAnswered, TaskWasLost, NotFound) as exc:
+            except (UnknownInputKey, InputAlreadyAnswered):
+                continue
+            except (TaskWasLost, NotFound) as exc:
                 raise invalid_params(f"input {input_ref!r}: {exc}") from None
 
     async def cancel_task(self, principal: str, handle: str) -> None:
@@ -227,7 +231,7 @@ class GatewayCalls:
 
     async def _task_ref(self, principal: str, handle: str) -> str:
         tenant = self.bridge._ledger.for_principal(principal)
-        task_ref = await self._db(tenant.gateway_handle_task, handle)
+        task_ref = await self._db(tenant.gateway_handles.gateway_handle_task, handle)
         if task_ref is None:  # unknown, or another principal's: indistinguishable
             raise invalid_params("Task not found")
         return task_ref

@@ -92,7 +92,7 @@ class RunEnds:
         self._group = group
         for principal in self.bridge.principals:
             tenant = self.bridge._ledger.for_principal(principal)
-            for run in await self._db(tenant.list_runs, open_only=True, limit=100_000):
+            for run in await self._db(tenant.reads.list_runs, open_only=True, limit=100_000):
                 if run.uhp_server == GATEWAY_SERVER:
                     self.watch(principal, run.ref)
 
@@ -106,7 +106,7 @@ class RunEnds:
     async def _watch(self, principal: str, run_ref: str) -> None:
         try:
             tenant = self.bridge._ledger.for_principal(principal)
-            after = (await self._db(tenant.run_event_seqs, [run_ref])).get(run_ref, 0)
+            after = (await self._db(tenant.reads.run_event_seqs, [run_ref])).get(run_ref, 0)
             if await self.settle(principal, run_ref):
                 return
             events = cast(
@@ -133,14 +133,14 @@ class RunEnds:
             if self._holds[run_ref] > 0:
                 return False
             admitted = self._admitted[run_ref]
-            run = await self._db(tenant.get_run, run_ref)
+            run = await self._db(tenant.reads.get_run, run_ref)
             if run.uhp_server != GATEWAY_SERVER:
                 self._admitted.pop(run_ref, None)  # never ended here: nothing to count
                 return False
             if run.is_terminal:
                 self._ended.add(run_ref)
                 return True
-            tasks, dispatches, _ = await self._db(tenant.run_work, run_ref)
+            tasks, dispatches, _ = await self._db(tenant.reads.run_work, run_ref)
             ending = ending_of(calls_of(dispatches, tasks))
             if ending is None:
                 return False

@@ -73,7 +73,7 @@ class GatewayRuns:
         tenant = self.bridge._ledger.for_principal(principal)
         recorded = None
         if operation_id is not None:
-            dispatch = await self._db(tenant.find_dispatch, operation_id)
+            dispatch = await self._db(tenant.reads.find_dispatch, operation_id)
             recorded = dispatch.run_ref if dispatch is not None else None
         if recorded is not None and (
             outer is None or await self._of_identity(principal, recorded, outer.response_id)
@@ -89,13 +89,13 @@ class GatewayRuns:
 
     async def _of_identity(self, principal: str, run_ref: str, response_id: str) -> bool:
         """Whether the run is one the gateway made for ``response_id`` (any generation)."""
-        run = await self._db(self.bridge._ledger.for_principal(principal).get_run, run_ref)
+        run = await self._db(self.bridge._ledger.for_principal(principal).reads.get_run, run_ref)
         base = (run.response_id or "").partition(GENERATION_SEPARATOR)[0]
         return run.uhp_server == GATEWAY_SERVER and base == response_id
 
     async def _outer_run(self, principal: str, outer: OuterIdentity) -> str:
         tenant = self.bridge._ledger.for_principal(principal)
-        runs = await self._db(tenant.find_runs_by_response_id, outer.response_id)
+        runs = await self._db(tenant.reads.find_runs_by_response_id, outer.response_id)
         if len(runs) > 1:
             raise invalid_params(
                 f"response {outer.response_id!r} is recorded on several UHP servers"
@@ -118,7 +118,7 @@ class GatewayRuns:
             if current is None:
                 tenant = self.bridge._ledger.for_principal(principal)
                 latest = await self._db(
-                    tenant.latest_run_of, GATEWAY_SERVER, identity, GENERATION_SEPARATOR
+                    tenant.reads.latest_run_of, GATEWAY_SERVER, identity, GENERATION_SEPARATOR
                 )
                 if latest is not None:
                     current = (latest.ref, _generation(latest, identity))

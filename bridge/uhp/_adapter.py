@@ -172,7 +172,7 @@ def nested_tasks_summary(tenant: TenantLedger, run_ref: str) -> dict[str, Any]:
     ``{"bridge_mcp_tasks": {"count", "by_status", "lost", "unknown_outcomes", "pending_input",
     "tasks": [{"task_ref", "tool", "server", "status", "verdict"}, …]}}`` (tasks capped at 50).
     """
-    tasks, dispatches, pending_input = tenant.run_work(run_ref)
+    tasks, dispatches, pending_input = tenant.reads.run_work(run_ref)
     by_status = Counter(t.status.value for t in tasks)
     return {
         SUMMARY_KEY: {

@@ -29,7 +29,7 @@ import anyio
 import httpx
 
 from bridge._errors import BridgeError
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import RunView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
@@ -250,7 +250,7 @@ class UhpClient:
         """Follow a recorded run (this process or another one) from its last seen sequence.
 
         ``lease``: the replica incarnation the run was claimed by (leased mode)."""
-        run = await self.db(self.tenant.get_run, run_ref)
+        run = await self.db(self.tenant.reads.get_run, run_ref)
         if run.response_id is None:
             raise ResponseNotFollowable(
                 f"run {run_ref} has no response id yet: send the same request again with its "
@@ -262,11 +262,9 @@ class UhpClient:
     # -- runs that never got a response id ----------------------------------------------------
     async def unanswered_posts(self) -> list[UnansweredPost]:
         """This principal's runs on this server whose POST never got a response id recorded."""
-        runs = await self.db(self.tenant.unacknowledged_runs, self.base_url)
-        return [
-            UnansweredPost.of(run, await self.db(self.tenant.run_request, run.ref), self._self)
-            for run in runs
-        ]
+        runs = await self.db(self.tenant.reads.unacknowledged_runs, self.base_url)
+        request = self.tenant.reads.run_request
+        return [UnansweredPost.of(run, await self.db(request, run.ref), self._self) for run in runs]
 
     async def _self(self) -> UhpClient:
         return self
@@ -276,8 +274,8 @@ class UhpClient:
         server answers with the first request's response (waiting for it while it runs,
         unless ``background``), or runs it now if the first POST never arrived; either way
         there is one execution. Raises ``RequestNotRepostable`` without a usable body."""
-        run = await self.db(self.tenant.get_run, run_ref)
-        recorded = await self.db(self.tenant.run_request, run_ref)
+        run = await self.db(self.tenant.reads.get_run, run_ref)
+        recorded = await self.db(self.tenant.reads.run_request, run_ref)
         if run.idempotency_key is None or recorded is None:
             raise RequestNotRepostable(f"run {run_ref} has no recorded request to send again")
         request = RecordedRequest.from_json(recorded)
@@ -296,7 +294,7 @@ class UhpClient:
         """The run, its key and its body (credentials scrubbed) committed before the POST."""
         key = key or f"bridge-{uuid.uuid4()}"
         run = await self.db(
-            self.tenant.open_run,
+            self.tenant.runs.open_run,
             self.base_url,
             idempotency_key=key,
             harness_id=harness_id,
@@ -310,7 +308,7 @@ class UhpClient:
         if response.ignored_fields:
             await self._note_ignored_fields(run_ref, response, lease)
         await self.db(
-            self.tenant.record_outer_ids,
+            self.tenant.runs.record_outer_ids,
             run_ref,
             response_id=response.id,
             session_id=response.session_id,
@@ -319,14 +317,14 @@ class UhpClient:
         status = response.outer_status
         if status is None:
             await self.db(
-                self.tenant.record_anomaly,
+                self.tenant.runs.record_anomaly,
                 run_ref,
                 "unknown_outer_status",
                 f"response reported status {response.status[:40]!r}",
             )
         else:
             await self.db(
-                self.tenant.observe_outer, run_ref, status, error=response.error, lease=lease
+                self.tenant.runs.observe_outer, run_ref, status, error=response.error, lease=lease
             )
 
     async def _note_ignored_fields(
@@ -334,11 +332,11 @@ class UhpClient:
     ) -> None:
         """Once per run (when its response id is first recorded): an ``outer.fields_ignored``
         event and a warning. Never an error: the response ran, only not with every field."""
-        run = await self.db(self.tenant.get_run, run_ref)
+        run = await self.db(self.tenant.reads.get_run, run_ref)
         if run.response_id is not None:
             return
         fields = response.ignored_fields
-        await self.db(self.tenant.record_fields_ignored, run_ref, fields, lease=lease)
+        await self.db(self.tenant.runs.record_fields_ignored, run_ref, fields, lease=lease)
         log.warning("UHP run %s: the server ignored request fields %s", run_ref, fields)
 
     # -- deletion -----------------------------------------------------------------------------
@@ -365,9 +363,9 @@ class UhpClient:
         return await self._json("POST", f"/v1/sessions/{session_id}/cancel")
 
     async def _observe_if_known(self, response: ResponseObject) -> None:
-        run = await self.db(self.tenant.find_run, self.base_url, response.id)
+        run = await self.db(self.tenant.reads.find_run, self.base_url, response.id)
         if run is not None and response.outer_status is not None:
-            await self.db(self.tenant.observe_outer, run.ref, response.outer_status)
+            await self.db(self.tenant.runs.observe_outer, run.ref, response.outer_status)
 
     # -- HTTP plumbing --------------------------------------------------------------------------
     def _headers(self, **extra: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ from typing import Literal, Protocol
 import httpx
 import pydantic
 
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge.uhp._client_config import FollowConfig
@@ -200,9 +200,8 @@ class ResponseFollower:
                 stuck_faults = stuck_faults + 1 if state.last_seq == seen_before else 1
                 reason = exc.kind if isinstance(exc, StreamFault) else type(exc).__name__
                 last = state.last_seq if state.last_seq >= 0 else None
-                await client.db(
-                    client.tenant.record_stream_lost, state.run_ref, reason, last, lease=state.lease
-                )
+                lost = client.tenant.runs.record_stream_lost
+                await client.db(lost, state.run_ref, reason, last, lease=state.lease)
                 state.checkpointed_seq = state.last_seq
                 reconnects += 1
                 if reconnects > client.follow_config.max_reconnects:
@@ -231,18 +230,17 @@ class ResponseFollower:
     async def _resumed(self, mode: Literal["last_event_id", "reread"], after: int | None) -> None:
         client, state = self._client, self._state
         await client.db(
-            client.tenant.record_stream_resumed, state.run_ref, mode, after, lease=state.lease
+            client.tenant.runs.record_stream_resumed, state.run_ref, mode, after, lease=state.lease
         )
 
     async def _record_sequence(self) -> None:
         client, state = self._client, self._state
-        await client.db(
-            client.tenant.record_outer_sequence, state.run_ref, state.last_seq, lease=state.lease
-        )
+        record = client.tenant.runs.record_outer_sequence
+        await client.db(record, state.run_ref, state.last_seq, lease=state.lease)
 
     async def _anomaly(self, kind: str, detail: str) -> None:
         client = self._client
-        await client.db(client.tenant.record_anomaly, self._state.run_ref, kind, detail)
+        await client.db(client.tenant.runs.record_anomaly, self._state.run_ref, kind, detail)
 
     async def _reopen(self) -> httpx.Response | ResponseObject:
         """Ask for the rest of the stream; a server without resumption answers the JSON."""

@@ -81,11 +81,13 @@ async def resume(run_ref: str) -> list[StreamEvent]:
 def inspect(run_ref: str, last_delivered: int) -> list[str]:
     ledger = Ledger.open(ledger_path)
     # --8<-- [start:inspect]
-    for e in ledger.for_principal("acme").events(run_ref):
+    for e in ledger.for_principal("acme").reads.events(run_ref):
         print(e.seq, e.type, getattr(e, "reason", ""), getattr(e, "kind", ""))
     # --8<-- [end:inspect]
-    types = [e.type for e in ledger.for_principal("acme").events(run_ref)]
-    resumed = [e for e in ledger.for_principal("acme").events(run_ref) if e.type == "outer.resumed"]
+    types = [e.type for e in ledger.for_principal("acme").reads.events(run_ref)]
+    resumed = [
+        e for e in ledger.for_principal("acme").reads.events(run_ref) if e.type == "outer.resumed"
+    ]
     ledger.close()
     if [(e.mode, e.after_sequence) for e in resumed] != [("last_event_id", last_delivered)]:
         sys.exit(f"expected one resume by Last-Event-ID after {last_delivered}, got {resumed}")

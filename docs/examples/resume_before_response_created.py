@@ -72,12 +72,12 @@ if __name__ == "__main__":
     if announced[:1] != ["run"]:
         sys.exit("the first process failed before its POST was accepted")
     run_ref = announced[1]
-    if ledger.for_principal("acme").get_run(run_ref).response_id is not None:
+    if ledger.for_principal("acme").reads.get_run(run_ref).response_id is not None:
         sys.exit("the first process recorded a response id: it died too late for this example")
     streamed, blocking = anyio.run(resend, run_ref)
     if streamed != blocking:
         sys.exit(f"one Idempotency-Key gave two responses: {streamed} and {blocking}")
-    run = ledger.for_principal("acme").get_run(run_ref)
+    run = ledger.for_principal("acme").reads.get_run(run_ref)
     if (run.response_id, run.status) != (streamed, "completed"):
         sys.exit(f"the ledger holds {run.response_id} {run.status}, not {streamed} completed")
     print(f"run {run_ref}: one response ({streamed}), completed, for one Idempotency-Key")

@@ -120,7 +120,7 @@ def check_spans(exporter: InMemorySpanExporter, run_ref: str, outlived_ref: str)
     if outlived.start_time >= resumed.start_time:
         problems.append("the task that outlived the restart does not span both processes")
     ledger = Ledger.open(LEDGER)
-    raw_ids = [t.task_id for t in ledger.for_principal("acme").list_tasks(run_ref=run_ref)]
+    raw_ids = [t.task_id for t in ledger.for_principal("acme").reads.list_tasks(run_ref=run_ref)]
     ledger.close()
     text = json.dumps(
         [

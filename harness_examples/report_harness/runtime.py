@@ -517,7 +517,9 @@ class Runtime:
         tenant = self.bridge_ledger.for_principal(run.principal)
         events: list[tuple[str, dict[str, Any]]] = []
         last_seq = 0
-        for event in await self.ledger(tenant.events, run.run_ref, after_seq=run.bridge_cursor):
+        for event in await self.ledger(
+            tenant.reads.events, run.run_ref, after_seq=run.bridge_cursor
+        ):
             body = to_uhp_event(event)
             if body is not None:
                 events.append((body.pop("type"), body))

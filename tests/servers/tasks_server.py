@@ -1,17 +1,20 @@
 """A real SEP-2663 Tasks server (FastMCP + fastmcp-tasks) for end-to-end tests.
 
 Run as ``python -m tests.servers.tasks_server --port P|0 --port-file F [--host 127.0.0.1] [--stdio]
-[--effects-file PATH]``. It uses fastmcp-tasks' own implementation of
+[--effects-file PATH] [--methods-file PATH]``. It uses fastmcp-tasks' own implementation of
 ``io.modelcontextprotocol/tasks`` (in-process ``memory://`` Docket backend), so the bridge is
 tested against a server nobody in this repo wrote. Side effects are appended, one line each, to
 the effects file (``--effects-file`` or ``$TASKS_SERVER_EFFECTS``) so a test can count how often
-a non-idempotent action really happened, e.g. across retries and restarts.
+a non-idempotent action really happened, e.g. across retries and restarts. With
+``--methods-file`` the JSON-RPC method of every request it receives is appended there, one a
+line, so a test can count what a client sent (e.g. no ``tasks/update`` at all).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 from collections.abc import Sequence
 from datetime import timedelta
@@ -22,6 +25,8 @@ from fastmcp import Context, FastMCP
 from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks import TasksExtension
 from mcp.shared.exceptions import MCPError
+from starlette.middleware import Middleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from harness_examples.port_report import add_port_arguments, check_port_arguments, run_fastmcp
 from tests.servers.effects import append_effect
@@ -145,12 +150,51 @@ async def record_effect_inline(key: str) -> str:
     return f"done {key}"
 
 
+class MethodLog:
+    """ASGI middleware: appends the JSON-RPC method of each POSTed message to a file, then
+    hands the request on unchanged."""
+
+    def __init__(self, app: ASGIApp, path: str) -> None:
+        self.app = app
+        self.path = Path(path)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        for item in parsed if isinstance(parsed, list) else [parsed]:
+            if isinstance(item, dict) and isinstance(item.get("method"), str):
+                with self.path.open("a", encoding="utf-8") as log:
+                    log.write(item["method"] + "\n")
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # the app may wait for the disconnect
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_port_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--stdio", action="store_true", help="serve over stdio instead of HTTP")
     parser.add_argument("--effects-file", default=None)
+    parser.add_argument("--methods-file", default=None, help="log each request's method here")
     args = parser.parse_args(argv)
     if args.host != "127.0.0.1":
         parser.error("this test server binds 127.0.0.1 only")
@@ -160,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     check_port_arguments(parser, args)
     # A short graceful shutdown: an open request must not hold up SIGTERM (tests stop often).
-    run_fastmcp(mcp, args, graceful_shutdown_s=GRACEFUL_SHUTDOWN_SECONDS)
+    logged = [Middleware(MethodLog, path=args.methods_file)] if args.methods_file else []
+    run_fastmcp(mcp, args, middleware=logged, graceful_shutdown_s=GRACEFUL_SHUTDOWN_SECONDS)
 
 
 if __name__ == "__main__":

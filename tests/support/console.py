@@ -4,7 +4,7 @@ drive it over HTTP or from a browser."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,6 +22,7 @@ def console_process(
     *,
     mcp_servers: Mapping[str, str] | None = None,
     server_token: str | None = None,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[ServerProcess]:
     """A console on ``db`` for ``tokens`` (principal -> token; the file holds digests only),
     answering through ``mcp_servers`` (name -> URL) with ``server_token`` as their bearer."""
@@ -31,7 +32,7 @@ def console_process(
             {"principals": {p: {"token_sha256": token_digest(t)} for p, t in tokens.items()}}
         )
     )
-    args = ["--db", str(db), "--tokens", str(tokens_file)]
+    args = ["--db", str(db), "--tokens", str(tokens_file), *extra_args]
     env = {}
     if mcp_servers:
         config = tmp_path / "console-mcp.json"

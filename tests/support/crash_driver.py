@@ -24,7 +24,11 @@ from typing import Any
 import anyio
 
 from bridge._ledger.commit.group_commit import StagedCommit
-from bridge._ledger.store import Ledger, TenantLedger
+from bridge._ledger.dispatches import DispatchWrites
+from bridge._ledger.inputs import InputWrites
+from bridge._ledger.rounds import CallRoundWrites
+from bridge._ledger.store import Ledger
+from bridge._ledger.tasks import TaskWrites
 from bridge._mcp.calls.requester import TaskRequester
 from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import InputPending, TaskHandle
@@ -50,10 +54,16 @@ def _die() -> None:
 
 def _inject(step: str) -> None:
     method_name, before = CRASH_POINTS[step]
-    original: Callable[..., Any] = getattr(TenantLedger, method_name)
+    # The tenant ledger is composed: patch the aggregate's class that defines the method.
+    owner = next(
+        aggregate
+        for aggregate in (DispatchWrites, TaskWrites, InputWrites, CallRoundWrites)
+        if method_name in vars(aggregate)
+    )
+    original: Callable[..., Any] = getattr(owner, method_name)
 
     @functools.wraps(original)
-    def wrapper(self: TenantLedger, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         if before:
             _die()
         result = original(self, *args, **kwargs)
@@ -62,7 +72,7 @@ def _inject(step: str) -> None:
         _die()
         return result
 
-    setattr(TenantLedger, method_name, wrapper)
+    setattr(owner, method_name, wrapper)
 
 
 def _settled(settle: Callable[[Any], Any], written: Any) -> Any:
@@ -87,9 +97,9 @@ async def _run(args: argparse.Namespace) -> None:
         if args.answer and isinstance(outcome, TaskHandle):
             tenant = ledger.for_principal("acme")
             with anyio.fail_after(15):
-                while not tenant.input_requests(outcome.task_ref):
+                while not tenant.reads.input_requests(outcome.task_ref):
                     await anyio.sleep(0.02)
-            (request,) = tenant.input_requests(outcome.task_ref)
+            (request,) = tenant.reads.input_requests(outcome.task_ref)
             answer = {"action": "accept", "content": {"approve": True}}
             await requester.answer_input("acme", outcome.task_ref, request.ref, answer)
         if args.answer and isinstance(outcome, InputPending):

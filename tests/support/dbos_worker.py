@@ -67,12 +67,12 @@ def _die() -> None:
 
 def _inject(point: str | None) -> None:
     if point == "reply_lost":
-        from bridge._ledger.store import TenantLedger
+        from bridge._ledger.dispatches import DispatchWrites
 
         def dying(*_args: Any, **_kwargs: Any) -> Any:
             _die()  # the handle arrived; recording it is the step that never happens
 
-        TenantLedger.stage_task_created = dying  # type: ignore[method-assign]
+        DispatchWrites.stage_task_created = dying  # type: ignore[method-assign]
     elif point == "polling":
         from bridge._run import Run
 

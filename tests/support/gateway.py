@@ -103,7 +103,7 @@ def payment(key: str) -> dict[str, Any]:
 def upstream_task_ids(db: Path, principal: str) -> list[str]:
     ledger = Ledger.open(db)
     try:
-        return [t.task_id for t in ledger.for_principal(principal).list_tasks()]
+        return [t.task_id for t in ledger.for_principal(principal).reads.list_tasks()]
     finally:
         ledger.close()
 
@@ -112,7 +112,7 @@ def dispatches(db: Path, principal: str) -> list[DispatchView]:
     """Every ``tools/call`` the gateway recorded for ``principal``."""
     ledger = Ledger.open(db)
     try:
-        return ledger.for_principal(principal).list_dispatches()
+        return ledger.for_principal(principal).reads.list_dispatches()
     finally:
         ledger.close()
 
@@ -139,7 +139,7 @@ async def pending_input(db: Path) -> tuple[str, str]:
     try:
         with anyio.fail_after(DEADLINE_S):
             while True:
-                pending = ledger.for_principal("alice").pending_input_requests()
+                pending = ledger.for_principal("alice").reads.pending_input_requests()
                 if pending:
                     return pending[0].task_ref, pending[0].ref
                 await anyio.sleep(POLL_S)

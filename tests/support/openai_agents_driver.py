@@ -22,7 +22,7 @@ import anyio
 from agents import Agent, RunConfig, RunResult, set_tracing_disabled
 
 from bridge import Bridge, BridgeSettings, McpServerConfig
-from bridge._ledger.store import TenantLedger
+from bridge._ledger.inputs import InputWrites
 from bridge.integrations.openai_agents import (
     BridgedMCPServer,
     ParkedCall,
@@ -36,15 +36,15 @@ P = "acme"
 
 
 def _die_after_answer_recorded() -> None:
-    original = TenantLedger.record_input_answer
+    original = InputWrites.record_input_answer
 
     @functools.wraps(original)
-    def wrapper(self: TenantLedger, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: InputWrites, *args: Any, **kwargs: Any) -> Any:
         result = original(self, *args, **kwargs)
         os.kill(os.getpid(), signal.SIGKILL)
         return result
 
-    setattr(TenantLedger, "record_input_answer", wrapper)  # noqa: B010
+    setattr(InputWrites, "record_input_answer", wrapper)  # noqa: B010
 
 
 async def approve(parked: ParkedCall) -> None:

@@ -11,7 +11,7 @@ def complete_task(url: str, principal: str, task_ref: str) -> None:
     """Settle one task from a process of its own (a second harness replica, a CLI)."""
     ledger = Ledger.open(url, upgrade=False)
     try:
-        ledger.for_principal(principal).observe_task(
+        ledger.for_principal(principal).tasks.observe_task(
             task_ref,
             TaskObservation(TaskStatus.COMPLETED, result={"content": [], "isError": False}),
         )

@@ -20,25 +20,26 @@ from typing import Any
 
 import anyio
 
-from bridge._ledger.store import Ledger, TenantLedger
+from bridge._ledger.runs import RunWrites
+from bridge._ledger.store import Ledger
 from bridge.uhp._client import UhpClient
 
 
 def _inject() -> None:
-    opened = TenantLedger.open_run
+    opened = RunWrites.open_run
 
     @functools.wraps(opened)
-    def announce(self: TenantLedger, *args: Any, **kwargs: Any) -> Any:
+    def announce(self: RunWrites, *args: Any, **kwargs: Any) -> Any:
         run = opened(self, *args, **kwargs)
         print(run.ref, flush=True)  # committed with its key and body; the POST comes next
         return run
 
-    def die(self: TenantLedger, *args: Any, **kwargs: Any) -> Any:
+    def die(self: RunWrites, *args: Any, **kwargs: Any) -> Any:
         sys.stdout.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 
     for name, replacement in {"open_run": announce, "record_outer_ids": die}.items():
-        setattr(TenantLedger, name, replacement)
+        setattr(RunWrites, name, replacement)
 
 
 async def _run(args: argparse.Namespace) -> None:

@@ -40,7 +40,7 @@ async def _main(db: str, url: str, items: int) -> None:
         tenant = bridge._ledger.for_principal("acme")
         for n in range(items):
             run = new_run(tenant)
-            tenant.record_anomaly(run.ref, "malformed_reply", f"item {n}")
+            tenant.runs.record_anomaly(run.ref, "malformed_reply", f"item {n}")
         if items:
             print("written", flush=True)
         await anyio.sleep_forever()

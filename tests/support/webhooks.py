@@ -166,23 +166,23 @@ def one_of_each_kind(tenant: TenantLedger) -> dict[str, str]:
     webhook carries (the event's run and sequence number)."""
     run = new_run(tenant)
     waiting = new_task(tenant, run.ref)
-    tenant.observe_task(
+    tenant.tasks.observe_task(
         waiting.ref, TaskObservation(TaskStatus.INPUT_REQUIRED, input_requests={"k": APPROVAL})
     )
     lost = new_task(tenant, run.ref)
-    tenant.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "gone")
-    op = tenant.begin_dispatch(
+    tenant.tasks.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "gone")
+    op = tenant.calls.begin_dispatch(
         run.ref,
         server_endpoint=ENDPOINT,
         server_name="reports",
         tool_name="pay",
         arguments={"amount": 1},
     )
-    tenant.mark_dispatch_sent(op.ref)
-    tenant.mark_dispatch_unknown(op.ref, "connection dropped")
-    tenant.record_anomaly(run.ref, "malformed_reply", "not JSON")
+    tenant.calls.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_unknown(op.ref, "connection dropped")
+    tenant.runs.record_anomaly(run.ref, "malformed_reply", "not JSON")
     kinds = {}
-    for event in tenant.events(run.ref):
+    for event in tenant.reads.events(run.ref):
         payload = json.loads(event.model_dump_json())
         kind = {
             "task.input_required": "input_waiting",

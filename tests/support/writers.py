@@ -15,9 +15,9 @@ def write_events(url: str, run_ref: str, iterations: int, name: str) -> None:
     try:
         tenant = ledger.for_principal("acme")
         for i in range(iterations):
-            tenant.record_anomaly(run_ref, "probe", f"{name}-{i}")
+            tenant.runs.record_anomaly(run_ref, "probe", f"{name}-{i}")
             task = new_task(tenant, run_ref)
-            tenant.observe_task(
+            tenant.tasks.observe_task(
                 task.ref,
                 TaskObservation(TaskStatus.COMPLETED, result={"content": [], "isError": False}),
             )

@@ -33,7 +33,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from bridge._ledger.coordination.availability import (
+from bridge._ledger.commit.availability import (
     LedgerFile,
     refuse_if_unavailable,
     take_write_lock,
@@ -275,7 +275,7 @@ class SqliteDriverSession(DriverSession):
     statement in autocommit (no BEGIN/COMMIT pair).
 
     A lock held elsewhere and a ledger file deleted under the process are handled as
-    :mod:`bridge._ledger.coordination.availability` says (``watched``: the file, for a file
+    :mod:`bridge._ledger.commit.availability` says (``watched``: the file, for a file
     database); the uncontended path pays one decrement per transaction for it.
     """
 

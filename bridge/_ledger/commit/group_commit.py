@@ -24,7 +24,7 @@ connection, a full disk, SQLite's write lock held elsewhere) fails every write o
 yet committed, at once: committing them one by one would meet the same refusal once per write.
 For a runner that waits for SQLite's write lock (an inline
 :class:`~bridge._ledger.runner.LedgerRunner`), the lock found busy
-(:class:`~bridge._ledger.coordination.availability.WriteLockBusy`) leaves the batch's commit to be
+(:class:`~bridge._ledger.commit.availability.WriteLockBusy`) leaves the batch's commit to be
 run again once the lock is free; a write already committed is never run again.
 
 Gathering a turn (``gather_turn``): the first writer lets the event loop run once more before

@@ -13,8 +13,8 @@ from typing import cast
 
 from sqlalchemy import Table, and_, or_, update
 
-from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.leases import _alive, _claimable
+from bridge._ledger.fencing import Membership
 from bridge._ledger.schema.models import WebhookDeliverer
 from bridge._ledger.store import Ledger
 

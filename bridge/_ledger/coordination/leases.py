@@ -10,7 +10,7 @@ Two levels of lease, so that keeping ten thousand handles costs one row update p
   under a new incarnation) any live replica may claim it, ``FOR UPDATE SKIP LOCKED``, oldest
   due first.
 
-Fencing lives in :mod:`bridge._ledger.coordination.fencing`: writes of observations carry the
+Fencing lives in :mod:`bridge._ledger.fencing`: writes of observations carry the
 membership and are refused when the row has moved on. Claims are per principal: no query here lists
 rows of another tenant; only the membership table (infrastructure, no tenant data) is global.
 """
@@ -22,7 +22,7 @@ from typing import Any, cast
 from sqlalchemy import Table, and_, exists, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import DispatchView, RunView, TaskView
 from bridge._ledger.schema.dialects import db_now_ms
 from bridge._ledger.schema.models import Replica

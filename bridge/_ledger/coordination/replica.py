@@ -25,8 +25,8 @@ import anyio
 from anyio.abc import TaskStatus as AnyioTaskStatus
 
 from bridge._config import ReplicaConfig as ReplicaConfig
-from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.leases import ReplicaRegistry, TenantLeases
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import RunView, TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger

@@ -5,7 +5,7 @@ committed to the runs they watch. An idle waiter costs no query at all:
 * other processes' commits: on PostgreSQL by ``LISTEN/NOTIFY`` (one listening connection per
   bridge); on SQLite by one ``PRAGMA data_version`` probe per tick for all waiters, backed off
   from 0.25 s to 4 s while nothing changes, then one query for the watched runs' sequence
-  numbers when something did (:mod:`bridge._ledger.coordination.commit_signals`).
+  numbers when something did (:mod:`bridge._ledger.commit.commit_signals`).
 
 A waiter arms a :class:`Watch` *before* it reads and waits on it *after*: a commit between the
 read and the wait sets the watch, so it is never missed.
@@ -23,8 +23,8 @@ import anyio
 from anyio.abc import TaskStatus
 
 from bridge._errors import LedgerUnavailable
-from bridge._ledger.coordination.availability import file_of
-from bridge._ledger.coordination.commit_signals import (
+from bridge._ledger.commit.availability import file_of
+from bridge._ledger.commit.commit_signals import (
     CommitListener,
     SqliteChangeProbe,
     sqlite_file,
@@ -237,7 +237,7 @@ class CommitNotifier:
         for principal, refs in by_principal.items():
             self.checks += 1
             tenant = self._ledger.for_principal(principal)
-            seqs = await self._db(tenant.run_event_seqs, refs)
+            seqs = await self._db(tenant.reads.run_event_seqs, refs)
             for ref, seq in seqs.items():
                 if self._note(ref, seq):
                     self._fire(ref)

@@ -8,8 +8,11 @@ acknowledged (``operator.acknowledged``), an orphaned run closed.
 An **orphaned run** is a run this side serves itself (``uhp_server = local:<harness>``, as
 ``register_served_run`` records it) that is still ``in_progress`` although nothing about it
 has been recorded for ``orphan_after_ms``: no event on it, no change of its row, no
-observation of any of its tasks. Only its harness reports a served run's end; a harness that
-died never will.
+observation of any of its tasks, and nothing of its own waits for a person (an input, a call
+of unknown outcome without a final verdict, a lost task not yet acknowledged: a harness alive
+and waiting for that person records nothing either, so such a run is listed by that item
+alone; acting on it is news of the run, and only a run still silent after that is orphaned).
+Only its harness reports a served run's end; a harness that died never will.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from bridge._ledger._base import (
     TASKS,
     scrub_raw_id,
 )
-from bridge._ledger.reads.queries import TenantQueries
+from bridge._ledger.reads.queries import WriteScope
 from bridge._ledger.reads.views import AttentionItem, AttentionKind
 from bridge._lifecycle import DispatchState
 
@@ -46,6 +49,10 @@ _SERVED_PREFIX = "local:"
 #: orphaned, unless the caller says otherwise.
 DEFAULT_OVERDUE_AFTER_MS = 60 * 60 * 1000
 DEFAULT_ORPHAN_AFTER_MS = 60 * 60 * 1000
+#: Items that explain a served run's silence: its harness may be alive, waiting on them.
+_RUN_WAITS_ON_A_PERSON = frozenset(
+    {"input_waiting", "input_overdue", "unknown_outcome", "lost_task"}
+)
 _QUESTION_CHARS = 2000  # of a message, in an item (the request itself is kept whole)
 
 
@@ -189,7 +196,7 @@ _SILENT_SERVED_RUNS = (
 )
 
 
-class AttentionReads(TenantQueries):
+class AttentionReads(WriteScope):
     """The attention query of one principal."""
 
     def attention(self, window: AttentionWindow) -> list[AttentionItem]:
@@ -201,7 +208,10 @@ class AttentionReads(TenantQueries):
                 *self._unknown_calls(conn),
                 *self._lost_tasks(conn, lost_acked),
                 *self._anomalies(conn, anomalies_acked),
-                *self._orphaned_runs(conn, window),
+            ]
+            waiting = {item.run_ref for item in items if item.kind in _RUN_WAITS_ON_A_PERSON}
+            items += [
+                item for item in self._orphaned_runs(conn, window) if item.run_ref not in waiting
             ]
         return sorted(items, key=lambda item: (item.since_ms, item.kind, item.ref))
 

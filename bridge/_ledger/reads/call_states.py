@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from bridge._ledger.outcome import is_truncation_marker
 from bridge._ledger.reads.views import DispatchView, TaskView
-from bridge._lifecycle import DispatchState, OuterStatus, TaskStatus
+from bridge._lifecycle import Admission, DispatchState, OuterStatus, TaskStatus
 
 _RETRY = re.compile(r"~retry\d+$")
 
@@ -42,11 +42,14 @@ class CallState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CallStanding:
-    """One call as read: its dispatch, its task (if it became one) and its state."""
+    """One call as read: its dispatch, its task (if it became one) and its state.
+    ``verdict``: the final admission verdict a person (or the admission hook) gave on an
+    unresolved call, if any: its result stays unknown, but whether it ran is settled."""
 
     dispatch: DispatchView
     task: TaskView | None
     state: CallState
+    verdict: Admission | None = None
 
 
 def _is_error_result(result: Any) -> bool:
@@ -87,17 +90,26 @@ def dispatch_state(dispatch: DispatchView, task: TaskView | None) -> CallState:
     return CallState.UNRESOLVED  # pragma: no cover - every DispatchState is matched above
 
 
-def calls_of(dispatches: Sequence[DispatchView], tasks: Sequence[TaskView]) -> list[CallStanding]:
+def calls_of(
+    dispatches: Sequence[DispatchView],
+    tasks: Sequence[TaskView],
+    verdicts: Mapping[str, Admission] | None = None,
+) -> list[CallStanding]:
     """The run's calls, oldest first; a retry folds into the call it retried (its state is
-    the call's state once the retry was sent)."""
+    the call's state once the retry was sent). ``verdicts``: the latest admission verdict on
+    each dispatch (by ``op_…``); only a final one on an unresolved call is kept."""
     by_ref = {t.ref: t for t in tasks}
     calls: dict[str, CallStanding] = {}
     for dispatch in dispatches:
         task = by_ref.get(dispatch.task_ref) if dispatch.task_ref else None
-        view = CallStanding(dispatch, task, dispatch_state(dispatch, task))
+        state = dispatch_state(dispatch, task)
+        verdict = (verdicts or {}).get(dispatch.ref)
+        if state is not CallState.UNRESOLVED or verdict is None or not verdict.is_final:
+            verdict = None
+        view = CallStanding(dispatch, task, state, verdict)
         origin = _RETRY.sub("", dispatch.operation_id)
         if origin != dispatch.operation_id and origin in calls:
-            calls[origin] = CallStanding(calls[origin].dispatch, task, view.state)
+            calls[origin] = CallStanding(calls[origin].dispatch, task, view.state, view.verdict)
         else:
             calls[dispatch.operation_id] = view
     return list(calls.values())

@@ -364,3 +364,11 @@ class TenantQueries(TenantScope):
             }
             row = conn.execute(_TASK_BY_HANDLE, params).first()
         return TaskView.from_row(row) if row is not None else None
+
+
+class WriteScope(TenantScope):
+    """A write aggregate: the tenant's scope, with its reads passed in beside it."""
+
+    def __init__(self, reads: TenantQueries) -> None:
+        super().__init__(reads._ledger, reads.principal)
+        self._reads = reads

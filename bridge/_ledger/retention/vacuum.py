@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from sqlalchemy import Engine
 
 from bridge._errors import LedgerUnavailable
-from bridge._ledger.coordination.availability import (
+from bridge._ledger.commit.availability import (
     backoff_delays,
     is_busy,
     unavailable_reason,

@@ -27,14 +27,14 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
 from bridge._errors import LedgerUnavailable
-from bridge._ledger.commit.driver_sessions import DriverSession, SqliteDriverSession
-from bridge._ledger.coordination.availability import (
+from bridge._ledger.commit.availability import (
     SQLITE_BUSY_TIMEOUT_MS,
     file_of,
     take_write_lock,
     unavailable_reason,
     watch_file,
 )
+from bridge._ledger.commit.driver_sessions import DriverSession, SqliteDriverSession
 
 SqliteSynchronous = Literal["NORMAL", "FULL"]
 
@@ -79,7 +79,7 @@ class SqliteDialect(LedgerDialect):
         """WAL journal, ``synchronous`` as asked (NORMAL: durable across a process crash, a
         power loss may drop the last commits; FULL: durable across a power loss too, slower
         commits), a busy timeout of a few milliseconds (a longer wait for the lock happens
-        in Python, off the event loop: :mod:`bridge._ledger.coordination.availability`), and
+        in Python, off the event loop: :mod:`bridge._ledger.commit.availability`), and
         ``BEGIN IMMEDIATE`` so a writer takes the write lock up front instead of failing to
         upgrade a read lock under contention. A file database is watched: deleted or
         replaced under the process, it refuses further work."""

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from bridge._extras import require_extra
-from bridge._ledger.coordination.availability import SQLITE_BUSY_TIMEOUT_MS
+from bridge._ledger.commit.availability import SQLITE_BUSY_TIMEOUT_MS
 from bridge._ledger.schema.dialects import SqliteSynchronous, dialect_for_url
 
 __all__ = [

@@ -64,7 +64,7 @@ async def ask_admission(
     except Exception:
         log.exception("admission check for %s failed; its outcome stays unknown", dispatch.ref)
         verdict = Admission.UNKNOWN
-    await db(tenant.record_admission, dispatch.ref, verdict, "hook")
+    await db(tenant.calls.record_admission, dispatch.ref, verdict, "hook")
     return verdict
 
 

@@ -18,11 +18,11 @@ from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._lifecycle import LostReason
-from bridge._mcp.calls.failures import Failure, FailureKind, classify
+from bridge._mcp.failures import Failure, FailureKind, classify
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.servers import ServerConnection, ServerPool
+from bridge._mcp.task_requests import deliver_answers, fetch_task, send_cancel
 from bridge._mcp.wire.shapes import INTERNAL_ERROR, INVALID_PARAMS
-from bridge._mcp.wire.task_requests import deliver_answers, fetch_task, send_cancel
 from bridge._outcomes import AnswerDelivery, AnswerReceipt
 from bridge._redaction import scrub_task_id
 
@@ -60,8 +60,8 @@ class TaskUpdates:
         recorded).
         """
         tenant = self.ledger.for_principal(principal)
-        request = await self.db(tenant.record_input_answer, task_ref, input_ref, response)
-        task = await self.db(tenant.get_task, task_ref)
+        request = await self.db(tenant.inputs.record_input_answer, task_ref, input_ref, response)
+        task = await self.db(tenant.reads.get_task, task_ref)
         carrier = self.scheduler.answer_carrier
         if carrier is not None and carrier.carries(task):  # 2025-11-25: no tasks/update
             carrier.answers_recorded(task_ref)  # the server's waiting request takes it
@@ -79,13 +79,13 @@ class TaskUpdates:
                     return AnswerReceipt(task_ref, request.ref, AnswerDelivery.TASK_LOST)
                 reason = await self._record_refusal(tenant, task, "tasks/update", failure)
                 # dropped and reopened: recovery never resends it, a corrected answer is taken
-                await self.db(tenant.record_answer_refused, task_ref, request.ref, reason)
+                await self.db(tenant.inputs.record_answer_refused, task_ref, request.ref, reason)
                 raise AnswerRefused(task_ref, request.ref, reason, failure.code) from None
             if failure is None and not isinstance(exc, TaskRequestFailed):
                 raise
             self.scheduler.mark_undelivered_answers(task_ref)
             return AnswerReceipt(task_ref, request.ref, AnswerDelivery.QUEUED)
-        await self.db(tenant.mark_answer_delivered, task_ref, request.ref)
+        await self.db(tenant.inputs.mark_answer_delivered, task_ref, request.ref)
         self.scheduler.poll_soon(task_ref)
         return AnswerReceipt(task_ref, request.ref, AnswerDelivery.DELIVERED)
 
@@ -95,9 +95,9 @@ class TaskUpdates:
         An acknowledgement is not a stop: the task's status changes only when a poll sees it.
         """
         tenant = self.ledger.for_principal(principal)
-        if not await self.db(tenant.record_cancel_requested, task_ref, requested_by):
+        if not await self.db(tenant.tasks.record_cancel_requested, task_ref, requested_by):
             return False  # already terminal
-        task = await self.db(tenant.get_task, task_ref)
+        task = await self.db(tenant.reads.get_task, task_ref)
         connection = self._connection_for(task.server_endpoint)
         if connection is None:
             return False
@@ -139,7 +139,7 @@ class TaskUpdates:
         """Anomaly on the task's run (raw id scrubbed by the ledger); returns the reason."""
         reason = scrub_task_id(f"{failure.code}: {failure.detail[:200]}", task.task_id, task.ref)
         await self.db(
-            tenant.record_anomaly,
+            tenant.runs.record_anomaly,
             task.run_ref,
             f"{method.removeprefix('tasks/')}_refused",
             f"{method} answered {reason}",
@@ -150,7 +150,7 @@ class TaskUpdates:
     async def _lose_not_found(self, principal: str, task_ref: str, method: str) -> None:
         tenant = self.ledger.for_principal(principal)
         detail = f"{method} answered -32602 (unknown task)"  # never the server's own text
-        await self.db(tenant.mark_task_lost, task_ref, LostReason.NOT_FOUND, detail)
+        await self.db(tenant.tasks.mark_task_lost, task_ref, LostReason.NOT_FOUND, detail)
         self.scheduler.forget(task_ref)
         self._on_closed(principal, task_ref)
 

@@ -45,7 +45,7 @@ class CallReplays:
         """Same operation id again: report what was recorded, send nothing."""
         # begin_dispatch refuses the id if it was used for another call (OperationReused).
         await self._db(
-            tenant.begin_dispatch,
+            tenant.calls.begin_dispatch,
             run_ref,
             server_endpoint=previous.server_endpoint,
             server_name=previous.server_name,
@@ -56,11 +56,11 @@ class CallReplays:
         state = previous.state
         if state in (DispatchState.PENDING, DispatchState.SENT):
             reason = "an earlier attempt with this operation id never recorded its outcome"
-            previous = await self._db(tenant.mark_dispatch_unknown, previous.ref, reason)
+            previous = await self._db(tenant.calls.mark_dispatch_unknown, previous.ref, reason)
             state = previous.state
         if state is DispatchState.TASK:
             assert previous.task_ref is not None
-            task = await self._db(tenant.get_task, previous.task_ref)
+            task = await self._db(tenant.reads.get_task, previous.task_ref)
             await self._resumption.watch_again(tenant.principal, task)
             return TaskHandle(previous.ref, task, replayed=True)
         if state is DispatchState.INPUT_REQUIRED:

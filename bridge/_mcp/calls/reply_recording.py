@@ -22,7 +22,7 @@ from bridge._ledger.reads.views import DispatchView, TaskObservation
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import TaskStatus
-from bridge._mcp.calls.failures import Failure
+from bridge._mcp.failures import Failure
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.servers import ServerConnection
 from bridge._mcp.wire.generations import TaskGeneration, stored_generation
@@ -63,9 +63,9 @@ class CallReplies:
         problem = task_id_problem(created.task_id)
         if problem is not None:
             detail = f"tools/call: {problem}"
-            await self._db(tenant.mark_dispatch_unknown, intent.ref, detail)
+            await self._db(tenant.calls.mark_dispatch_unknown, intent.ref, detail)
             await self._db(
-                tenant.record_anomaly,
+                tenant.runs.record_anomaly,
                 intent.run_ref,
                 "malformed_task_handle",
                 detail,
@@ -93,20 +93,20 @@ class CallReplies:
             "task_generation": stored_generation(generation),
         }
         try:
-            staged = tenant.stage_task_created(intent.ref, **handle)
+            staged = tenant.calls.stage_task_created(intent.ref, **handle)
             task = await self._db.commit(tenant.group_commit, staged)
         except DuplicateTaskHandle as exc:
             # The ledger refused it atomically (its anomaly is on this dispatch's run); the
             # dispatch itself still says "sent": settle it as unknown, with its event.
             detail = "tools/call: a taskId the ledger already holds for another call"
-            await self._db(tenant.mark_dispatch_unknown, intent.ref, detail)
+            await self._db(tenant.calls.mark_dispatch_unknown, intent.ref, detail)
             raise MalformedTaskHandle(intent.ref, detail) from exc
         inline = _inline_outcome(created)
         if inline is not None:
             # Created terminal, outcome included: stored like a polled one (bounded, scrubbed,
             # task.terminal), and the handle closes without a poll. A terminal create without
             # its outcome stays due: tasks/get fetches it, and a -32602 there loses the handle.
-            closed = await self._db(tenant.observe_task, task.ref, inline, lease=lease)
+            closed = await self._db(tenant.tasks.observe_task, task.ref, inline, lease=lease)
             task = closed.task
             if not task.is_open:
                 self._on_closed(tenant.principal, task.ref)
@@ -142,8 +142,8 @@ class CallReplies:
     async def _refuse(
         self, tenant: TenantLedger, intent: DispatchView, kind: str, detail: str
     ) -> NoReturn:
-        await self._db(tenant.mark_dispatch_unknown, intent.ref, detail)
-        await self._db(tenant.record_anomaly, intent.run_ref, kind, detail, op_ref=intent.ref)
+        await self._db(tenant.calls.mark_dispatch_unknown, intent.ref, detail)
+        await self._db(tenant.runs.record_anomaly, intent.run_ref, kind, detail, op_ref=intent.ref)
         raise InvalidTaskResponse(intent.ref, detail) from None
 
 

@@ -26,20 +26,21 @@ import mcp_types
 from anyio.abc import TaskGroup
 
 from bridge._ids import is_call_ref
-from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.replica import ReplicaLeases
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import DispatchView, TaskView
 from bridge._ledger.rounds import RetryLeg
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._lifecycle import Admission
+from bridge._mcp import legacy_shapes as legacy_wire
 from bridge._mcp.calls.admission import AdmissionChecks, operation_meta
 from bridge._mcp.calls.answers_and_cancels import TaskUpdates
 from bridge._mcp.calls.call_progress import progress_relay
-from bridge._mcp.calls.failures import FailureKind, classify
 from bridge._mcp.calls.operation_replay import CallReplays
 from bridge._mcp.calls.reply_recording import CallReplies
 from bridge._mcp.calls.unknown_outcome_retries import UnknownOutcomeRetries
+from bridge._mcp.failures import FailureKind, classify
 from bridge._mcp.inputs.call_round_handlers import CallInputs
 from bridge._mcp.inputs.call_rounds import CallRounds, wire_responses
 from bridge._mcp.inputs.handlers import InputHandlers
@@ -56,7 +57,6 @@ from bridge._mcp.servers import (
     ServerPool,
     no_credentials,
 )
-from bridge._mcp.wire import legacy_shapes as legacy_wire
 from bridge._mcp.wire.generations import TaskGeneration, negotiated_generation
 from bridge._mcp.wire.shapes import CreateTaskResult, with_related_task_ids
 from bridge._outcomes import (
@@ -230,7 +230,7 @@ class TaskRequester:
         tenant = self.ledger.for_principal(principal)
         arguments = arguments or {}
         if operation_id is not None:
-            previous = await self.db(tenant.find_dispatch, operation_id)
+            previous = await self.db(tenant.reads.find_dispatch, operation_id)
             if previous is not None:
                 return await self._replays.replay(tenant, previous, run_ref, tool, arguments)
         connection = self.pool.connection(server, declare_tasks=declare_tasks)
@@ -252,7 +252,7 @@ class TaskRequester:
                 "dispatcher": self.replica.membership if self.replica is not None else None,
             }
             # Inline: committed alone; in worker threads: in a commit shared with other callers.
-            staged_intent = tenant.stage_dispatch(run_ref, **intent_fields)
+            staged_intent = tenant.calls.stage_dispatch(run_ref, **intent_fields)
             intent = await self.db.commit(tenant.group_commit, staged_intent)
             outcome = await self._send(
                 tenant, connection, intent, tool, arguments, duplicate_key=duplicate_key
@@ -312,16 +312,18 @@ class TaskRequester:
         except Exception as exc:
             failure = classify(exc)
             if failure is None:
-                await self.db(tenant.mark_dispatch_unknown, intent.ref, f"bridge error: {exc!r}")
+                unknown = tenant.calls.mark_dispatch_unknown
+                await self.db(unknown, intent.ref, f"bridge error: {exc!r}")
                 raise
             if failure.kind is FailureKind.MALFORMED:
                 await self._replies.invalid(tenant, intent, connection, exc, failure)
             if failure.leaves_call_outcome_unknown:
-                await self.db(tenant.mark_dispatch_unknown, intent.ref, failure.detail)
+                await self.db(tenant.calls.mark_dispatch_unknown, intent.ref, failure.detail)
                 return UnknownOutcome(
                     intent.ref, failure.detail, retry_after_ms=failure.retry_after_ms
                 )
-            settled = await self.db(tenant.record_call_error, intent.ref, failure.as_error_object())
+            error = failure.as_error_object()
+            settled = await self.db(tenant.calls.record_call_error, intent.ref, error)
             return RejectedCall(intent.ref, settled.result["error"])
         # (a CallToolResult is told apart first: isinstance on a pydantic class is not free)
         if type(reply) is not mcp_types.CallToolResult:
@@ -335,13 +337,13 @@ class TaskRequester:
             # A resultType no spec defines: its content is not a result the bridge may hand out.
             await self._replies.unknown_result_type(tenant, intent, reply.result_type)
         result = _dump(reply)
-        staged = tenant.stage_immediate_result(result, intent=intent)
+        staged = tenant.calls.stage_immediate_result(result, intent=intent)
         settled = await self.db.commit(tenant.group_commit, staged)
         return InlineResult(intent.ref, settled.result, truncated=settled.result_truncated)
 
     async def _earlier_tasks(self, tenant: TenantLedger, intent: DispatchView) -> list[str]:
         """The raw ids of the tasks this call's run created on its server, oldest first."""
-        tasks = await self.db(tenant.list_tasks, run_ref=intent.run_ref)
+        tasks = await self.db(tenant.reads.list_tasks, run_ref=intent.run_ref)
         return [t.task_id for t in tasks if t.server_endpoint == intent.server_endpoint]
 
     async def resolve_unknown_outcome(
@@ -352,7 +354,7 @@ class TaskRequester:
         ``unknown`` and not resolved yet. After ``not_admitted``, calling again with the same
         operation id sends the call once more (same duplicate-prevention key)."""
         tenant = self.ledger.for_principal(principal)
-        await self.db(tenant.record_admission, op_ref, admission, "host", by)
+        await self.db(tenant.calls.record_admission, op_ref, admission, "host", by)
 
     # -- input, cancel, detach -------------------------------------------------------------
     async def answer_input(
@@ -371,7 +373,7 @@ class TaskRequester:
     async def detach_task(self, principal: str, task_ref: str, requested_by: str = "host") -> bool:
         """Stop watching a task without cancelling it (recorded, with an event)."""
         tenant = self.ledger.for_principal(principal)
-        detached = await self.db(tenant.detach_task, task_ref, requested_by)
+        detached = await self.db(tenant.tasks.detach_task, task_ref, requested_by)
         self.scheduler.forget(task_ref)
         return detached
 
@@ -385,12 +387,12 @@ class TaskRequester:
         if not telemetry.enabled():
             return
         tenant = self.ledger.for_principal(principal)
-        task = tenant.get_task(task_ref)
+        task = tenant.reads.get_task(task_ref)
         if task.terminal_at_ms is None and task.lost_reason is None:
             return  # detached, not ended: its lifetime is not over
-        dispatch = tenant.get_dispatch(task.op_ref)
-        run = tenant.get_run(task.run_ref)
-        events = tenant.events(task.run_ref)
+        dispatch = tenant.reads.get_dispatch(task.op_ref)
+        run = tenant.reads.get_run(task.run_ref)
+        events = tenant.reads.events(task.run_ref)
         telemetry.emit_task_span(
             task, run, dispatch.trace_id, dispatch.span_id, events, self.ledger.clock()
         )

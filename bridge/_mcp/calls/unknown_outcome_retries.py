@@ -82,7 +82,7 @@ class UnknownOutcomeRetries:
         """The same operation id again after an unknown outcome. Declared ``not_admitted``
         (by the check or the host): sent again, once, under the same duplicate-prevention key
         (a later replay finds that retry on record and sends nothing). Otherwise: reported."""
-        admission = await self._db(tenant.admission_of, previous.ref)
+        admission = await self._db(tenant.calls.admission_of, previous.ref)
         unknown = UnknownOutcome(
             previous.ref, previous.unknown_reason or "unknown", replayed=True, admission=admission
         )

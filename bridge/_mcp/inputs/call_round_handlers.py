@@ -42,8 +42,8 @@ class CallInputDecisions(InputDecisions):
 
     def __init__(self, ledger: Ledger, db: LedgerRunner, rounds: CallRounds, principal: str):
         self._principal = principal
-        self._tenant = ledger.for_principal(principal)
-        super().__init__(db, self._tenant.record_call_input_handler_failed)
+        self._calls = ledger.for_principal(principal).rounds
+        super().__init__(db, self._calls.record_call_input_handler_failed)
         self._rounds = rounds
 
     def owner_of(self, request: InputRequest) -> str:
@@ -58,9 +58,8 @@ class CallInputDecisions(InputDecisions):
         answer: dict[str, Any] | None,
     ) -> None:
         op_ref = self.owner_of(request)
-        _, ready = await self._db(
-            self._tenant.record_call_input_declined, op_ref, request.input_ref, reason, answer
-        )
+        declined = self._calls.record_call_input_declined
+        _, ready = await self._db(declined, op_ref, request.input_ref, reason, answer)
         if ready:  # the decline completed the leg: the call goes out again with it
             await self._rounds.send_pending(self._principal, op_ref)
 

@@ -122,13 +122,13 @@ class CallRounds:
             for key, request in (reply.input_requests or {}).items()
         }
         inputs = await self._db(
-            tenant.record_input_round,
+            tenant.rounds.record_input_round,
             intent.ref,
             requests,
             request_state=state,
             arguments=arguments,
         )
-        leg = await self._db(tenant.current_leg, intent.ref)
+        leg = await self._db(tenant.rounds.current_leg, intent.ref)
         if inputs:
             typed = self._typed(tenant.principal, inputs)
             if self.on_inputs is not None:  # handlers answer concurrently: never awaited here
@@ -146,8 +146,8 @@ class CallRounds:
         """A reply the bridge cannot carry on from: the call is unknown (as any malformed
         reply), with an anomaly naming why."""
         detail = f"tools/call: InputRequiredResult refused ({detail})"
-        await self._db(tenant.mark_dispatch_unknown, intent.ref, detail)
-        await self._db(tenant.record_anomaly, intent.run_ref, kind, detail, op_ref=intent.ref)
+        await self._db(tenant.calls.mark_dispatch_unknown, intent.ref, detail)
+        await self._db(tenant.runs.record_anomaly, intent.run_ref, kind, detail, op_ref=intent.ref)
         raise InvalidTaskResponse(intent.ref, detail)
 
     async def answer(
@@ -156,7 +156,7 @@ class CallRounds:
         """Record one answer (checked against the method's result shape first, exactly once),
         then, if it was the round's last, send the call's next leg."""
         tenant = self._ledger.for_principal(principal)
-        pending = await self._db(tenant.call_inputs, op_ref, pending_only=True)
+        pending = await self._db(tenant.rounds.call_inputs, op_ref, pending_only=True)
         asked = next((i for i in pending if input_ref in (i.ref, i.key)), None)
         if asked is not None and asked.method in _ANSWER_TYPES:
             try:
@@ -164,7 +164,8 @@ class CallRounds:
             except pydantic.ValidationError as exc:
                 detail = f"not a {asked.method} result: {exc.errors()[0]['msg']}"
                 raise InvalidAnswer(asked.ref, detail) from None
-        view, ready = await self._db(tenant.record_call_input_answer, op_ref, input_ref, response)
+        answer = tenant.rounds.record_call_input_answer
+        view, ready = await self._db(answer, op_ref, input_ref, response)
         if not ready:
             return AnswerReceipt(None, view.ref, AnswerDelivery.AWAITING_INPUTS, op_ref=op_ref)
         outcome = await self._retry_if_reachable(tenant, op_ref)
@@ -185,10 +186,10 @@ class CallRounds:
         self, tenant: TenantLedger, connection: ServerConnection | None, op_ref: str
     ) -> CallOutcome | None:
         if connection is None:
-            dispatch = await self._db(tenant.get_dispatch, op_ref)
+            dispatch = await self._db(tenant.reads.get_dispatch, op_ref)
             connection = self._pool().connection(dispatch.server_name or dispatch.server_endpoint)
         await connection.session()  # unreachable -> raises here, before the leg is committed
-        leg = await self._db(tenant.begin_retry_leg, op_ref)
+        leg = await self._db(tenant.rounds.begin_retry_leg, op_ref)
         if leg is None:
             return None  # not (or no longer) ours to send
         dispatch = leg.dispatch
@@ -202,7 +203,7 @@ class CallRounds:
         due = 0
         for principal in principals:
             tenant = self._ledger.for_principal(principal)
-            for op_ref in await self._db(tenant.calls_ready_to_retry):
+            for op_ref in await self._db(tenant.rounds.calls_ready_to_retry):
                 tg.start_soon(self.send_pending, principal, op_ref)
                 due += 1
         return due
@@ -220,13 +221,14 @@ class CallRounds:
     async def pending(self, principal: str, run_ref: str | None = None) -> list[InputRequest]:
         """Unanswered inputs of calls waiting for input (of one run), oldest first."""
         tenant = self._ledger.for_principal(principal)
-        return list(self._typed(principal, await self._db(tenant.pending_call_inputs, run_ref)))
+        pending = await self._db(tenant.rounds.pending_call_inputs, run_ref)
+        return list(self._typed(principal, pending))
 
     async def pending_of(self, principal: str, op_ref: str) -> InputPending:
         """A call recorded ``input_required`` as the outcome it returned (a replayed call)."""
         tenant = self._ledger.for_principal(principal)
-        leg = await self._db(tenant.current_leg, op_ref)
-        inputs = await self._db(tenant.call_inputs, op_ref, leg=leg, pending_only=True)
+        leg = await self._db(tenant.rounds.current_leg, op_ref)
+        inputs = await self._db(tenant.rounds.call_inputs, op_ref, leg=leg, pending_only=True)
         return InputPending(op_ref, leg, self._typed(principal, inputs), replayed=True)
 
     def input_request(

@@ -41,17 +41,17 @@ from pydantic import BaseModel, ValidationError
 
 from bridge import events as ev
 from bridge._errors import UnknownInputKey
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import InputRequestView, TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, input_request_digest
 from bridge._lifecycle import TaskStatus
+from bridge._mcp import legacy_shapes as legacy_wire
 from bridge._mcp.inputs.direct_elicitation import answer_direct_elicitation
 from bridge._mcp.inputs.handlers import InputHandlers
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.polling.watches import InputObserver
 from bridge._mcp.servers import ServerPool
-from bridge._mcp.wire import legacy_shapes as legacy_wire
 from bridge._mcp.wire.generations import TaskGeneration, generation_of
 from bridge._mcp.wire.shapes import DetailedTask
 
@@ -224,12 +224,12 @@ class LegacyInputs:
         (``unless_open``: it was lost, or only stopped being watched here)."""
         tenant = self._ledger.for_principal(asking.principal)
         if unless_open:
-            current = await self._db(tenant.get_task, asking.task.ref)
+            current = await self._db(tenant.reads.get_task, asking.task.ref)
             if current.is_open or not current.status.is_terminal:
                 return
         for input_ref in sorted(asking.handed):
             with contextlib.suppress(UnknownInputKey):  # already marked
-                await self._db(tenant.mark_answer_delivered, asking.task.ref, input_ref)
+                await self._db(tenant.inputs.mark_answer_delivered, asking.task.ref, input_ref)
         asking.handed.clear()
 
     # -- one server request -----------------------------------------------------------------------
@@ -275,7 +275,7 @@ class LegacyInputs:
         tenant = self._ledger.for_principal(asking.principal)
         while not asking.ended:
             changed = asking.changed  # taken before the read: a wake-up in between is kept
-            requests = await self._db(tenant.input_requests, asking.task.ref)
+            requests = await self._db(tenant.reads.input_requests, asking.task.ref)
             request = next((r for r in requests if r.key == key), None)
             if request is None:
                 return _error(mcp_types.INTERNAL_ERROR, "the request was not recorded")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
@@ -51,7 +51,7 @@ class StuckInputs:
         tenant = self._ledger.for_principal(principal)
         waiting = [
             r
-            for r in await self._db(tenant.input_requests, task.ref, pending_only=True)
+            for r in await self._db(tenant.reads.input_requests, task.ref, pending_only=True)
             if r.stuck_at_ms is None
         ]
         if not waiting:
@@ -66,7 +66,7 @@ class StuckInputs:
         self._polls.pop(task.ref, None)
         cancel = policy.on_stuck is OnStuckInput.CANCEL
         reported = await self._db(
-            tenant.record_input_stuck,
+            tenant.inputs.record_input_stuck,
             task.ref,
             [r.ref for r in waiting],
             polls=polls,

@@ -17,7 +17,7 @@ from typing import Any
 from anyio.abc import TaskGroup
 
 from bridge import events as ev
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
@@ -49,7 +49,7 @@ class TaskInputDecisions(InputDecisions):
         self, ledger: Ledger, db: LedgerRunner, scheduler: PollScheduler, principal: str
     ) -> None:
         self._tenant = ledger.for_principal(principal)
-        super().__init__(db, self._tenant.record_input_handler_failed)
+        super().__init__(db, self._tenant.inputs.record_input_handler_failed)
         self._scheduler = scheduler
 
     def owner_of(self, request: InputRequest) -> str:
@@ -65,7 +65,7 @@ class TaskInputDecisions(InputDecisions):
     ) -> None:
         task_ref = self.owner_of(request)
         await self._db(
-            self._tenant.record_input_declined, task_ref, request.input_ref, reason, answer
+            self._tenant.inputs.record_input_declined, task_ref, request.input_ref, reason, answer
         )
         if answer is not None:  # sent with tasks/update before the task's next poll
             self._scheduler.mark_undelivered_answers(task_ref)

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass
 
 from bridge._errors import InvalidTransition
-from bridge._ledger.coordination.fencing import Membership
 from bridge._ledger.coordination.leases import TenantLeases
 from bridge._ledger.coordination.replica import ReplicaLeases
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
@@ -66,16 +66,16 @@ class HandleResumption:
             tenant = self._ledger.for_principal(principal)
             if settle_in_flight_dispatches:
                 stuck = await self._db(
-                    tenant.list_dispatches, states=[DispatchState.PENDING, DispatchState.SENT]
+                    tenant.reads.list_dispatches, states=[DispatchState.PENDING, DispatchState.SENT]
                 )
                 for dispatch in stuck:
                     await self._db(
-                        tenant.mark_dispatch_unknown,
+                        tenant.calls.mark_dispatch_unknown,
                         dispatch.ref,
                         f"process stopped with the call {dispatch.state.value}; outcome unknown",
                     )
                     unknown += 1
-            tasks = await self._db(tenant.list_tasks, open_only=True)
+            tasks = await self._db(tenant.reads.list_tasks, open_only=True)
             seeded = await self.watch_all(tenant, tasks, lease=None)
             watched += len(tasks)
             cancels += seeded.cancels_to_resend
@@ -89,7 +89,7 @@ class HandleResumption:
         seen (not surfaced again), cancels and answers to resend. Bulk reads: a restart or a
         claim hands over thousands of handles at once."""
         principal = tenant.principal
-        digests = await self._db(tenant.input_digests, [t.ref for t in tasks])
+        digests = await self._db(tenant.reads.input_digests, [t.ref for t in tasks])
         cancels = answers = 0
         for task in tasks:
             # First poll when the ledger last said it is due: overdue handles at once (oldest
@@ -102,7 +102,7 @@ class HandleResumption:
                 self._scheduler().mark_cancel_pending(task.ref)
                 cancels += 1
         held = {t.ref for t in tasks}
-        for answer in await self._db(tenant.undelivered_answers):
+        for answer in await self._db(tenant.inputs.undelivered_answers):
             if answer.task_ref in held:
                 self._scheduler().mark_undelivered_answers(answer.task_ref)
                 answers += 1
@@ -119,7 +119,7 @@ class HandleResumption:
                     "outcome unknown"
                 )
                 try:
-                    await self._db(tenant.mark_dispatch_unknown, dispatch.ref, reason)
+                    await self._db(tenant.calls.mark_dispatch_unknown, dispatch.ref, reason)
                 except InvalidTransition:
                     continue  # settled meanwhile (its result arrived, or another replica)
                 settled += 1
@@ -147,13 +147,13 @@ class HandleResumption:
         tenant = self._ledger.for_principal(principal)
         scheduler = self._scheduler()
         scheduler.forget(task_ref)
-        task = await self._db(tenant.get_task, task_ref)
+        task = await self._db(tenant.reads.get_task, task_ref)
         if not task.is_open:
             return task
         watch = Watch(principal, task)
         if task.status is TaskStatus.INPUT_REQUIRED:  # only then can inputs or answers wait
-            digests = await self._db(tenant.input_digests, [task_ref])
+            digests = await self._db(tenant.reads.input_digests, [task_ref])
             watch.input_digests.update(digests.get(task_ref, {}))
-            undelivered = await self._db(tenant.undelivered_answers)
+            undelivered = await self._db(tenant.inputs.undelivered_answers)
             watch.undelivered_answers = any(a.task_ref == task_ref for a in undelivered)
         return await scheduler.poll_once(principal, task, watch)

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bridge._ledger.store import TenantLedger
-from bridge._mcp.calls.failures import Failure
+from bridge._mcp.failures import Failure
 from bridge._mcp.polling.watches import Watch
 
 ANOMALY_PREFIX = "misbehaving_server."
@@ -30,7 +30,7 @@ async def name_misbehaviour(
         return
     watch.last_misbehaviour = failure.misbehaviour
     await db(
-        tenant.record_anomaly,
+        tenant.runs.record_anomaly,
         watch.view.run_ref,
         f"{ANOMALY_PREFIX}{failure.misbehaviour.value}",
         f"tasks/get: {failure.detail[:200]}",

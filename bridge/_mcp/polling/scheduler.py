@@ -26,12 +26,12 @@ from anyio.abc import TaskStatus as AnyioTaskStatus
 
 from bridge import events as ev
 from bridge._errors import LeaseLost, LedgerUnavailable
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskObservation, TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, wall_clock_ms
 from bridge._lifecycle import LostReason, TaskStatus
-from bridge._mcp.calls.failures import Failure, FailureKind, Misbehaviour, classify
+from bridge._mcp.failures import Failure, FailureKind, Misbehaviour, classify
 from bridge._mcp.polling.due_queue import DueQueue
 from bridge._mcp.polling.misbehaving import name_misbehaviour
 from bridge._mcp.polling.status_reply import (
@@ -51,8 +51,8 @@ from bridge._mcp.polling.watches import (
     ttl_deadline_ms,
 )
 from bridge._mcp.servers import ServerConnection, ServerPool
+from bridge._mcp.task_requests import deliver_answers, fetch_task, send_cancel
 from bridge._mcp.wire.shapes import INTERNAL_ERROR, INVALID_PARAMS, DetailedTask
-from bridge._mcp.wire.task_requests import deliver_answers, fetch_task, send_cancel
 from bridge._telemetry.metrics import record_poll
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ class PollScheduler:
         """
         watch = watch or self._watched.get(task.ref) or Watch(principal, task)
         await self._poll(watch)
-        return self._ledger.for_principal(principal).get_task(task.ref)
+        return self._ledger.for_principal(principal).reads.get_task(task.ref)
 
     def forget(self, task_ref: str) -> None:
         watch = self._watched.pop(task_ref, None)
@@ -260,7 +260,7 @@ class PollScheduler:
             watch.last_anomaly = detail
             tenant = self._ledger.for_principal(watch.principal)
             await self._db(
-                tenant.record_anomaly,
+                tenant.runs.record_anomaly,
                 watch.view.run_ref,
                 "malformed_notification",
                 f"notifications/tasks: {detail}",
@@ -415,15 +415,14 @@ class PollScheduler:
             carrier.answers_recorded(watch.view.ref)  # kept until the server has them
             watch.undelivered_answers = False
             return
-        tenant = self._ledger.for_principal(watch.principal)
-        pending = [
-            a for a in await self._db(tenant.undelivered_answers) if a.task_ref == watch.view.ref
-        ]
+        inputs = self._ledger.for_principal(watch.principal).inputs
+        answers = await self._db(inputs.undelivered_answers)
+        pending = [a for a in answers if a.task_ref == watch.view.ref]
         if pending:
             update = deliver_answers(connection, watch.view, {a.key: a.answer for a in pending})
             if await self._refusable(watch, "tasks/update", update):
                 for answer in pending:
-                    await self._db(tenant.mark_answer_delivered, watch.view.ref, answer.ref)
+                    await self._db(inputs.mark_answer_delivered, watch.view.ref, answer.ref)
         watch.undelivered_answers = False
 
     async def _refusable(self, watch: Watch, method: str, request: Awaitable[None]) -> bool:
@@ -443,7 +442,7 @@ class PollScheduler:
                 raise
             tenant = self._ledger.for_principal(watch.principal)
             await self._db(
-                tenant.record_anomaly,
+                tenant.runs.record_anomaly,
                 watch.view.run_ref,
                 f"{method.removeprefix('tasks/')}_refused",
                 f"{method} answered {failure.code}: {failure.detail[:200]}",
@@ -470,7 +469,7 @@ class PollScheduler:
             if failing_for >= self.config.unreachable_grace_ms and not watch.unreachable_reported:
                 watch.unreachable_reported = True
                 await self._db(
-                    tenant.record_server_unreachable,
+                    tenant.tasks.record_server_unreachable,
                     watch.view.ref,
                     watch.failing_since_ms,
                     failure.detail,
@@ -479,7 +478,7 @@ class PollScheduler:
         elif watch.last_anomaly != failure.detail:
             watch.last_anomaly = failure.detail  # report each distinct bad reply once
             await self._db(
-                tenant.record_anomaly,
+                tenant.runs.record_anomaly,
                 watch.view.run_ref,
                 "malformed_reply" if failure.kind is FailureKind.MALFORMED else "poll_error",
                 f"tasks/get: {failure.detail}",
@@ -520,7 +519,7 @@ class PollScheduler:
         if reply_is_unchanged(watch.view, watch.input_digests, reply, status, requests):
             self._queue.schedule(task.ref, next_due)
         else:
-            tenant = self._ledger.for_principal(watch.principal)
+            tasks = self._ledger.for_principal(watch.principal).tasks
             observation = TaskObservation(
                 status=status,
                 status_message=reply.status_message,
@@ -532,7 +531,7 @@ class PollScheduler:
                 input_requests=requests,
                 next_poll_due_ms=next_due,
             )
-            outcome = await self._db(tenant.observe_task, task.ref, observation, lease=watch.lease)
+            outcome = await self._db(tasks.observe_task, task.ref, observation, lease=watch.lease)
             self.stats.writes += 1
             watch.view = outcome.task
             for key, request in (requests or {}).items():
@@ -557,8 +556,8 @@ class PollScheduler:
         return True
 
     async def _lose(self, watch: Watch, reason: LostReason, detail: str) -> None:
-        tenant = self._ledger.for_principal(watch.principal)
-        await self._db(tenant.mark_task_lost, watch.view.ref, reason, detail, lease=watch.lease)
+        tasks = self._ledger.for_principal(watch.principal).tasks
+        await self._db(tasks.mark_task_lost, watch.view.ref, reason, detail, lease=watch.lease)
         self.forget(watch.view.ref)
         self._closed(watch)
 

@@ -11,9 +11,9 @@ import anyio
 
 from bridge import events as ev
 from bridge._config import SchedulerConfig as SchedulerConfig
-from bridge._ledger.coordination.fencing import Membership
+from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskView
-from bridge._mcp.calls.failures import Misbehaviour
+from bridge._mcp.failures import Misbehaviour
 
 
 class LeaseGuard(Protocol):

@@ -3,7 +3,7 @@
 Three fast paths need SDK internals the SDK does not promise to keep: the lean ``tasks/get``
 (:mod:`bridge._mcp.wire.lean_get`: the session's stamp, its dispatcher's id sequence, pending
 map and closed flag, the SDK's ``ttlMs`` clamp and its OpenTelemetry helpers), the unchecked
-send of a 2025-11-25 task-augmented ``tools/call`` (:mod:`bridge._mcp.wire.legacy_shapes`: the
+send of a 2025-11-25 task-augmented ``tools/call`` (:mod:`bridge._mcp.legacy_shapes`: the
 stamp and the dispatcher's raw send), and the hooks on each new SDK session
 (``Client._build_session``, ``ClientSession._build_capabilities``: the input kinds declared and
 the discovery that must not take an outage for a legacy server).

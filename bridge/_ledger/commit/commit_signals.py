@@ -24,7 +24,7 @@ from collections.abc import Callable
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-log = logging.getLogger("bridge._ledger.coordination.commit_signals")
+log = logging.getLogger("bridge._ledger.commit.commit_signals")
 
 CHANNEL = "bridge_commits"
 #: How long the listening thread blocks on its socket before checking it was asked to stop

@@ -9,8 +9,8 @@ from typing import Any
 import mcp_types
 
 from bridge._ledger.reads.views import TaskView
+from bridge._mcp import legacy_shapes as legacy_wire
 from bridge._mcp.servers import ServerConnection
-from bridge._mcp.wire import legacy_shapes as legacy_wire
 from bridge._mcp.wire.generations import TaskGeneration, generation_of
 from bridge._mcp.wire.lean_get import lean_fetch, lean_session
 from bridge._mcp.wire.shapes import (
