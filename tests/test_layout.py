@@ -225,10 +225,12 @@ def test_inner_ranks_name_what_is_there() -> None:
 
 
 def test_no_module_over_the_size_limit() -> None:
-    sizes = {
-        name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()
-    }
-    assert sorted(name for name, lines in sizes.items() if lines > MAX_LINES) == []
+    # The example harness is read as a model of embedding the bridge: it keeps the same limit.
+    examples = sorted((ROOT / "harness_examples").rglob("*.py"))
+    paths = [*MODULES.values(), *examples]
+    sizes = {path: len(path.read_text(encoding="utf-8").splitlines()) for path in paths}
+    over = sorted(str(path.relative_to(ROOT)) for path, lines in sizes.items() if lines > MAX_LINES)
+    assert over == []
 
 
 def test_every_package_says_what_it_is_for() -> None:

@@ -33,7 +33,8 @@ from harness_examples.report_harness.context import (
     runtime_of,
     stream,
 )
-from harness_examples.report_harness.runtime import LiveRun, Runtime
+from harness_examples.report_harness.live import LiveRun
+from harness_examples.report_harness.runtime import Runtime
 from harness_examples.report_harness.writes import IdempotencyConflict
 
 #: The fields this harness acts on. ``instructions`` is kept with the request but the scripted

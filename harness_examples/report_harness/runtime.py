@@ -8,22 +8,18 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import pydantic_core
 
 from bridge import Bridge, BridgeSettings, Ledger, McpServerConfig, OuterStatus, WaitMode
 from bridge.errors import DuplicateTaskHandle, InvalidTaskResponse, ServerConnectFailed
 from bridge.uhp import nested_tasks_summary, to_uhp_event
 from bridge.uhp.serving import (
     BearerAuth,
-    ChangeSignal,
     Cursor,
     GroupCommit,
     LedgerRunner,
-    LoggedEvent,
     StagedCommit,
     new_id,
     new_message_item,
@@ -32,6 +28,15 @@ from bridge.uhp.serving import (
 )
 from harness_examples.report_harness import agent
 from harness_examples.report_harness.config import HarnessConfig, HarnessEntry
+from harness_examples.report_harness.live import (
+    Events,
+    Incomplete,
+    LiveRun,
+    StoredLog,
+    json_copy,
+    stop_if_cancel_requested,
+    to_json,
+)
 from harness_examples.report_harness.outcomes import describe, tool_trouble
 from harness_examples.report_harness.settling import (
     terminal_record,
@@ -40,7 +45,6 @@ from harness_examples.report_harness.settling import (
 )
 from harness_examples.report_harness.store import (
     DELTA_EVENTS,
-    TERMINAL,
     HarnessStore,
     StoredResponse,
 )
@@ -50,43 +54,6 @@ log = logging.getLogger("report_harness")
 
 CANCEL_ANSWER_SECONDS = 1.0
 VENDOR = "report_harness"
-
-
-# --------------------------------------------------------------------------- live runs
-@dataclass
-class Events:
-    """Events of one step, collected to be appended together (:meth:`Runtime.emit_all`)."""
-
-    items: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-
-    def add(self, type_: str, **payload: Any) -> None:
-        self.items.append((type_, payload))
-
-
-@dataclass(eq=False)
-class LiveRun:
-    """A response being executed by this process."""
-
-    id: str
-    principal: str
-    harness: HarnessEntry
-    body: dict[str, Any]
-    request: dict[str, Any]
-    next_seq: int
-    step: int
-    run_ref: str | None
-    bridge_cursor: int
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    signal: ChangeSignal = field(default_factory=ChangeSignal)  # wakes this run's streams
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[None] | None = None
-    forwarder: asyncio.Task[None] | None = None
-    cancel_requested: bool = False
-    finishing: bool = False
-
-    @property
-    def terminal(self) -> bool:
-        return self.body["status"] in TERMINAL
 
 
 class Runtime:
@@ -306,7 +273,7 @@ class Runtime:
             if task is not None:
                 task.uncancel()
             await self.finish(run, "cancelled")
-        except _Incomplete as exc:
+        except Incomplete as exc:
             run.body["incomplete_details"] = {"reason": exc.reason}
             await self.finish(run, "incomplete")
         except Exception as exc:  # the task fails; the server does not
@@ -320,7 +287,7 @@ class Runtime:
 
     async def _execute(self, run: LiveRun, *, resumed: bool) -> None:
         assert self.bridge is not None
-        _stop_if_cancel_requested(run)
+        stop_if_cancel_requested(run)
         if run.next_seq == 0:
             opening = Events()
             opening.add("response.created", response=self.snapshot(run))
@@ -352,11 +319,11 @@ class Runtime:
         max_step = run.request.get("max_step")
         tool_steps_done = sum(1 for s in steps[: run.step] if isinstance(s, agent.ToolStep))
         for index in range(run.step, len(steps)):
-            _stop_if_cancel_requested(run)
+            stop_if_cancel_requested(run)
             step = steps[index]
             if isinstance(step, agent.ToolStep):
                 if isinstance(max_step, int) and tool_steps_done >= max_step:
-                    raise _Incomplete("max_step")
+                    raise Incomplete("max_step")
                 await self._tool_step(run, index, step)
                 tool_steps_done += 1
             elif isinstance(step, agent.CountStep):
@@ -395,7 +362,7 @@ class Runtime:
                 await self.emit_all(run, events)
                 events = Events()
                 await asyncio.sleep(pause)
-                _stop_if_cancel_requested(run)
+                stop_if_cancel_requested(run)
             part["text"] += delta
             events.add("response.output_text.delta", **where, content_index=0, delta=delta)
         events.add("response.output_text.done", **where, content_index=0, text=part["text"])
@@ -609,54 +576,5 @@ class Runtime:
                 await asyncio.wait_for(asyncio.shield(run.done.wait()), CANCEL_ANSWER_SECONDS)
 
 
-def _stop_if_cancel_requested(run: LiveRun) -> None:
-    """Cancellation is level-triggered: the task's own ``cancel()`` is one-shot (it misses a
-    task that has not started yet, or one that an awaited library absorbed), so every step and
-    delta checks the request too, and ``execute`` finishes the response as cancelled."""
-    if run.cancel_requested:
-        raise asyncio.CancelledError
-
-
 def _nothing(_: None) -> None:
     """What a committed store write settles to (its caller only needs it durable)."""
-
-
-class _Incomplete(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def to_json(value: Any) -> str:
-    """A JSON value as compact text, by pydantic-core's encoder: 2-3 times faster than the
-    standard library's on a response body, and every event and snapshot is encoded once."""
-    return pydantic_core.to_json(value).decode()
-
-
-def json_copy(value: Any) -> Any:
-    """A deep copy of a JSON value (what a response, its items and parts are): through
-    pydantic-core's encoder and decoder, several times cheaper than ``copy.deepcopy``."""
-    return pydantic_core.from_json(pydantic_core.to_json(value))
-
-
-class StoredLog:
-    """A response's event log as the kit follows it: the rows in the store, woken by the live
-    run of this process (an ``EventSource``)."""
-
-    def __init__(self, runtime: Runtime, response_id: str) -> None:
-        self.runtime = runtime
-        self.response_id = response_id
-
-    async def events_after(self, after_seq: int) -> Sequence[LoggedEvent]:
-        rows = await self.runtime.db(self.runtime.store.events_after, self.response_id, after_seq)
-        return [LoggedEvent(seq, type_, data) for seq, type_, data in rows]
-
-    def live_signal(self) -> asyncio.Event | None:
-        live = self.runtime.live.get(self.response_id)
-        return live.signal.current if live is not None else None
-
-    async def closed(self) -> bool:
-        # Not live here: finished, gone, or about to be resumed here (then it is looked at
-        # again).
-        stored = await self.runtime.db(self.runtime.store.get, self.response_id)
-        return stored is None or stored.terminal
