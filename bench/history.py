@@ -18,7 +18,6 @@ short bridged call leaves). Each figure is the same operation at both sizes, as 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import sys
@@ -28,12 +27,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import insert, text
+from sqlalchemy import text
 
+from bench import history_seed
 from bench.common import Report, machine, percentile, provenance
-from bridge._ledger._base import DISPATCHES, EVENTS, RUNS, TASKS
+from bridge._ledger.reads.attention import AttentionWindow
 from bridge._ledger.retention.policy import RetentionPolicy
 from bridge._ledger.retention.prune import Prune
 from bridge._ledger.retention.vacuum import return_space
@@ -44,7 +43,6 @@ REPO = Path(__file__).resolve().parents[1]
 PRINCIPAL = "acme"
 ENDPOINT = "http://127.0.0.1:9/mcp"
 LIVE = 1_000
-CHUNK = 2_000
 DAY_MS = 86_400_000
 
 
@@ -78,103 +76,9 @@ def seed_live(tenant: TenantLedger) -> list[str]:
     return refs
 
 
-def _finished_rows(start: int, count: int, first_ms: int) -> dict[str, list[dict[str, Any]]]:
-    runs, calls, tasks, events = [], [], [], []
-    for i in range(start, start + count):
-        at_ms = first_ms + i  # one run ending each millisecond
-        run, op, task = f"run_h{i:09d}", f"op_h{i:09d}", f"tk_h{i:09d}"
-        base = {"principal": PRINCIPAL, "created_at_ms": at_ms, "updated_at_ms": at_ms}
-        runs.append(
-            {
-                **base,
-                "ref": run,
-                "uhp_server": "local:bench",
-                "response_id": f"resp_h{i}",
-                "session_id": f"hsess_h{i}",
-                "harness_id": "chrn_b",
-                "status": "completed",
-                "event_seq": 5,
-                "result_truncated": None,
-            }
-            | {"result_truncated": None}
-        )
-        runs[-1].pop("result_truncated")
-        calls.append(
-            {
-                **base,
-                "ref": op,
-                "run_ref": run,
-                "operation_id": f"opid-h{i}",
-                "server_endpoint": ENDPOINT,
-                "server_name": "reports",
-                "tool_name": "report",
-                "args_digest": "0" * 64,
-                "state": "task",
-                "result_truncated": False,
-                "task_ref": task,
-            }
-        )
-        tasks.append(
-            {
-                **base,
-                "ref": task,
-                "run_ref": run,
-                "op_ref": op,
-                "server_endpoint": ENDPOINT,
-                "server_name": "reports",
-                "tool_name": "report",
-                "args_digest": "0" * 64,
-                "task_id": f"hist-{i}-{secrets.token_hex(8)}",
-                "status": "completed",
-                "terminal_at_ms": at_ms,
-                "outcome_truncated": False,
-                "result_json": json.dumps(
-                    {"content": [{"type": "text", "text": f"report {i} ready"}]}
-                ),
-            }
-        )
-        for seq, kind in enumerate(
-            ("run.registered", "call.sent", "task.created", "task.terminal", "outer.terminal"), 1
-        ):
-            payload = json.dumps(
-                {
-                    "type": kind,
-                    "seq": seq,
-                    "run_ref": run,
-                    "at_ms": at_ms,
-                    "task_ref": task,
-                    "tool": "report",
-                    "server": "reports",
-                }
-            )
-            events.append(
-                {
-                    "principal": PRINCIPAL,
-                    "run_ref": run,
-                    "seq": seq,
-                    "type": kind,
-                    "task_ref": task,
-                    "payload_json": payload,
-                    "at_ms": at_ms,
-                }
-            )
-    return {"runs": runs, "calls": calls, "tasks": tasks, "events": events}
-
-
 def seed_finished(ledger: Ledger, count: int, at_ms: int) -> float:
     """``count`` finished runs in bulk, ``at_ms`` old; the seconds it took."""
-    started = time.monotonic()
-    for start in range(0, count, CHUNK):
-        rows = _finished_rows(start, min(CHUNK, count - start), at_ms)
-        with ledger.engine.begin() as conn:
-            conn.execute(insert(RUNS), rows["runs"])
-            conn.execute(insert(DISPATCHES), rows["calls"])
-            conn.execute(insert(TASKS), rows["tasks"])
-            conn.execute(insert(EVENTS), rows["events"])
-    if ledger.dialect.name == "postgresql":
-        with ledger.engine.connect() as conn:
-            conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
-    return time.monotonic() - started
+    return history_seed.seed_finished(ledger, PRINCIPAL, ENDPOINT, count, at_ms)
 
 
 def call_path(tenant: TenantLedger, run_ref: str, calls: int) -> list[float]:
@@ -204,16 +108,18 @@ def recovery_reads(tenant: TenantLedger) -> None:
     tenant.reads.unacknowledged_runs()
 
 
-def runs_query(tenant: TenantLedger) -> None:
-    for run in tenant.reads.list_runs(limit=20):
-        tenant.reads.list_tasks(run_ref=run.ref)
-        tenant.reads.list_dispatches(run_ref=run.ref)
+def runs_query(tenant: TenantLedger, caller: str) -> None:
+    """The 20 newest runs with their tasks and calls; the benchmark's own caller run is left
+    out: it holds every call the call path made, more at each measurement."""
+    for run in tenant.reads.list_runs(limit=21):
+        if run.ref != caller:
+            tenant.reads.list_tasks(run_ref=run.ref)
+            tenant.reads.list_dispatches(run_ref=run.ref)
 
 
 def attention_query(tenant: TenantLedger) -> None:
-    tenant.reads.pending_input_requests()
-    tenant.rounds.pending_call_inputs()
-    tenant.reads.list_dispatches(states=[DispatchState.UNKNOWN])
+    """The operator's inbox as ``bridge attention`` and the console read it."""
+    tenant.attention.attention(AttentionWindow(now_ms=int(time.time() * 1000)))
 
 
 def timed(fn: Callable[[], None], times: int) -> list[float]:
@@ -245,15 +151,21 @@ def measure(ledger: Ledger, live_run: str, calls: int) -> dict[str, float]:
     tenant = ledger.for_principal(PRINCIPAL)
     call_path(tenant, live_run, 100)  # warm
     return {
+        "load": os.getloadavg()[0],
         "call_p50": percentile(call_path(tenant, live_run, calls), 50),
         "recovery": percentile(timed(lambda: recovery_reads(tenant), 7), 50),
-        "runs_p99": percentile(timed(lambda: runs_query(tenant), 200), 99),
-        "attention_p99": percentile(timed(lambda: attention_query(tenant), 200), 99),
+        **_p50_p99("runs", timed(lambda: runs_query(tenant, live_run), 200)),
+        **_p50_p99("attention", timed(lambda: attention_query(tenant), 200)),
     }
 
 
-def prune_while_calling(ledger: Ledger, live_run: str, calls: int) -> dict[str, float]:
-    """Prune everything seeded in a thread while calls go on here."""
+def _p50_p99(name: str, took: list[float]) -> dict[str, float]:
+    return {f"{name}_p50": percentile(took, 50), f"{name}_p99": percentile(took, 99)}
+
+
+def prune_while_calling(ledger: Ledger, live_run: str, most: int | None) -> dict[str, float]:
+    """Prune what was seeded (the oldest ``most`` runs of it, if given) in a thread while
+    calls go on here, the batches paced as a running bridge paces them."""
     tenant = ledger.for_principal(PRINCIPAL)
     policy = RetentionPolicy(max_age_days=1, min_age_days=1)
     job = Prune(ledger, PRINCIPAL, policy)
@@ -262,8 +174,8 @@ def prune_while_calling(ledger: Ledger, live_run: str, calls: int) -> dict[str, 
 
     def pruner() -> None:
         started = time.monotonic()
-        while job.step():
-            time.sleep(policy.pause_s)
+        while job.step() and (most is None or job.report.runs < most):
+            time.sleep(job.pause_s)
         timing["prune_s"] = time.monotonic() - started
         done.set()
 
@@ -303,7 +215,9 @@ def ledger_at(backend: str, workdir: Path) -> Iterator[tuple[Ledger, Path | None
             ledger.close()
 
 
-def bench_history(backend: str, finished: int, calls: int, report: Report) -> None:
+def bench_history(
+    backend: str, finished: int, calls: int, report: Report, prune_most: int | None = None
+) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="bench-history-") as tmp,
         ledger_at(backend, Path(tmp)) as (ledger, path),
@@ -323,20 +237,29 @@ def bench_history(backend: str, finished: int, calls: int, report: Report) -> No
         full_bytes = size_bytes(ledger, path)
         full = measure(ledger, caller, calls)
         baseline = percentile(call_path(tenant, caller, calls), 50)
-        pruned = prune_while_calling(ledger, caller, calls)
+        load = os.getloadavg()[0]
+        pruned = prune_while_calling(ledger, caller, prune_most)
         after_bytes = size_bytes(ledger, path)
         psize = page_size(ledger) if path is not None else 0
     name = {"sqlite": "SQLite (WAL)", "postgresql": "PostgreSQL 15"}[backend]
     report.add(f"### {name}: {finished:,} finished runs beside {LIVE:,} live ones")
     report.add()
-    report.add(f"Seeded in {seeded_s:.0f} s. Call path: {calls} calls per figure.")
+    report.add(
+        f"Seeded in {seeded_s:.0f} s ({finished / seeded_s:,.0f} runs/s). Call path: {calls} "
+        f"calls per figure. Load average before the prune: {load:.2f}."
+    )
     report.add()
-    report.add("| figure | live runs only | with the history | ratio |")
+    report.add(
+        f"| figure | live runs only (load {empty['load']:.1f}) | with the history "
+        f"(load {full['load']:.1f}) | ratio |"
+    )
     report.add("|---|---|---|---|")
     for key, label, unit in (
         ("call_p50", "call path (2 write-ahead commits) p50", "ms"),
         ("recovery", "recovery reads, median of 7", "ms"),
+        ("runs_p50", "`runs` query p50", "ms"),
         ("runs_p99", "`runs` query p99", "ms"),
+        ("attention_p50", "attention query p50", "ms"),
         ("attention_p99", "attention query p99", "ms"),
     ):
         ratio = full[key] / empty[key] if empty[key] else float("nan")
@@ -385,8 +308,8 @@ def bench_section(quick: bool, report: Report) -> None:
         "Each figure is the same operation measured on the same ledger with only its live runs, "
         "then after the finished runs were seeded in bulk (each: one call, one completed task, "
         "five events); the call path is the ledger's two write-ahead commits of a bridged call. "
-        "The prune runs the default policy's batches (50 runs, 0.02 s apart) in a thread while "
-        "calls go on back to back in another."
+        "The prune runs the default policy's batches (50 runs, each followed by a pause three "
+        "times its own time) in a thread while calls go on back to back in another."
     )
     report.add()
     bench_history("sqlite", sqlite, calls, report)
@@ -398,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--finished", type=int, default=SQLITE_FINISHED)
     parser.add_argument("--pg-finished", type=int, default=None)
     parser.add_argument("--calls", type=int, default=2_000)
+    parser.add_argument(
+        "--prune-runs", type=int, default=None, help="prune at most this many (default: all)"
+    )
     parser.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="both")
     args = parser.parse_args(argv)
     command = "python -m bench.history " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -407,9 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     report.add(f"Load average at the start: {os.getloadavg()[0]:.2f}.")
     report.add()
     if args.backend in ("sqlite", "both"):
-        bench_history("sqlite", args.finished, args.calls, report)
+        bench_history("sqlite", args.finished, args.calls, report, args.prune_runs)
     if args.backend in ("postgresql", "both"):
-        bench_history("postgresql", args.pg_finished or PG_FINISHED, args.calls, report)
+        pg = args.pg_finished or PG_FINISHED
+        bench_history("postgresql", pg, args.calls, report, args.prune_runs)
     return 0
 
 

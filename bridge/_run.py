@@ -207,7 +207,8 @@ class Run:
         the next poll is the caller's. Answers recorded but not yet delivered are sent first.
         A settled task is read, not polled."""
         await self.task(task_ref)
-        return await self._services.requester.poll_now(self.principal, task_ref)
+        task, _ = await self._services.requester.poll_now(self.principal, task_ref)
+        return task
 
     async def cancel_task(self, task_ref: str) -> bool:
         """Ask the server to cancel a task of this run (``tasks/cancel``, recorded first as the

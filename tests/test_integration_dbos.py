@@ -139,11 +139,22 @@ def bridge_steps(backend: Backend, workflow_id: str) -> list[dict[str, Any]]:
     return [s for s in backend.steps(workflow_id) if s["function_name"].startswith("bridge.")]
 
 
+def observations(backend: Backend, workflow_id: str) -> list[dict[str, Any]]:
+    """What the workflow holds of its task, step by step: the send step's, then each poll's
+    (the workflow's durable sleep ``i`` comes after observation ``i``)."""
+    steps = bridge_steps(backend, workflow_id)
+    if not steps or steps[0]["output"] is None or steps[0]["output"]["task"] is None:
+        return []
+    return [steps[0]["output"]["task"]] + [s["output"] for s in steps[1:] if s["output"]]
+
+
 def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
     backend: Backend, server: ServerProcess, tmp_path: Path
 ) -> None:
     w = worker(backend, server, tmp_path)
-    assert w.run("--start", "record_effect", '{"key": "k-plain", "seconds": 0.3}') == 0, w.logs()
+    args = '{"key": "k-plain", "seconds": 0.3}'
+    # A checkpoint after every poll (no in-step polling): each poll is a step of its own.
+    assert w.run("--start", "record_effect", args, "--poll-window-s", "0") == 0, w.logs()
     result = w.result()
     assert result["kind"] == "task_ended" and result["status"] == "completed"
     with backend.ledger_open() as ledger:
@@ -158,8 +169,8 @@ def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
     # Every status a step holds was recorded in the ledger first; the last is the terminal one.
     steps = bridge_steps(backend, w.workflow_id)
     names = [s["function_name"] for s in steps]
-    assert names[:2] == ["bridge.open_run", "bridge.send"] and set(names[2:]) <= {"bridge.poll"}
-    observed = [steps[1]["output"]["task"]] + [s["output"] for s in steps[2:]]
+    assert names[0] == "bridge.send" and set(names[1:]) <= {"bridge.poll"}  # it registers the run
+    observed = [steps[0]["output"]["task"]] + [s["output"] for s in steps[1:]]
     ledger_states = [
         e.status.value
         for e in events
@@ -182,6 +193,23 @@ def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
     # No raw task id in anything DBOS keeps.
     assert task.task_id not in json.dumps([s["output"] for s in steps], default=str)
     assert effects(server).count("effect k-plain") == 1
+
+
+def test_a_task_that_does_not_change_is_polled_inside_one_step(
+    backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    assert w.run("--start", "record_effect", '{"key": "k-one", "seconds": 0.5}') == 0, w.logs()
+    result = w.result()
+    assert result["status"] == "completed"
+    # Polled every 50 ms while working, in the send step: one checkpoint for the call, the
+    # one that holds its end; the polls are in the ledger's figures, not DBOS's steps.
+    steps = backend.steps(w.workflow_id)
+    assert [s["function_name"] for s in steps] == ["bridge.send"]
+    assert steps[0]["output"]["task"]["status"] == "completed"
+    with backend.ledger_open() as ledger:
+        task = ledger.for_principal(P).reads.get_task(result["task_ref"])
+    assert task.status is TaskStatus.COMPLETED and task.result == result["result"]
 
 
 def test_worker_sigkilled_mid_task_is_resumed_by_dbos_recovery_on_the_same_handle(
@@ -240,6 +268,109 @@ def test_mcp_server_restart_is_a_lost_result_never_a_success(
     assert result["status"] != "completed" and result["result"] is None
     assert task.lost_reason is LostReason.NOT_FOUND
     assert "effect k-restart" not in effects(server)
+
+
+def test_worker_sigkilled_is_resumed_by_another_executor_on_the_same_handle(
+    backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    args = '{"key": "k-executor", "seconds": 2.0}'
+    dead = ("--executor-id", "worker-a")
+    assert w.run("--start", "record_effect", args, "--crash", "polling", *dead) == -9, w.logs()
+    with backend.ledger_open() as ledger:
+        (task_before,) = ledger.for_principal(P).reads.list_tasks()
+    # worker-b recovers nothing of its own on launch; worker-a's workflow is resumed there.
+    assert w.run("--executor-id", "worker-b", "--recover-from", "worker-a") == 0, w.logs()
+    result = w.result()
+    assert result["status"] == "completed" and result["task_ref"] == task_before.ref
+    client = DBOSClient(system_database_url=backend.sysdb)
+    try:
+        status = client.retrieve_workflow(w.workflow_id).get_status()
+    finally:
+        client.destroy()
+    assert status.executor_id == "worker-b" and status.app_version == "bridge-dbos-tests-1"
+    with backend.ledger_open() as ledger:
+        tenant = ledger.for_principal(P)
+        assert [t.ref for t in tenant.reads.list_tasks()] == [task_before.ref]
+        assert len(tenant.reads.list_dispatches()) == 1
+    assert effects(server).count("effect k-executor") == 1  # one execution on the server
+
+
+def test_unreachable_server_is_polled_with_backoff_and_its_restart_is_a_lost_result(
+    backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    proc = w.spawn("--start", "record_effect", '{"key": "k-outage", "seconds": 60}')
+
+    def polls() -> list[dict[str, Any]]:
+        return observations(backend, w.workflow_id)
+
+    try:
+        with backend.ledger_open() as ledger:
+            tenant = ledger.for_principal(P)
+            wait_for(lambda: tenant.reads.list_tasks(), "the task handle")
+            server.kill()  # down: every poll fails until it is back
+            wait_for(
+                lambda: any(o["carried"]["failures"] >= 4 for o in polls()), "four failed polls"
+            )
+            server.start()  # back, without its in-memory tasks
+            assert proc.wait(timeout=WORKER_DEADLINE_S) == 0, w.logs()
+            (task,) = tenant.reads.list_tasks()
+            events = tenant.reads.events(task.run_ref)
+    finally:
+        proc.kill()
+    result = w.result()
+    assert result["kind"] == "task_ended" and result["lost_reason"] == "not_found"
+    assert task.lost_reason is LostReason.NOT_FOUND and result["result"] is None
+    # Each failed poll waited the bridge's backoff (the worker's: 200 ms doubling up to
+    # 1,600 ms, +10 % jitter at most), not the server's 50 ms: the durable sleeps grow.
+    # (The last poll heard -32602: the task is lost, with no retry to wait for.)
+    failed = [o["carried"] for o in polls() if o["open"] and o["carried"]["failures"]]
+    counts = [c["failures"] for c in failed]
+    assert counts == list(range(1, len(counts) + 1)), counts  # in a row, never reset
+    backoffs = [c["backoff_ms"] for c in failed]
+    for n, ms in enumerate(backoffs):
+        base = min(200 * 2**n, 1600)
+        assert base <= ms <= base * 1.1 + 1, backoffs
+    sleeps = [s for s in backend.steps(w.workflow_id) if s["function_name"] == "DBOS.sleep"]
+    slept = [s["completed_at_epoch_ms"] - s["started_at_epoch_ms"] for s in sleeps]
+    first_failed = next(i for i, o in enumerate(polls()) if o["carried"]["failures"])
+    after_failures = slept[first_failed : first_failed + len(backoffs)]
+    assert all(ms >= b - 5 for ms, b in zip(after_failures, backoffs, strict=False)), (
+        after_failures,
+        backoffs,
+    )
+    # Failing longer than the grace (one second here): reported once, an attention item.
+    assert [e.type for e in events].count("server.unreachable") == 1
+    assert "effect k-outage" not in effects(server)
+
+
+def test_a_cancel_never_acknowledged_is_sent_by_the_recovered_workflow(
+    backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    args = '{"key": "k-cancel", "seconds": 60}'
+    # The workflow's run is cancelled; the policy asks for tasks/cancel; the worker dies
+    # between recording that intent and sending it.
+    assert w.run("--start", "record_effect", args, "--crash", "cancel") == -9, w.logs()
+    with backend.ledger_open() as ledger:
+        tenant = ledger.for_principal(P)
+        (task_before,) = tenant.reads.list_tasks()
+        assert task_before.cancel_requested_at_ms is not None and task_before.is_open
+    started = time.monotonic()
+    assert w.run("--executor-id", "worker-b", "--recover-from", "local") == 0, w.logs()
+    assert time.monotonic() - started < 45  # cancelled, not run to its 60 s end
+    result = w.result()
+    assert result["task_ref"] == task_before.ref and result["status"] == "cancelled"
+    with backend.ledger_open() as ledger:
+        tenant = ledger.for_principal(P)
+        events = tenant.reads.events(task_before.run_ref)
+    requested = [e for e in events if e.type == "task.cancel_requested"]
+    assert [e.requested_by for e in requested] == ["policy:outer_cancelled"]  # asked once
+    assert not [e for e in events if e.type == "anomaly"]  # sent once, not refused
+    # The step that sent it says so (the steps after it do not send it again).
+    assert observations(backend, w.workflow_id)[-1]["carried"]["cancel_sent"]
+    assert "effect k-cancel" not in effects(server)
 
 
 def _answer_with_the_cli(
@@ -306,7 +437,7 @@ def test_input_required_answered_by_an_operator_reaches_the_waiting_workflow_onc
     result = w.result()
     assert result["status"] == "completed"
     assert result["result"]["structuredContent"] == {"result": "approved pay-1"}
-    polls = [s["output"] for s in bridge_steps(backend, w.workflow_id)[2:]]
+    polls = observations(backend, w.workflow_id)
     assert any(request.ref in o["waiting"] for o in polls)  # the workflow saw it wait
     answered = [ref for o in polls for ref in o["answered"]]
     assert answered == [request.ref]  # and saw the answer exactly once
@@ -320,3 +451,22 @@ def test_attach_refuses_a_principal_outside_the_bridge(tmp_path: Path) -> None:
     bridge = Bridge(Ledger.open(tmp_path / "l.db"), BridgeSettings(principals=[P]))
     with pytest.raises(BridgeError, match="not in this bridge's scope"):
         attach(bridge, "someone-else")
+    with pytest.raises(BridgeError, match="poll_window_s"):
+        attach(bridge, P, poll_window_s=-1)
+
+
+def test_the_wait_before_a_poll_is_the_servers_interval_or_the_backoff_never_shorter(
+    tmp_path: Path,
+) -> None:
+    from bridge import Bridge, BridgeSettings, SchedulerConfig
+    from bridge.integrations.dbos import attached
+
+    pacing = SchedulerConfig(floor_ms=100, default_interval_ms=1000, ceiling_ms=5000)
+    settings = BridgeSettings(principals=[P], scheduler=pacing)
+    attach(Bridge(Ledger.open(tmp_path / "l.db"), settings), P)
+    here = attached()
+    assert here.delay_ms(250, None) == 250  # the server's pollIntervalMs
+    assert here.delay_ms(None, None) == 1000  # it gave none: the bridge's default
+    assert (here.delay_ms(10, None), here.delay_ms(60_000, None)) == (100, 5000)  # floor, ceiling
+    assert here.delay_ms(250, 800) == 800  # after a failed poll: the backoff
+    assert here.delay_ms(2000, 800) == 2000  # never sooner than the server asked

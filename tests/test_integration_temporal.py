@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer, Worker
 
-from bridge import Bridge, BridgeSettings, McpServerConfig
+from bridge import Bridge, BridgeSettings, McpServerConfig, ReplicaConfig
 from bridge.integrations.temporal import (
     ANSWER_UPDATE,
     PENDING_INPUTS_QUERY,
@@ -26,6 +26,7 @@ from bridge.integrations.temporal import (
     PendingInput,
 )
 from tests.support.bridging import FAST, wait_until
+from tests.support.postgres import fresh_database
 from tests.support.processes import ServerProcess
 from tests.support.temporal_dev import TemporalDevServer
 from tests.support.temporal_workflows import (
@@ -66,7 +67,11 @@ def tasks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPro
 
 @asynccontextmanager
 async def worker(
-    temporal: TemporalDevServer, db: Path, url: str, queue: str
+    temporal: TemporalDevServer,
+    db: Path | str,
+    url: str,
+    queue: str,
+    replica: ReplicaConfig | None = None,
 ) -> AsyncIterator[tuple[Client, Bridge]]:
     """A worker in this process, on a bridge over ``db`` (the Tasks server as ``tasks``)."""
     settings = BridgeSettings(
@@ -74,6 +79,7 @@ async def worker(
         principals=[PRINCIPAL],
         mcp_servers=[McpServerConfig(name="tasks", url=url)],
         scheduler=FAST,
+        replica=replica,
     )
     client = await Client.connect(temporal.target)
     async with Bridge.open(settings) as bridge:
@@ -115,6 +121,36 @@ async def test_two_calls_complete_and_their_history_replays(
         history, raise_on_replay_failure=False
     )
     assert replayed.replay_failure is not None
+
+
+async def test_two_workers_on_one_postgresql_ledger_share_the_handles_each_call_runs_once(
+    temporal: TemporalDevServer, tasks_server: ServerProcess, postgres_admin_url: str
+) -> None:
+    """Two workers, each with its own bridge leasing handles on one PostgreSQL ledger (Temporal
+    spreads the activities over both, so a watch may run where the handle is not polled and be
+    woken by the other's commits): every call completes, and runs once."""
+    q, tag = queue(), uuid.uuid4().hex[:6]
+    keys = [f"pg-{tag}-{i}" for i in range(6)]
+    lease = {"lease_ms": 3_000, "claim_every_ms": 200}
+    with fresh_database(postgres_admin_url) as url:
+        async with (
+            worker(temporal, url, tasks_server.url, q, ReplicaConfig("wa", **lease)) as (client, _),
+            worker(temporal, url, tasks_server.url, q, ReplicaConfig("wb", **lease)) as _,
+        ):
+            handles = [
+                await client.start_workflow(
+                    BridgedCallWorkflow.run,
+                    CallSpec("tasks", "record_effect", {"key": key, "seconds": 0.5}),
+                    id=f"pg-{key}",
+                    task_queue=q,
+                )
+                for key in keys
+            ]
+            outcomes = [await handle.result() for handle in handles]
+    for key, outcome in zip(keys, outcomes, strict=True):
+        assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"done {key}", outcome
+        path: Path = tasks_server.effects_path  # type: ignore[attr-defined]
+        assert path.read_text().splitlines().count(f"effect {key}") == 1
 
 
 async def test_the_update_validator_checks_answers_against_the_schema(

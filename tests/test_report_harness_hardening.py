@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import sqlite3
 import subprocess
 import threading
 import time
@@ -280,7 +281,10 @@ async def test_a_run_the_bridge_saw_end_is_settled_as_recorded_after_a_restart(
 
     failing = TerminalWritesFail(HarnessStore.open(url).engine)
     given_up = await _serve_once(failing, url, start, terminal_write_seconds=0.3)
-    assert given_up.status_code == 503, given_up.text  # store_unavailable: nothing claimed
+    # Accepted, in progress: the store holds nothing more, and this process, stopped while
+    # it retried the write, leaves the run to the next start.
+    assert given_up.status_code == 202, given_up.text
+    assert given_up.json()["status"] == "in_progress"
     (row,) = failing.in_progress()
     bridge_run = Ledger.open(url).for_principal(row.principal).reads.get_run(row.bridge_run_ref)
     assert bridge_run.status is OuterStatus.COMPLETED  # the bridge saw the end first
@@ -483,44 +487,87 @@ def test_a_store_read_only_for_seconds_still_ends_the_response(tmp_path: Path) -
         server.stop()
 
 
+def _responses_stored(db: Path) -> int:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        count: int = conn.execute("SELECT count(*) FROM harness_responses").fetchone()[0]
+    return count
+
+
 @pytest.mark.e2e
-def test_a_terminal_write_that_never_succeeds_releases_everyone_and_resolves_on_restart(
+def test_a_full_disk_answer_matches_what_then_happens_without_a_restart(
     tmp_path: Path, small_disk: Path
 ) -> None:
-    server = _start(tmp_path, small_disk / "harness.db", terminal_write_seconds=0.5)
+    """Work the store refused is never done; work it accepted ends once space returns, in
+    the running process: a blocking request whose terminal write is refused past
+    ``terminal_write_seconds`` is answered 202 with the stored (``in_progress``) body, never a
+    5xx for work that then finishes; a stream stays open and gets the terminal event."""
+    db = small_disk / "harness.db"
+    server = _start(tmp_path, db, terminal_write_seconds=0.5)
     try:
         with _client(server) as c:
             kept = c.post("/v1/responses", json={"input": "reply with the word fig"}).json()
-            started = c.post(
-                "/v1/responses", json={"input": "count slowly to 40", "background": True}
-            ).json()
-            rid = started["id"]
+            work = {"input": "count slowly to 40"}
+            key = {"Idempotency-Key": "full-disk-run"}
+            rid = c.post("/v1/responses", json={**work, "background": True}, headers=key).json()[
+                "id"
+            ]
             deadline = time.monotonic() + DEADLINE_S
             while "3" not in json.dumps(c.get(f"/v1/responses/{rid}").json()["output"]):
                 assert time.monotonic() < deadline
+            stored_before = _responses_stored(db)
             filler = _fill(small_disk)
-            # A stream of the run ends (no terminal event it could not store), within a deadline.
-            with c.stream("GET", f"/v1/responses/{rid}?stream=true") as answer:
-                types = [e["type"] for e in _events(answer)]
-            assert types and "response.completed" not in types and "response.failed" not in types
-            still = c.get(f"/v1/responses/{rid}").json()
-            assert still["status"] == "in_progress"  # memory claims nothing the store lacks
-            assert c.post(f"/v1/responses/{rid}/cancel").status_code == 200
+            streamed: list[dict[str, Any]] = []
+
+            def follow() -> None:
+                with _client(server) as s, s.stream("GET", f"/v1/responses/{rid}?stream=true") as a:
+                    streamed.extend(_events(a))
+
+            follower = threading.Thread(target=follow)
+            follower.start()
+            # The run's writes fail, it ends, and its terminal write is refused past the
+            # deadline: the blocking request (the same work by its key) is told it is accepted.
+            waited = c.post("/v1/responses", json=work, headers=key)
+            assert waited.status_code == 202, waited.text
+            assert waited.headers["location"] == f"/v1/responses/{rid}"
+            assert waited.json()["status"] == "in_progress"
+            assert c.get(f"/v1/responses/{rid}").json() == waited.json()  # memory claims nothing
+            # New work while the disk is full: refused (5xx) and then never done, or accepted
+            # and then finished; which one depends on where the store's free pages fall.
+            refused = c.post("/v1/responses", json={"input": "reply with the word plum"})
+            assert refused.status_code in (200, 202, 503), refused.text
+            assert follower.is_alive()  # the stream waits for the terminal event
             filler.unlink()
-        server.restart(timeout=30)
-        with _client(server) as c:
             deadline = time.monotonic() + DEADLINE_S * 2
             while (final := c.get(f"/v1/responses/{rid}").json())["status"] == "in_progress":
-                assert time.monotonic() < deadline, "the unsettled run was not resolved"
+                assert time.monotonic() < deadline, "the accepted run did not end"
                 time.sleep(0.05)
-            assert final["status"] == "completed"
-            with c.stream("GET", f"/v1/responses/{rid}?stream=true") as answer:
-                types = [e["type"] for e in _events(answer)]
-            assert types.count("response.completed") == 1  # resolved exactly once
-            assert c.get(f"/v1/responses/{kept['id']}").json() == kept
-        server.restart(timeout=30)
+            assert final["status"] == "failed"  # its writes failed: the run ended on that
+            follower.join(DEADLINE_S)
+            assert not follower.is_alive()
+            assert [e["type"] for e in streamed].count("response.failed") == 1
+            assert streamed[-1]["response"] == final
+            replayed = c.post("/v1/responses", json=work, headers=key)
+            assert (replayed.status_code, replayed.json()) == (200, final)
+            if refused.status_code != 503:
+                plum = refused.json()["id"]
+                while c.get(f"/v1/responses/{plum}").json()["status"] == "in_progress":
+                    assert time.monotonic() < deadline, "the accepted request did not end"
+                    time.sleep(0.05)
+            assert "written after" in server.log_tail(400)  # stored by this process
+        server.stop()
+        assert _responses_stored(db) == stored_before + (refused.status_code != 503)
+        row = HarnessStore.open(f"sqlite:///{db}").get(rid)
+        assert row is not None and row.bridge_run_ref is not None
+        bridge_run = Ledger.open(db).for_principal(row.principal).reads.get_run(row.bridge_run_ref)
+        assert bridge_run.status is OuterStatus.FAILED  # the bridge's ledger says so too
+        server.start(timeout=30)
         with _client(server) as c:
             assert c.get(f"/v1/responses/{rid}").json() == final
+            assert c.get(f"/v1/responses/{kept['id']}").json() == kept
+            with c.stream("GET", f"/v1/responses/{rid}?stream=true") as answer:
+                types = [e["type"] for e in _events(answer)]
+            assert types.count("response.failed") == 1
+            assert not any(t.endswith(".resumed") for t in types), "ended here, not resumed"
     finally:
         server.stop()
 

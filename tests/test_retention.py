@@ -66,6 +66,34 @@ def test_policy_defaults_and_per_principal() -> None:
         RetentionPolicy(keep_runs=-1)
     with pytest.raises(ValueError):
         RetentionPolicy(min_age_days=-1)
+    with pytest.raises(ValueError):
+        RetentionPolicy(pause_ratio=-0.5)
+
+
+def test_the_pause_between_batches_follows_the_batches_own_time(
+    ledger: Ledger, clock: FakeClock
+) -> None:
+    """A batch slowed down (a loaded machine, a busy database) is followed by a pause at least
+    as long (``pause_ratio`` times it): the prune's share of the ledger stays bounded."""
+    assert RetentionPolicy().pause_after(0.0) == 0.02
+    assert RetentionPolicy().pause_after(0.5) == 1.5
+    assert RetentionPolicy(pause_ratio=1).pause_after(0.5) == 0.5
+    tenant = ledger.for_principal("acme")
+    for _ in range(4):
+        finished_run(tenant)
+    clock.now_ms += 8 * DAY_MS
+    no_floor = RetentionPolicy(
+        max_age_days=7, min_age_days=1, batch_runs=3, pause_s=0, pause_ratio=1
+    )
+    job = Prune(ledger, "acme", no_floor)
+    assert job.pause_s == 0  # no batch yet
+    started = time.monotonic()
+    assert job.step()
+    took = time.monotonic() - started
+    if ledger.dialect.name == "postgresql":
+        assert 0 < job.pause_s <= took  # the batch's own time
+    else:
+        assert job.pause_s == 0  # SQLite: the write lock takes turns, the fixed pause alone
 
 
 def test_prune_removes_old_finished_runs_whole(ledger: Ledger, clock: FakeClock) -> None:

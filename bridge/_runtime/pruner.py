@@ -1,7 +1,7 @@
 """Pruning from a running bridge: :meth:`bridge.Bridge.prune` and the scheduled pruner.
 
 Each batch of a prune (:class:`~bridge._ledger.retention.prune.Prune`) runs in a worker thread,
-one short transaction, and the pruner awaits ``policy.pause_s`` between batches: the event loop
+one short transaction, and the pruner awaits ``job.pause_s`` between batches: the event loop
 serves calls the whole time, and a call's write waits at most one batch for the write lock.
 
 The scheduled pruner runs in every bridge with a retention policy, but one at a time per ledger:
@@ -50,7 +50,7 @@ async def prune_principal(
     the space back (SQLite); ``go_on`` is awaited between batches (False: stop there)."""
     job = Prune(ledger, principal, policy, dry_run=dry_run, archive=archive)
     while await anyio.to_thread.run_sync(job.step):
-        await anyio.sleep(policy.pause_s)
+        await anyio.sleep(job.pause_s)
         if go_on is not None and not await go_on():
             return job.report
     if job.report.runs and not dry_run:

@@ -60,7 +60,7 @@ def _run(
 ) -> PruneReport:
     job = Prune(ledger, principal, policy, dry_run=dry_run, archive=archive)
     while job.step():
-        time.sleep(policy.pause_s)  # let a bridge on the same ledger write between batches
+        time.sleep(job.pause_s)  # let a bridge on the same ledger write between batches
     if job.report.runs and not job.report.dry_run:
         job.report.pages_freed = return_space(ledger.engine)
     return job.report

@@ -10,7 +10,7 @@
       "credentials": {"reports-token": "<token for the MCP server>"},
       "pace_seconds": 0.03, "think_seconds": 0.6, "count_interval_seconds": 0.25,
       "keepalive_seconds": 15, "wait_deadline_seconds": 60, "max_body_bytes": 1048576,
-      "terminal_write_seconds": 60
+      "terminal_write_seconds": 5
     }
 
 Bearer tokens may also come from the environment (``REPORT_HARNESS_TOKENS``, comma-separated);
@@ -107,7 +107,9 @@ class HarnessConfig:
     keepalive_seconds: float = 15.0
     wait_deadline_seconds: float = 60.0
     max_body_bytes: int = MAX_BODY_BYTES  # a larger request body is refused with 413
-    terminal_write_seconds: float = 60.0  # how long a failing terminal write is retried
+    #: How long a blocking request waits for a refused terminal write before it is answered
+    #: 202 (accepted, in progress); the write goes on being retried after that.
+    terminal_write_seconds: float = 5.0
 
     def harness(self, harness_id: str) -> HarnessEntry | None:
         return next((h for h in self.harnesses if h.id == harness_id), None)
@@ -205,7 +207,7 @@ def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Har
         keepalive_seconds=max(num("keepalive_seconds", 15.0), 0.05),
         wait_deadline_seconds=num("wait_deadline_seconds", 60.0),
         max_body_bytes=max(int(num("max_body_bytes", MAX_BODY_BYTES)), 1),
-        terminal_write_seconds=num("terminal_write_seconds", 60.0),
+        terminal_write_seconds=num("terminal_write_seconds", 5.0),
     )
 
 

@@ -41,9 +41,13 @@ async def response_or_404(request: Request, principal: str, response_id: str) ->
 
 
 def current_body(request: Request, stored: StoredResponse) -> dict[str, Any]:
-    """The response as it is now: the live run's body while it runs here, else the stored one."""
-    live = runtime_of(request).live.get(stored.id)
-    return copy.deepcopy(live.body) if live is not None else stored.body
+    """The response as it is now: the live run's body while it runs here, else the stored one
+    (also while the store refuses the run's terminal write: memory claims nothing it lacks)."""
+    rt = runtime_of(request)
+    live = rt.live.get(stored.id)
+    if live is None or stored.id in rt.unsettled:
+        return stored.body
+    return copy.deepcopy(live.body)
 
 
 def stream(request: Request, response_id: str, start: int) -> Response:

@@ -90,23 +90,24 @@ async def create_response(request: Request) -> Response:
         return await _answer_existing(request, principal, first_id, wants_stream, background)
     if wants_stream:
         return stream(request, run.id, 0)
-    if not background:
-        await _settled(rt, run)
+    if not background and (accepted := await _settled(rt, run)) is not None:
+        return accepted
     return JSONResponse(run.body)  # rendered here and now: nothing later changes it
 
 
-async def _settled(rt: Runtime, run: LiveRun) -> None:
-    """Wait for the run's end; one whose terminal state could not be stored is a 503 (the
-    store still says ``in_progress``, and the next start of the harness resumes it)."""
+async def _settled(rt: Runtime, run: LiveRun) -> Response | None:
+    """Wait for the run's end. One whose terminal state the store refuses is answered 202
+    with what the store holds (``in_progress``): the work was accepted and ends once the
+    store takes the write (GET shows it), so a 5xx, which invites a retry, would be false."""
     await run.done.wait()
-    if run.id in rt.unsettled:
-        raise UhpApiError(
-            503,
-            "server_error",
-            "store_unavailable",
-            "The response ended but its final state could not be stored; it is resumed "
-            "when the harness restarts.",
-        )
+    if run.id not in rt.unsettled:
+        return None
+    stored = await rt.db(rt.store.get, run.id, run.principal)
+    if stored is None or stored.terminal:  # it landed meanwhile
+        return None if stored is None else JSONResponse(stored.body)
+    return JSONResponse(
+        stored.body, status_code=202, headers={"Location": f"/v1/responses/{run.id}"}
+    )
 
 
 async def _create(
@@ -237,6 +238,7 @@ async def _answer_existing(
     rt = runtime_of(request)
     live = rt.live.get(stored.id)
     if live is not None and not background:
-        await _settled(rt, live)
+        if (accepted := await _settled(rt, live)) is not None:
+            return accepted
         return JSONResponse(live.body)  # rendered here and now
     return JSONResponse(current_body(request, stored))

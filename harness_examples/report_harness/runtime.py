@@ -33,7 +33,11 @@ from bridge.uhp.serving import (
 from harness_examples.report_harness import agent
 from harness_examples.report_harness.config import HarnessConfig, HarnessEntry
 from harness_examples.report_harness.outcomes import describe, tool_trouble
-from harness_examples.report_harness.settling import terminal_record, write_with_retry
+from harness_examples.report_harness.settling import (
+    terminal_record,
+    write_until_stored,
+    write_with_retry,
+)
 from harness_examples.report_harness.store import (
     DELTA_EVENTS,
     TERMINAL,
@@ -99,8 +103,9 @@ class Runtime:
         self.bridge_ledger: Ledger | None = None
         self.shutting_down = False
         self.resumed: list[str] = []
-        #: Runs whose terminal state could not be stored: their streams end, their waiting
-        #: requests are answered 503, and the next start resumes them.
+        #: Runs whose terminal state the store refused past ``terminal_write_seconds``: their
+        #: waiting requests are answered 202 with the stored (``in_progress``) body while the
+        #: write is retried; streams stay open until it lands.
         self.unsettled: set[str] = set()
         #: Store writes and the bridge's ledger reads: inline on SQLite, threads otherwise.
         self._inline = LedgerRunner(inline=store.writes_inline)
@@ -544,16 +549,22 @@ class Runtime:
     ) -> None:
         if self.bridge is None or run.run_ref is None:
             return
-        with contextlib.suppress(Exception):
-            await self.bridge.run(run.principal, run.run_ref).record_status(
-                OuterStatus(status), error=error
-            )
+        await self._record_end(run, status, error)
         await self._drain(run)
         if self.bridge_ledger is None:
             return
         tenant = self.bridge_ledger.for_principal(run.principal)
         summary = await self.ledger(nested_tasks_summary, tenant, run.run_ref)
         run.body["metadata"].update(summary)
+
+    async def _record_end(self, run: LiveRun, status: str, error: dict[str, Any] | None) -> None:
+        """The run's end in the bridge's ledger (what its operators and recovery read)."""
+        if self.bridge is None or run.run_ref is None:
+            return
+        with contextlib.suppress(Exception):
+            await self.bridge.run(run.principal, run.run_ref).record_status(
+                OuterStatus(status), error=error
+            )
 
     async def _settle(self, run: LiveRun, status: str, error: dict[str, Any] | None) -> None:
         async with run.lock:
@@ -567,16 +578,24 @@ class Runtime:
                     )
                 )
 
-            written = await write_with_retry(
-                write,
-                deadline_s=self.config.terminal_write_seconds,
-                what=f"response {run.id} terminal state",
-            )
-            if written:
-                run.body = record.body
-                run.next_seq += 1
-            else:  # left in_progress in the store: the next start of the harness resumes it
+            what = f"response {run.id} terminal state"
+            deadline_s = self.config.terminal_write_seconds
+            if not await write_with_retry(write, deadline_s=deadline_s, what=what):
+                # Accepted work is finished, not dropped: waiting requests are told it is
+                # still in progress, and the write goes on until the store takes it (a stop
+                # first leaves it in_progress in the store: the next start resumes it).
                 self.unsettled.add(run.id)
+                run.done.set()
+
+                async def after_the_bridge() -> None:
+                    # The bridge's record of the end was refused too: made again first.
+                    await self._record_end(run, status, error)
+                    await write()
+
+                await write_until_stored(after_the_bridge, what=what)
+                self.unsettled.discard(run.id)
+            run.body = record.body
+            run.next_seq += 1
 
     # -- cancelling --------------------------------------------------------------------------
     async def cancel(self, response_ids: list[str]) -> None:
@@ -637,9 +656,7 @@ class StoredLog:
         return live.signal.current if live is not None else None
 
     async def closed(self) -> bool:
-        # Not live here: finished, gone, unsettled (resumed by the next start), or about to be
-        # resumed here (then it is looked at again).
-        if self.response_id in self.runtime.unsettled:
-            return True
+        # Not live here: finished, gone, or about to be resumed here (then it is looked at
+        # again).
         stored = await self.runtime.db(self.runtime.store.get, self.response_id)
         return stored is None or stored.terminal

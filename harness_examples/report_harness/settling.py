@@ -7,7 +7,10 @@ waiting clients). Two kinds of failure are handled apart:
 * the response cannot be serialised (``deepcopy`` / ``json.dumps`` fail on hostile content):
   retrying would fail the same way, so a minimal ``failed`` response is written instead;
 * the store refuses the write (locked, read-only, disk full): it is retried, backing off up to
-  a deadline. The caller updates its memory only once the write has committed.
+  a deadline; past it the waiting requests are released (the run was accepted, so they are
+  told it is still in progress) and the write goes on being retried until it lands, the
+  process stops (the next start resumes the run), or the store takes writes again. The caller
+  updates its memory only once the write has committed.
 """
 
 from __future__ import annotations
@@ -101,3 +104,22 @@ async def write_with_retry(
             log.warning("%s: write failed (%s), retrying", what, type(exc).__name__)
         await asyncio.sleep(pause)
         pause = min(pause * 2, MAX_RETRY_SECONDS)
+
+
+async def write_until_stored(write: Callable[[], Awaitable[None]], *, what: str) -> None:
+    """Run ``write`` until it succeeds, backing off to ``MAX_RETRY_SECONDS`` between tries;
+    only cancelling the caller (the process stopping) ends it sooner. Logged once when it
+    starts and once when the write lands: a full disk is one fault, not one per retry."""
+    started = time.monotonic()
+    log.error("%s: the store refuses it; retried until it takes writes again", what)
+    pause = FIRST_RETRY_SECONDS
+    while True:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, MAX_RETRY_SECONDS)
+        try:
+            await write()
+        except Exception as exc:
+            log.debug("%s: still refused (%s)", what, type(exc).__name__)
+            continue
+        log.warning("%s: written after %.1f s", what, time.monotonic() - started)
+        return

@@ -2,15 +2,21 @@
 makes one bridged call, DBOS launched (which recovers this application's pending workflows).
 
     python -m tests.support.dbos_worker --ledger URL --sysdb URL --server-url URL \
-        --workflow-id ID [--start TOOL ARGS_JSON] [--crash POINT] --out FILE
+        --workflow-id ID [--start TOOL ARGS_JSON] [--crash POINT] \
+        [--executor-id ID [--recover-from DEAD_ID]] --out FILE
 
 ``--start`` starts the workflow; without it the worker only waits for the workflow DBOS
-recovered. It writes the workflow's result (JSON) to ``--out``. ``--crash`` SIGKILLs the
-process at a chosen point, as a machine failure would:
+recovered (its own executor's pending workflows, recovered when DBOS launches; with
+``--recover-from``, a dead executor's: resumed through DBOS's public ``resume_workflow``, as
+an operator or a recovery service does). It writes the workflow's result (JSON) to
+``--out``. ``--crash`` SIGKILLs the process at a chosen point, as a machine failure would:
 
 * ``reply_lost``: the server accepted ``tools/call`` and made the task, the process dies
   before the reply is recorded (the send step's checkpoint never happens);
-* ``polling``: after the first poll step that saw the task ``working`` (mid-task).
+* ``polling``: after the first poll step that saw the task ``working`` (mid-task);
+* ``cancel``: there, the workflow's run is ended ``cancelled`` instead, and the policy
+  (``on_outer_cancel=cancel_inner``) asks for ``tasks/cancel``: the process dies once the
+  intent is recorded, before the request leaves (never acknowledged).
 """
 
 from __future__ import annotations
@@ -24,16 +30,32 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS, DBOSConfig, SetWorkflowID
 
-from bridge import Bridge, BridgeSettings, McpServerConfig, SchedulerConfig
+from bridge import (
+    Bridge,
+    BridgeSettings,
+    McpServerConfig,
+    OnOuterCancel,
+    OuterStatus,
+    Policies,
+    SchedulerConfig,
+)
 from bridge.integrations import dbos as bridged
 
 PRINCIPAL = "acme"
 SERVER = "tasks"
 # The workers' poll pacing: the test servers ask for 50 ms; the floor stays below it and the
-# default (for a server that says nothing) far above, so a 50 ms sleep is the server's.
-PACING = SchedulerConfig(floor_ms=20, default_interval_ms=1000)
+# default (for a server that says nothing) far above, so a 50 ms sleep is the server's. The
+# backoff after failed polls is short, and the unreachable report comes after one second, so
+# that an outage test sees both within seconds.
+PACING = SchedulerConfig(
+    floor_ms=20,
+    default_interval_ms=1000,
+    backoff_base_ms=200,
+    backoff_max_ms=1600,
+    unreachable_grace_ms=1000,
+)
 
 
 def summary(outcome: Any) -> dict[str, Any]:
@@ -73,19 +95,32 @@ def _inject(point: str | None) -> None:
             _die()  # the handle arrived; recording it is the step that never happens
 
         DispatchWrites.stage_task_created = dying  # type: ignore[method-assign]
-    elif point == "polling":
-        from bridge._run import Run
+    elif point in ("polling", "cancel"):
+        from bridge.integrations.dbos._attach import Attached
 
-        original = Run.poll
+        original = Attached.poll
 
-        async def poll_then_die(self: Run, task_ref: str) -> Any:
-            task = await original(self, task_ref)
+        async def poll_then_die(self: Attached, task_ref: str, carried: Any, **kw: Any) -> Any:
+            task, carried = await original(self, task_ref, carried, **kw)
             if task.status.value == "working" and os.environ.get("DBOS_WORKER_POLLED"):
+                if point == "cancel":
+                    _cancel_then_die()
+                    await self.run(task.run_ref).record_status(OuterStatus.CANCELLED)
                 _die()
             os.environ["DBOS_WORKER_POLLED"] = "1"  # the send step's own first poll is spared
-            return task
+            return task, carried
 
-        Run.poll = poll_then_die  # type: ignore[method-assign]
+        Attached.poll = poll_then_die  # type: ignore[method-assign]
+
+
+def _cancel_then_die() -> None:
+    """The next ``tasks/cancel`` sent on the host's behalf kills the process first."""
+    from bridge._mcp.calls import answers_and_cancels
+
+    async def dying(*_args: Any, **_kwargs: Any) -> None:
+        _die()  # the intent is recorded; the request never leaves
+
+    answers_and_cancels.send_cancel = dying  # type: ignore[attr-defined]
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -95,14 +130,25 @@ async def main(args: argparse.Namespace) -> None:
         principals=[PRINCIPAL],
         mcp_servers=[McpServerConfig(name=SERVER, url=args.server_url)],
         scheduler=PACING,
+        policies=Policies(on_outer_cancel=OnOuterCancel.CANCEL_INNER),
         recover_on_start=False,
     )
     async with Bridge.open(settings) as bridge:
-        bridged.attach(bridge, PRINCIPAL)
-        DBOS(config={"name": "bridge-dbos-tests", "system_database_url": args.sysdb})
+        bridged.attach(bridge, PRINCIPAL, poll_window_s=args.poll_window_s)
+        config: DBOSConfig = {
+            "name": "bridge-dbos-tests",
+            "system_database_url": args.sysdb,
+            "application_version": "bridge-dbos-tests-1",
+        }
+        if args.executor_id is not None:
+            config["executor_id"] = args.executor_id
+        DBOS(config=config)
         DBOS.launch()  # inside the loop: recovered async workflows run on it
         try:
-            if args.start is not None:
+            if args.recover_from is not None:
+                # Another executor's workflow: DBOS recovers only its own on launch.
+                handle = await DBOS.resume_workflow_async(args.workflow_id)
+            elif args.start is not None:
                 tool, arguments = args.start[0], json.loads(args.start[1])
                 with SetWorkflowID(args.workflow_id):
                     handle = await DBOS.start_workflow_async(bridged_call, tool, arguments)
@@ -121,7 +167,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--server-url", required=True)
     parser.add_argument("--workflow-id", required=True)
     parser.add_argument("--start", nargs=2, metavar=("TOOL", "ARGS_JSON"))
-    parser.add_argument("--crash", choices=["reply_lost", "polling"])
+    parser.add_argument("--crash", choices=["reply_lost", "polling", "cancel"])
+    parser.add_argument("--executor-id", default=None, help="DBOS executor id (default: local)")
+    parser.add_argument("--recover-from", default=None, metavar="DEAD_EXECUTOR_ID")
+    parser.add_argument("--poll-window-s", type=float, default=30.0)
     parser.add_argument("--out", required=True)
     return parser.parse_args(argv)
 

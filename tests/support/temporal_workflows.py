@@ -5,6 +5,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from bridge.integrations.temporal import CallOptions, OnWorkflowCancel, ToolOutcome, call_tool
@@ -41,6 +42,19 @@ class BridgedCallWorkflow:
 
 
 @workflow.defn
+class BridgedTextWorkflow:
+    """One bridged call returning the tool's text, as :class:`RawCallWorkflow` returns it (the
+    benchmark compares the two)."""
+
+    @workflow.run
+    async def run(self, spec: CallSpec) -> str:
+        outcome = await call_tool(spec.server, spec.tool, spec.arguments)
+        if not outcome.succeeded or outcome.text is None:
+            raise ApplicationError(f"the call ended {outcome.kind}", non_retryable=True)
+        return outcome.text
+
+
+@workflow.defn
 class TwoCallsWorkflow:
     """Two bridged calls in a row (the replay test changes nothing else)."""
 
@@ -71,11 +85,31 @@ class RawCall:
 
 @workflow.defn
 class RawCallWorkflow:
-    """The MCP call as one plain activity (``bench/temporal.py``'s ``raw_task_call``)."""
+    """The MCP call as one plain activity (``bench/temporal.py``'s ``raw_task_call``), returning
+    the tool's text."""
 
     @workflow.run
     async def run(self, call: RawCall) -> str:
-        status: str = await workflow.execute_activity(
+        text: str = await workflow.execute_activity(
             "raw_task_call", call, result_type=str, start_to_close_timeout=timedelta(seconds=120)
         )
-        return status
+        return text
+
+
+@workflow.defn
+class RawCallAfterEmptyActivityWorkflow:
+    """:class:`RawCallWorkflow` with one empty activity first: what a second activity (and the
+    workflow task after it) costs a worker on its own, for ``bench/temporal.py``."""
+
+    @workflow.run
+    async def run(self, call: RawCall) -> str:
+        await workflow.execute_activity(
+            "empty_activity",
+            call.key,
+            result_type=str,
+            start_to_close_timeout=timedelta(seconds=60),
+        )
+        text: str = await workflow.execute_activity(
+            "raw_task_call", call, result_type=str, start_to_close_timeout=timedelta(seconds=120)
+        )
+        return text

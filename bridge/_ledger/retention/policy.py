@@ -24,7 +24,10 @@ class RetentionPolicy:
     newest first (default ``None``: no count bound). ``min_age_days``: never remove a run that
     changed less than this ago (default 1, at least 0). The scheduled pruner of a running bridge
     runs every ``every_s`` seconds (default one hour), ``batch_runs`` runs per transaction
-    (default 50), pausing ``pause_s`` between batches so calls go on (default 0.02 s).
+    (default 50), pausing between batches so calls go on: at least ``pause_s`` (default
+    0.02 s) and, on PostgreSQL, at least ``pause_ratio`` times the last batch's own time
+    (default 3: a prune holds the server at most a quarter of the time, however slow its
+    batches are on a loaded machine).
     """
 
     max_age_days: float | None = 30.0
@@ -33,6 +36,7 @@ class RetentionPolicy:
     every_s: float = 3600.0
     batch_runs: int = 50
     pause_s: float = 0.02
+    pause_ratio: float = 3.0
 
     def __post_init__(self) -> None:
         if self.max_age_days is not None and self.max_age_days < 0:
@@ -41,13 +45,19 @@ class RetentionPolicy:
             raise ValueError("keep_runs is a count >= 0, or None")
         if self.min_age_days < 0:
             raise ValueError("min_age_days is a number of days >= 0")
-        if self.every_s <= 0 or self.batch_runs < 1 or self.pause_s < 0:
-            raise ValueError("every_s > 0, batch_runs >= 1 and pause_s >= 0 are required")
+        if self.every_s <= 0 or self.batch_runs < 1 or self.pause_s < 0 or self.pause_ratio < 0:
+            raise ValueError(
+                "every_s > 0, batch_runs >= 1, pause_s >= 0 and pause_ratio >= 0 are required"
+            )
 
     @property
     def removes_anything(self) -> bool:
         """Whether the policy can remove a run at all (an age or a count bound is set)."""
         return self.max_age_days is not None or self.keep_runs is not None
+
+    def pause_after(self, batch_s: float) -> float:
+        """Seconds to pause after a batch that took ``batch_s``."""
+        return max(self.pause_s, batch_s * self.pause_ratio)
 
     def age_cutoff_ms(self, now_ms: int) -> int | None:
         """Runs that last changed at or before this go by age (``None``: no age bound)."""

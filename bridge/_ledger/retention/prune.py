@@ -7,13 +7,15 @@ because it is live is passed over once, not read again by every batch) and, per 
 deletes them with everything nested in them (:mod:`~bridge._ledger.retention.removal`), all in
 one transaction. A dry run does the same reads in a read transaction and deletes nothing.
 
-Each batch is a call a worker thread makes (:meth:`Prune.step`): the caller pauses between them,
-so a running bridge's calls go on. On PostgreSQL the batch skips runs a live writer holds and
+Each batch is a call a worker thread makes (:meth:`Prune.step`): the caller pauses
+:attr:`Prune.pause_s` between them (on PostgreSQL a multiple of the batch's own time), so a
+running bridge's calls go on. On PostgreSQL the batch skips runs a live writer holds and
 gives up on a lock it would wait for (``lock_timeout``), so no replica ever waits long on it.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -98,6 +100,17 @@ class Prune:
         self._position: Position | None = None
         self._bound_known = False
         self._done = not policy.removes_anything
+        self._last_step_s = 0.0
+
+    @property
+    def pause_s(self) -> float:
+        """How long to pause before the next batch. On PostgreSQL, sized to the last one's own
+        time, so a prune's share of the server stays bounded when its batches slow down. On
+        SQLite the write lock already takes turns with the calls, and a batch's time is mostly
+        its wait for that lock: the fixed pause alone."""
+        if self._ledger.dialect.name != "postgresql":
+            return self.policy.pause_s
+        return self.policy.pause_after(self._last_step_s)
 
     @property
     def done(self) -> bool:
@@ -108,6 +121,13 @@ class Prune:
         more. Each call is one transaction: a crash in it removes nothing of the batch."""
         if self._done:
             return False
+        started = time.monotonic()
+        try:
+            return self._step()
+        finally:
+            self._last_step_s = time.monotonic() - started
+
+    def _step(self) -> bool:
         with self._transaction() as conn:
             if not self._bound_known:
                 keep = self.policy.keep_runs

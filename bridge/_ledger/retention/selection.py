@@ -29,6 +29,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from bridge import events as ev
 from bridge._ledger._base import DISPATCHES, EVENTS, RUNS, TASKS
 from bridge._ledger.retention.policy import RetentionPolicy
+from bridge._ledger.retention.removal import owned_by
 from bridge._lifecycle import Admission, DispatchState, OuterStatus
 
 TERMINAL_RUN = tuple(s.value for s in OuterStatus if s.is_terminal)
@@ -138,7 +139,7 @@ def unresolved_runs(conn: Connection, principal: str, run_refs: Sequence[str]) -
 def _lost_unacknowledged(conn: Connection, principal: str, run_refs: Sequence[str]) -> set[str]:
     lost = conn.execute(
         select(TASKS.c.ref, TASKS.c.run_ref).where(
-            TASKS.c.principal == principal,
+            owned_by(TASKS, principal),  # found by the runs, not by walking the principal's
             TASKS.c.run_ref.in_(run_refs),
             TASKS.c.lost_reason.is_not(None),
         )
@@ -162,7 +163,7 @@ def _lost_unacknowledged(conn: Connection, principal: str, run_refs: Sequence[st
 def _unknown_without_verdict(conn: Connection, principal: str, run_refs: Sequence[str]) -> set[str]:
     unknown = conn.execute(
         select(DISPATCHES.c.ref, DISPATCHES.c.run_ref).where(
-            DISPATCHES.c.principal == principal,
+            owned_by(DISPATCHES, principal),
             DISPATCHES.c.run_ref.in_(run_refs),
             DISPATCHES.c.state == DispatchState.UNKNOWN.value,
         )

@@ -14,6 +14,10 @@ from sqlmodel import Field, SQLModel
 # OPEN_RUN and OPEN_TASK): a planner uses a partial index only for a query that implies them.
 OPEN_RUN_SQL = "status IS NULL OR status = 'in_progress'"
 OPEN_TASK_SQL = "terminal_at_ms IS NULL AND lost_reason IS NULL AND detached_at_ms IS NULL"
+# What the attention query and recovery read: lost tasks with no outcome, inputs not answered
+# (waiting, or declined with no answer). A history of finished runs holds few of either.
+LOST_TASK_SQL = "lost_reason IS NOT NULL AND terminal_at_ms IS NULL"
+UNANSWERED_INPUT_SQL = "answered_at_ms IS NULL"
 
 
 def _ms(nullable: bool = False) -> Column[int]:
@@ -117,6 +121,12 @@ class InnerTask(SQLModel, table=True):
             sqlite_where=text(OPEN_TASK_SQL),
             postgresql_where=text(OPEN_TASK_SQL),
         ),
+        Index(
+            "ix_inner_lost",
+            "principal",
+            sqlite_where=text(LOST_TASK_SQL),
+            postgresql_where=text(LOST_TASK_SQL),
+        ),
     )
 
     ref: str = Field(primary_key=True, max_length=64)
@@ -170,6 +180,12 @@ class InputRequest(SQLModel, table=True):
         UniqueConstraint("task_ref", "key", name="uq_input_request_key"),
         UniqueConstraint("ref", name="uq_input_request_ref"),
         UniqueConstraint("op_ref", "leg", "key", name="uq_input_request_call_key"),
+        Index(
+            "ix_inputs_unanswered",
+            "principal",
+            sqlite_where=text(UNANSWERED_INPUT_SQL),
+            postgresql_where=text(UNANSWERED_INPUT_SQL),
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True)

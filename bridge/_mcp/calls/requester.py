@@ -46,7 +46,7 @@ from bridge._mcp.inputs.call_rounds import CallRounds, wire_responses
 from bridge._mcp.inputs.handlers import InputHandlers
 from bridge._mcp.inputs.legacy_held_result import install_legacy_inputs
 from bridge._mcp.inputs.task_input_handlers import TaskInputs
-from bridge._mcp.polling.handle_resumption import HandleResumption, ResumeReport
+from bridge._mcp.polling.handle_resumption import HandleResumption, HostPoll, ResumeReport
 from bridge._mcp.polling.push import PushConfig, PushUpdates
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.polling.watches import SchedulerConfig
@@ -379,10 +379,17 @@ class TaskRequester:
         self.scheduler.forget(task_ref)
         return detached
 
-    async def poll_now(self, principal: str, task_ref: str) -> TaskView:
+    async def poll_now(
+        self,
+        principal: str,
+        task_ref: str,
+        carried: HostPoll | None = None,
+        *,
+        due_ms: int | None = None,
+    ) -> tuple[TaskView, HostPoll]:
         """Poll one handle now; its next poll is the caller's (see
         :meth:`HandleResumption.poll_now`)."""
-        return await self._resumption.poll_now(principal, task_ref)
+        return await self._resumption.poll_now(principal, task_ref, carried, due_ms=due_ms)
 
     def emit_task_span(self, principal: str, task_ref: str) -> None:
         """Emit the lifetime span of a task that just closed (when tracing is configured)."""

@@ -12,7 +12,7 @@ takes the handle one poll at a time, with the same knowledge.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 
 from bridge._errors import InvalidTransition
 from bridge._ledger.coordination.leases import TenantLeases
@@ -138,22 +138,64 @@ class HandleResumption:
                 return  # another replica claimed it in between: it polls it
         self._scheduler().watch(principal, task, due_ms=None, lease=lease)
 
-    async def poll_now(self, principal: str, task_ref: str) -> TaskView:
+    async def poll_now(
+        self,
+        principal: str,
+        task_ref: str,
+        carried: HostPoll | None = None,
+        *,
+        due_ms: int | None = None,
+    ) -> tuple[TaskView, HostPoll]:
         """One ``tasks/get`` of a recorded handle now, for a host that schedules its polls
         itself: the handle leaves this process's scheduler (the next poll is the host's), and
         the poll starts from what the ledger knows, as a resumed watch does: input keys
-        already seen (not surfaced again) and answers recorded but not delivered (sent first:
-        nobody else would). A closed handle is read, not polled."""
+        already seen (not surfaced again), answers recorded but not delivered (sent first:
+        nobody else would) and a requested cancel (sent first, unless ``carried`` says one of
+        the host's earlier polls had it acknowledged). ``carried``: what the host's previous
+        poll of it returned (failures in a row, for the backoff and the unreachable report);
+        ``due_ms``: when the host meant to send it (the poll lateness figures).
+        A closed handle is read, not polled."""
+        carried = carried or HostPoll()
         tenant = self._ledger.for_principal(principal)
         scheduler = self._scheduler()
         scheduler.forget(task_ref)
         task = await self._db(tenant.reads.get_task, task_ref)
         if not task.is_open:
-            return task
-        watch = Watch(principal, task)
+            return task, replace(carried, backoff_ms=None)
+        watch = Watch(
+            principal,
+            task,
+            failures=carried.failures,
+            failing_since_ms=carried.failing_since_ms,
+            unreachable_reported=carried.unreachable_reported,
+        )
+        watch.cancel_pending = task.cancel_requested_at_ms is not None and not carried.cancel_sent
         if task.status is TaskStatus.INPUT_REQUIRED:  # only then can inputs or answers wait
             digests = await self._db(tenant.reads.input_digests, [task_ref])
             watch.input_digests.update(digests.get(task_ref, {}))
             undelivered = await self._db(tenant.inputs.undelivered_answers)
             watch.undelivered_answers = any(a.task_ref == task_ref for a in undelivered)
-        return await scheduler.poll_once(principal, task, watch)
+        polled = await scheduler.poll_once(principal, task, watch, due_ms)
+        failed = watch.failures > 0
+        return polled, HostPoll(
+            failures=watch.failures,
+            failing_since_ms=watch.failing_since_ms,
+            unreachable_reported=watch.unreachable_reported,
+            cancel_sent=carried.cancel_sent
+            or (task.cancel_requested_at_ms is not None and not watch.cancel_pending),
+            backoff_ms=watch.backoff_ms if failed else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HostPoll:
+    """What a host that schedules its own polls carries from one poll of a handle to the next
+    (the scheduler keeps the same in its watch): failed polls in a row and since when, whether
+    the unreachable server was reported, whether a requested cancel was acknowledged (or
+    refused: not resent), and, after a failed poll, the backoff to wait before the next."""
+
+    failures: int = 0
+    failing_since_ms: int | None = None
+    unreachable_reported: bool = False
+    cancel_sent: bool = False
+    backoff_ms: int | None = None

@@ -157,17 +157,19 @@ class PollScheduler:
             self.poll_soon(task_ref)
 
     async def poll_once(
-        self, principal: str, task: TaskView, watch: Watch | None = None
+        self, principal: str, task: TaskView, watch: Watch | None = None, due_ms: int | None = None
     ) -> TaskView:
         """Poll one handle now, watched or not (an operator re-check of a closed handle;
-        ``watch``: an unwatched handle's state, as :mod:`.handle_resumption` seeds it).
+        ``watch``: an unwatched handle's state, as :mod:`.handle_resumption` seeds it;
+        ``due_ms``: when the caller meant it to be sent, for the lateness figures).
 
         A terminal handle re-checked this way can only confirm its status or be recorded as a
         regression anomaly: nothing overwrites a recorded terminal status.
         """
         watch = watch or self._watched.get(task.ref) or Watch(principal, task)
-        await self._poll(watch)
-        return self._ledger.for_principal(principal).reads.get_task(task.ref)
+        await self._poll(watch, due_ms)
+        # Through the ledger runner: a read here must not block the event loop's other polls.
+        return await self._db(self._ledger.for_principal(principal).reads.get_task, task.ref)
 
     def forget(self, task_ref: str) -> None:
         watch = self._watched.pop(task_ref, None)
@@ -580,5 +582,6 @@ class PollScheduler:
         delay = int(delay * (1 + self._rng.random() * self.config.jitter))
         if at_least_ms is not None:
             delay = max(delay, at_least_ms)
+        watch.backoff_ms = delay
         if watch.view.ref in self._watched:
             self._queue.schedule(watch.view.ref, self._clock() + delay)

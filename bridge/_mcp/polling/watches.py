@@ -77,6 +77,8 @@ class Watch:
     listen_pending: bool = False
     held: bool = False
     asked: bool = False
+    # The delay the last failed poll backed off by (a host scheduling its own polls waits it).
+    backoff_ms: int | None = None
 
 
 @dataclass(slots=True)

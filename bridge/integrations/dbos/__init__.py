@@ -4,11 +4,12 @@ object inside a ``@DBOS.workflow``.
 * :func:`attach` — the bridge (and principal) this process's workflows call through; open the
   bridge with ``recover_on_start=False`` and attach it before ``DBOS.launch()``.
 * :func:`call_tool` — inside a workflow: the call is sent in one DBOS step (write-ahead in the
-  bridge's ledger, operation id ``dbos:<workflow id>:<step id>``), its task polled in one step
-  per poll with a durable ``DBOS.sleep`` of the server's ``pollIntervalMs`` between them, and
-  the outcome read back from the ledger once settled.
+  bridge's ledger, operation id ``dbos:<workflow id>:<step id>``); its task is polled at the
+  server's ``pollIntervalMs`` in steps that each go on polling until the task's state changes
+  (or ``poll_window_s`` passes), with a durable ``DBOS.sleep`` between steps (the backoff
+  after a failed poll); the outcome is read back from the ledger once settled.
 * :func:`workflow_run` — the bridge run a workflow's calls are recorded under (one per
-  workflow, registered in a step; pass another with ``run_ref=``).
+  workflow, registered by the first call's send step; pass another with ``run_ref=``).
 
 The ledger is the source of truth for the call; the workflow's steps hold references and the
 statuses the ledger recorded, never a raw task id. See ``docs/guides/frameworks/dbos.md``.

@@ -11,39 +11,73 @@ from dataclasses import dataclass
 
 from bridge._errors import BridgeError
 from bridge._facade import Bridge
+from bridge._ledger.reads.views import TaskView
+from bridge._mcp.polling.handle_resumption import HostPoll
 from bridge._mcp.polling.watches import SchedulerConfig
 from bridge._run import Run
 
 
 @dataclass(frozen=True, slots=True)
 class Attached:
-    """This process's bridge and the principal its workflows act for."""
+    """This process's bridge, the principal its workflows act for, and how long one poll
+    step may keep polling a task that does not change (see :func:`attach`)."""
 
     bridge: Bridge
     principal: str
+    poll_window_s: float = 30.0
 
     def run(self, run_ref: str) -> Run:
         return self.bridge.run(self.principal, run_ref)
+
+    async def poll(
+        self, task_ref: str, carried: HostPoll, *, due_ms: int | None = None
+    ) -> tuple[TaskView, HostPoll]:
+        """One ``tasks/get`` of a handle the workflow holds (:meth:`Run.poll`, with what the
+        workflow's previous poll carried: failures for the backoff, a cancel sent)."""
+        requester = self.bridge._services.requester
+        return await requester.poll_now(self.principal, task_ref, carried, due_ms=due_ms)
+
+    def take(self, task_ref: str) -> None:
+        """The handle leaves this process's poll scheduler: the workflow polls it."""
+        self.bridge._services.requester.scheduler.forget(task_ref)
 
     @property
     def pacing(self) -> SchedulerConfig:
         """The poll floor, default interval and optional ceiling the bridge was opened with."""
         return self.bridge.settings.scheduler or SchedulerConfig()
 
+    def delay_ms(self, server_ms: int | None, backoff_ms: int | None) -> int:
+        """How long to wait before the next poll: the server's interval, within the floor
+        (and opt-in ceiling) the bridge was opened with, the pacing of the bridge's own
+        scheduler without its jitter (workflows started at different times are spread
+        already); after a failed poll, the scheduler's backoff, never shorter than that."""
+        pacing = self.pacing
+        wanted = pacing.default_interval_ms if server_ms is None else server_ms
+        delay = max(wanted, pacing.floor_ms)
+        if pacing.ceiling_ms is not None:
+            delay = min(delay, pacing.ceiling_ms)
+        return delay if backoff_ms is None else max(delay, backoff_ms)
+
 
 _current: Attached | None = None
 
 
-def attach(bridge: Bridge, principal: str) -> None:
+def attach(bridge: Bridge, principal: str, *, poll_window_s: float = 30.0) -> None:
     """Make ``bridge`` the one this process's workflows call through, for ``principal``.
 
     Open the bridge with ``recover_on_start=False``: DBOS recovery resumes the workflows, and
     each resumed workflow takes its own handles back one poll at a time (a bridge recovering
-    on its own would poll them a second time, and settle other live workers' calls)."""
+    on its own would poll them a second time, and settle other live workers' calls).
+
+    ``poll_window_s``: how long one poll step goes on polling, at the server's interval, a
+    task whose state does not change before it returns (a checkpoint, then a durable sleep);
+    0 checkpoints every poll."""
     global _current
     if principal not in bridge.principals:
         raise BridgeError(f"principal {principal!r} is not in this bridge's scope")
-    _current = Attached(bridge, principal)
+    if poll_window_s < 0:
+        raise BridgeError("poll_window_s is at least 0")
+    _current = Attached(bridge, principal, poll_window_s)
 
 
 def attached() -> Attached:

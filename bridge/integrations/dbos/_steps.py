@@ -9,20 +9,26 @@ call) and a poll asks the server again.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from dataclasses import asdict
 from typing import Any, cast
 
+import anyio
 from dbos import DBOS
 
 from bridge import events as ev
 from bridge._errors import BridgeError
+from bridge._ledger.reads.views import TaskView
+from bridge._ledger.store import wall_clock_ms
 from bridge._lifecycle import TaskStatus
+from bridge._mcp.polling.handle_resumption import HostPoll
 from bridge._outcomes import TaskHandle
 from bridge._policies import WaitMode
 from bridge._run import Run
 from bridge._runtime.step_results import TaskPending, TaskSettled
-from bridge.integrations.dbos._attach import attached
+from bridge.integrations.dbos._attach import Attached, attached
 
 # What a served run registered by a workflow is recorded as (``bridge runs`` shows it).
 HARNESS = "dbos"
@@ -45,9 +51,7 @@ def _context() -> tuple[str, int]:
     return workflow_id, step_id
 
 
-@DBOS.step(name="bridge.open_run")
-async def open_run(workflow_id: str) -> str:
-    """Register the workflow's run (idempotent on its response id); its ``run_…`` ref."""
+async def _register(workflow_id: str) -> str:
     here = attached()
     run = await here.bridge.register_served_run(
         here.principal,
@@ -59,49 +63,109 @@ async def open_run(workflow_id: str) -> str:
     return run.ref
 
 
+@DBOS.step(name="bridge.open_run")
+async def open_run(workflow_id: str) -> str:
+    """Register the workflow's run (idempotent on its response id); its ``run_…`` ref."""
+    return await _register(workflow_id)
+
+
 @DBOS.step(name="bridge.send")
-async def send(run_ref: str, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def send(
+    run_ref: str | None, server: str, tool: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
     """Send the call once (write-ahead); the task it made, if any, is polled by the workflow
-    from now on, not by this process's poll scheduler."""
+    from now on, not by this process's poll scheduler: first here, after the server's
+    interval, until its state changes (:func:`_watch`; a task that ends within the attached
+    ``poll_window_s`` is one step). ``run_ref`` None: the workflow's own run, registered
+    here (idempotent on its response id: no step of its own)."""
     workflow_id, step_id = _context()
-    run = attached().run(run_ref)
+    here = attached()
+    if run_ref is None:
+        run_ref = await _register(workflow_id)
+    run = here.run(run_ref)
     op_id = operation_id(workflow_id, step_id)
     outcome = await run.call_tool(server, tool, arguments, operation_id=op_id, wait=WaitMode.DETACH)
-    sent: dict[str, Any] = {"operation_id": op_id, "op_ref": outcome.op_ref, "task": None}
+    sent: dict[str, Any] = {
+        "run_ref": run_ref,
+        "operation_id": op_id,
+        "op_ref": outcome.op_ref,
+        "task": None,
+    }
     if isinstance(outcome, TaskPending | TaskSettled | TaskHandle):
-        task = await run.poll(outcome.task.ref)  # out of the scheduler: the workflow polls it
+        made = outcome.task
+        here.take(made.ref)  # out of the scheduler: the workflow polls it from here on
+        interval_ms = here.delay_ms(made.poll_interval_ms, None)
+        wait_ms: int | None = interval_ms
+        asking = made.status is TaskStatus.INPUT_REQUIRED
+        if asking or not made.is_open or interval_ms > here.poll_window_s * 1000:
+            wait_ms = None  # polled at once: the workflow hears of it in this checkpoint
+        task, carried = await _watch(here, made.ref, made.status.value, HostPoll(), wait_ms)
         asking = task.status is TaskStatus.INPUT_REQUIRED
-        sent["task"] = await _observed(
-            run, task.ref, task.status, task.is_open, after_seq=0, asking=asking
-        )
-        sent["task"]["poll_interval_ms"] = task.poll_interval_ms
+        sent["task"] = await _observed(run, task, carried, after_seq=0, asking=asking)
     return sent
 
 
 @DBOS.step(name="bridge.poll")
-async def poll(run_ref: str, task_ref: str, after_seq: int, asking: bool) -> dict[str, Any]:
-    """One ``tasks/get`` of the task, recorded; with the input requests it waits on and the
-    answers recorded since ``after_seq`` (each reaches the workflow in one step's output).
-    ``asking``: the last poll saw it ``input_required`` (answers are read only around that)."""
-    run = attached().run(run_ref)
-    task = await run.poll(task_ref)
+async def poll(run_ref: str, last: dict[str, Any]) -> dict[str, Any]:
+    """The task polled (:func:`_watch`) after the workflow's durable sleep; the last
+    observation with the input requests it waits on and the answers recorded since the last
+    step's cursor (each reaches the workflow in one step's output). ``last``: the previous
+    step's output (what it carries: failures in a row for the backoff, a cancel
+    acknowledged)."""
+    here = attached()
+    run = here.run(run_ref)
+    carried = HostPoll(**last["carried"])
+    task, polled = await _watch(here, last["task_ref"], last["status"], carried, None)
+    # Answers are read only around input_required: the last step saw it, or this one does.
+    asking = last["status"] == TaskStatus.INPUT_REQUIRED.value
     asking = asking or task.status is TaskStatus.INPUT_REQUIRED
-    observed = await _observed(
-        run, task_ref, task.status, task.is_open, after_seq=after_seq, asking=asking
+    return await _observed(run, task, polled, after_seq=last["after_seq"], asking=asking)
+
+
+async def _watch(
+    here: Attached, task_ref: str, status: str, carried: HostPoll, wait_ms: int | None
+) -> tuple[TaskView, HostPoll]:
+    """``tasks/get`` of the task, recorded, until what the workflow holds would change (see
+    :func:`_changed`) or the attached ``poll_window_s`` is spent: a task that stays
+    ``working`` costs one checkpoint per window, not one per poll. The waits between these
+    polls (and ``wait_ms`` before the first) are the server's interval, in process: a step
+    re-run after a crash polls again, which is what a poll is for."""
+    deadline = time.monotonic() + here.poll_window_s
+    while True:
+        due_ms = None
+        if wait_ms is not None:
+            due_ms = wall_clock_ms() + wait_ms
+            await anyio.sleep(wait_ms / 1000)
+        task, polled = await here.poll(task_ref, carried, due_ms=due_ms)
+        wait_ms = here.delay_ms(task.poll_interval_ms, polled.backoff_ms)
+        if _changed(status, task, carried, polled) or time.monotonic() + wait_ms / 1000 > deadline:
+            return task, polled
+        carried = polled
+
+
+def _changed(status: str, task: TaskView, before: HostPoll, after: HostPoll) -> bool:
+    """Whether the workflow must hear of this poll now (a checkpoint): another status than
+    it holds, the task closed or asking for input (answers are read step by step), a failed
+    poll (its backoff is a durable sleep), or a cancel just acknowledged."""
+    return (
+        task.status.value != status
+        or not task.is_open
+        or task.status is TaskStatus.INPUT_REQUIRED
+        or after.failures > 0
+        or after.cancel_sent != before.cancel_sent
     )
-    observed["poll_interval_ms"] = task.poll_interval_ms
-    return observed
 
 
 async def _observed(
-    run: Run, task_ref: str, status: TaskStatus, is_open: bool, *, after_seq: int, asking: bool
+    run: Run, task: TaskView, carried: HostPoll, *, after_seq: int, asking: bool
 ) -> dict[str, Any]:
-    """The task's status and inputs as the ledger has them. ``asking`` (the task is or just
-    was ``input_required``): the answers recorded on the run after ``after_seq``, and the
-    cursor moved past them; otherwise nothing more is read."""
+    """The task's status and inputs as the ledger has them, and what the next poll carries.
+    ``asking`` (the task is or just was ``input_required``): the answers recorded on the run
+    after ``after_seq``, and the cursor moved past them; otherwise nothing more is read."""
     answered: list[str] = []
     waiting: list[str] = []
     last = after_seq
+    task_ref, status = task.ref, task.status
     if asking:
         last = (await run.view()).event_count
         if last > after_seq:
@@ -113,13 +177,15 @@ async def _observed(
                         answered.append(event.input_ref)
                     if event.seq >= last:
                         break
-        if is_open and status is TaskStatus.INPUT_REQUIRED:
+        if task.is_open and status is TaskStatus.INPUT_REQUIRED:
             waiting = [r.input_ref for r in await run.pending_inputs() if r.task_ref == task_ref]
     return {
         "task_ref": task_ref,
         "status": status.value,
-        "open": is_open,
+        "open": task.is_open,
         "answered": answered,
         "waiting": waiting,
         "after_seq": last,
+        "poll_interval_ms": task.poll_interval_ms,
+        "carried": asdict(carried),
     }

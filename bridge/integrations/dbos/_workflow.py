@@ -1,5 +1,6 @@
-"""A bridged tool call inside a ``@DBOS.workflow``: one step sends it, then the workflow
-sleeps durably (``DBOS.sleep``) for the server's ``pollIntervalMs`` and polls in a step,
+"""A bridged tool call inside a ``@DBOS.workflow``: one step sends it and polls its task until
+its state changes; then, while it is open, the workflow sleeps durably (``DBOS.sleep``: the
+server's ``pollIntervalMs``, or the backoff after a failed poll) and polls again in a step,
 until the task is settled; the outcome is read from the ledger.
 
 Which record is the truth: the bridge's ledger. The workflow's steps hold only what it needs
@@ -16,7 +17,7 @@ from typing import Any
 from dbos import DBOS
 
 from bridge._errors import BridgeError
-from bridge._lifecycle import DispatchState, TaskStatus
+from bridge._lifecycle import DispatchState
 from bridge._outcomes import CallOutcome, InlineResult, RejectedCall, UnknownOutcome
 from bridge._runtime.step_results import TaskSettled
 from bridge.integrations.dbos import _steps
@@ -31,8 +32,8 @@ def _workflow_id() -> str:
 
 
 async def workflow_run() -> str:
-    """The ``run_…`` reference of this workflow's bridge run (registered by a step, once
-    per workflow: calling it again returns the same run)."""
+    """The ``run_…`` reference of this workflow's bridge run (registered by a step,
+    idempotent on the workflow's id: the run its calls are recorded under)."""
     return await _steps.open_run(_workflow_id())
 
 
@@ -52,27 +53,15 @@ async def call_tool(
     workflow waits, polling at the server's interval, for an answer given through the
     bridge (``Bridge.pending_inputs``, ``bridge answer``, the console)."""
     _workflow_id()
-    if run_ref is None:
-        run_ref = await workflow_run()
     sent = await _steps.send(run_ref, server, tool, dict(arguments or {}))
+    run_ref = sent["run_ref"]
     observed = sent["task"]
     while observed is not None and observed["open"]:
-        await DBOS.sleep_async(_delay_s(observed["poll_interval_ms"]))
-        asking = observed["status"] == TaskStatus.INPUT_REQUIRED.value
-        observed = await _steps.poll(run_ref, observed["task_ref"], observed["after_seq"], asking)
+        carried = observed["carried"]
+        delay_ms = attached().delay_ms(observed["poll_interval_ms"], carried["backoff_ms"])
+        await DBOS.sleep_async(delay_ms / 1000)
+        observed = await _steps.poll(run_ref, observed)
     return await _settled(run_ref, sent["operation_id"])
-
-
-def _delay_s(server_ms: int | None) -> float:
-    """The server's interval, within the floor (and opt-in ceiling) the bridge was opened
-    with: the same pacing the bridge's own scheduler keeps, without its jitter (workflows
-    started at different times are spread already)."""
-    pacing = attached().pacing
-    wanted = pacing.default_interval_ms if server_ms is None else server_ms
-    delay = max(wanted, pacing.floor_ms)
-    if pacing.ceiling_ms is not None:
-        delay = min(delay, pacing.ceiling_ms)
-    return delay / 1000
 
 
 async def _settled(run_ref: str, operation_id: str) -> CallOutcome:

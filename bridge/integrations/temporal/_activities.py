@@ -31,12 +31,12 @@ from bridge._outcomes import CallOutcome, InlineResult, InputPending, RejectedCa
 from bridge._policies import WaitMode
 from bridge._run import Run
 from bridge._runtime.step_results import TaskPending, TaskSettled
+from bridge.integrations.temporal import _wire as wire
 from bridge.integrations.temporal._values import (
     ANSWER_INPUT,
     CANCEL_TASK,
     START_CALL,
     WATCH_TASK,
-    AnswerRequest,
     Observation,
     OutcomeKind,
     PendingInput,
@@ -46,6 +46,7 @@ from bridge.integrations.temporal._values import (
     ToolOutcome,
     WatchRequest,
 )
+from bridge.integrations.temporal._wire import Json
 
 # The bridge run a workflow's calls are recorded under is named after the workflow id.
 HARNESS = "temporal"
@@ -79,20 +80,26 @@ class BridgeActivities:
         )
 
     @activity.defn(name=START_CALL)
-    async def start_call(self, call: ToolCall) -> Started:
-        """Send the call (write-ahead), or replay what an earlier attempt recorded."""
+    async def start_call(self, data: Json) -> Json:
+        """Send the call (write-ahead), or replay what an earlier attempt recorded: a
+        :class:`Started` (as JSON, see ``_wire``) for a :class:`ToolCall`."""
+        call = wire.call_of(data)
         run = await self.run_of(call.workflow_id)
         outcome = await _call(run, call)
         if isinstance(outcome, TaskPending):
             task = outcome.task
             refs = TaskRefs(run.ref, outcome.op_ref, task.ref, task.poll_interval_ms)
-            return Started(handle=refs)
-        return Started(outcome=_outcome(outcome))
+            return wire.started_json(Started(handle=refs))
+        return wire.started_json(Started(outcome=_outcome(outcome)))
 
     @activity.defn(name=WATCH_TASK)
-    async def watch_task(self, request: WatchRequest) -> Observation:
+    async def watch_task(self, data: Json) -> Json:
         """Wait, heartbeating, until the task settles, asks something new, or an input the
-        workflow waits on is answered through the bridge (API, CLI, console)."""
+        workflow waits on is answered through the bridge (API, CLI, console): an
+        :class:`Observation` for a :class:`WatchRequest`."""
+        return wire.observation_json(await self._watch(wire.watch_of(data)))
+
+    async def _watch(self, request: WatchRequest) -> Observation:
         run = self._bridge.run(self.principal, request.handle.run_ref)
         if not self._bridge._requester.scheduler.is_watching(request.handle.task_ref):
             # Not watched here (the worker that started it died, or the task settled): a replay
@@ -110,9 +117,11 @@ class BridgeActivities:
         return result
 
     @activity.defn(name=ANSWER_INPUT)
-    async def answer_input(self, request: AnswerRequest) -> str:
-        """Record and send an answer checked by the update's validator; the delivery, or
-        ``already_answered`` when someone answered first (the ledger keeps one answer)."""
+    async def answer_input(self, data: Json) -> str:
+        """Record and send an answer (an :class:`AnswerRequest`) checked by the update's
+        validator; the delivery, or ``already_answered`` when someone answered first (the
+        ledger keeps one answer)."""
+        request = wire.answer_of(data)
         run = self._bridge.run(self.principal, request.handle.run_ref)
         answer = request.answer
         try:
@@ -128,9 +137,11 @@ class BridgeActivities:
         return receipt.delivery.value
 
     @activity.defn(name=CANCEL_TASK)
-    async def cancel_task(self, call: ToolCall) -> bool:
-        """``tasks/cancel`` for the task of a call whose workflow's policy says so (recorded
-        first as intent); False when the call made no task or it has already ended."""
+    async def cancel_task(self, data: Json) -> bool:
+        """``tasks/cancel`` for the task of a call (a :class:`ToolCall`) whose workflow's
+        policy says so (recorded first as intent); False when the call made no task or it has
+        already ended."""
+        call = wire.call_of(data)
         run = await self.run_of(call.workflow_id)
         record = await run.operation(call.operation_id)
         if record is None or record.task is None or not record.task.is_open:

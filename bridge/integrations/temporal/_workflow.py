@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from bridge._answers import build_answer
     from bridge._errors import InvalidAnswer
 
+from bridge.integrations.temporal import _wire as wire
 from bridge.integrations.temporal._values import (
     ANSWER_INPUT,
     ANSWER_UPDATE,
@@ -32,10 +33,8 @@ from bridge.integrations.temporal._values import (
     AnswerRequest,
     CallOptions,
     InputAnswer,
-    Observation,
     OnWorkflowCancel,
     PendingInput,
-    Started,
     TaskRefs,
     ToolCall,
     ToolOutcome,
@@ -102,13 +101,15 @@ async def call_tool(
     workflow_id = workflow.info().workflow_id
     call = ToolCall(workflow_id, server, tool, dict(arguments or {}), f"{workflow_id}:{name}")
     try:
-        started: Started = await workflow.execute_activity(
-            START_CALL,
-            call,
-            result_type=Started,
-            start_to_close_timeout=timedelta(seconds=opts.start_timeout_s),
-            retry_policy=_RETRY,
-            task_queue=opts.task_queue,
+        started = wire.started_of(
+            await workflow.execute_activity(
+                START_CALL,
+                wire.call_json(call),
+                result_type=dict,
+                start_to_close_timeout=timedelta(seconds=opts.start_timeout_s),
+                retry_policy=_RETRY,
+                task_queue=opts.task_queue,
+            )
         )
         if started.outcome is not None:
             return started.outcome
@@ -123,7 +124,7 @@ async def call_tool(
             # By operation id: the cancellation may have come before the handle reached here.
             await workflow.execute_activity(
                 CANCEL_TASK,
-                call,
+                wire.call_json(call),
                 result_type=bool,
                 start_to_close_timeout=timedelta(seconds=opts.answer_timeout_s),
                 retry_policy=_RETRY,
@@ -138,14 +139,16 @@ async def _watch(
     waiting: list[str] = []
     seen: list[str] = []
     while True:
-        seen_now: Observation = await workflow.execute_activity(
-            WATCH_TASK,
-            WatchRequest(call, handle, list(waiting), list(seen)),
-            result_type=Observation,
-            start_to_close_timeout=timedelta(seconds=opts.watch_timeout_s),
-            heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_s),
-            retry_policy=_RETRY,
-            task_queue=opts.task_queue,
+        seen_now = wire.observation_of(
+            await workflow.execute_activity(
+                WATCH_TASK,
+                wire.watch_json(WatchRequest(call, handle, list(waiting), list(seen))),
+                result_type=dict,
+                start_to_close_timeout=timedelta(seconds=opts.watch_timeout_s),
+                heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_s),
+                retry_policy=_RETRY,
+                task_queue=opts.task_queue,
+            )
         )
         if seen_now.settled is not None:
             for ref in waiting:
@@ -184,7 +187,7 @@ async def _answer(answer: InputAnswer) -> str:
     )
     delivery: str = await workflow.execute_activity(
         ANSWER_INPUT,
-        request,
+        wire.answer_json(request),
         result_type=str,
         start_to_close_timeout=timedelta(seconds=waiting.options.answer_timeout_s),
         retry_policy=_RETRY,
