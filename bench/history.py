@@ -37,7 +37,7 @@ from bridge._ledger.retention.policy import RetentionPolicy
 from bridge._ledger.retention.prune import Prune
 from bridge._ledger.retention.vacuum import return_space
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge._lifecycle import DispatchState, OuterStatus, TaskStatus
+from bridge._lifecycle import CallState, OuterStatus, TaskStatus
 
 REPO = Path(__file__).resolve().parents[1]
 PRINCIPAL = "acme"
@@ -104,7 +104,7 @@ def recovery_reads(tenant: TenantLedger) -> None:
     tenant.reads.list_runs(open_only=True, limit=10_000)
     tenant.reads.pending_input_requests()
     tenant.rounds.pending_call_inputs()
-    tenant.reads.list_dispatches(states=[DispatchState.PENDING, DispatchState.SENT])
+    tenant.reads.list_dispatches(states=[CallState.PENDING, CallState.SENT])
     tenant.reads.unacknowledged_runs()
 
 

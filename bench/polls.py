@@ -27,12 +27,12 @@ import anyio
 
 from bench.common import Report, register_open_tasks
 from bench.raw_sdk import RAW_TASK_ID, RawPoller, Window, callers_window
+from bridge._config import McpServerConfig, SchedulerConfig
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._lifecycle import OuterStatus
 from bridge._mcp.calls.requester import TaskRequester
 from bridge._mcp.polling.scheduler import PollScheduler
-from bridge._mcp.polling.watches import SchedulerConfig
-from bridge._mcp.servers import McpServerConfig, ServerConnection
+from bridge._mcp.servers import ServerConnection
 from bridge._mcp.wire.lean_get import lean_fetch
 from bridge._mcp.wire.shapes import GetTaskRequest, TaskIdParams
 

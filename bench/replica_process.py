@@ -28,9 +28,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bridge import Bridge, BridgeSettings, ReplicaConfig
+from bridge._config import McpServerConfig, SchedulerConfig
 from bridge._ledger.store import Ledger
-from bridge._mcp.polling.watches import SchedulerConfig
-from bridge._mcp.servers import McpServerConfig
 from harness_examples.port_report import (
     add_port_arguments,
     check_port_arguments,

@@ -75,11 +75,10 @@ from bench import (
 )
 from bench.common import Report, machine, median, percentile, provenance, register_open_tasks
 from bench.raw_sdk import NO_INPUT_KINDS, raw_call_client, raw_poll_capacity
+from bridge._config import McpServerConfig, SchedulerConfig
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._lifecycle import OuterStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.polling.watches import SchedulerConfig
-from bridge._mcp.servers import McpServerConfig
 from bridge.uhp._client import UhpClient
 from tests.support.processes import ServerProcess, server_logs_under
 

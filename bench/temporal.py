@@ -31,7 +31,7 @@ from temporalio.worker import Worker
 from bench.common import Report, percentile
 from bench.raw_task_calls import TERMINAL
 from bridge import Bridge, BridgeSettings, McpServerConfig
-from bridge._mcp.polling.watches import SchedulerConfig
+from bridge._config import SchedulerConfig
 from bridge._mcp.wire.extension import TasksClientExtension
 from bridge._mcp.wire.shapes import CreateTaskResult, DetailedTask, GetTaskRequest, TaskIdParams
 from bridge.integrations.temporal import BridgeActivities

@@ -29,7 +29,7 @@ import httpx
 from bench.common import Report, machine, percentile, provenance
 from bench.webhook_receiver import SECRET_ENV
 from bridge import Bridge, BridgeSettings, McpServerConfig, WaitMode, WebhookEndpoint
-from bridge._mcp.polling.watches import SchedulerConfig
+from bridge._config import SchedulerConfig
 from tests.support.processes import ServerProcess
 from tests.support.webhooks import new_secret
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     )
     from bridge._lifecycle import (
         Admission as Admission,
-        DispatchState as DispatchState,
+        CallState as CallState,
         LostReason as LostReason,
         OuterStatus as OuterStatus,
         TaskStatus as TaskStatus,
@@ -155,7 +155,7 @@ _EXPORTS: dict[str, str] = {
     "InputRequestView": "bridge._ledger.reads.views",
     "RunView": "bridge._ledger.reads.views",
     "TaskView": "bridge._ledger.reads.views",
-    "DispatchState": "bridge._lifecycle",
+    "CallState": "bridge._lifecycle",
     "LostReason": "bridge._lifecycle",
     "Admission": "bridge._lifecycle",
     "AdmissionChecks": "bridge._mcp.calls.admission",

@@ -130,6 +130,17 @@ class FollowConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How ``POST /v1/responses`` is retried (always with the same Idempotency-Key)."""
+
+    max_attempts: int = 5
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    jitter: float = 0.25
+    session_busy_deadline_s: float = 600.0  # keep retrying session_busy this long
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaConfig:
     """Leased polling for one of several bridge processes on one PostgreSQL ledger.
 

@@ -6,7 +6,7 @@ Two reconcile loops run side by side and never derive one lifecycle from the oth
   harness serves itself, records the statuses the harness reports;
 * the **inner loop** is the poll scheduler watching every open MCP task handle.
 
-With a :class:`~bridge._ledger.coordination.replica.ReplicaConfig`, several bridges (harness
+With a :class:`~bridge.ReplicaConfig`, several bridges (harness
 replicas) share one PostgreSQL ledger: each open handle and each remotely followed run is leased to
 exactly one of them at a time (see :mod:`bridge._ledger.coordination.replica`); any replica can call
 tools, answer, cancel and subscribe.
@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
+from bridge._config import ReplicaConfig
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
 from bridge._ledger.commit.availability import watch_the_file
-from bridge._ledger.coordination.replica import ReplicaConfig, ReplicaLeases
+from bridge._ledger.coordination.replica import ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
 from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.attention import (
@@ -44,7 +45,7 @@ from bridge._ledger.store import Ledger
 from bridge._lifecycle import OuterStatus
 from bridge._mcp.calls.requester import TaskRequester
 from bridge._mcp.polling.handle_resumption import ResumeReport
-from bridge._outcomes import InputRequest
+from bridge._outcomes import AnswerReceipt, InputRequest
 from bridge._run import Run
 from bridge._runtime import reads
 from bridge._runtime.compose import BridgeLeaseHolder, ledger_runner
@@ -337,6 +338,24 @@ class Bridge:
         self._scope(principal)
         return await self._requester.pool.connection(server).list_tools()
 
+    # -- for relays and durable-engine workers built on the bridge --------------------------
+    def is_watching(self, task_ref: str) -> bool:
+        """Whether this process watches the task now (polls it, or holds its push stream). A
+        worker that did not start a call (its starter died, or the task settled) replays the
+        call to watch it again; one that did spares the replay's ledger read."""
+        return self._requester.scheduler.is_watching(task_ref)
+
+    async def answer_unchecked(
+        self, principal: str, owner_ref: str, input_ref: str, response: Any
+    ) -> AnswerReceipt:
+        """Record, then send, an answer exactly as it came: NOT checked against the request's
+        schema. Only for a relay whose upstream server checks it (the MCP gateway passes a
+        client's ``tasks/update`` on); a host answers through :class:`InputRequest`
+        (``accept``/``decline``/``dismiss``), which checks first. ``owner_ref``: the task
+        (``tk_…``) or the call waiting for input (``op_…``)."""
+        self._scope(principal)
+        return await self._requester.answer_input(principal, owner_ref, input_ref, response)
+
     async def prune(
         self,
         principal: str,
@@ -366,7 +385,7 @@ class Bridge:
             raise BridgeError(f"principal {principal!r} is not in this bridge's scope")
 
     # -- recovery ----------------------------------------------------------------------------
-    async def recover(self, *, settle_in_flight_dispatches: bool = True) -> RecoveryReport:
+    async def recover(self, *, settle_in_flight_calls: bool = True) -> RecoveryReport:
         """Pick up everything open in this bridge's scope after a restart.
 
         Single process: watch every open handle, resume every followed run, and (by default)
@@ -379,11 +398,11 @@ class Bridge:
             report = await self._claim_everything_free()
         else:
             resumed: ResumeReport = await self._requester.resume(
-                self.principals, settle_in_flight_dispatches=settle_in_flight_dispatches
+                self.principals, settle_in_flight_calls=settle_in_flight_calls
             )
             report = RecoveryReport(
                 tasks_watched=resumed.tasks_watched,
-                dispatches_marked_unknown=resumed.dispatches_marked_unknown,
+                calls_marked_unknown=resumed.calls_marked_unknown,
                 answers_to_redeliver=resumed.answers_to_redeliver,
                 cancels_to_resend=resumed.cancels_to_resend,
             )
@@ -418,7 +437,7 @@ class Bridge:
         legs = await self._requester.rounds.resume(self.principals, self._tg)
         return RecoveryReport(
             tasks_watched=taken.tasks_watched,
-            dispatches_marked_unknown=unknown,
+            calls_marked_unknown=unknown,
             answers_to_redeliver=taken.answers_to_redeliver + legs,
             cancels_to_resend=taken.cancels_to_resend,
             remote_runs_resumed=replica.claimed_runs - runs_before,

@@ -56,7 +56,7 @@ class TaskStatus(StrEnum):
 _TERMINAL_TASK = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
 
 
-class DispatchState(StrEnum):
+class CallState(StrEnum):
     """Write-ahead state of one ``tools/call``: ``pending -> sent -> task | result | unknown``.
 
     ``input_required``: the server answered with an ``InputRequiredResult`` (MRTR) before any
@@ -73,7 +73,7 @@ class DispatchState(StrEnum):
     @property
     def is_settled(self) -> bool:
         """Whether the call's outcome is on record: a task, a result, or ``unknown``."""
-        return self in (DispatchState.TASK, DispatchState.RESULT, DispatchState.UNKNOWN)
+        return self in (CallState.TASK, CallState.RESULT, CallState.UNKNOWN)
 
 
 class LostReason(StrEnum):
@@ -168,25 +168,25 @@ def may_mark_lost(current: TaskStatus, already_lost: bool, *, outcome_stored: bo
     return not current.is_terminal or not outcome_stored
 
 
-_DISPATCH_NEXT: dict[DispatchState, frozenset[DispatchState]] = {
-    DispatchState.PENDING: frozenset({DispatchState.SENT, DispatchState.UNKNOWN}),
-    DispatchState.SENT: frozenset(
+_DISPATCH_NEXT: dict[CallState, frozenset[CallState]] = {
+    CallState.PENDING: frozenset({CallState.SENT, CallState.UNKNOWN}),
+    CallState.SENT: frozenset(
         {
-            DispatchState.TASK,
-            DispatchState.RESULT,
-            DispatchState.UNKNOWN,
-            DispatchState.INPUT_REQUIRED,
+            CallState.TASK,
+            CallState.RESULT,
+            CallState.UNKNOWN,
+            CallState.INPUT_REQUIRED,
         }
     ),
     # Answered: the retry leg is committed as sent before it leaves (write-ahead again).
-    DispatchState.INPUT_REQUIRED: frozenset({DispatchState.SENT}),
-    DispatchState.TASK: frozenset(),
-    DispatchState.RESULT: frozenset(),
-    DispatchState.UNKNOWN: frozenset(),
+    CallState.INPUT_REQUIRED: frozenset({CallState.SENT}),
+    CallState.TASK: frozenset(),
+    CallState.RESULT: frozenset(),
+    CallState.UNKNOWN: frozenset(),
 }
 
 
-def may_advance_dispatch(current: DispatchState, target: DispatchState) -> bool:
+def may_advance_dispatch(current: CallState, target: CallState) -> bool:
     """``pending -> sent -> task | result | unknown``; a settled dispatch never moves.
     ``sent -> input_required -> sent`` is one more MRTR leg of the same call.
 

@@ -28,7 +28,7 @@ from bridge._ids import is_call_ref
 from bridge._ledger.agent_states import AgentStateView
 from bridge._ledger.reads.views import CallView, RunView, TaskView
 from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import Admission, DispatchState, OuterStatus
+from bridge._lifecycle import Admission, CallState, OuterStatus
 from bridge._outcomes import (
     CallOutcome,
     InputPending,
@@ -295,7 +295,7 @@ class Run:
         still watched, no input request unanswered. An unknown outcome waits on nobody but
         you (``resolve_unknown_outcome``), so it does not keep a run busy."""
         tasks, calls, unanswered = await self._services.db(self._tenant.reads.run_work, self.ref)
-        busy = (DispatchState.PENDING, DispatchState.SENT, DispatchState.INPUT_REQUIRED)
+        busy = (CallState.PENDING, CallState.SENT, CallState.INPUT_REQUIRED)
         open_task = any(t.is_open for t in tasks)
         return not (unanswered or open_task or any(c.state in busy for c in calls))
 

@@ -15,18 +15,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bridge._config import UhpServerConfig as UhpServerConfig
-from bridge._ledger.coordination.replica import ReplicaConfig
+from bridge._config import (
+    CredentialResolver,
+    FollowConfig,
+    McpServerConfig,
+    PushConfig,
+    ReplicaConfig,
+    SchedulerConfig,
+    UhpServerConfig,
+    no_credentials,
+)
 from bridge._ledger.retention.policy import Retention
 from bridge._ledger.schema.dialects import SqliteSynchronous
 from bridge._mcp.calls.admission import AdmissionChecks
 from bridge._mcp.inputs.handlers import InputHandlers
-from bridge._mcp.polling.push import PushConfig
-from bridge._mcp.polling.watches import SchedulerConfig
-from bridge._mcp.servers import CredentialResolver, McpServerConfig, no_credentials
 from bridge._policies import Policies
 from bridge._runtime.webhook_endpoint import WebhookEndpoint
-from bridge.uhp._client_config import FollowConfig
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from bridge._lifecycle import Admission, DispatchState, LostReason, OuterStatus, TaskStatus
+from bridge._lifecycle import Admission, CallState, LostReason, OuterStatus, TaskStatus
 
 # Why the bridge declined an input request, how a host's input handler failed, and what the
 # input policy did then (the input-trust events, and the ledger writes that emit them).
@@ -105,7 +105,7 @@ class CallUnknownOutcome(_Event):
     op_ref: str
     tool: str
     server: str
-    previous: DispatchState
+    previous: CallState
     reason: str
 
 

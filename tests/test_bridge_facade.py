@@ -212,7 +212,7 @@ async def test_outer_end_report_policy_lists_and_releases_open_tasks(
         )
         assert isinstance(step, TaskPending)
         await bridge.run(P, run_ref).record_status(OuterStatus.COMPLETED)
-        assert not bridge._requester.scheduler.is_watching(step.task.ref)
+        assert not bridge.is_watching(step.task.ref)
     tenant = wall_ledger.for_principal(P)
     (reported,) = [e for e in tenant.reads.events(run_ref) if isinstance(e, ev.OuterOpenTasks)]
     assert reported.action == "reported" and reported.task_refs == [step.task.ref]

@@ -427,7 +427,7 @@ def test_recover_prints_report(scenario: Scenario, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["tasks_watched"] == 1  # the input_required one (lost and done are closed)
-    assert report["dispatches_marked_unknown"] == 0
+    assert report["calls_marked_unknown"] == 0
     assert [p["input_ref"] for p in report["pending_inputs"]] == [scenario.input_ref]
     assert report["served_runs_open"] == [scenario.run_ref]
     assert [(t["task_ref"], t["status"]) for t in report["tasks"]] == [

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from bridge._ledger.store import Ledger
-from bridge._lifecycle import DispatchState, OuterStatus, TaskStatus
+from bridge._lifecycle import CallState, OuterStatus, TaskStatus
 from bridge.cli._app import app
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT, new_run
@@ -270,8 +270,8 @@ def test_recover_leaves_calls_in_flight_alone_unless_asked_and_wait_ends_once_se
     started = time.monotonic()
     report = recover("--wait", "60")
     assert time.monotonic() - started < 30  # nothing open: no waiting out the 60 s
-    assert report["dispatches_marked_unknown"] == 0 and report["settled"] is True
+    assert report["calls_marked_unknown"] == 0 and report["settled"] is True
     assert isinstance(report["took_s"], float) and report["took_s"] < 30
-    assert tenant.reads.get_dispatch(op.ref).state is DispatchState.SENT
-    assert recover("--settle-in-flight")["dispatches_marked_unknown"] == 1
-    assert tenant.reads.get_dispatch(op.ref).state is DispatchState.UNKNOWN
+    assert tenant.reads.get_dispatch(op.ref).state is CallState.SENT
+    assert recover("--settle-in-flight")["calls_marked_unknown"] == 1
+    assert tenant.reads.get_dispatch(op.ref).state is CallState.UNKNOWN

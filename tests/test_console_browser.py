@@ -25,8 +25,8 @@ from typing import Any
 import anyio
 import pytest
 
+from bridge._config import McpServerConfig
 from bridge._facade import Bridge
-from bridge._mcp.servers import McpServerConfig
 from bridge._policies import WaitMode
 from bridge._settings import BridgeSettings
 from tests.support.bridging import FAST, served_run, wait_until

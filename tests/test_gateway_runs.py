@@ -22,7 +22,7 @@ import pytest
 
 from bridge import BridgeSettings, events as ev
 from bridge._facade import Bridge
-from bridge._ledger.reads.call_states import CallState, calls_of, ending_of
+from bridge._ledger.reads.call_states import Standing, calls_of, ending_of
 from bridge._ledger.reads.views import RunView, TaskObservation
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import LostReason, OuterStatus, TaskStatus
@@ -239,7 +239,7 @@ def test_an_unknown_or_lost_call_ends_incomplete_never_completed(tmp_path: Path)
         assert result.error["unresolved"] == [lost.ref]
         assert result.error["calls"] == {"completed": 1, "unresolved": 1}
         snapshot = load_snapshot(tenant, run.ref)
-        assert [c.state for c in snapshot.calls] == [CallState.COMPLETED, CallState.UNRESOLVED]
+        assert [c.state for c in snapshot.calls] == [Standing.COMPLETED, Standing.UNRESOLVED]
     finally:
         ledger.close()
 

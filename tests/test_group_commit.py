@@ -28,10 +28,10 @@ from bridge._errors import (
 from bridge._ledger.commit.commit_signals import CommitListener
 from bridge._ledger.commit.driver_sessions import Cursor
 from bridge._ledger.commit.group_commit import StagedCommit
-from bridge._ledger.reads.views import DispatchView
+from bridge._ledger.reads.views import CallView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge._lifecycle import DispatchState, TaskStatus
+from bridge._lifecycle import CallState, TaskStatus
 from bridge.gateway._event_loop import backend_options
 from tests.support.bridging import wait_until
 from tests.support.builders import ENDPOINT, new_run
@@ -158,7 +158,7 @@ async def test_a_bridge_on_postgresql_commits_through_its_ledgers_group_commit(
         view = await LedgerRunner(inline=False).commit(
             group, _intent(tenant, new_run(tenant).ref, 1)
         )
-        assert tenant.reads.get_dispatch(view.ref).state is DispatchState.SENT
+        assert tenant.reads.get_dispatch(view.ref).state is CallState.SENT
         assert group.transactions == 1
 
 
@@ -168,7 +168,7 @@ async def _concurrent_dispatches(ledger: Ledger, second: TenantLedger) -> None:
     runs = [new_run(tenant).ref for _ in range(4)]
     runner = LedgerRunner(inline=False)
     group = ledger.group_commit
-    seen: dict[int, tuple[DispatchState, DispatchState]] = {}
+    seen: dict[int, tuple[CallState, CallState]] = {}
 
     async def caller(n: int) -> None:
         run_ref = runs[n % len(runs)]
@@ -177,7 +177,7 @@ async def _concurrent_dispatches(ledger: Ledger, second: TenantLedger) -> None:
         settled = await runner.commit(
             group, tenant.calls.stage_immediate_result(RESULT, intent=intent)
         )
-        assert settled.state is DispatchState.RESULT and settled.result == RESULT
+        assert settled.state is CallState.RESULT and settled.result == RESULT
         seen[n] = (on_release, second.reads.get_dispatch(intent.ref).state)
 
     gate = Gate()
@@ -190,7 +190,7 @@ async def _concurrent_dispatches(ledger: Ledger, second: TenantLedger) -> None:
         await wait_until(lambda: group.queued == callers, what="every intent queued")
         gate.release.set()
 
-    assert seen == {n: (DispatchState.SENT, DispatchState.RESULT) for n in range(callers)}
+    assert seen == {n: (CallState.SENT, CallState.RESULT) for n in range(callers)}
     assert group.writes == 1 + 2 * callers  # the gate, the intents, the results
     # The intents queued behind the gate shared one commit.
     assert group.transactions <= 1 + 1 + callers
@@ -226,11 +226,11 @@ async def test_a_failing_write_in_a_batch_fails_alone(ledger: Ledger, second: Te
     assert isinstance(outcomes[3], NotFound)
     assert isinstance(outcomes[4], OperationReused)
     assert isinstance(outcomes[5], InvalidTransition)
-    assert isinstance(outcomes[6], DispatchView) and outcomes[6].ref == first.ref
+    assert isinstance(outcomes[6], CallView) and outcomes[6].ref == first.ref
     written = [outcomes[n] for n in (0, 1, 2, 7, 8, 9)]
     for view in written:
-        assert isinstance(view, DispatchView)
-        assert second.reads.get_dispatch(view.ref).state is DispatchState.SENT
+        assert isinstance(view, CallView)
+        assert second.reads.get_dispatch(view.ref).state is CallState.SENT
     assert second.reads.get_dispatch(first.ref).result == RESULT
     assert len(second.reads.list_dispatches(run_ref=run_ref)) == 1 + len(good)
     # The pipelined attempt (PostgreSQL) was rolled back whole: every
@@ -262,7 +262,7 @@ async def test_a_refused_check_rolls_a_pipelined_batch_back_and_only_it_fails(
 
     assert isinstance(outcomes[1], InvalidTransition)
     for n in (0, 2):
-        assert second.reads.get_dispatch(outcomes[n].ref).state is DispatchState.SENT
+        assert second.reads.get_dispatch(outcomes[n].ref).state is CallState.SENT
     assert len(second.reads.events(run_ref)) == events_before  # the refused result logged nothing
     assert group.pipelined_transactions == 0
     assert group.pipelined_rolled_back == (1 if ledger.dialect.name == "postgresql" else 0)
@@ -306,7 +306,7 @@ async def test_a_lone_caller_commits_at_once_in_a_transaction_of_its_own(
     group = ledger.group_commit
     for n in range(3):
         intent = await runner.commit(group, _intent(tenant, run_ref, n))
-        assert second.reads.get_dispatch(intent.ref).state is DispatchState.SENT
+        assert second.reads.get_dispatch(intent.ref).state is CallState.SENT
     assert (group.transactions, group.writes, group.queued) == (3, 3, 0)
 
 
@@ -318,7 +318,7 @@ async def test_a_caller_cancelled_while_queued_still_learns_its_write_was_commit
     runner = LedgerRunner(inline=False)
     group = ledger.group_commit
     gate = Gate()
-    committed: list[DispatchView] = []
+    committed: list[CallView] = []
 
     async def caller(scope: anyio.CancelScope) -> None:
         with scope:
@@ -334,7 +334,7 @@ async def test_a_caller_cancelled_while_queued_still_learns_its_write_was_commit
         gate.release.set()
 
     assert len(committed) == 1
-    assert second.reads.get_dispatch(committed[0].ref).state is DispatchState.SENT
+    assert second.reads.get_dispatch(committed[0].ref).state is CallState.SENT
 
 
 async def test_an_inline_runner_commits_alone_instead_of_grouping(
@@ -348,7 +348,7 @@ async def test_an_inline_runner_commits_alone_instead_of_grouping(
     before = (group.batches, group.transactions, group.writes)
     view = await LedgerRunner(inline=True).commit(group, _intent(tenant, run_ref, 1))
     assert (group.batches, group.transactions, group.writes) == before
-    assert second.reads.get_dispatch(view.ref).state is DispatchState.SENT
+    assert second.reads.get_dispatch(view.ref).state is CallState.SENT
     # The refusals of the write itself come through this route as they do through the group.
     with pytest.raises(NotFound):
         await LedgerRunner(inline=True).commit(group, _intent(tenant, "run_missing", 2))
@@ -374,7 +374,7 @@ async def test_task_handles_share_commits_and_a_duplicate_handle_fails_alone(
         i.ref for i in intents[:4]
     ]
     assert isinstance(outcomes[4], DuplicateTaskHandle)
-    assert second.reads.get_dispatch(intents[4].ref).state is DispatchState.SENT  # nothing of it
+    assert second.reads.get_dispatch(intents[4].ref).state is CallState.SENT  # nothing of it
     kinds = [(e.type, getattr(e, "kind", None)) for e in second.reads.events(run_ref)]
     assert kinds.count(("task.created", None)) == 4
     assert kinds.count(("anomaly", "duplicate_task_handle")) == 1
@@ -428,10 +428,10 @@ async def test_another_event_loop_on_the_same_ledger_commits_alone(
     group = ledger.group_commit
     await LedgerRunner(inline=False).commit(group, _intent(tenant, run_ref, 1))  # batches here
 
-    def on_another_loop() -> DispatchView:
+    def on_another_loop() -> CallView:
         staged = _intent(tenant, run_ref, 2)
         return anyio.run(LedgerRunner(inline=False).commit, group, staged)
 
     view = await anyio.to_thread.run_sync(on_another_loop)
-    assert second.reads.get_dispatch(view.ref).state is DispatchState.SENT
+    assert second.reads.get_dispatch(view.ref).state is CallState.SENT
     assert (group.transactions, group.writes, group.queued) == (2, 2, 0)

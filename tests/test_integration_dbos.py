@@ -23,7 +23,7 @@ import httpx
 import pytest
 from dbos import DBOSClient
 
-from bridge import DispatchState, InputRequestView, Ledger, LostReason, TaskStatus
+from bridge import CallState, InputRequestView, Ledger, LostReason, TaskStatus
 from bridge.integrations.dbos import attach
 from tests.support.console import base_url, console_process
 from tests.support.postgres import fresh_database
@@ -163,7 +163,7 @@ def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
         dispatch = tenant.reads.get_dispatch(result["op_ref"])
         events = tenant.reads.events(task.run_ref)
     # The workflow's outcome is the ledger's settled record, field for field.
-    assert dispatch.state is DispatchState.TASK and dispatch.task_ref == task.ref
+    assert dispatch.state is CallState.TASK and dispatch.task_ref == task.ref
     assert task.status is TaskStatus.COMPLETED and task.result == result["result"]
     assert dispatch.operation_id.startswith(f"dbos:{w.workflow_id}:")
     # Every status a step holds was recorded in the ledger first; the last is the terminal one.
@@ -244,7 +244,7 @@ def test_send_whose_reply_was_lost_becomes_unknown_and_is_never_sent_again(
     with backend.ledger_open() as ledger:
         tenant = ledger.for_principal(P)
         (dispatch,) = tenant.reads.list_dispatches()
-        assert dispatch.state is DispatchState.UNKNOWN and tenant.reads.list_tasks() == []
+        assert dispatch.state is CallState.UNKNOWN and tenant.reads.list_tasks() == []
     wait_for(lambda: "effect k-lost-reply" in effects(server), "the server's one execution")
     assert effects(server).count("effect k-lost-reply") == 1
 

@@ -40,10 +40,10 @@ from bridge import (
     WaitMode,
     events as ev,
 )
+from bridge._config import SchedulerConfig
 from bridge._errors import InputAlreadyAnswered, InvalidTaskResponse
 from bridge._ledger.store import Ledger
-from bridge._lifecycle import DispatchState, LostReason, TaskStatus
-from bridge._mcp.polling.watches import SchedulerConfig
+from bridge._lifecycle import CallState, LostReason, TaskStatus
 from bridge._mcp.wire.shapes import RELATED_TASK_IDS_META_KEY
 from bridge._run import Run
 from bridge.gateway._config import GatewayConfigError, parse_gateway_config
@@ -561,7 +561,7 @@ async def test_an_unknown_result_type_is_a_typed_anomaly_never_a_result(
         (task,) = [t for t in await run.tasks() if t.ref == step.task.ref]
         found = await anomalies(run)
     assert call is not None and call.task is None
-    assert call.state is DispatchState.UNKNOWN  # the server may have acted; no result
+    assert call.state is CallState.UNKNOWN  # the server may have acted; no result
     assert task.is_open and task.status is TaskStatus.WORKING and task.result is None
     kinds = [a.kind for a in found]
     assert kinds.count("malformed_reply") == 2, [

@@ -80,7 +80,6 @@ INNER_RANKS: dict[str, list[tuple[str, int]]] = {
         ("bridge._ledger.webhook_outbox", 5),
         ("bridge._ledger.store", 6),
         ("bridge._ledger.coordination", 7),
-        ("bridge._ledger.host_tables", 7),
         ("bridge._ledger.reader", 7),
         ("bridge._ledger.retention", 7),
     ],

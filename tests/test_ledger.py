@@ -22,7 +22,7 @@ from bridge._ids import digest_arguments
 from bridge._ledger.outcome import is_truncation_marker
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.store import RUNS, Ledger
-from bridge._lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
+from bridge._lifecycle import CallState, LostReason, OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT, new_run, new_task
 from tests.support.postgres import wait_for_lock_waiters
@@ -44,14 +44,14 @@ def test_dispatch_write_ahead_path_links_task_to_outer_ids(ledger: Ledger) -> No
         tool_name="generate_report",
         arguments={"b": 1, "a": [1, 2]},
     )
-    assert op.state is DispatchState.PENDING
+    assert op.state is CallState.PENDING
     assert op.args_digest == digest_arguments({"a": [1, 2], "b": 1})  # key order irrelevant
-    assert tenant.calls.mark_dispatch_sent(op.ref).state is DispatchState.SENT
+    assert tenant.calls.mark_dispatch_sent(op.ref).state is CallState.SENT
     task = tenant.calls.record_task_created(
         op.ref, task_id="t-raw-1", status=TaskStatus.WORKING, ttl_ms=5_000, poll_interval_ms=250
     )
     assert (task.response_id, task.session_id, task.run_ref) == ("resp_abc", "hsess_abc", run.ref)
-    assert tenant.reads.get_dispatch(op.ref).state is DispatchState.TASK
+    assert tenant.reads.get_dispatch(op.ref).state is CallState.TASK
     assert tenant.reads.get_dispatch(op.ref).task_ref == task.ref
     assert task.next_poll_due_ms == ledger.clock()
     assert _types(ledger, run.ref) == ["run.registered", "task.created"]
@@ -72,7 +72,7 @@ def test_settled_dispatch_never_moves(ledger: Ledger) -> None:
     with pytest.raises(InvalidTransition):
         tenant.calls.record_task_created(op.ref, task_id="x", status=TaskStatus.WORKING)
     stored = tenant.reads.get_dispatch(op.ref)
-    assert stored.state is DispatchState.RESULT and stored.result["isError"] is True
+    assert stored.state is CallState.RESULT and stored.result["isError"] is True
     result_event = tenant.reads.events(run.ref)[-1]
     assert isinstance(result_event, ev.CallResult) and result_event.is_error
 
@@ -87,8 +87,8 @@ def test_unknown_outcome_is_an_explicit_event(ledger: Ledger) -> None:
     tenant.calls.mark_dispatch_unknown(op.ref, "read timeout after send")
     last = tenant.reads.events(run.ref)[-1]
     assert isinstance(last, ev.CallUnknownOutcome)
-    assert last.previous is DispatchState.SENT and last.reason == "read timeout after send"
-    assert tenant.reads.list_dispatches(states=[DispatchState.UNKNOWN])[0].ref == op.ref
+    assert last.previous is CallState.SENT and last.reason == "read timeout after send"
+    assert tenant.reads.list_dispatches(states=[CallState.UNKNOWN])[0].ref == op.ref
 
 
 def test_operation_id_makes_dispatch_idempotent_and_refuses_reuse(ledger: Ledger) -> None:
@@ -101,7 +101,7 @@ def test_operation_id_makes_dispatch_idempotent_and_refuses_reuse(ledger: Ledger
     again = tenant.calls.begin_dispatch(
         run.ref, server_endpoint=ENDPOINT, tool_name="pay", arguments={"n": 1}, operation_id="o1"
     )
-    assert again.ref == first.ref and again.state is DispatchState.SENT
+    assert again.ref == first.ref and again.state is CallState.SENT
     with pytest.raises(OperationReused):
         tenant.calls.begin_dispatch(
             run.ref,
@@ -125,7 +125,7 @@ def test_duplicate_task_handle_is_refused_and_recorded(ledger: Ledger) -> None:
     anomaly = tenant.reads.events(run.ref)[-1]
     assert isinstance(anomaly, ev.Anomaly) and anomaly.kind == "duplicate_task_handle"
     assert held.ref in anomaly.detail and "same-handle" not in anomaly.detail
-    assert tenant.reads.get_dispatch(op.ref).state is DispatchState.SENT  # nothing half-written
+    assert tenant.reads.get_dispatch(op.ref).state is CallState.SENT  # nothing half-written
 
 
 def test_input_requests_recorded_and_surfaced_once(ledger: Ledger) -> None:
@@ -481,7 +481,7 @@ def test_rpc_error_reply_settles_the_dispatch_as_a_failed_result(ledger: Ledger)
     op = tenant.calls.begin_dispatch(run.ref, server_endpoint=ENDPOINT, tool_name="t", arguments={})
     tenant.calls.mark_dispatch_sent(op.ref)
     settled = tenant.calls.record_call_error(op.ref, {"code": -32021, "message": "needs tasks"})
-    assert settled.state is DispatchState.RESULT
+    assert settled.state is CallState.RESULT
     assert settled.result == {"error": {"code": -32021, "message": "needs tasks"}}
     event = tenant.reads.events(run.ref)[-1]
     assert isinstance(event, ev.CallResult) and event.rpc_error and event.is_error
@@ -537,7 +537,7 @@ def test_inline_settle_with_the_known_intent_on_both_backends(ledger: Ledger) ->
     )
     result = {"content": [{"type": "text", "text": "ok \u2603"}], "isError": False}
     settled = tenant.calls.record_immediate_result(intent.ref, result, intent=intent)
-    assert settled.state is DispatchState.RESULT and settled.result == result
+    assert settled.state is CallState.RESULT and settled.result == result
     assert tenant.reads.get_dispatch(intent.ref).result == result
     with pytest.raises(InvalidTransition):
         tenant.calls.record_immediate_result(intent.ref, result, intent=intent)  # settled once

@@ -19,7 +19,7 @@ from sqlalchemy import event
 from bridge._ledger.reads.attention import AttentionWindow
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge._lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
+from bridge._lifecycle import CallState, LostReason, OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT, new_run, new_task
 
@@ -118,7 +118,7 @@ def test_attention_and_recovery_reads_do_not_grow_with_the_history(
             tenant.reads.list_runs(open_only=True, limit=10_000),
             tenant.reads.pending_input_requests(),
             tenant.rounds.pending_call_inputs(),
-            tenant.reads.list_dispatches(states=[DispatchState.PENDING, DispatchState.SENT]),
+            tenant.reads.list_dispatches(states=[CallState.PENDING, CallState.SENT]),
         )
 
     reads = {"attention": attention, "recovery": recovery}

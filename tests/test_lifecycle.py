@@ -7,8 +7,8 @@ import itertools
 from hypothesis import given, strategies as st
 
 from bridge._lifecycle import (
+    CallState,
     Change,
-    DispatchState,
     OuterStatus,
     TaskStatus,
     decide_outer,
@@ -66,16 +66,16 @@ def test_outer_response_lifecycle() -> None:
 
 def test_dispatch_moves_forward_only() -> None:
     allowed = {
-        (DispatchState.PENDING, DispatchState.SENT),
-        (DispatchState.PENDING, DispatchState.UNKNOWN),
-        (DispatchState.SENT, DispatchState.TASK),
-        (DispatchState.SENT, DispatchState.RESULT),
-        (DispatchState.SENT, DispatchState.UNKNOWN),
+        (CallState.PENDING, CallState.SENT),
+        (CallState.PENDING, CallState.UNKNOWN),
+        (CallState.SENT, CallState.TASK),
+        (CallState.SENT, CallState.RESULT),
+        (CallState.SENT, CallState.UNKNOWN),
         # MRTR: the server asked for input before any task; the answered retry is a new leg.
-        (DispatchState.SENT, DispatchState.INPUT_REQUIRED),
-        (DispatchState.INPUT_REQUIRED, DispatchState.SENT),
+        (CallState.SENT, CallState.INPUT_REQUIRED),
+        (CallState.INPUT_REQUIRED, CallState.SENT),
     }
-    for current, target in itertools.product(DispatchState, DispatchState):
+    for current, target in itertools.product(CallState, CallState):
         assert may_advance_dispatch(current, target) == ((current, target) in allowed)
 
 

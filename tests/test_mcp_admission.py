@@ -25,11 +25,11 @@ from bridge import (
     ToolPolicy,
     events as ev,
 )
+from bridge._config import McpServerConfig
 from bridge._errors import InvalidTransition
 from bridge._ids import digest_arguments
 from bridge._ledger.store import Ledger
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import InlineResult, UnknownOutcome
 from bridge._policies import UnknownOutcomePolicy
 from tests.conftest import server_with_effects

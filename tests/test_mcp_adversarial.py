@@ -11,12 +11,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bridge import events as ev
+from bridge._config import McpServerConfig, SchedulerConfig
 from bridge._errors import InvalidTaskResponse
 from bridge._ledger.store import Ledger
-from bridge._lifecycle import DispatchState, LostReason, TaskStatus
+from bridge._lifecycle import CallState, LostReason, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.polling.watches import SchedulerConfig
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import TaskHandle, UnknownOutcome
 from bridge._policies import UnknownOutcomePolicy
 from tests.support.bridging import FAST, adversarial_stats, event_types, wait_closed, wait_until
@@ -90,7 +89,7 @@ async def test_malformed_create_is_a_typed_error_and_an_unknown_outcome(
     with pytest.raises(InvalidTaskResponse) as raised:
         await requester.call_tool(PRINCIPAL, run.ref, "fake", "malformed_create", {})
     dispatch = tenant.reads.get_dispatch(raised.value.op_ref)
-    assert dispatch.state is DispatchState.UNKNOWN and dispatch.result is None
+    assert dispatch.state is CallState.UNKNOWN and dispatch.result is None
     assert tenant.reads.list_tasks(run_ref=run.ref) == []
     assert [a.kind for a in _anomalies(wall_ledger, run.ref)] == ["malformed_reply"]
     assert "call.unknown_outcome" in event_types(tenant, run.ref)
@@ -121,7 +120,7 @@ async def test_task_on_an_undeclared_request_is_invalid(
         await requester.call_tool(
             PRINCIPAL, run.ref, "fake", "undeclared_task", {}, declare_tasks=False
         )
-    assert tenant.reads.get_dispatch(raised.value.op_ref).state is DispatchState.UNKNOWN
+    assert tenant.reads.get_dispatch(raised.value.op_ref).state is CallState.UNKNOWN
     assert tenant.reads.list_tasks(run_ref=run.ref) == []
     assert [a.kind for a in _anomalies(wall_ledger, run.ref)] == ["task_on_undeclared_request"]
 
@@ -198,7 +197,7 @@ async def test_reply_that_never_arrives_is_unknown_and_not_repeated(
             unknown_outcomes=UnknownOutcomePolicy.RETRY_IF_SAFE,  # not safe: not retried
         )
     assert isinstance(outcome, UnknownOutcome) and outcome.retries == ()
-    assert tenant.reads.get_dispatch(outcome.op_ref).state is DispatchState.UNKNOWN
+    assert tenant.reads.get_dispatch(outcome.op_ref).state is CallState.UNKNOWN
     event = tenant.reads.events(run.ref)[-1]
     assert isinstance(event, ev.CallUnknownOutcome)
     after = (await adversarial_stats(adversarial_server.url))["calls"]["never_reply"]

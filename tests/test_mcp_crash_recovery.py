@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from bridge import Bridge, BridgeSettings, events as ev
+from bridge._config import McpServerConfig
 from bridge._ledger.store import Ledger
-from bridge._lifecycle import DispatchState, TaskStatus
+from bridge._lifecycle import CallState, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import InlineResult, TaskHandle, UnknownOutcome
 from tests.support.bridging import FAST, effects, wait_closed, wait_until
 from tests.support.builders import new_run
@@ -113,14 +113,14 @@ async def test_kill_at_each_step_then_recover(
         requester = bridge._requester
         (dispatch,) = tenant.reads.list_dispatches(run_ref=run.ref)
         if expected == "unknown":
-            assert report.dispatches_marked_unknown == 1
-            assert dispatch.state is DispatchState.UNKNOWN
+            assert report.calls_marked_unknown == 1
+            assert dispatch.state is CallState.UNKNOWN
             unknown = [
                 e for e in tenant.reads.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)
             ]
             assert len(unknown) == 1 and unknown[0].op_ref == dispatch.ref
         else:
-            assert dispatch.state is DispatchState.TASK and dispatch.task_ref is not None
+            assert dispatch.state is CallState.TASK and dispatch.task_ref is not None
             await wait_closed(tenant, dispatch.task_ref)
             assert tenant.reads.get_task(dispatch.task_ref).status is TaskStatus.COMPLETED
         # The caller retrying with the same operation id learns the outcome; nothing is resent.

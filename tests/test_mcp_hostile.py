@@ -23,11 +23,11 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from typer.testing import CliRunner
 
 from bridge import events as ev
+from bridge._config import McpServerConfig
 from bridge._errors import AnswerRefused, MalformedTaskHandle
 from bridge._ledger.store import Ledger
-from bridge._lifecycle import DispatchState, TaskStatus
+from bridge._lifecycle import CallState, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._mcp.wire.negotiation import unanswered
 from bridge._mcp.wire.task_ids import MAX_TASK_ID_BYTES, task_id_problem
 from bridge._mcp.wire.transport import (
@@ -80,7 +80,7 @@ def _input_events(ledger: Ledger, run_ref: str) -> list[ev.TaskInputRequired]:
     return [e for e in events if isinstance(e, ev.TaskInputRequired)]
 
 
-async def _only_dispatch_state(ledger: Ledger, run_ref: str) -> DispatchState:
+async def _only_dispatch_state(ledger: Ledger, run_ref: str) -> CallState:
     (dispatch,) = ledger.for_principal(PRINCIPAL).reads.list_dispatches(run_ref=run_ref)
     return dispatch.state
 
@@ -135,7 +135,7 @@ async def test_a_1mb_task_id_is_refused_and_honest_concurrent_calls_all_succeed(
 
     # The hostile ones: a typed error and an unknown outcome, each on its own run.
     assert isinstance(hostile["huge_id"], MalformedTaskHandle)
-    assert await _only_dispatch_state(wall_ledger, runs["huge_id"].ref) is DispatchState.UNKNOWN
+    assert await _only_dispatch_state(wall_ledger, runs["huge_id"].ref) is CallState.UNKNOWN
     assert _anomaly_kinds(wall_ledger, runs["huge_id"].ref) == ["malformed_task_handle"]
     assert "call.unknown_outcome" in event_types(tenant, runs["huge_id"].ref)
     assert isinstance(hostile["drop_connection"], UnknownOutcome)
@@ -167,7 +167,7 @@ async def test_an_empty_task_id_is_malformed_and_recorded(
     with anyio.fail_after(DEADLINE_S), pytest.raises(MalformedTaskHandle) as raised:
         await requester.call_tool(PRINCIPAL, run.ref, "fake", "empty_id", {})
     assert "empty taskId" in str(raised.value)
-    assert await _only_dispatch_state(wall_ledger, run.ref) is DispatchState.UNKNOWN
+    assert await _only_dispatch_state(wall_ledger, run.ref) is CallState.UNKNOWN
     assert _anomaly_kinds(wall_ledger, run.ref) == ["malformed_task_handle"]
     assert tenant.reads.list_tasks(run_ref=run.ref) == []
 
@@ -184,7 +184,7 @@ async def test_a_duplicate_task_id_is_malformed_on_its_own_run(
             await requester.call_tool(PRINCIPAL, second_run.ref, "fake", "duplicate_id", {})
         assert DUPLICATE_ID not in str(raised.value)
         # The second dispatch is settled (unknown, with its event), not left "sent".
-        assert await _only_dispatch_state(wall_ledger, second_run.ref) is DispatchState.UNKNOWN
+        assert await _only_dispatch_state(wall_ledger, second_run.ref) is CallState.UNKNOWN
         assert "call.unknown_outcome" in event_types(tenant, second_run.ref)
         # The anomaly is on the run that received the reused handle, not on the holder's.
         assert _anomaly_kinds(wall_ledger, second_run.ref) == ["duplicate_task_handle"]
@@ -215,7 +215,7 @@ async def test_a_reply_without_a_definite_answer_is_an_unknown_outcome(
             unknown_outcomes=UnknownOutcomePolicy.RETRY_IF_SAFE,
         )
     assert isinstance(outcome, UnknownOutcome) and outcome.retries == ()
-    assert await _only_dispatch_state(wall_ledger, run.ref) is DispatchState.UNKNOWN
+    assert await _only_dispatch_state(wall_ledger, run.ref) is CallState.UNKNOWN
     assert "call.unknown_outcome" in event_types(tenant, run.ref)
     # The reason names what happened in the bridge's own words, never the server's body.
     [unknown] = [e for e in tenant.reads.events(run.ref) if isinstance(e, ev.CallUnknownOutcome)]

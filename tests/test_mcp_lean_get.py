@@ -19,10 +19,11 @@ import pytest
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED
 
+from bridge._config import McpServerConfig
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.store import Ledger
 from bridge._mcp.failures import FailureKind, classify
-from bridge._mcp.servers import McpServerConfig, ServerConnection, ServerPool
+from bridge._mcp.servers import ServerConnection, ServerPool
 from bridge._mcp.task_requests import fetch_task
 from bridge._mcp.wire.aiohttp_transport import as_httpx2
 from bridge._mcp.wire.lean_get import _read

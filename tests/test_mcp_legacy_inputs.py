@@ -25,7 +25,7 @@ from bridge import (
     TaskStatus,
     WaitMode,
 )
-from bridge._mcp.servers import McpServerConfig
+from bridge._config import McpServerConfig
 from bridge._mcp.wire.generations import EXPERIMENTAL_TASKS_VERSION
 from bridge._outcomes import InputRequest
 from tests.support.bridging import FAST, effects, event_types, wait_until

@@ -17,11 +17,11 @@ import pytest
 from mcp import Client
 
 from bridge import Bridge, BridgeSettings, WaitMode
+from bridge._config import McpServerConfig
 from bridge._ledger.reads.views import RunView
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge._lifecycle import DispatchState, LostReason, TaskStatus
+from bridge._lifecycle import CallState, LostReason, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._mcp.wire.generations import EXPERIMENTAL_TASKS_VERSION
 from bridge._outcomes import InlineResult, TaskHandle
 from bridge._runtime.step_results import TaskPending
@@ -92,7 +92,7 @@ async def test_long_call_is_a_recorded_handle_polled_to_its_result(
     done = tenant.reads.get_task(outcome.task_ref)
     assert done.status is TaskStatus.COMPLETED and _text(done.result) == "report Q3"
     assert "_meta" not in done.result  # related-task (the raw task id) is never stored
-    assert tenant.reads.get_dispatch(outcome.op_ref).state is DispatchState.TASK
+    assert tenant.reads.get_dispatch(outcome.op_ref).state is CallState.TASK
     assert event_types(tenant, run.ref)[-3:] == [
         "task.created",
         "task.status_changed",

@@ -19,6 +19,7 @@ from _pytest.logging import LogCaptureFixture
 from sqlalchemy import select
 
 from bridge import Bridge, BridgeSettings, events as ev
+from bridge._config import McpServerConfig
 from bridge._errors import (
     InputAlreadyAnswered,
     InvalidAnswer,
@@ -28,8 +29,7 @@ from bridge._errors import (
 )
 from bridge._ledger.rounds import ROUNDS
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge._lifecycle import DispatchState
-from bridge._mcp.servers import McpServerConfig
+from bridge._lifecycle import CallState
 from bridge._outcomes import ELICITATION, AnswerDelivery, InlineResult, InputPending
 from bridge._policies import Policies, ToolPolicy, WaitMode
 from bridge._redaction import STATE_REDACTED
@@ -100,7 +100,7 @@ async def test_input_required_is_a_typed_input_of_the_call_not_unknown(
     with pytest.raises(NoToolResult):
         pending.text()
     dispatch = tenant.reads.get_dispatch(pending.op_ref)
-    assert dispatch.state is DispatchState.INPUT_REQUIRED and dispatch.unknown_reason is None
+    assert dispatch.state is CallState.INPUT_REQUIRED and dispatch.unknown_reason is None
     (asked,) = pending.inputs
     assert (asked.method, asked.message, asked.task_ref) == (ELICITATION, "Pay 11 EUR?", None)
     assert asked.op_ref == pending.op_ref and asked.requested_schema is not None
@@ -142,7 +142,7 @@ async def test_accept_retries_with_answers_and_state_once(
     assert receipt.delivery is AnswerDelivery.RETRIED and receipt.delivered
     assert (receipt.op_ref, receipt.task_ref) == (pending.op_ref, None)
     assert _text(receipt.outcome) == "paid 12"  # the server read its own state back
-    assert tenant.reads.get_dispatch(pending.op_ref).state is DispatchState.RESULT
+    assert tenant.reads.get_dispatch(pending.op_ref).state is CallState.RESULT
     assert [e.type for e in tenant.reads.events(run.ref)][-3:] == [
         "call.input_required",
         "call.input_answered",
@@ -236,7 +236,7 @@ async def test_the_answered_leg_may_create_a_task_that_is_then_waited_for(
                     SERVER, "approved_export", {"rows": 3}
                 )
     assert isinstance(step, TaskSettled) and step.text() == "exported 3 rows"
-    assert tenant.reads.get_dispatch(step.op_ref).state is DispatchState.TASK
+    assert tenant.reads.get_dispatch(step.op_ref).state is CallState.TASK
     types = [e.type for e in tenant.reads.events(run.ref)]
     assert types[1:4] == ["call.input_required", "call.input_answered", "task.created"]
     assert types[-1] == "task.terminal" and "call.unknown_outcome" not in types
@@ -258,7 +258,7 @@ async def test_oversized_request_state_is_refused_not_stored(
     with pytest.raises(InvalidTaskResponse):
         await bridge.run(P, run.ref).call_tool(SERVER, "oversized_state", {})
     (dispatch,) = tenant.reads.list_dispatches(run_ref=run.ref)
-    assert dispatch.state is DispatchState.UNKNOWN
+    assert dispatch.state is CallState.UNKNOWN
     (anomaly,) = _events(tenant, run.ref, ev.Anomaly)
     assert anomaly.kind == "oversized_request_state" and anomaly.op_ref == dispatch.ref
 
@@ -273,7 +273,7 @@ async def test_a_fresh_bridge_lists_and_answers_the_pending_input(
         assert isinstance(pending, InputPending)
     async with _bridge(Ledger.open(db), mrtr_server, owns_ledger=True) as second:
         report = second.last_recovery
-        assert report is not None and report.dispatches_marked_unknown == 0
+        assert report is not None and report.calls_marked_unknown == 0
         assert [i.ref for i in report.pending_call_inputs] == [pending.inputs[0].input_ref]
         (again,) = await second.pending_inputs(P)
         assert _text((await again.accept(YES)).outcome) == "paid 15"
@@ -329,14 +329,12 @@ async def test_sigkill_between_answer_and_retry_resumes_the_retry_once(
 ) -> None:
     ledger, tenant, run_ref = _killed_at(tmp_path, mrtr_server, 17, "after_call_answer_recorded")
     (dispatch,) = tenant.reads.list_dispatches(run_ref=run_ref)
-    assert dispatch.state is DispatchState.INPUT_REQUIRED  # answered, the leg never left
+    assert dispatch.state is CallState.INPUT_REQUIRED  # answered, the leg never left
     assert _paid(mrtr_server, 17) == 0
     async with _bridge(ledger, mrtr_server) as bridge:
         report = bridge.last_recovery
         assert report is not None and report.answers_to_redeliver == 1
-        await wait_until(
-            lambda: tenant.reads.get_dispatch(dispatch.ref).state is DispatchState.RESULT
-        )
+        await wait_until(lambda: tenant.reads.get_dispatch(dispatch.ref).state is CallState.RESULT)
         assert await bridge.pending_inputs(P) == []
         again = await bridge.run(P, run_ref).call_tool(
             SERVER, "approve_payment", {"amount": 17}, operation_id="killed-17"

@@ -14,13 +14,12 @@ from typing import Any
 import pytest
 
 from bridge import events as ev
+from bridge._config import McpServerConfig, SchedulerConfig
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
 from bridge._mcp.polling import scheduler as scheduler_module
 from bridge._mcp.polling.scheduler import PollScheduler
-from bridge._mcp.polling.watches import SchedulerConfig
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import TaskHandle
 from tests.conftest import FakeClock
 from tests.servers.adversarial_server import CHANGING_POLL_MS

@@ -14,12 +14,10 @@ import pytest
 from mcp import Client
 
 from bridge import events as ev
+from bridge._config import McpServerConfig, PushConfig, SchedulerConfig
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.polling.push import PushConfig
-from bridge._mcp.polling.watches import SchedulerConfig
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import TaskHandle
 from tests.support.bridging import FAST, event_types, wait_closed, wait_until
 from tests.support.builders import new_run

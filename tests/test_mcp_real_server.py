@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from bridge import events as ev
+from bridge._config import McpServerConfig
 from bridge._errors import InputAlreadyAnswered, ServerConnectFailed
 from bridge._ledger.store import Ledger
-from bridge._lifecycle import DispatchState, LostReason, TaskStatus
+from bridge._lifecycle import CallState, LostReason, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import InlineResult, RejectedCall, TaskHandle
 from tests.support.bridging import FAST, effects, event_types, wait_closed, wait_until
 from tests.support.builders import new_run
@@ -56,7 +56,7 @@ async def test_long_task_reaches_completed_with_its_result(
     await wait_closed(tenant, outcome.task_ref)
     done = tenant.reads.get_task(outcome.task_ref)
     assert done.status is TaskStatus.COMPLETED and _text(done.result) == "report Q3"
-    assert tenant.reads.get_dispatch(outcome.op_ref).state is DispatchState.TASK
+    assert tenant.reads.get_dispatch(outcome.op_ref).state is CallState.TASK
     types = event_types(tenant, run.ref)
     assert types[-3:] == ["task.created", "task.status_changed", "task.terminal"]
     assert not requester.scheduler.is_watching(outcome.task_ref)
@@ -69,7 +69,7 @@ async def test_inline_tool_result_is_recorded(
     run = new_run(tenant)
     outcome = await requester.call_tool(PRINCIPAL, run.ref, "tasks", "echo", {"text": "hi"})
     assert isinstance(outcome, InlineResult) and _text(outcome.result) == "hi"
-    assert tenant.reads.get_dispatch(outcome.op_ref).state is DispatchState.RESULT
+    assert tenant.reads.get_dispatch(outcome.op_ref).state is CallState.RESULT
     assert event_types(tenant, run.ref)[-1] == "call.result"
 
 
@@ -249,7 +249,7 @@ async def test_task_only_tool_without_the_declaration_is_rejected_missing_capabi
     assert isinstance(outcome, RejectedCall) and outcome.missing_tasks_capability
     assert outcome.code == -32021
     dispatch = tenant.reads.get_dispatch(outcome.op_ref)
-    assert dispatch.state is DispatchState.RESULT and dispatch.result["error"]["code"] == -32021
+    assert dispatch.state is CallState.RESULT and dispatch.result["error"]["code"] == -32021
     assert tenant.reads.list_tasks(run_ref=run.ref) == []
 
 

@@ -29,7 +29,7 @@ from bridge import (
     events as ev,
 )
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 from bridge._outcomes import SAMPLING, InputPending
 from tests.support.bridging import FAST, wait_until
 from tests.support.builders import new_run
@@ -99,7 +99,7 @@ async def test_a_form_handler_answers_and_the_call_completes_without_the_host(
         assert isinstance(pending, InputPending)
 
         async def retried() -> bool:
-            return tenant.reads.get_dispatch(pending.op_ref).state is DispatchState.RESULT
+            return tenant.reads.get_dispatch(pending.op_ref).state is CallState.RESULT
 
         await wait_until(retried, what="the handler's answer sent the next leg")
         assert await bridge.run(P, run.ref).pending_inputs() == []
@@ -126,7 +126,7 @@ async def test_an_undeclared_kind_is_declined_by_default_and_the_server_decides(
     assert (declined.reason, declined.answered, declined.leg) == ("undeclared", True, 1)
     (required,) = _events(tenant, run.ref, ev.CallInputRequired)
     assert declined.input_ref == required.input_ref and declined.op_ref == required.op_ref
-    assert tenant.reads.get_dispatch(required.op_ref).state is DispatchState.RESULT
+    assert tenant.reads.get_dispatch(required.op_ref).state is CallState.RESULT
     types = [e.type for e in tenant.reads.events(run.ref)]
     assert types.index("call.input_declined") < types.index("call.input_answered")
     assert "call.unknown_outcome" not in types
@@ -190,7 +190,7 @@ async def test_a_declined_sampling_request_stays_with_the_host(
             lambda: _events(tenant, run.ref, ev.CallInputDeclined), what="sampling declined"
         )
         assert (declined[0].reason, declined[0].answered) == ("undeclared", False)
-        assert tenant.reads.get_dispatch(pending.op_ref).state is DispatchState.INPUT_REQUIRED
+        assert tenant.reads.get_dispatch(pending.op_ref).state is CallState.INPUT_REQUIRED
         (waiting,) = await bridge.run(P, run.ref).pending_inputs()
         assert waiting.method == SAMPLING and waiting.input_ref == declined[0].input_ref
         answer = mcp_types.CreateMessageResult(

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from bridge import Bridge, BridgeSettings, McpServerConfig, WaitMode
 from bridge._ledger.store import Ledger
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 from bridge._outcomes import InputPending
 from bridge.cli._app import app
 from tests.support.bridging import FAST, effects
@@ -94,7 +94,7 @@ def test_the_cli_answers_a_calls_input_by_op_ref(
         dispatch = ledger.for_principal(P).reads.get_dispatch(op_ref)
     finally:
         ledger.close()
-    assert dispatch.state is DispatchState.RESULT
+    assert dispatch.state is CallState.RESULT
     assert dispatch.result["content"][0]["text"] == "paid 31"
     again = _cli(db, *answer)
     assert again.exit_code == 1 and "InputAlreadyAnswered" in again.output

@@ -103,3 +103,31 @@ def test_public_names_carry_their_public_module(door: str) -> None:
         if where.startswith("bridge.") and _is_private(where):
             wrong.append(f"{name}: {where}")
     assert wrong == []
+
+
+def test_the_top_level_and_the_concepts_a_harness_author_needs_stay_few() -> None:
+    """``bridge.__all__`` stays under 60 names, and the embed guide's table of concepts (what
+    a harness author needs to embed, answer and recover) has at most 20 rows, as many as its
+    heading says, each naming something that exists."""
+    import bridge
+    import bridge.errors
+    import bridge.events
+
+    assert len(bridge.__all__) < 60, len(bridge.__all__)
+    guide = (ROOT / "docs/guides/embed-in-a-harness.md").read_text()
+    heading = re.search(r"^## The concepts you need \((\d+)\)$", guide, re.M)
+    assert heading is not None
+    section = guide[heading.end() : guide.index("\n## ", heading.end())]
+    rows = re.findall(r"^\| (\d+) \| (.+?) \|", section, re.M)
+    assert [int(n) for n, _ in rows] == list(range(1, len(rows) + 1))
+    assert len(rows) == int(heading.group(1)) <= 20
+    for _, concept in rows:
+        name = re.fullmatch(r"`(\w+)(?:\.(\w+))?`", concept)
+        if name is None:  # a concept in words (events, recovery, operation id)
+            continue
+        owner = next(
+            (m for m in (bridge, bridge.errors, bridge.events) if hasattr(m, name.group(1))),
+            None,
+        )
+        assert owner is not None, concept
+        assert name.group(2) is None or hasattr(getattr(owner, name.group(1)), name.group(2))

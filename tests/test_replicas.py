@@ -23,8 +23,8 @@ from bridge import (
     WaitMode,
     events as ev,
 )
+from bridge._config import ReplicaConfig
 from bridge._ledger.coordination.leases import ReplicaRegistry, TenantLeases
-from bridge._ledger.coordination.replica import ReplicaConfig
 from bridge._ledger.store import TASKS, Ledger
 from tests.support.bridging import FAST, wait_until
 from tests.support.postgres import ThrowawayPostgres, fresh_database
@@ -76,8 +76,8 @@ async def test_a_subscriber_on_another_replica_sees_every_event_in_order(
         step = await run.call_tool("tasks", "slow_report", {"quarter": "Q1", "seconds": 0.5},
             wait=WaitMode.DETACH,
         )  # fmt: skip
-        assert a._requester.scheduler.is_watching(step.task.ref), "the creating replica holds it"
-        assert not b._requester.scheduler.is_watching(step.task.ref)
+        assert a.is_watching(step.task.ref), "the creating replica holds it"
+        assert not b.is_watching(step.task.ref)
         seen = []
         async for event in b.run(P, run.ref).subscribe():  # B's ledger never hears A's commits
             seen.append(event)
@@ -166,7 +166,7 @@ async def test_in_flight_calls_of_a_dead_replica_become_unknown(
     registry.renew(dead, 0)  # replica-dead stopped renewing: its incarnation is gone
     async with _replica(pg_url, "replica-c", tasks_server) as c:
         assert c.last_recovery is not None
-        assert c.last_recovery.dispatches_marked_unknown == 1
+        assert c.last_recovery.calls_marked_unknown == 1
     assert tenant.reads.get_dispatch(theirs).state.value == "unknown"
     assert tenant.reads.get_dispatch(ours).state.value == "sent", (
         "a live replica's call is left alone"

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from bridge._config import McpServerConfig
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._lifecycle import TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._mcp.wire import sdk_compat
 from bridge._mcp.wire.lean_get import LeanGetStats
 from bridge._outcomes import TaskHandle

@@ -22,7 +22,7 @@ def test_smoke_run_prints_the_nested_tree(tmp_path: Path) -> None:
     )
     out = done.stdout
     assert "response=resp_smoke0001 session=hsess_smoke0001 status=completed" in out
-    assert "reports.generate_report  dispatch=task" in out
+    assert "reports.generate_report  state=task" in out
     assert "verdict=lost(not_found)" in out
     assert "verdict: unknown outcome" in out
     assert "input 'approve-1' elicitation/create answered" in out

@@ -15,9 +15,10 @@ import httpx
 import pytest
 
 from bridge import events as ev
+from bridge._config import FollowConfig, RetryPolicy
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import OuterStatus
-from bridge.uhp._client import FollowConfig, RetryPolicy, UhpClient
+from bridge.uhp._client import UhpClient
 from bridge.uhp._errors import (
     UhpAuthError,
     UhpInvalidRequest,

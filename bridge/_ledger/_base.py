@@ -60,7 +60,7 @@ from bridge._ledger.schema.models import (
     DispatchIntent,
     EventRecord,
     InnerTask,
-    InputRequest,
+    InputRequestRow,
     OuterResponse,
     WebhookOutbox,
 )
@@ -69,7 +69,7 @@ from bridge._lifecycle import OuterStatus
 RUNS = cast(Table, OuterResponse.__table__)  # type: ignore[attr-defined]
 DISPATCHES = cast(Table, DispatchIntent.__table__)  # type: ignore[attr-defined]
 TASKS = cast(Table, InnerTask.__table__)  # type: ignore[attr-defined]
-INPUTS = cast(Table, InputRequest.__table__)  # type: ignore[attr-defined]
+INPUTS = cast(Table, InputRequestRow.__table__)  # type: ignore[attr-defined]
 EVENTS = cast(Table, EventRecord.__table__)  # type: ignore[attr-defined]
 OUTBOX = cast(Table, WebhookOutbox.__table__)  # type: ignore[attr-defined]
 

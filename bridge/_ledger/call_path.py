@@ -47,7 +47,7 @@ from bridge._ledger.commit.driver_sessions import (
     DriverSession,
 )
 from bridge._ledger.fencing import Membership
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 
 # The encoding of bridge._ids.canonical_json, with the encoder built once for the call path
 # (json.dumps builds a new one per call): same arguments, same text, same digests.
@@ -95,7 +95,7 @@ def intent_row(
     ref = DISPATCH_PREFIX + (
         b2a_base64(urandom(16), newline=False).translate(URLSAFE).rstrip(b"=").decode()
     )
-    state = DispatchState.SENT if sent else DispatchState.PENDING
+    state = CallState.SENT if sent else CallState.PENDING
     return {
         "ref": ref,
         "principal": principal,

@@ -42,9 +42,9 @@ from bridge._ledger.commit.group_commit import StagedCommit
 from bridge._ledger.fencing import Membership
 from bridge._ledger.outcome import bound_json
 from bridge._ledger.reads.queries import TenantQueries, WriteScope
-from bridge._ledger.reads.views import DispatchView, TaskView
+from bridge._ledger.reads.views import CallView, TaskView
 from bridge._ledger.runs import RunWrites
-from bridge._lifecycle import Admission, DispatchState, TaskStatus, may_advance_dispatch
+from bridge._lifecycle import Admission, CallState, TaskStatus, may_advance_dispatch
 from bridge._redaction import scrub_task_id
 
 T = TypeVar("T")
@@ -92,7 +92,7 @@ class DispatchWrites(WriteScope):
         trace_id: str | None = None,
         span_id: str | None = None,
         dispatcher: Membership | None = None,
-    ) -> StagedCommit[Cursor, None, DispatchView]:
+    ) -> StagedCommit[Cursor, None, CallView]:
         """The intent to send a ``tools/call``, committed before sending it.
 
         ``dispatcher``: the replica incarnation sending it (leased mode), so that only once it
@@ -124,18 +124,18 @@ class DispatchWrites(WriteScope):
             if result.rowcount == 0:
                 raise NotFound("run", run_ref)
 
-        def failed(error: Exception) -> DispatchView:
+        def failed(error: Exception) -> CallView:
             if isinstance(error, self._ledger._driver.integrity_error):
                 return self._intent_conflict(values, error)
             raise error
 
         return StagedCommit.one_statement(
-            statement, values, check, lambda _: DispatchView.from_columns(values), failed
+            statement, values, check, lambda _: CallView.from_columns(values), failed
         )
 
     begin_dispatch = _committed_alone(stage_dispatch, "the intent")
 
-    def _intent_conflict(self, values: dict[str, Any], error: Exception) -> DispatchView:
+    def _intent_conflict(self, values: dict[str, Any], error: Exception) -> CallView:
         """The intent's insert broke a unique constraint: a call made again with its operation
         id gets the intent on record (or ``OperationReused``); anything else is raised."""
         operation_id = values["operation_id"] if values["operation_id"] != values["ref"] else None
@@ -149,7 +149,7 @@ class DispatchWrites(WriteScope):
 
     @staticmethod
     def _check_same_operation(
-        existing: DispatchView, run_ref: str, tool_name: str, args_digest: str
+        existing: CallView, run_ref: str, tool_name: str, args_digest: str
     ) -> None:
         if (existing.run_ref, existing.tool_name, existing.args_digest) != (
             run_ref,
@@ -160,20 +160,20 @@ class DispatchWrites(WriteScope):
                 f"operation id {existing.operation_id!r} was already used for another call"
             )
 
-    def mark_dispatch_sent(self, op_ref: str) -> DispatchView:
+    def mark_dispatch_sent(self, op_ref: str) -> CallView:
         """``pending -> sent``: committed just before the request leaves the process."""
         with self._ledger._driver.transaction() as cursor:
             row = self._advance_on_call_path(
-                cursor, op_ref, DispatchState.PENDING, DispatchState.SENT, self.now
+                cursor, op_ref, CallState.PENDING, CallState.SENT, self.now
             )
-        return DispatchView.from_row(row)
+        return CallView.from_row(row)
 
-    def mark_dispatch_unknown(self, op_ref: str, reason: str) -> DispatchView:
+    def mark_dispatch_unknown(self, op_ref: str, reason: str) -> CallView:
         """The request may have left but no handle and no result came back: say so, loudly."""
         with self._write() as tx:
             row = self._dispatch_row(tx.conn, op_ref, lock=True)
-            previous = DispatchState(row.state)
-            self._advance_dispatch(tx, row, DispatchState.UNKNOWN, unknown_reason=reason)
+            previous = CallState(row.state)
+            self._advance_dispatch(tx, row, CallState.UNKNOWN, unknown_reason=reason)
             self._append(
                 tx,
                 row.run_ref,
@@ -188,23 +188,23 @@ class DispatchWrites(WriteScope):
         return self._reads.get_dispatch(op_ref)
 
     def record_immediate_result(
-        self, op_ref: str, result: Any, *, intent: DispatchView | None = None
-    ) -> DispatchView:
+        self, op_ref: str, result: Any, *, intent: CallView | None = None
+    ) -> CallView:
         """:meth:`stage_immediate_result` committed alone. Without ``intent`` (the view
         :meth:`begin_dispatch` returned for ``op_ref``), the dispatch is read first."""
         if intent is not None and intent.ref == op_ref and intent.principal == self.principal:
             return self._commit_alone(self.stage_immediate_result(result, intent=intent))
         return self._settle_with_result(op_ref, result, rpc_error=False)
 
-    def _settle_with_result(self, op_ref: str, result: Any, *, rpc_error: bool) -> DispatchView:
+    def _settle_with_result(self, op_ref: str, result: Any, *, rpc_error: bool) -> CallView:
         """The result of a dispatch the caller does not hold, committed alone: read it first."""
         is_error = rpc_error or bool(isinstance(result, dict) and result.get("isError"))
         staged = self._staged_result(self._reads.get_dispatch(op_ref), result, is_error, rpc_error)
         return self._commit_alone(staged)
 
     def stage_immediate_result(
-        self, result: Any, *, intent: DispatchView
-    ) -> StagedCommit[Cursor, int, DispatchView]:
+        self, result: Any, *, intent: CallView
+    ) -> StagedCommit[Cursor, int, CallView]:
         """The server answered the call the caller began (``intent``) with an ordinary
         ``CallToolResult``: ``sent -> result`` with its ``call.result`` event, nothing read back
         (the move is still guarded on the principal, the run and the ``sent`` state).
@@ -219,8 +219,8 @@ class DispatchWrites(WriteScope):
         return self._ledger.group_commit.commit_alone(staged)
 
     def _staged_result(
-        self, intent: DispatchView, result: Any, is_error: bool, rpc_error: bool
-    ) -> StagedCommit[Cursor, int, DispatchView]:
+        self, intent: CallView, result: Any, is_error: bool, rpc_error: bool
+    ) -> StagedCommit[Cursor, int, CallView]:
         """The bridged call's last commit, written flat: three statements, one transaction
         (a fourth reads the event number back only when someone listens for commits)."""
         ledger = self._ledger
@@ -274,14 +274,14 @@ class DispatchWrites(WriteScope):
         def check(row: dict[str, Any] | None) -> int:
             assert row is not None
             if row["moved"] != 1:
-                self._refuse_call_path_move(op_ref, DispatchState.RESULT)
+                self._refuse_call_path_move(op_ref, CallState.RESULT)
             if row["seq"] is None:
                 raise NotFound("run", run_ref)
             return int(row["seq"]) if announce is not None or listened else 0
 
         def write(cursor: Cursor) -> int:
             if cursor.run(hot.advance_known_dispatch, move) != 1:
-                self._refuse_call_path_move(op_ref, DispatchState.RESULT)
+                self._refuse_call_path_move(op_ref, CallState.RESULT)
             if cursor.run(hot.bump_seq, owned_run) != 1:
                 raise NotFound("run", run_ref)
             cursor.run(hot.insert_event_at_seq, appended)
@@ -289,7 +289,7 @@ class DispatchWrites(WriteScope):
                 return int(cursor.scalar(announce, owned_run))
             return int(cursor.scalar(hot.run_seq, owned_run)) if listened else 0
 
-        def settle(seq: int) -> DispatchView:
+        def settle(seq: int) -> CallView:
             if seq:
                 ledger._notify(principal, run_ref, seq, announced=announce is not None)
             return intent.with_result(json.loads(text) if truncated else result, truncated, now)
@@ -335,7 +335,7 @@ class DispatchWrites(WriteScope):
 
         def write(cursor: Cursor) -> int:
             op = self._advance_on_call_path(
-                cursor, op_ref, DispatchState.SENT, DispatchState.TASK, now, task_ref=ref
+                cursor, op_ref, CallState.SENT, CallState.TASK, now, task_ref=ref
             )
             run_ref = op.run_ref
             run = cursor.one(hot.next_seq, {"run_ref": run_ref, "owner": principal})
@@ -440,8 +440,8 @@ class DispatchWrites(WriteScope):
         self,
         cursor: Cursor,
         op_ref: str,
-        expected: DispatchState,
-        target: DispatchState,
+        expected: CallState,
+        target: CallState,
         now: int,
         *,
         task_ref: str | None = None,
@@ -465,21 +465,21 @@ class DispatchWrites(WriteScope):
             self._refuse_call_path_move(op_ref, target)
         return SimpleNamespace(**row)
 
-    def _refuse_call_path_move(self, op_ref: str, target: DispatchState) -> NoReturn:
+    def _refuse_call_path_move(self, op_ref: str, target: CallState) -> NoReturn:
         current = self._reads.get_dispatch(op_ref).state  # NotFound for a foreign/unknown ref
         raise InvalidTransition(
             f"dispatch {op_ref!r} cannot go from {current.value} to {target.value}"
         )
 
-    def record_call_error(self, op_ref: str, error: dict[str, Any]) -> DispatchView:
+    def record_call_error(self, op_ref: str, error: dict[str, Any]) -> CallView:
         """The server answered ``tools/call`` with a JSON-RPC error: a definite, failed reply.
 
         Stored as the dispatch's result ``{"error": {code, message, data}}``; nothing started.
         """
         return self._settle_with_result(op_ref, {"error": error}, rpc_error=True)
 
-    def _advance_dispatch(self, tx: Tx, row: Any, target: DispatchState, **values: Any) -> None:
-        current = DispatchState(row.state)
+    def _advance_dispatch(self, tx: Tx, row: Any, target: CallState, **values: Any) -> None:
+        current = CallState(row.state)
         if not may_advance_dispatch(current, target):
             raise InvalidTransition(
                 f"dispatch {row.ref!r} cannot go from {current.value} to {target.value}"
@@ -504,7 +504,7 @@ class DispatchWrites(WriteScope):
         """
         with self._write() as tx:
             row = self._dispatch_row(tx.conn, op_ref, lock=True)
-            if DispatchState(row.state) is not DispatchState.UNKNOWN:
+            if CallState(row.state) is not CallState.UNKNOWN:
                 raise InvalidTransition(
                     f"dispatch {op_ref!r} is {row.state}: only an unknown outcome is resolved"
                 )

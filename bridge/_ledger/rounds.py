@@ -32,9 +32,9 @@ from bridge._ledger.input_bounds import (
 )
 from bridge._ledger.inputs import input_request_digest, write_answer
 from bridge._ledger.reads.queries import WriteScope
-from bridge._ledger.reads.views import CallInputView, DispatchView
+from bridge._ledger.reads.views import CallInputView, CallView
 from bridge._ledger.schema.models import CallRound
-from bridge._lifecycle import DispatchState, may_advance_dispatch
+from bridge._lifecycle import CallState, may_advance_dispatch
 
 ROUNDS = cast(Table, CallRound.__table__)  # type: ignore[attr-defined]
 
@@ -43,7 +43,7 @@ ROUNDS = cast(Table, CallRound.__table__)  # type: ignore[attr-defined]
 class RetryLeg:
     """The next leg of a call, committed as sent: what to send again."""
 
-    dispatch: DispatchView
+    dispatch: CallView
     leg: int
     arguments: dict[str, Any] = field(repr=False)
     request_state: str | None = field(repr=False)  # opaque; echoed verbatim, never logged
@@ -65,7 +65,7 @@ class CallRoundWrites(WriteScope):
         inputs once, and move the dispatch to ``input_required`` — one transaction."""
         with self._write() as tx:
             row = self._dispatch_row(tx.conn, op_ref, lock=True)
-            self._move(tx, row, DispatchState.SENT, DispatchState.INPUT_REQUIRED)
+            self._move(tx, row, CallState.SENT, CallState.INPUT_REQUIRED)
             leg = self._last_leg(tx.conn, op_ref) + 1
             now = self.now
             tx.conn.execute(
@@ -208,7 +208,7 @@ class CallRoundWrites(WriteScope):
         ).first()
         if request is None:
             raise UnknownInputKey(f"call {op_ref!r} has no open input request {input_ref!r}")
-        if request.answered_at_ms is not None or row.state != DispatchState.INPUT_REQUIRED:
+        if request.answered_at_ms is not None or row.state != CallState.INPUT_REQUIRED:
             raise InputAlreadyAnswered(f"input request {request.ref} was already answered")
         return row, leg, request
 
@@ -239,7 +239,7 @@ class CallRoundWrites(WriteScope):
         process took the leg, or inputs remain)."""
         with self._write() as tx:
             row = self._dispatch_row(tx.conn, op_ref, lock=True)
-            if row.state != DispatchState.INPUT_REQUIRED:
+            if row.state != CallState.INPUT_REQUIRED:
                 return None
             leg = self._last_leg(tx.conn, op_ref)
             if self._unanswered(tx.conn, op_ref, leg):
@@ -264,7 +264,7 @@ class CallRoundWrites(WriteScope):
                 .where(self._owned(INPUTS), INPUTS.c.op_ref == op_ref, INPUTS.c.leg == leg)
                 .values(delivered_at_ms=now, answer_json=None)
             )
-            self._move(tx, row, DispatchState.INPUT_REQUIRED, DispatchState.SENT)
+            self._move(tx, row, CallState.INPUT_REQUIRED, CallState.SENT)
         return RetryLeg(
             dispatch=self._reads.get_dispatch(op_ref),
             leg=leg + 1,
@@ -300,7 +300,7 @@ class CallRoundWrites(WriteScope):
             .where(
                 self._owned(INPUTS),
                 self._owned(DISPATCHES),
-                DISPATCHES.c.state == DispatchState.INPUT_REQUIRED.value,
+                DISPATCHES.c.state == CallState.INPUT_REQUIRED.value,
                 INPUTS.c.answered_at_ms.is_(None),
             )
             .order_by(INPUTS.c.id)
@@ -315,7 +315,7 @@ class CallRoundWrites(WriteScope):
         (the process stopped in between): their next leg is due."""
         waiting = select(DISPATCHES.c.ref).where(
             self._owned(DISPATCHES),
-            DISPATCHES.c.state == DispatchState.INPUT_REQUIRED.value,
+            DISPATCHES.c.state == CallState.INPUT_REQUIRED.value,
         )
         with self._read() as conn:
             refs = [ref for (ref,) in conn.execute(waiting.order_by(DISPATCHES.c.created_at_ms))]
@@ -339,7 +339,7 @@ class CallRoundWrites(WriteScope):
             ).scalar_one()
         )
 
-    def _move(self, tx: Tx, row: Any, expected: DispatchState, target: DispatchState) -> None:
+    def _move(self, tx: Tx, row: Any, expected: CallState, target: CallState) -> None:
         if row.state != expected.value or not may_advance_dispatch(expected, target):
             raise InvalidTransition(
                 f"dispatch {row.ref!r} cannot go from {row.state} to {target.value}"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from bridge._errors import BridgeError
 
 if TYPE_CHECKING:
-    from bridge._mcp.servers import McpServerConfig
+    from bridge._config import McpServerConfig
 
 
 class McpConfigError(BridgeError, ValueError):
@@ -41,7 +41,7 @@ def load_mcp_config(path: Path) -> list[McpServerConfig]:
             f"MCP config {path} is not valid JSON: {exc.msg} (line {exc.lineno})"
         ) from exc
     # The MCP stack (SDK, transports) loads only for the callers that talk to a server.
-    from bridge._mcp.servers import McpServerConfig
+    from bridge._config import McpServerConfig
 
     entries = data.get("mcpServers") if isinstance(data, dict) else None
     if isinstance(entries, dict):

@@ -33,9 +33,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bridge._config import (
-    CredentialResolver as CredentialResolver,
-    McpServerConfig as McpServerConfig,
-    no_credentials as no_credentials,
+    CredentialResolver,
+    McpServerConfig,
+    no_credentials,
 )
 from bridge._errors import (
     ServerConnectFailed,

@@ -15,6 +15,7 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from bridge._config import CredentialResolver, FollowConfig
 from bridge._errors import BridgeError, LeaseLost
 from bridge._ledger.coordination.replica import ReplicaLeases
 from bridge._ledger.fencing import Membership
@@ -23,10 +24,9 @@ from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import OuterStatus
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import CredentialResolver
 from bridge._policies import OnOuterCancel, OnOuterEnd, Policies
 from bridge._telemetry.outer_spans import OuterSpans
-from bridge.uhp._client import FollowConfig, ResponseFollower, UhpClient, UnansweredPost
+from bridge.uhp._client import ResponseFollower, UhpClient, UnansweredPost
 
 
 class UhpServer(Protocol):

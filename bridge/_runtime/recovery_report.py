@@ -18,7 +18,7 @@ class RecoveryReport:
     what still waits on the host."""
 
     tasks_watched: int = 0
-    dispatches_marked_unknown: int = 0
+    calls_marked_unknown: int = 0
     answers_to_redeliver: int = 0
     cancels_to_resend: int = 0
     remote_runs_resumed: int = 0

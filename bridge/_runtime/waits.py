@@ -13,7 +13,7 @@ from bridge._ledger.coordination.waiters import CommitNotifier
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import DispatchState, TaskStatus
+from bridge._lifecycle import CallState, TaskStatus
 from bridge._runtime.step_results import RecoverableFailure, TaskSettled
 
 
@@ -25,7 +25,7 @@ async def until_answered(
     while True:
         with notifier.watch(tenant.principal, run_ref) as change:  # armed, then read
             dispatch = await db(tenant.reads.get_dispatch, op_ref)
-            if dispatch.state not in (DispatchState.INPUT_REQUIRED, DispatchState.SENT):
+            if dispatch.state not in (CallState.INPUT_REQUIRED, CallState.SENT):
                 return dispatch.operation_id
             await change.wait(None)
 

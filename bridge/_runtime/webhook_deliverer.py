@@ -25,13 +25,13 @@ import anyio
 import httpx
 from anyio.abc import TaskGroup, TaskStatus
 
+from bridge._config import CredentialResolver
 from bridge._ledger.coordination.deliverer_lease import hold_deliverer, release_deliverer
 from bridge._ledger.coordination.leases import ReplicaRegistry
 from bridge._ledger.fencing import Membership
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._ledger.webhook_outbox import OutboxItem
-from bridge._mcp.servers import CredentialResolver
 from bridge._runtime.webhook_endpoint import WebhookEndpoint
 from bridge._runtime.webhook_message import message_body, signed_headers
 from bridge._telemetry.metrics import record_webhook

@@ -33,7 +33,7 @@ from bridge.cli._context import (
 from bridge.cli._records import input_record, now_ms, task_record
 
 if TYPE_CHECKING:
-    from bridge._mcp.servers import McpServerConfig
+    from bridge._config import McpServerConfig
 
 
 def load_mcp_config(path: Path) -> list[McpServerConfig]:
@@ -122,7 +122,7 @@ def recover(
         took = time.monotonic() - started
         data = {
             "tasks_watched": report.tasks_watched,
-            "dispatches_marked_unknown": report.dispatches_marked_unknown,
+            "calls_marked_unknown": report.calls_marked_unknown,
             "answers_to_redeliver": report.answers_to_redeliver,
             "cancels_to_resend": report.cancels_to_resend,
             "remote_runs_resumed": report.remote_runs_resumed,
@@ -142,7 +142,7 @@ def recover(
         out.print("[bold]Recovery report[/bold]")
         for key in (
             "tasks_watched",
-            "dispatches_marked_unknown",
+            "calls_marked_unknown",
             "answers_to_redeliver",
             "cancels_to_resend",
             "remote_runs_resumed",
@@ -193,7 +193,7 @@ async def _recover(
         # The tasks open when recovery starts: one that settles at its first poll is still
         # reported (read after recovery, it would be missing from the report).
         watched = [t.ref for t in tenant.reads.list_tasks(open_only=True)]
-        report = await bridge.recover(settle_in_flight_dispatches=settle)
+        report = await bridge.recover(settle_in_flight_calls=settle)
         if wait > 0 and watched:
             with err_console().status(f"watching {len(watched)} open task(s), at most {wait:g}s"):
                 with anyio.move_on_after(wait):

@@ -259,7 +259,7 @@ def resolve(
     ran: Annotated[bool, typer.Option("--ran", help="The server ran it: never resend.")] = False,
     never_ran: Annotated[
         bool,
-        typer.Option("--never-ran", help="It never ran: the same operation may be sent again."),
+        typer.Option("--never-ran", help="It never ran: the same call may be sent again."),
     ] = False,
     by: ByOpt = None,
     as_json: JsonOpt = False,

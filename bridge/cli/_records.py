@@ -18,9 +18,9 @@ from typing import Any
 from bridge import events as ev
 from bridge._ledger.reads.attention import question_of
 from bridge._ledger.reads.call_states import CallStanding, calls_of
-from bridge._ledger.reads.views import DispatchView, InputRequestView, RunView, TaskView
+from bridge._ledger.reads.views import CallView, InputRequestView, RunView, TaskView
 from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import Admission, DispatchState
+from bridge._lifecycle import Admission, CallState
 from bridge.cli._status_lines import (
     run_status_brief,
     run_status_line,
@@ -121,7 +121,7 @@ def run_record(run: RunView, calls: Sequence[CallStanding] | None = None) -> dic
 
 def task_counts(
     tasks: Sequence[TaskView],
-    dispatches: Sequence[DispatchView],
+    dispatches: Sequence[CallView],
     verdicts: Mapping[str, Admission] | None = None,
 ) -> dict[str, Any]:
     """Tasks by status, lost ones, and calls of unknown outcome: ``unknown`` those still
@@ -131,7 +131,7 @@ def task_counts(
         if task.lost_reason is not None and task.terminal_at_ms is None:
             continue  # counted as lost: its last status seen is no longer true
         by_status[task.status.value] = by_status.get(task.status.value, 0) + 1
-    unknown = [d.ref for d in dispatches if d.state is DispatchState.UNKNOWN]
+    unknown = [d.ref for d in dispatches if d.state is CallState.UNKNOWN]
     resolved = sum(1 for ref in unknown if (verdicts or {}).get(ref, Admission.UNKNOWN).is_final)
     return {
         "total": len(tasks),
@@ -143,11 +143,11 @@ def task_counts(
     }
 
 
-def run_verdicts(tenant: TenantLedger, dispatches: Sequence[DispatchView]) -> dict[str, Admission]:
+def run_verdicts(tenant: TenantLedger, dispatches: Sequence[CallView]) -> dict[str, Admission]:
     """The latest admission verdict on each call of unknown outcome (few: read one by one)."""
     verdicts: dict[str, Admission] = {}
     for dispatch in dispatches:
-        if dispatch.state is DispatchState.UNKNOWN:
+        if dispatch.state is CallState.UNKNOWN:
             verdict = tenant.calls.admission_of(dispatch.ref)
             if verdict is not None:
                 verdicts[dispatch.ref] = verdict
@@ -230,7 +230,7 @@ def task_record(
     }
 
 
-def dispatch_record(dispatch: DispatchView) -> dict[str, Any]:
+def dispatch_record(dispatch: CallView) -> dict[str, Any]:
     return {
         "op_ref": dispatch.ref,
         "server": dispatch.server_name or dispatch.server_endpoint,
@@ -247,7 +247,7 @@ def dispatch_record(dispatch: DispatchView) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class RunSnapshot:
     run: RunView
-    dispatches: list[DispatchView]
+    dispatches: list[CallView]
     tasks: list[TaskView]
     pending_inputs: dict[str, list[InputRequestView]]
     events: list[ev.BridgeEvent]

@@ -98,7 +98,7 @@ def _print_tree(tenant: TenantLedger, run_ref: str) -> None:
     print(f"run {run.ref}  response={run.response_id} session={run.session_id} status={status}")
     tasks = {t.op_ref: t for t in tenant.reads.list_tasks(run_ref=run_ref)}
     for op in tenant.reads.list_dispatches(run_ref=run_ref):
-        print(f"  call {op.ref}  {op.server_name}.{op.tool_name}  dispatch={op.state.value}")
+        print(f"  call {op.ref}  {op.server_name}.{op.tool_name}  state={op.state.value}")
         task = tasks.get(op.ref)
         if task is None:
             if op.unknown_reason:

@@ -9,17 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from bridge._ledger.reads.call_states import CallStanding, CallState
+from bridge._ledger.reads.call_states import CallStanding, Standing
 from bridge._ledger.reads.views import InputRequestView, RunView, TaskView
 from bridge._lifecycle import Admission, TaskStatus
 
 _CALL_WORDS = {
-    CallState.IN_FLIGHT: "in flight",
-    CallState.WAITING_INPUT: "waiting on input",
-    CallState.COMPLETED: "completed",
-    CallState.FAILED: "failed",
-    CallState.CANCELLED: "cancelled",
-    CallState.UNRESOLVED: "unresolved",
+    Standing.IN_FLIGHT: "in flight",
+    Standing.WAITING_INPUT: "waiting on input",
+    Standing.COMPLETED: "completed",
+    Standing.FAILED: "failed",
+    Standing.CANCELLED: "cancelled",
+    Standing.UNRESOLVED: "unresolved",
 }
 
 

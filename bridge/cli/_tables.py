@@ -10,7 +10,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from bridge import events as ev
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 from bridge.cli._records import (
     Redactor,
     RunSnapshot,
@@ -121,7 +121,7 @@ def run_tree(snapshot: RunSnapshot) -> Tree:
         label.append(call["op_ref"], style="bold")
         label.append(f"  {call['server']}.{call['tool']}  ")
         label.append(call["state"], style=RICH_STYLES.get(call["state"], ""))
-        if call["state"] == DispatchState.UNKNOWN.value:
+        if call["state"] == CallState.UNKNOWN.value:
             label.append("  unknown outcome", style="bold yellow")
             if call["unknown_reason"]:
                 label.append(f" ({call['unknown_reason']})", style="yellow")

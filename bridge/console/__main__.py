@@ -16,9 +16,9 @@ from pathlib import Path
 
 import anyio
 
+from bridge._config import McpServerConfig
 from bridge._errors import LedgerUnavailable
 from bridge._mcp.config_file import McpConfigError, load_mcp_config, resolve_credential
-from bridge._mcp.servers import McpServerConfig
 from bridge._telemetry.prometheus import add_metrics_arguments, start_metrics
 from bridge.console._auth import TOKENS_ENV, ConsoleAuthError, ConsoleTokens
 from bridge.console._serve import serve_console

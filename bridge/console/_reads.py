@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bridge._facade import Bridge
-from bridge._ledger.reads.views import DispatchView
 from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 from bridge.cli._records import Redactor, RunSnapshot, load_snapshot
 from bridge.cli._timeline import Timeline, build_timeline
 from bridge.console._pages import RunRow
@@ -50,16 +49,11 @@ class ConsoleReads:
         tenant = self._tenant(principal)
         found: dict[str, str] = {}
         for call in snapshot.dispatches:
-            if call.state is DispatchState.UNKNOWN:
+            if call.state is CallState.UNKNOWN:
                 verdict = await self.bridge._runner(tenant.calls.admission_of, call.ref)
                 if verdict is not None and verdict.is_final:
                     found[call.ref] = verdict.value
         return found
-
-    async def unresolved_calls(self, principal: str) -> list[DispatchView]:
-        """The principal's calls of unknown outcome with no final verdict yet, oldest first."""
-        tenant = self._tenant(principal)
-        return await self.bridge._runner(_unresolved, tenant)
 
     async def redactor(self, principal: str) -> Redactor:
         """Replaces the raw ids of the principal's open tasks (what the inbox is about)."""
@@ -73,16 +67,6 @@ class ConsoleReads:
         looked at; ``waiting``: how many attention items each run has."""
         tenant = self._tenant(principal)
         return await self.bridge._runner(_matching_runs, tenant, query, waiting)
-
-
-def _unresolved(tenant: TenantLedger) -> list[DispatchView]:
-    calls = tenant.reads.list_dispatches(states=[DispatchState.UNKNOWN])
-    open_calls = []
-    for call in calls:
-        verdict = tenant.calls.admission_of(call.ref)
-        if verdict is None or not verdict.is_final:
-            open_calls.append(call)
-    return sorted(open_calls, key=lambda c: c.updated_at_ms)
 
 
 def _matching_runs(

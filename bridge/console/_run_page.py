@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bridge._lifecycle import DispatchState, TaskStatus
+from bridge._lifecycle import CallState, TaskStatus
 from bridge.cli._html_timeline import legend, render_svg
 from bridge.cli._records import RunSnapshot, relative, short_time, task_verdicts
 from bridge.cli._timeline import Timeline
@@ -73,7 +73,7 @@ def _task_rows(snapshot: RunSnapshot, frame: Frame) -> Markup:
 def _unknown_calls(snapshot: RunSnapshot, frame: Frame, verdicts: Mapping[str, str]) -> Markup:
     rows = []
     for call in snapshot.dispatches:
-        if call.state is not DispatchState.UNKNOWN:
+        if call.state is not CallState.UNKNOWN:
             continue
         if call.ref in verdicts:  # given once: shown, not asked again
             rows.append(

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from bridge._config import CredentialResolver, McpServerConfig
 from bridge._facade import Bridge
-from bridge._mcp.servers import CredentialResolver, McpServerConfig
 from bridge._settings import BridgeSettings
 from bridge.console._app import build_app
 from bridge.console._auth import ConsoleTokens

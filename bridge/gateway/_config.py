@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge._mcp.servers import McpServerConfig
+from bridge._config import McpServerConfig
 from bridge._runtime.webhook_endpoint import WebhookEndpoint
 
 DEFAULT_WAIT_DEADLINE_S = 120.0

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from mcp.server.stdio import stdio_server
 
+from bridge._config import CredentialResolver
 from bridge._facade import Bridge
-from bridge._mcp.servers import CredentialResolver
 from bridge._settings import BridgeSettings
 from bridge.gateway._auth import GatewayTokens, RequireBearer
 from bridge.gateway._calls import GatewayCalls

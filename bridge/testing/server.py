@@ -93,12 +93,7 @@ class _Report:
         now = time.time()
         elapsed = now - self.started
         total = self.sections * self.seconds_per_section
-        task: dict[str, Any] = {
-            "taskId": task_id,
-            "createdAt": _iso(self.started),
-            "ttlMs": TTL_MS,
-            "pollIntervalMs": POLL_INTERVAL_MS,
-        }
+        task = _task_fields(task_id, self.started)
         if self.cancelled_at is not None:
             return {**task, "status": "cancelled", "lastUpdatedAt": _iso(self.cancelled_at)}
         if elapsed >= total:
@@ -118,6 +113,16 @@ class _Report:
         return {**task, "status": "working", "lastUpdatedAt": _iso(now), "statusMessage": message}
 
 
+def _task_fields(task_id: str, started: float) -> dict[str, Any]:
+    """What every state of a task says: its id, creation time, TTL and poll interval."""
+    return {
+        "taskId": task_id,
+        "createdAt": _iso(started),
+        "ttlMs": TTL_MS,
+        "pollIntervalMs": POLL_INTERVAL_MS,
+    }
+
+
 @dataclass
 class _Approval:
     """A payment waiting for a person's yes (an ``input_required`` task until answered)."""
@@ -130,12 +135,7 @@ class _Approval:
     cancelled_at: float | None = None
 
     def task(self, task_id: str) -> dict[str, Any]:
-        task: dict[str, Any] = {
-            "taskId": task_id,
-            "createdAt": _iso(self.started),
-            "ttlMs": TTL_MS,
-            "pollIntervalMs": POLL_INTERVAL_MS,
-        }
+        task = _task_fields(task_id, self.started)
         if self.cancelled_at is not None:
             return {**task, "status": "cancelled", "lastUpdatedAt": _iso(self.cancelled_at)}
         if self.answered_at is None:

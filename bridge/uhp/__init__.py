@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from bridge._public import load_public
 
 if TYPE_CHECKING:
+    from bridge._config import RetryPolicy as RetryPolicy
     from bridge.uhp._adapter import (
         SUMMARY_KEY as SUMMARY_KEY,
         nested_tasks_summary as nested_tasks_summary,
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
         UhpClient as UhpClient,
         UnansweredPost as UnansweredPost,
     )
-    from bridge.uhp._client_config import RetryPolicy as RetryPolicy
     from bridge.uhp._errors import (
         RequestNotRepostable as RequestNotRepostable,
         ResponseNotFollowable as ResponseNotFollowable,
@@ -53,7 +53,7 @@ _EXPORTS: dict[str, str] = {
     # The client: create, follow and resume a response; a POST whose answer was lost.
     "UhpClient": "bridge.uhp._client",
     "ResponseFollower": "bridge.uhp._follower",
-    "RetryPolicy": "bridge.uhp._client_config",
+    "RetryPolicy": "bridge._config",
     "UnansweredPost": "bridge.uhp._client",
     "ResponseObject": "bridge.uhp._models",
     "StreamEvent": "bridge.uhp._models",

@@ -28,13 +28,13 @@ from typing import Any
 import anyio
 import httpx
 
+from bridge._config import FollowConfig, RetryPolicy
 from bridge._errors import BridgeError
 from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import RunView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import OuterStatus
-from bridge.uhp._client_config import FollowConfig, RetryPolicy
 from bridge.uhp._error_mapping import error_for, raise_for_status
 from bridge.uhp._errors import (
     RequestNotRepostable,

@@ -11,10 +11,10 @@ from typing import Literal, Protocol
 import httpx
 import pydantic
 
+from bridge._config import FollowConfig
 from bridge._ledger.fencing import Membership
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge.uhp._client_config import FollowConfig
 from bridge.uhp._error_mapping import error_for
 from bridge.uhp._errors import ResponseNotFollowable, StreamFault
 from bridge.uhp._models import (

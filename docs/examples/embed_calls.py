@@ -1,4 +1,4 @@
-"""Embed guide, part 1: open the bridge, list tools, call a tool, look an operation up.
+"""Embed guide, part 1: open the bridge, list tools, call a tool, read a call by its operation id.
 
 Run against the example servers (see docs/guides/embed-in-a-harness.md):
 BRIDGE_EXAMPLE_REPORTS_URL, BRIDGE_EXAMPLE_PAYMENTS_URL, BRIDGE_EXAMPLE_TOKEN, BRIDGE_EXAMPLE_DB.

@@ -127,7 +127,7 @@ class Runtime:
     async def commit(self, write: StoreWrite) -> None:
         """A write of the store (:meth:`HarnessStore.appending`...), committed with the others
         asked for in this turn of the event loop
-        (:class:`~bridge._ledger.host_tables.GroupCommit`): durable when this returns; never
+        (:class:`~bridge.uhp.serving.GroupCommit`): durable when this returns; never
         interrupted once asked for. If the shared transaction fails, each write is committed
         again alone, so only a failing write fails; a database that cannot take writes
         (``LedgerUnavailable``) fails them all at once."""

@@ -4,8 +4,8 @@ Every streamed event is stored with the response snapshot it produced (see :mod:
 events of one step go in one write, so a response of a tool call and a short answer writes
 eight times instead of nineteen, and the writes of concurrent runs share transactions (the
 runtime commits them through the bridge's group commit, a turn of the event loop at a time).
-The ledger's machinery comes from :mod:`bridge._ledger.host_tables`, the supported import for a
-host's own tables.
+The ledger's machinery comes from :mod:`bridge.uhp.serving` (its host tables), the supported
+import for a host's own tables.
 Through the ORM each of those transactions costs about a millisecond of CPU, and 200 concurrent
 responses made it most of the harness's time. The statements here are SQLAlchemy Core
 constructs over the harness's tables, compiled once for the engine's dialect and run by the

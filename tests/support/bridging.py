@@ -11,9 +11,9 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from bridge._config import SchedulerConfig
 from bridge._facade import Bridge
 from bridge._ledger.store import TenantLedger
-from bridge._mcp.polling.watches import SchedulerConfig
 
 # Fast but bounded polling for tests: real servers answer in milliseconds.
 FAST = SchedulerConfig(

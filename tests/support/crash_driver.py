@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 
+from bridge._config import McpServerConfig
 from bridge._ledger.commit.group_commit import StagedCommit
 from bridge._ledger.dispatches import DispatchWrites
 from bridge._ledger.inputs import InputWrites
@@ -30,7 +31,6 @@ from bridge._ledger.rounds import CallRoundWrites
 from bridge._ledger.store import Ledger
 from bridge._ledger.tasks import TaskWrites
 from bridge._mcp.calls.requester import TaskRequester
-from bridge._mcp.servers import McpServerConfig
 from bridge._outcomes import InputPending, TaskHandle
 from tests.support.bridging import FAST
 

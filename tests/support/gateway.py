@@ -21,7 +21,7 @@ import anyio
 import mcp_types
 from mcp import Client
 
-from bridge._ledger.reads.views import DispatchView
+from bridge._ledger.reads.views import CallView
 from bridge._ledger.store import Ledger
 from bridge._mcp.wire.shapes import DetailedTask
 from tests.support.mcp_client import connect, get_task
@@ -108,7 +108,7 @@ def upstream_task_ids(db: Path, principal: str) -> list[str]:
         ledger.close()
 
 
-def dispatches(db: Path, principal: str) -> list[DispatchView]:
+def dispatches(db: Path, principal: str) -> list[CallView]:
     """Every ``tools/call`` the gateway recorded for ``principal``."""
     ledger = Ledger.open(db)
     try:

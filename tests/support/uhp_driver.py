@@ -14,8 +14,9 @@ import signal
 
 import anyio
 
+from bridge._config import FollowConfig
 from bridge._ledger.store import Ledger
-from bridge.uhp._client import FollowConfig, UhpClient
+from bridge.uhp._client import UhpClient
 
 
 async def _run(args: argparse.Namespace) -> None:

@@ -23,7 +23,7 @@ from sqlalchemy import Table, and_, exists, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from bridge._ledger.fencing import Membership
-from bridge._ledger.reads.views import DispatchView, RunView, TaskView
+from bridge._ledger.reads.views import CallView, RunView, TaskView
 from bridge._ledger.schema.dialects import db_now_ms
 from bridge._ledger.schema.models import Replica
 from bridge._ledger.store import (
@@ -35,7 +35,7 @@ from bridge._ledger.store import (
     Ledger,
     TenantLedger,
 )
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 
 REPLICAS = cast(Table, Replica.__table__)  # type: ignore[attr-defined]
 
@@ -213,18 +213,18 @@ class TenantLeases:
         """Take a run this replica just started following, unless another replica holds it."""
         return self._adopt(RUNS, member, run_ref)
 
-    def orphaned_dispatches(self) -> list[DispatchView]:
+    def orphaned_dispatches(self) -> list[CallView]:
         """Dispatches left ``pending``/``sent`` by a replica incarnation that is gone: nobody
         can tell any more whether they reached the server."""
         query = select(DISPATCHES).where(
             self._scope.owned(DISPATCHES),
-            DISPATCHES.c.state.in_([DispatchState.PENDING.value, DispatchState.SENT.value]),
+            DISPATCHES.c.state.in_([CallState.PENDING.value, CallState.SENT.value]),
             DISPATCHES.c.dispatcher_replica.is_not(None),
             ~_alive(DISPATCHES.c.dispatcher_replica, DISPATCHES.c.dispatcher_incarnation),
         )
         with self._scope.read_connection() as conn:
             rows = conn.execute(query.order_by(DISPATCHES.c.created_at_ms, DISPATCHES.c.ref))
-            return [DispatchView.from_row(r) for r in rows]
+            return [CallView.from_row(r) for r in rows]
 
     def holder(self, table_kind: str, ref: str) -> Membership | None:
         """Who holds a task (``"task"``) or a run (``"run"``), live or not (operators, tests)."""

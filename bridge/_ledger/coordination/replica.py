@@ -24,7 +24,7 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskStatus as AnyioTaskStatus
 
-from bridge._config import ReplicaConfig as ReplicaConfig
+from bridge._config import ReplicaConfig
 from bridge._ledger.coordination.leases import ReplicaRegistry, TenantLeases
 from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import RunView, TaskView

@@ -7,7 +7,7 @@ committed to the runs they watch. An idle waiter costs no query at all:
   from 0.25 s to 4 s while nothing changes, then one query for the watched runs' sequence
   numbers when something did (:mod:`bridge._ledger.commit.commit_signals`).
 
-A waiter arms a :class:`Watch` *before* it reads and waits on it *after*: a commit between the
+A waiter arms an :class:`Interest` *before* it reads and waits on it *after*: a commit between the
 read and the wait sets the watch, so it is never missed.
 """
 
@@ -46,7 +46,7 @@ LISTEN_READY_S = 5.0
 BACKSTOP_S = 30.0
 
 
-class Watch:
+class Interest:
     """One waiter's interest in some runs of one principal (a context manager)."""
 
     def __init__(self, notifier: CommitNotifier, principal: str, run_refs: Iterable[str]) -> None:
@@ -55,7 +55,7 @@ class Watch:
         self.run_refs = tuple(run_refs)
         self.event = anyio.Event()
 
-    def __enter__(self) -> Watch:
+    def __enter__(self) -> Interest:
         self.notifier._add(self)
         return self
 
@@ -83,7 +83,7 @@ class CommitNotifier:
     def __init__(self, ledger: Ledger, db: LedgerRunner) -> None:
         self._ledger = ledger
         self._db = db
-        self._watches: dict[str, set[Watch]] = {}  # run_ref -> the watches on it
+        self._watches: dict[str, set[Interest]] = {}  # run_ref -> the watches on it
         self._principal: dict[str, str] = {}  # run_ref -> its principal, while watched
         self._seen: dict[str, int] = {}  # run_ref -> last event seq known here
         self._someone_waits = anyio.Event()
@@ -97,16 +97,16 @@ class CommitNotifier:
     def close(self) -> None:
         self._ledger.remove_listener(self._on_commit)
 
-    def watch(self, principal: str, run_refs: str | Iterable[str]) -> Watch:
+    def watch(self, principal: str, run_refs: str | Iterable[str]) -> Interest:
         """Arm before reading: ``with notifier.watch(p, ref) as w: read(); await w.wait(t)``."""
-        return Watch(self, principal, [run_refs] if isinstance(run_refs, str) else run_refs)
+        return Interest(self, principal, [run_refs] if isinstance(run_refs, str) else run_refs)
 
     @property
     def waiting(self) -> int:
         """Runs watched right now."""
         return len(self._watches)
 
-    def _add(self, watch: Watch) -> None:
+    def _add(self, watch: Interest) -> None:
         for ref in watch.run_refs:
             self._watches.setdefault(ref, set()).add(watch)
             self._principal[ref] = watch.principal
@@ -114,7 +114,7 @@ class CommitNotifier:
         if self.unavailable is not None:  # nothing will commit: read now, and learn why
             watch.event.set()
 
-    def _remove(self, watch: Watch) -> None:
+    def _remove(self, watch: Interest) -> None:
         for ref in watch.run_refs:
             watches = self._watches.get(ref)
             if watches is None:

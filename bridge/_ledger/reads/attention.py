@@ -39,7 +39,7 @@ from bridge._ledger._base import (
 )
 from bridge._ledger.reads.queries import WriteScope
 from bridge._ledger.reads.views import AttentionItem, AttentionKind
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 
 _ADMISSION: str = ev.CallAdmissionChecked.model_fields["type"].default
 _ANOMALY: str = ev.Anomaly.model_fields["type"].default
@@ -143,7 +143,7 @@ def _input_queries() -> tuple[Select[Any], Select[Any]]:
         .where(
             _mine(INPUTS),
             _mine(DISPATCHES),
-            DISPATCHES.c.state == DispatchState.INPUT_REQUIRED.value,
+            DISPATCHES.c.state == CallState.INPUT_REQUIRED.value,
             *waiting,
         )
     )
@@ -153,7 +153,7 @@ def _input_queries() -> tuple[Select[Any], Select[Any]]:
 _UNKNOWN_CALLS = (
     select(DISPATCHES, RUNS.c.response_id)
     .join(RUNS, RUNS.c.ref == DISPATCHES.c.run_ref)
-    .where(_mine(DISPATCHES), DISPATCHES.c.state == DispatchState.UNKNOWN.value)
+    .where(_mine(DISPATCHES), DISPATCHES.c.state == CallState.UNKNOWN.value)
 )
 _EVENTS_OF_TYPE = select(EVENTS.c.run_ref, EVENTS.c.payload_json).where(
     _mine(EVENTS), EVENTS.c.type == bindparam("w_type")

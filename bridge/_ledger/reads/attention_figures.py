@@ -18,7 +18,7 @@ from bridge._ledger.attention_events import (
     LOST_TASK,
     UNKNOWN_OUTCOME,
 )
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ def _open_inputs(principal: str) -> tuple[Any, ...]:
     open_task = select(TASKS.c.ref).where(owned_by(TASKS, principal), *OPEN_TASK)
     waiting_call = select(DISPATCHES.c.ref).where(
         owned_by(DISPATCHES, principal),
-        DISPATCHES.c.state == DispatchState.INPUT_REQUIRED.value,
+        DISPATCHES.c.state == CallState.INPUT_REQUIRED.value,
     )
     return (
         owned_by(INPUTS, principal),
@@ -56,7 +56,7 @@ def attention_figures(conn: Any, principal: str) -> AttentionFigures:
         .select_from(DISPATCHES)
         .where(
             owned_by(DISPATCHES, principal),
-            DISPATCHES.c.state == DispatchState.UNKNOWN.value,
+            DISPATCHES.c.state == CallState.UNKNOWN.value,
         )
         .scalar_subquery()
     )

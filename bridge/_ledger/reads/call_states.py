@@ -2,7 +2,7 @@
 ledger's views at read time, never stored (pure: no I/O, no clock).
 
 A call is its dispatch and the task it became, if any. Its state is one of
-:class:`CallState`; a retry the bridge sent for a call declared not admitted
+:class:`Standing`; a retry the bridge sent for a call declared not admitted
 (``<operation id>~retry<n>``) stands for the call it retried. :func:`ending_of` says how a
 run whose calls have all ended ended (the gateway ends its own runs with it), and
 :mod:`bridge.cli._status_lines` words the same facts for operators.
@@ -18,13 +18,13 @@ from enum import StrEnum
 from typing import Any
 
 from bridge._ledger.outcome import is_truncation_marker
-from bridge._ledger.reads.views import DispatchView, TaskView
-from bridge._lifecycle import Admission, DispatchState, OuterStatus, TaskStatus
+from bridge._ledger.reads.views import CallView, TaskView
+from bridge._lifecycle import Admission, CallState, OuterStatus, TaskStatus
 
 _RETRY = re.compile(r"~retry\d+$")
 
 
-class CallState(StrEnum):
+class Standing(StrEnum):
     """Where one call stands."""
 
     IN_FLIGHT = "in_flight"  # sent (or about to be), or a task still working
@@ -37,7 +37,7 @@ class CallState(StrEnum):
     @property
     def is_open(self) -> bool:
         """Still in flight or waiting on input: the run it belongs to has not ended."""
-        return self in (CallState.IN_FLIGHT, CallState.WAITING_INPUT)
+        return self in (Standing.IN_FLIGHT, Standing.WAITING_INPUT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +46,9 @@ class CallStanding:
     ``verdict``: the final admission verdict a person (or the admission hook) gave on an
     unresolved call, if any: its result stays unknown, but whether it ran is settled."""
 
-    dispatch: DispatchView
+    dispatch: CallView
     task: TaskView | None
-    state: CallState
+    state: Standing
     verdict: Admission | None = None
 
 
@@ -60,38 +60,38 @@ def _is_error_result(result: Any) -> bool:
     return bool(result.get("isError")) or ("error" in result and "content" not in result)
 
 
-def task_state(task: TaskView) -> CallState:
+def task_state(task: TaskView) -> Standing:
     """Where a task stands (a terminal status observed after ``lost`` wins, as it does in
     the ledger)."""
     if task.terminal_at_ms is not None:
         if task.status is TaskStatus.COMPLETED:
-            return CallState.FAILED if _is_error_result(task.result) else CallState.COMPLETED
-        return CallState.FAILED if task.status is TaskStatus.FAILED else CallState.CANCELLED
+            return Standing.FAILED if _is_error_result(task.result) else Standing.COMPLETED
+        return Standing.FAILED if task.status is TaskStatus.FAILED else Standing.CANCELLED
     if task.lost_reason is not None or task.detached_at_ms is not None:
-        return CallState.UNRESOLVED
+        return Standing.UNRESOLVED
     if task.status is TaskStatus.INPUT_REQUIRED:
-        return CallState.WAITING_INPUT
-    return CallState.IN_FLIGHT
+        return Standing.WAITING_INPUT
+    return Standing.IN_FLIGHT
 
 
-def dispatch_state(dispatch: DispatchView, task: TaskView | None) -> CallState:
+def dispatch_state(dispatch: CallView, task: TaskView | None) -> Standing:
     """Where one dispatch stands, with the task it became."""
     match dispatch.state:
-        case DispatchState.PENDING | DispatchState.SENT:
-            return CallState.IN_FLIGHT
-        case DispatchState.INPUT_REQUIRED:
-            return CallState.WAITING_INPUT
-        case DispatchState.UNKNOWN:
-            return CallState.UNRESOLVED
-        case DispatchState.RESULT:
-            return CallState.FAILED if _is_error_result(dispatch.result) else CallState.COMPLETED
-        case DispatchState.TASK:
-            return task_state(task) if task is not None else CallState.UNRESOLVED
-    return CallState.UNRESOLVED  # pragma: no cover - every DispatchState is matched above
+        case CallState.PENDING | CallState.SENT:
+            return Standing.IN_FLIGHT
+        case CallState.INPUT_REQUIRED:
+            return Standing.WAITING_INPUT
+        case CallState.UNKNOWN:
+            return Standing.UNRESOLVED
+        case CallState.RESULT:
+            return Standing.FAILED if _is_error_result(dispatch.result) else Standing.COMPLETED
+        case CallState.TASK:
+            return task_state(task) if task is not None else Standing.UNRESOLVED
+    return Standing.UNRESOLVED  # pragma: no cover - every CallState is matched above
 
 
 def calls_of(
-    dispatches: Sequence[DispatchView],
+    dispatches: Sequence[CallView],
     tasks: Sequence[TaskView],
     verdicts: Mapping[str, Admission] | None = None,
 ) -> list[CallStanding]:
@@ -104,7 +104,7 @@ def calls_of(
         task = by_ref.get(dispatch.task_ref) if dispatch.task_ref else None
         state = dispatch_state(dispatch, task)
         verdict = (verdicts or {}).get(dispatch.ref)
-        if state is not CallState.UNRESOLVED or verdict is None or not verdict.is_final:
+        if state is not Standing.UNRESOLVED or verdict is None or not verdict.is_final:
             verdict = None
         view = CallStanding(dispatch, task, state, verdict)
         origin = _RETRY.sub("", dispatch.operation_id)
@@ -124,7 +124,7 @@ class RunEnding:
     error: dict[str, Any] | None
 
 
-def counts(calls: Sequence[CallStanding]) -> dict[CallState, int]:
+def counts(calls: Sequence[CallStanding]) -> dict[Standing, int]:
     """How many calls stand in each state (states with none left out)."""
     return dict(Counter(call.state for call in calls))
 
@@ -140,13 +140,13 @@ def ending_of(calls: Sequence[CallStanding]) -> RunEnding | None:
     summary = {state.value: n for state, n in sorted(by_state.items())}
     if not calls:
         return RunEnding(OuterStatus.FAILED, _why("no call was recorded in this run", summary))
-    if CallState.UNRESOLVED in by_state:
-        unresolved = [_ref(c) for c in calls if c.state is CallState.UNRESOLVED]
+    if Standing.UNRESOLVED in by_state:
+        unresolved = [_ref(c) for c in calls if c.state is Standing.UNRESOLVED]
         why = _why("the outcome of some calls is unknown", summary)
         return RunEnding(OuterStatus.INCOMPLETE, {**why, "unresolved": unresolved})
-    if CallState.FAILED in by_state:
+    if Standing.FAILED in by_state:
         return RunEnding(OuterStatus.FAILED, _why("some calls failed", summary))
-    if CallState.CANCELLED in by_state:
+    if Standing.CANCELLED in by_state:
         return RunEnding(OuterStatus.CANCELLED, _why("some calls were cancelled", summary))
     return RunEnding(OuterStatus.COMPLETED, None)
 

@@ -24,8 +24,8 @@ from bridge._ledger._base import (
     events_after_query,
 )
 from bridge._ledger.reads.lean_reads import DISPATCH_BOOLEANS, TASK_BOOLEANS
-from bridge._ledger.reads.views import DispatchView, InputRequestView, RunView, TaskView
-from bridge._lifecycle import DispatchState
+from bridge._ledger.reads.views import CallView, InputRequestView, RunView, TaskView
+from bridge._lifecycle import CallState
 
 
 @cache
@@ -171,25 +171,25 @@ class TenantQueries(TenantScope):
             value: str | None = self._run_row(conn, run_ref).request_json
             return value
 
-    def find_dispatch(self, operation_id: str) -> DispatchView | None:
+    def find_dispatch(self, operation_id: str) -> CallView | None:
         """The dispatch recorded under a caller-chosen operation id, if any."""
         return self._dispatch_by_operation(operation_id)
 
-    def get_dispatch(self, op_ref: str) -> DispatchView:
+    def get_dispatch(self, op_ref: str) -> CallView:
         with self._read() as conn:
-            return DispatchView.from_row(self._dispatch_row(conn, op_ref))
+            return CallView.from_row(self._dispatch_row(conn, op_ref))
 
     def list_dispatches(
-        self, *, run_ref: str | None = None, states: Sequence[DispatchState] | None = None
-    ) -> list[DispatchView]:
+        self, *, run_ref: str | None = None, states: Sequence[CallState] | None = None
+    ) -> list[CallView]:
         params: dict[str, Any] = {"w_principal": self.principal, "w_ref": run_ref}
         if states is not None:  # an expanding IN list: Core renders it per call
             params["w_states"] = [s.value for s in states]
             query = _dispatches_query(run_ref is not None, True)
             with self._read() as conn:
-                return [DispatchView.from_row(r) for r in conn.execute(query, params)]
+                return [CallView.from_row(r) for r in conn.execute(query, params)]
         rows = self._rows(_dispatches_query(run_ref is not None, False), params, DISPATCH_BOOLEANS)
-        return [DispatchView.from_columns(columns) for columns in rows]
+        return [CallView.from_columns(columns) for columns in rows]
 
     def get_task(self, task_ref: str) -> TaskView:
         lean = self._ledger.lean_reads
@@ -210,22 +210,22 @@ class TenantQueries(TenantScope):
         with self._read() as conn:
             return self._task_row(conn, task_ref)
 
-    def run_work(self, run_ref: str) -> tuple[list[TaskView], list[DispatchView], int]:
+    def run_work(self, run_ref: str) -> tuple[list[TaskView], list[CallView], int]:
         """The run's tasks and dispatches (oldest first) and how many input requests of its
         tasks are unanswered, in one read transaction (one snapshot)."""
         params = {"w_principal": self.principal, "w_ref": run_ref}
 
-        def reads(conn: Connection | None = None) -> tuple[list[TaskView], list[DispatchView], int]:
+        def reads(conn: Connection | None = None) -> tuple[list[TaskView], list[CallView], int]:
             tasks = self._rows(_tasks_query(True, False), params, TASK_BOOLEANS, conn)
             dispatches = self._rows(_dispatches_query(True, False), params, DISPATCH_BOOLEANS, conn)
             (pending,) = self._rows(_PENDING_INPUTS_OF_RUN, params, (), conn)
             return (
                 [TaskView.from_columns(columns) for columns in tasks],
-                [DispatchView.from_columns(columns) for columns in dispatches],
+                [CallView.from_columns(columns) for columns in dispatches],
                 int(pending["pending"]),
             )
 
-        def core() -> tuple[list[TaskView], list[DispatchView], int]:
+        def core() -> tuple[list[TaskView], list[CallView], int]:
             with self._read() as conn:
                 return reads(conn)
 
@@ -350,10 +350,10 @@ class TenantQueries(TenantScope):
         with self._read() as conn:
             return {ref: seq for ref, seq in conn.execute(query)}
 
-    def _dispatch_by_operation(self, operation_id: str) -> DispatchView | None:
+    def _dispatch_by_operation(self, operation_id: str) -> CallView | None:
         params = {"w_principal": self.principal, "w_operation_id": operation_id}
         rows = self._rows(_DISPATCH_BY_OPERATION, params, DISPATCH_BOOLEANS)
-        return DispatchView.from_columns(rows[0]) if rows else None
+        return CallView.from_columns(rows[0]) if rows else None
 
     def _task_by_handle(self, server_endpoint: str, task_id: str) -> TaskView | None:
         with self._read() as conn:

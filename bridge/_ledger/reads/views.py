@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any, Literal
 
-from bridge._lifecycle import DispatchState, LostReason, OuterStatus, TaskStatus
+from bridge._lifecycle import CallState, LostReason, OuterStatus, TaskStatus
 
 _FROM_ROW: Any = object()
 
@@ -91,7 +91,7 @@ class CallView:
     server_name: str | None
     tool_name: str
     args_digest: str  # SHA-256 of the canonical JSON arguments
-    state: DispatchState
+    state: CallState
     unknown_reason: str | None
     result: Any
     result_truncated: bool
@@ -129,7 +129,7 @@ class CallView:
             server_name=row.server_name,
             tool_name=row.tool_name,
             args_digest=row.args_digest,
-            state=DispatchState(row.state),
+            state=CallState(row.state),
             unknown_reason=row.unknown_reason,
             result=_loads(row.result_json) if result is _FROM_ROW else result,
             result_truncated=row.result_truncated,
@@ -149,14 +149,11 @@ class CallView:
         """This dispatch as it reads once settled with ``result`` (state ``result``)."""
         return replace(
             self,
-            state=DispatchState.RESULT,
+            state=CallState.RESULT,
             result=result,
             result_truncated=truncated,
             updated_at_ms=updated_at_ms,
         )
-
-
-DispatchView = CallView  # the ledger's name for a call (its table is ``dispatches``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,10 +30,10 @@ from bridge import events as ev
 from bridge._ledger._base import DISPATCHES, EVENTS, RUNS, TASKS
 from bridge._ledger.retention.policy import RetentionPolicy
 from bridge._ledger.retention.removal import owned_by
-from bridge._lifecycle import Admission, DispatchState, OuterStatus
+from bridge._lifecycle import Admission, CallState, OuterStatus
 
 TERMINAL_RUN = tuple(s.value for s in OuterStatus if s.is_terminal)
-SETTLED_CALL = tuple(s.value for s in DispatchState if s.is_settled)
+SETTLED_CALL = tuple(s.value for s in CallState if s.is_settled)
 _CHECKED: str = ev.CallAdmissionChecked.model_fields["type"].default
 _ACKNOWLEDGED: str = ev.OperatorAcknowledged.model_fields["type"].default
 
@@ -165,7 +165,7 @@ def _unknown_without_verdict(conn: Connection, principal: str, run_refs: Sequenc
         select(DISPATCHES.c.ref, DISPATCHES.c.run_ref).where(
             owned_by(DISPATCHES, principal),
             DISPATCHES.c.run_ref.in_(run_refs),
-            DISPATCHES.c.state == DispatchState.UNKNOWN.value,
+            DISPATCHES.c.state == CallState.UNKNOWN.value,
         )
     ).all()
     if not unknown:

@@ -171,7 +171,7 @@ class InnerTask(SQLModel, table=True):
     task_generation: str | None = Field(default=None, max_length=32)
 
 
-class InputRequest(SQLModel, table=True):
+class InputRequestRow(SQLModel, table=True):
     """One ``inputRequests`` key of a task, or of one MRTR leg of a call that has no task yet
     (``op_ref`` + ``leg``, ``task_ref`` NULL): seen, surfaced and answered at most once."""
 
@@ -359,7 +359,7 @@ ALL_TABLES = (
     OuterResponse,
     DispatchIntent,
     InnerTask,
-    InputRequest,
+    InputRequestRow,
     CallRound,
     AgentState,
     GatewayHandle,

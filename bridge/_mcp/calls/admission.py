@@ -24,7 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from bridge._ledger.reads.views import CallView, DispatchView
+from bridge._ledger.reads.views import CallView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import Admission
@@ -55,7 +55,7 @@ class AdmissionChecks:
 
 
 async def ask_admission(
-    check: AdmissionCheck, dispatch: DispatchView, tenant: TenantLedger, db: LedgerRunner
+    check: AdmissionCheck, dispatch: CallView, tenant: TenantLedger, db: LedgerRunner
 ) -> Admission:
     """Ask the host's check about ``dispatch`` and record its answer. A check that fails or
     answers something else counts as ``unknown``: nothing is retried on a guess."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge._ledger.reads.views import DispatchView
+from bridge._ledger.reads.views import CallView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 from bridge._mcp.calls.unknown_outcome_retries import UnknownOutcomeRetries
 from bridge._mcp.inputs.call_rounds import CallRounds
 from bridge._mcp.polling.handle_resumption import HandleResumption
@@ -37,7 +37,7 @@ class CallReplays:
     async def replay(
         self,
         tenant: TenantLedger,
-        previous: DispatchView,
+        previous: CallView,
         run_ref: str,
         tool: str,
         arguments: dict[str, Any],
@@ -54,18 +54,18 @@ class CallReplays:
             operation_id=previous.operation_id,
         )
         state = previous.state
-        if state in (DispatchState.PENDING, DispatchState.SENT):
+        if state in (CallState.PENDING, CallState.SENT):
             reason = "an earlier attempt with this operation id never recorded its outcome"
             previous = await self._db(tenant.calls.mark_dispatch_unknown, previous.ref, reason)
             state = previous.state
-        if state is DispatchState.TASK:
+        if state is CallState.TASK:
             assert previous.task_ref is not None
             task = await self._db(tenant.reads.get_task, previous.task_ref)
             await self._resumption.watch_again(tenant.principal, task)
             return TaskHandle(previous.ref, task, replayed=True)
-        if state is DispatchState.INPUT_REQUIRED:
+        if state is CallState.INPUT_REQUIRED:
             return await self._rounds.pending_of(tenant.principal, previous.ref)
-        if state is DispatchState.RESULT:
+        if state is CallState.RESULT:
             if isinstance(previous.result, dict) and set(previous.result) == {"error"}:
                 return RejectedCall(previous.ref, previous.result["error"], replayed=True)
             return InlineResult(

@@ -18,7 +18,7 @@ import pydantic
 
 from bridge._errors import DuplicateTaskHandle, InvalidTaskResponse, MalformedTaskHandle
 from bridge._ledger.coordination.replica import ReplicaLeases
-from bridge._ledger.reads.views import DispatchView, TaskObservation
+from bridge._ledger.reads.views import CallView, TaskObservation
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import TaskStatus
@@ -56,7 +56,7 @@ class CallReplies:
         self,
         tenant: TenantLedger,
         connection: ServerConnection,
-        intent: DispatchView,
+        intent: CallView,
         created: CreateTaskResult,
         generation: TaskGeneration = TaskGeneration.EXTENSION,
     ) -> TaskHandle:
@@ -118,7 +118,7 @@ class CallReplies:
     async def invalid(
         self,
         tenant: TenantLedger,
-        intent: DispatchView,
+        intent: CallView,
         connection: ServerConnection,
         exc: BaseException,
         failure: Failure,
@@ -132,7 +132,7 @@ class CallReplies:
         await self._refuse(tenant, intent, kind, detail)
 
     async def unknown_result_type(
-        self, tenant: TenantLedger, intent: DispatchView, result_type: str
+        self, tenant: TenantLedger, intent: CallView, result_type: str
     ) -> NoReturn:
         """A ``CallToolResult`` whose ``resultType`` is none the bridge knows: recorded as
         unknown with its anomaly (the server may have acted), then raised; never a result."""
@@ -140,7 +140,7 @@ class CallReplies:
         await self._refuse(tenant, intent, "malformed_reply", detail)
 
     async def _refuse(
-        self, tenant: TenantLedger, intent: DispatchView, kind: str, detail: str
+        self, tenant: TenantLedger, intent: CallView, kind: str, detail: str
     ) -> NoReturn:
         await self._db(tenant.calls.mark_dispatch_unknown, intent.ref, detail)
         await self._db(tenant.runs.record_anomaly, intent.run_ref, kind, detail, op_ref=intent.ref)

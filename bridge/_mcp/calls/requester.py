@@ -25,10 +25,17 @@ import anyio
 import mcp_types
 from anyio.abc import TaskGroup
 
+from bridge._config import (
+    CredentialResolver,
+    McpServerConfig,
+    PushConfig,
+    SchedulerConfig,
+    no_credentials,
+)
 from bridge._ids import is_call_ref
 from bridge._ledger.coordination.replica import ReplicaLeases
 from bridge._ledger.fencing import Membership
-from bridge._ledger.reads.views import DispatchView, TaskView
+from bridge._ledger.reads.views import CallView, TaskView
 from bridge._ledger.rounds import RetryLeg
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
@@ -47,16 +54,9 @@ from bridge._mcp.inputs.handlers import InputHandlers
 from bridge._mcp.inputs.legacy_held_result import install_legacy_inputs
 from bridge._mcp.inputs.task_input_handlers import TaskInputs
 from bridge._mcp.polling.handle_resumption import HandleResumption, HostPoll, ResumeReport
-from bridge._mcp.polling.push import PushConfig, PushUpdates
+from bridge._mcp.polling.push import PushUpdates
 from bridge._mcp.polling.scheduler import PollScheduler
-from bridge._mcp.polling.watches import SchedulerConfig
-from bridge._mcp.servers import (
-    CredentialResolver,
-    McpServerConfig,
-    ServerConnection,
-    ServerPool,
-    no_credentials,
-)
+from bridge._mcp.servers import ServerConnection, ServerPool
 from bridge._mcp.wire.call_listener import marked_meta
 from bridge._mcp.wire.generations import TaskGeneration, negotiated_generation
 from bridge._mcp.wire.shapes import CreateTaskResult, with_related_task_ids
@@ -275,7 +275,7 @@ class TaskRequester:
         self,
         tenant: TenantLedger,
         connection: ServerConnection,
-        intent: DispatchView,
+        intent: CallView,
         tool: str,
         arguments: dict[str, Any],
         leg: RetryLeg | None = None,
@@ -343,7 +343,7 @@ class TaskRequester:
         settled = await self.db.commit(tenant.group_commit, staged)
         return InlineResult(intent.ref, settled.result, truncated=settled.result_truncated)
 
-    async def _earlier_tasks(self, tenant: TenantLedger, intent: DispatchView) -> list[str]:
+    async def _earlier_tasks(self, tenant: TenantLedger, intent: CallView) -> list[str]:
         """The raw ids of the tasks this call's run created on its server, oldest first."""
         tasks = await self.db(tenant.reads.list_tasks, run_ref=intent.run_ref)
         return [t.task_id for t in tasks if t.server_endpoint == intent.server_endpoint]
@@ -408,7 +408,7 @@ class TaskRequester:
 
     # -- restart -----------------------------------------------------------------------------
     async def resume(
-        self, principals: Sequence[str], *, settle_in_flight_dispatches: bool = True
+        self, principals: Sequence[str], *, settle_in_flight_calls: bool = True
     ) -> ResumeReport:
         """Pick up every open handle of these principals after a restart (any process).
 
@@ -417,7 +417,7 @@ class TaskRequester:
         live process is dispatching for these principals.
         """
         report = await self._resumption.resume(
-            principals, settle_in_flight_dispatches=settle_in_flight_dispatches
+            principals, settle_in_flight_calls=settle_in_flight_calls
         )
         assert self._tg is not None  # MRTR rounds answered whose next leg never left:
         legs = await self.rounds.resume(principals, self._tg)

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from bridge._ledger.reads.views import DispatchView
+from bridge._ledger.reads.views import CallView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
 from bridge._lifecycle import Admission
@@ -47,7 +47,7 @@ class UnknownOutcomeRetries:
     async def after_unknown(
         self,
         connection: ServerConnection,
-        intent: DispatchView,
+        intent: CallView,
         arguments: dict[str, Any],
         outcome: UnknownOutcome,
         policy: UnknownOutcomePolicy,
@@ -77,7 +77,7 @@ class UnknownOutcomeRetries:
         return replace(outcome, retries=tuple(retries))
 
     async def replayed_unknown(
-        self, tenant: TenantLedger, previous: DispatchView, arguments: dict[str, Any]
+        self, tenant: TenantLedger, previous: CallView, arguments: dict[str, Any]
     ) -> UnknownOutcome:
         """The same operation id again after an unknown outcome. Declared ``not_admitted``
         (by the check or the host): sent again, once, under the same duplicate-prevention key
@@ -91,7 +91,7 @@ class UnknownOutcomeRetries:
         return replace(unknown, retries=(await self._retry(previous, arguments, 1, True),))
 
     async def _retry(
-        self, intent: DispatchView, arguments: dict[str, Any], attempt: int, declare_tasks: bool
+        self, intent: CallView, arguments: dict[str, Any], attempt: int, declare_tasks: bool
     ) -> CallOutcome:
         assert intent.server_name is not None
         return await self._call_tool(

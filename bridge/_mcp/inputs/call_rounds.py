@@ -35,7 +35,7 @@ from bridge._errors import (
     InvalidTaskResponse,
     ServerConnectFailed,
 )
-from bridge._ledger.reads.views import CallInputView, DispatchView
+from bridge._ledger.reads.views import CallInputView, CallView
 from bridge._ledger.rounds import RetryLeg
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
@@ -78,7 +78,7 @@ InputsRecorded = Callable[[str, str, Sequence[InputRequest]], None]
 
 # Sends one leg of a call (the requester's write-ahead send path) and returns its outcome.
 LegSender = Callable[
-    [TenantLedger, ServerConnection, DispatchView, str, dict[str, Any], RetryLeg | None],
+    [TenantLedger, ServerConnection, CallView, str, dict[str, Any], RetryLeg | None],
     Awaitable[CallOutcome],
 ]
 
@@ -108,7 +108,7 @@ class CallRounds:
         self,
         tenant: TenantLedger,
         connection: ServerConnection,
-        intent: DispatchView,
+        intent: CallView,
         reply: mcp_types.InputRequiredResult,
         arguments: dict[str, Any],
     ) -> CallOutcome:
@@ -140,9 +140,7 @@ class CallRounds:
         assert outcome is not None  # nothing to answer: the leg was ours to send
         return outcome
 
-    async def _refuse(
-        self, tenant: TenantLedger, intent: DispatchView, kind: str, detail: str
-    ) -> None:
+    async def _refuse(self, tenant: TenantLedger, intent: CallView, kind: str, detail: str) -> None:
         """A reply the bridge cannot carry on from: the call is unknown (as any malformed
         reply), with an anomaly naming why."""
         detail = f"tools/call: InputRequiredResult refused ({detail})"

@@ -21,7 +21,7 @@ from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge._lifecycle import DispatchState, TaskStatus
+from bridge._lifecycle import CallState, TaskStatus
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.polling.watches import Watch
 
@@ -29,7 +29,7 @@ from bridge._mcp.polling.watches import Watch
 @dataclass(frozen=True, slots=True)
 class ResumeReport:
     tasks_watched: int = 0
-    dispatches_marked_unknown: int = 0
+    calls_marked_unknown: int = 0
     answers_to_redeliver: int = 0
     cancels_to_resend: int = 0
 
@@ -57,16 +57,16 @@ class HandleResumption:
         self._replica = replica
 
     async def resume(
-        self, principals: Sequence[str], *, settle_in_flight_dispatches: bool
+        self, principals: Sequence[str], *, settle_in_flight_calls: bool
     ) -> ResumeReport:
         """Every open handle of these principals, watched again; with
-        ``settle_in_flight_dispatches``, dispatches left ``pending``/``sent`` become unknown."""
+        ``settle_in_flight_calls``, dispatches left ``pending``/``sent`` become unknown."""
         watched = unknown = answers = cancels = 0
         for principal in principals:
             tenant = self._ledger.for_principal(principal)
-            if settle_in_flight_dispatches:
+            if settle_in_flight_calls:
                 stuck = await self._db(
-                    tenant.reads.list_dispatches, states=[DispatchState.PENDING, DispatchState.SENT]
+                    tenant.reads.list_dispatches, states=[CallState.PENDING, CallState.SENT]
                 )
                 for dispatch in stuck:
                     await self._db(

@@ -54,7 +54,7 @@ from mcp.client.session import IncomingMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from bridge._config import PushConfig as PushConfig
+from bridge._config import PushConfig
 from bridge._ledger.reads.views import TaskView
 from bridge._lifecycle import TaskStatus
 from bridge._mcp.polling.scheduler import PollScheduler

@@ -25,6 +25,7 @@ import anyio
 from anyio.abc import TaskStatus as AnyioTaskStatus
 
 from bridge import events as ev
+from bridge._config import SchedulerConfig
 from bridge._errors import LeaseLost, LedgerUnavailable
 from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskObservation, TaskView
@@ -45,7 +46,6 @@ from bridge._mcp.polling.watches import (
     InputObserver,
     LeaseGuard,
     PollTiming,
-    SchedulerConfig,
     SchedulerStats,
     Watch,
     ttl_deadline_ms,

@@ -10,7 +10,7 @@ from typing import Protocol
 import anyio
 
 from bridge import events as ev
-from bridge._config import SchedulerConfig as SchedulerConfig
+from bridge._config import SchedulerConfig
 from bridge._ledger.fencing import Membership
 from bridge._ledger.reads.views import TaskView
 from bridge._mcp.failures import Misbehaviour

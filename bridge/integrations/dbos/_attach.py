@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bridge._config import SchedulerConfig
 from bridge._errors import BridgeError
 from bridge._facade import Bridge
 from bridge._ledger.reads.views import TaskView
 from bridge._mcp.polling.handle_resumption import HostPoll
-from bridge._mcp.polling.watches import SchedulerConfig
 from bridge._run import Run
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from dbos import DBOS
 
 from bridge._errors import BridgeError
-from bridge._lifecycle import DispatchState
+from bridge._lifecycle import CallState
 from bridge._outcomes import CallOutcome, InlineResult, RejectedCall, UnknownOutcome
 from bridge._runtime.step_results import TaskSettled
 from bridge.integrations.dbos import _steps
@@ -72,12 +72,12 @@ async def _settled(run_ref: str, operation_id: str) -> CallOutcome:
     dispatch, task = record, record.task
     if task is not None:
         return TaskSettled(dispatch.ref, task)
-    if dispatch.state is DispatchState.RESULT:
+    if dispatch.state is CallState.RESULT:
         result = dispatch.result
         if isinstance(result, dict) and set(result) == {"error"}:
             return RejectedCall(dispatch.ref, result["error"])
         return InlineResult(dispatch.ref, result, truncated=dispatch.result_truncated)
-    if dispatch.state is DispatchState.UNKNOWN:
+    if dispatch.state is CallState.UNKNOWN:
         return UnknownOutcome(dispatch.ref, dispatch.unknown_reason or "unknown")
     raise BridgeError(
         f"call {dispatch.ref} is {dispatch.state.value}: a call that asks for input before "

@@ -101,9 +101,9 @@ class BridgeActivities:
 
     async def _watch(self, request: WatchRequest) -> Observation:
         run = self._bridge.run(self.principal, request.handle.run_ref)
-        if not self._bridge._requester.scheduler.is_watching(request.handle.task_ref):
+        if not self._bridge.is_watching(request.handle.task_ref):
             # Not watched here (the worker that started it died, or the task settled): a replay
-            # watches it again if it is open, and sends nothing. The private read saves the
+            # watches it again if it is open, and sends nothing. Asking first saves the
             # replay's ledger write on the usual path, where this process started the call.
             replayed = await _call(run, request.call)
             if isinstance(replayed, TaskSettled):

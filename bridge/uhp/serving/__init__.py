@@ -22,8 +22,14 @@ One module a job, each usable on its own:
 ``response_object``    a new Response, and settling it in a terminal state
 ``listening``          the listening socket bound before start, the port reported to a parent
 host tables            a harness's own tables beside the ledger, run as the ledger runs its
-                       own: :func:`create_ledger_engine`, :class:`GroupCommit`,
-                       :class:`LedgerRunner` (see ``bridge/_ledger/host_tables.py``)
+                       own (``harness_examples/report_harness/store.py``):
+                       :func:`create_ledger_engine` opens a URL as the ledger does,
+                       :func:`dialect_of` says whether its calls run inline and gives its
+                       driver session (a :class:`Cursor` a transaction), :class:`GroupCommit`
+                       commits concurrent :class:`StagedCommit` writes together,
+                       :class:`LedgerRunner` runs them from async code,
+                       :func:`refuse_if_unavailable` turns "no writes now" into
+                       ``LedgerUnavailable`` (:func:`first_line`: an error's first line)
 =====================  ===================================================================
 
 The app keeps what is its own: the runs, what it stores, the routes. See
@@ -39,16 +45,18 @@ from typing import TYPE_CHECKING, Any
 from bridge._public import load_public, publish
 
 if TYPE_CHECKING:
-    from bridge._ledger.host_tables import (
-        Cursor as Cursor,
-        GroupCommit as GroupCommit,
-        LedgerRunner as LedgerRunner,
-        StagedCommit as StagedCommit,
-        create_ledger_engine as create_ledger_engine,
-        dialect_of as dialect_of,
+    from bridge._ledger.commit.availability import (
         first_line as first_line,
         refuse_if_unavailable as refuse_if_unavailable,
     )
+    from bridge._ledger.commit.driver_sessions import Cursor as Cursor
+    from bridge._ledger.commit.group_commit import (
+        GroupCommit as GroupCommit,
+        StagedCommit as StagedCommit,
+    )
+    from bridge._ledger.runner import LedgerRunner as LedgerRunner
+    from bridge._ledger.schema.dialects import dialect_of as dialect_of
+    from bridge._ledger.schema.engine import create_ledger_engine as create_ledger_engine
 from bridge.uhp.serving._access_log import scrub_access_log
 from bridge.uhp.serving._auth import BearerAuth, digest_principal
 from bridge.uhp.serving._capabilities import (
@@ -209,23 +217,20 @@ __all__ = [
 
 # The host-table names load the ledger's database stack (SQLAlchemy): only on first use, so a
 # server that takes only the listening helpers stays light.
-_HOST_TABLES = frozenset(
-    {
-        "Cursor",
-        "GroupCommit",
-        "LedgerRunner",
-        "StagedCommit",
-        "create_ledger_engine",
-        "dialect_of",
-        "first_line",
-        "refuse_if_unavailable",
-    }
-)
+_HOST_TABLES = {
+    "Cursor": "bridge._ledger.commit.driver_sessions",
+    "GroupCommit": "bridge._ledger.commit.group_commit",
+    "StagedCommit": "bridge._ledger.commit.group_commit",
+    "first_line": "bridge._ledger.commit.availability",
+    "refuse_if_unavailable": "bridge._ledger.commit.availability",
+    "LedgerRunner": "bridge._ledger.runner",
+    "dialect_of": "bridge._ledger.schema.dialects",
+    "create_ledger_engine": "bridge._ledger.schema.engine",
+}
 
-for _name in set(__all__) - _HOST_TABLES:
+for _name in set(__all__) - _HOST_TABLES.keys():
     publish(globals()[_name], __name__)
 
 
 def __getattr__(name: str) -> Any:
-    host_tables = dict.fromkeys(_HOST_TABLES, "bridge._ledger.host_tables")
-    return load_public(__name__, globals(), host_tables, name)
+    return load_public(__name__, globals(), _HOST_TABLES, name)
