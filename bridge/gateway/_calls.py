@@ -38,6 +38,7 @@ from bridge._errors import (
 )
 from bridge._facade import Bridge
 from bridge._mcp.calls.call_progress import relaying_progress
+from bridge._mcp.wire.call_listener import listening
 from bridge._mcp.wire.tool_result import error_result
 from bridge._outcomes import CallOutcome
 from bridge._policies import WaitMode
@@ -131,7 +132,8 @@ class GatewayCalls:
         assert call.op_id is not None
         tenant = self.bridge._ledger.for_principal(call.principal)
         after_seq = (await self._db(tenant.reads.run_event_seqs, [run_ref])).get(run_ref, 0)
-        with relaying_progress(channel.relay):  # an upstream answering directly may report
+        # An upstream answering directly may report progress, log and elicit on the way.
+        with relaying_progress(channel.relay), listening(channel.listener):
             outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
         if isinstance(outcome, TaskPending):
             task_ref = outcome.task.ref

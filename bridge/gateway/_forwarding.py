@@ -31,6 +31,7 @@ from bridge import events as ev
 from bridge._errors import InputAlreadyAnswered, InvalidAnswer, UnknownInputKey
 from bridge._facade import Bridge
 from bridge._mcp.calls.call_progress import ProgressRelay
+from bridge._mcp.wire.call_listener import CallListener
 from bridge._outcomes import ELICITATION, CallOutcome, InputRequest, elicit
 from bridge._run import Run
 
@@ -59,6 +60,7 @@ class ClientChannel:
     input_responses: dict[str, Any] = field(default_factory=dict)  # an MRTR round's answers
     request_state: str | None = None  # echoed from our InputRequiredResult: the operation id
     relay: ProgressRelay | None = None  # an upstream's progress on a direct answer, passed on
+    listener: CallListener | None = None  # an upstream's logs and elicitations on one
 
 
 def forwardable(request: InputRequest) -> mcp_types.ElicitRequestFormParams | None:

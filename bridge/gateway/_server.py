@@ -20,7 +20,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from bridge._mcp.wire.shapes import TASKS_EXTENSION, TaskIdParams, UpdateTaskParams
 from bridge.gateway._auth import GatewayTokens
 from bridge.gateway._calls import GatewayCall, GatewayCalls
-from bridge.gateway._client_channel import client_channel
+from bridge.gateway._client_channel import client_channel, set_logging_level
 from bridge.gateway._identity import operation_id, outer_identity
 
 DEFAULT_SESSION = "default"
@@ -136,6 +136,9 @@ def build_server(
 
     server: Server[Any] = Server("uhp-bridge-gateway", version="0.1.0", on_list_tools=list_tools)
     server.add_request_handler("tools/call", mcp_types.CallToolRequestParams, call_tool)
+    server.add_request_handler(
+        "logging/setLevel", mcp_types.SetLevelRequestParams, set_logging_level
+    )
     server.add_request_handler("tasks/get", TaskIdParams, get_task)
     server.add_request_handler("tasks/update", UpdateTaskParams, update_task)
     server.add_request_handler("tasks/cancel", TaskIdParams, cancel_task)

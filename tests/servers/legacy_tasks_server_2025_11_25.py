@@ -197,7 +197,11 @@ async def call_tool(
         amount = str(arguments.get("amount", "?"))
         session = server.request_context.session
         try:
-            answer = await session.elicit_form(f"Confirm {amount}?", APPROVAL_SCHEMA)
+            answer = await session.elicit_form(
+                f"Confirm {amount}?",
+                APPROVAL_SCHEMA,
+                related_request_id=server.request_context.request_id,  # on the call's stream
+            )
         except Exception as exc:  # the client refused: the call says so
             return _text(f"not asked: {exc}", error=True)
         note = (answer.content or {}).get("note", "")

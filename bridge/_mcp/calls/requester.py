@@ -57,6 +57,7 @@ from bridge._mcp.polling.handle_resumption import HandleResumption, HostPoll, Re
 from bridge._mcp.polling.push import PushUpdates
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.servers import ServerConnection, ServerPool
+from bridge._mcp.wire.call_listener import marked_meta
 from bridge._mcp.wire.generations import TaskGeneration, negotiated_generation
 from bridge._mcp.wire.shapes import CreateTaskResult, with_related_task_ids
 from bridge._outcomes import (
@@ -293,22 +294,23 @@ class TaskRequester:
                 generation = negotiated_generation(session)
             if config.related_task_ids and generation is TaskGeneration.EXTENSION:
                 meta = with_related_task_ids(meta, await self._earlier_tasks(tenant, intent))
-            if generation is TaskGeneration.EXPERIMENTAL_2025_11_25:
-                reply: Any = await legacy_wire.call_tool(
-                    connection, session, tool, arguments, meta=meta
-                )
-            else:
-                reply = await session.call_tool(
-                    tool,
-                    arguments,
-                    read_timeout_seconds=config.request_timeout_s,
-                    progress_callback=progress_relay(),
-                    allow_claimed=connection.declare_tasks,
-                    allow_input_required=True,
-                    input_responses=wire_responses(leg) if leg is not None else None,
-                    request_state=leg.request_state if leg is not None else None,
-                    meta=meta,  # type: ignore[arg-type]
-                )
+            with marked_meta(meta) as sent_meta:  # an upstream's logs, elicitations
+                if generation is TaskGeneration.EXPERIMENTAL_2025_11_25:
+                    reply: Any = await legacy_wire.call_tool(
+                        connection, session, tool, arguments, meta=sent_meta
+                    )
+                else:
+                    reply = await session.call_tool(
+                        tool,
+                        arguments,
+                        read_timeout_seconds=config.request_timeout_s,
+                        progress_callback=progress_relay(),
+                        allow_claimed=connection.declare_tasks,
+                        allow_input_required=True,
+                        input_responses=wire_responses(leg) if leg is not None else None,
+                        request_state=leg.request_state if leg is not None else None,
+                        meta=sent_meta,  # type: ignore[arg-type]
+                    )
         except Exception as exc:
             failure = classify(exc)
             if failure is None:

@@ -52,6 +52,7 @@ from bridge._mcp.inputs.handlers import InputHandlers
 from bridge._mcp.polling.scheduler import PollScheduler
 from bridge._mcp.polling.watches import InputObserver
 from bridge._mcp.servers import ServerPool
+from bridge._mcp.wire.call_listener import listener_of
 from bridge._mcp.wire.generations import TaskGeneration, generation_of
 from bridge._mcp.wire.shapes import DetailedTask
 
@@ -161,6 +162,9 @@ class LegacyInputs:
         async def elicit(
             context: ClientRequestContext, params: mcp_types.ElicitRequestParams
         ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+            listener = listener_of(params.meta)
+            if listener is not None:  # asked during a call whose caller listens: the caller
+                return await listener.elicit(params)
             config = self._pool.config_for_endpoint(endpoint)
             if legacy_wire.RELATED_TASK_META not in (context.meta or {}) and config is not None:
                 # Tied to no task (asked during a directly answered call): its handler.

@@ -49,6 +49,8 @@ from typing import Any
 import httpx2
 import mcp_types
 
+from bridge._mcp.wire.call_tap import TappedEvents, unmarked
+
 # A server may ask for any delay; the bridge waits at most this long before polling again (a
 # task's TTL backstop still runs), so a hostile Retry-After cannot park a handle for days.
 RETRY_AFTER_CAP_MS = 60_000
@@ -227,6 +229,7 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if self.abandoned(request):  # not sent: the SDK counts it as a failed resume
             return httpx2.Response(410, request=request)
+        request, mark = unmarked(request)
         try:
             response = await self._inner.handle_async_request(request)
         except httpx2.TransportError as exc:
@@ -243,6 +246,8 @@ class IsolatingTransport(httpx2.AsyncBaseTransport):
         stream = response.stream
         if isinstance(stream, httpx2.AsyncByteStream):
             response.stream = _BodyGuard(stream)
+            if mark is not None and "text/event-stream" in response.headers.get("content-type", ""):
+                response.stream = TappedEvents(response.stream, mark)
         return response
 
     async def aclose(self) -> None:
