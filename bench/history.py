@@ -1,4 +1,4 @@
-"""What a long history costs (``python -m bench.history``; docs/benchmarks.md section 16).
+"""What a long history costs (``python -m bench.history``; docs/benchmarks.md section 17).
 
 One ledger is measured twice in the same run: with only its live runs, then after finished runs
 are seeded beside them in bulk (each with one call, one completed task and five events, as a
@@ -293,8 +293,8 @@ def bench_history(
     report.add()
 
 
-#: The sizes ``make bench`` measures: the largest that seed and prune within minutes on a
-#: 2-core machine shared with other work (a million finished runs does not: see section 16).
+#: The sizes ``make bench`` measures, small enough to seed and prune within minutes on a
+#: 2-core machine shared with other work; section 17 states the larger sizes and their command.
 SQLITE_FINISHED = 100_000
 PG_FINISHED = 20_000
 

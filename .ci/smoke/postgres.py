@@ -22,8 +22,8 @@ async def main() -> None:
 if PG_URL:
     anyio.run(main)
 else:
+    from bridge import Ledger
     from bridge.errors import LedgerUnavailable
-    from bridge._ledger.store import Ledger
 
     try:
         Ledger.open("postgresql://smoke@127.0.0.1:1/none")

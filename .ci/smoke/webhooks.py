@@ -48,7 +48,7 @@ async def main() -> None:
         outcome = await bridged_call(bridge)
         tenant = bridge._ledger.for_principal("acme")
         run_ref = outcome.task.run_ref
-        tenant.record_anomaly(run_ref, "smoke", "an attention item")
+        tenant.runs.record_anomaly(run_ref, "smoke", "an attention item")
         await anyio.to_thread.run_sync(arrived.wait, 30)
 
 
