@@ -35,6 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.common import Report, machine, median, percentile, provenance
+from bench.raw_task_calls import call_until_terminal
 from bridge import Bridge, BridgeSettings, McpServerConfig, SchedulerConfig
 from bridge._mcp.wire.extension import TasksClientExtension
 from bridge._mcp.wire.shapes import CreateTaskResult, DetailedTask, GetTaskRequest, TaskIdParams
@@ -99,16 +100,7 @@ async def plain_mcp_call(key: str, seconds: float) -> str:
     """The whole MCP call in one step, as a framework without task handles runs it (on a
     session kept open across calls, as an agent's MCP toolset keeps it)."""
     assert _session is not None
-    created = await _session.call_tool("work", {"key": key, "seconds": seconds}, allow_claimed=True)
-    assert isinstance(created, CreateTaskResult), created
-    status, interval = created.status, created.poll_interval_ms or 1000
-    request = GetTaskRequest(params=TaskIdParams(task_id=created.task_id))
-    reply: Any = created
-    while status not in TERMINAL:
-        await anyio.sleep(interval / 1000)
-        reply = await _session.send_request(request, DetailedTask)
-        status, interval = reply.status, reply.poll_interval_ms or interval
-    return str(reply.result["content"][0]["text"])
+    return await call_until_terminal(_session, key, seconds)
 
 
 @DBOS.step(name="bench.raw_create")

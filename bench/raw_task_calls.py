@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 from mcp import Client
@@ -22,6 +23,22 @@ from bridge._mcp.wire.extension import TasksClientExtension
 from bridge._mcp.wire.shapes import CreateTaskResult, DetailedTask, GetTaskRequest, TaskIdParams
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+async def call_until_terminal(session: Any, key: str, seconds: float) -> str:
+    """One ``work`` call on an open SDK session, polled with ``tasks/get`` at the interval its
+    task advertises until it is terminal: the plain step or activity a framework without task
+    handles runs. Returns the tool's text, as a framework hands it to the model."""
+    created = await session.call_tool("work", {"key": key, "seconds": seconds}, allow_claimed=True)
+    assert isinstance(created, CreateTaskResult), created
+    status, interval = created.status, created.poll_interval_ms or 1000
+    request = GetTaskRequest(params=TaskIdParams(task_id=created.task_id))
+    reply: Any = created
+    while status not in TERMINAL:
+        await anyio.sleep(interval / 1000)
+        reply = await session.send_request(request, DetailedTask)
+        status, interval = reply.status, reply.poll_interval_ms or interval
+    return str(reply.result["content"][0]["text"])
 
 
 @dataclass(frozen=True)

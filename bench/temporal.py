@@ -18,7 +18,6 @@ import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import anyio
 from mcp import Client
@@ -29,11 +28,10 @@ from temporalio.client import Client as TemporalClient
 from temporalio.worker import Worker
 
 from bench.common import Report, percentile
-from bench.raw_task_calls import TERMINAL
+from bench.raw_task_calls import call_until_terminal
 from bridge import Bridge, BridgeSettings, McpServerConfig
 from bridge._config import SchedulerConfig
 from bridge._mcp.wire.extension import TasksClientExtension
-from bridge._mcp.wire.shapes import CreateTaskResult, DetailedTask, GetTaskRequest, TaskIdParams
 from bridge.integrations.temporal import BridgeActivities
 from tests.support.processes import ServerProcess
 from tests.support.temporal_dev import TemporalDevServer
@@ -67,20 +65,7 @@ class RawActivity:
 
     @activity.defn(name="raw_task_call")
     async def raw_task_call(self, call: RawCall) -> str:
-        session = self.client.session
-        created = await session.call_tool(
-            "work", {"key": call.key, "seconds": call.seconds}, allow_claimed=True
-        )
-        assert isinstance(created, CreateTaskResult), created
-        status, interval = created.status, created.poll_interval_ms or 1000
-        request = GetTaskRequest(params=TaskIdParams(task_id=created.task_id))
-        reply: Any = created
-        while status not in TERMINAL:
-            await anyio.sleep(interval / 1000)
-            reply = await session.send_request(request, DetailedTask)
-            status, interval = reply.status, reply.poll_interval_ms or interval
-        # The tool's text, as a framework hands it to the model (bench/dbos_workflows.py too).
-        return str(reply.result["content"][0]["text"])
+        return await call_until_terminal(self.client.session, call.key, call.seconds)
 
 
 def _settings(db: Path, url: str, per_server: int | None = None) -> BridgeSettings:

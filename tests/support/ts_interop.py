@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,25 +48,30 @@ def _stamp_text() -> str:
 
 
 def ensure_installed() -> None:
-    """``npm ci`` into ``tests/interop/ts`` unless the same lockfile is installed already.
-    One process installs at a time (a file lock): test workers share the folder."""
-    wanted = _stamp_text()
-    with (TS_DIR / ".install.lock").open("w") as lock:
+    """``npm ci`` into ``tests/interop/ts`` unless the same lockfile is installed already."""
+    npm_ci_once(TS_DIR, _stamp_text())
+
+
+def npm_ci_once(folder: Path, wanted: str, ready: Callable[[], bool] = lambda: True) -> None:
+    """``npm ci`` into ``folder`` from its lockfile unless the stamp already says ``wanted``
+    (and ``ready()``). One process installs at a time (a file lock): test workers share it."""
+    stamp = folder / "node_modules" / ".bridge-install-stamp"
+    with (folder / ".install.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if STAMP.exists() and STAMP.read_text() == wanted:
+        if stamp.exists() and stamp.read_text() == wanted and ready():
             return
         done = subprocess.run(
             # Scripts off: the Inspector's postinstall only matters in its own source tree.
             ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=TS_DIR,
+            cwd=folder,
             capture_output=True,
             text=True,
             timeout=INSTALL_TIMEOUT_S,
             env={**os.environ, "npm_config_update_notifier": "false"},
         )
         if done.returncode != 0:
-            raise RuntimeError(f"npm ci in {TS_DIR} failed ({done.returncode}):\n{done.stderr}")
-        STAMP.write_text(wanted)
+            raise RuntimeError(f"npm ci in {folder} failed ({done.returncode}):\n{done.stderr}")
+        stamp.write_text(wanted)
 
 
 def installed_version(package: str) -> str:
