@@ -122,12 +122,16 @@ def effects(server: ServerProcess, line: str) -> int:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
     """The workers' shared ledger: a SQLite file, or a fresh database on the suite's
-    PostgreSQL (each worker process opens it on its own connections)."""
+    PostgreSQL (each worker process then joins its replicas, leasing the handles it polls)."""
     if request.param == "sqlite":
         yield tmp_path / "ledger.db"
         return
     with fresh_database(request.getfixturevalue("postgres_admin_url")) as url:
         yield url
+
+
+def replica(db: Path | str, name: str) -> list[str]:
+    return [] if isinstance(db, Path) else ["--replica", name]
 
 
 async def test_a_worker_killed_mid_task_is_resumed_by_another_on_the_same_handle(
@@ -139,7 +143,8 @@ async def test_a_worker_killed_mid_task_is_resumed_by_another_on_the_same_handle
 ) -> None:
     db, queue = ledger_url, f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}"
     key = f"kill-{uuid.uuid4().hex[:6]}"
-    first = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path).start()
+    first = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path)
+    first.start(*replica(db, "w1"))
     workers.append(first)
     first.wait_ready()
     client = await Client.connect(temporal.target)
@@ -149,7 +154,8 @@ async def test_a_worker_killed_mid_task_is_resumed_by_another_on_the_same_handle
     )
     (task,) = await wait_until(lambda: tasks_in(db), timeout=60, what="the handle recorded")
     first.kill()  # SIGKILL while the task runs and its watch is held by this worker
-    second = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path).start()
+    second = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path)
+    second.start(*replica(db, "w2"))  # on PostgreSQL: takes the handle once w1's lease lapsed
     workers.append(second)
     outcome = await handle.result(rpc_timeout=None)
     assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"done {key}"

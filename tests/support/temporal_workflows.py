@@ -97,13 +97,15 @@ class RawCallWorkflow:
 
 
 @workflow.defn
-class RawCallAfterEmptyActivityWorkflow:
-    """:class:`RawCallWorkflow` with one empty activity first: what a second activity (and the
-    workflow task after it) costs a worker on its own, for ``bench/temporal.py``."""
+class RawCallAfterEmptyLocalActivityWorkflow:
+    """:class:`RawCallWorkflow` with one empty local activity first: the plain call with the
+    activities a bridged call runs (``call_tool`` starts with a local activity), i.e. what the
+    extra local activity and the workflow task after it cost a worker on their own, for
+    ``bench/temporal.py``."""
 
     @workflow.run
     async def run(self, call: RawCall) -> str:
-        await workflow.execute_activity(
+        await workflow.execute_local_activity(
             "empty_activity",
             call.key,
             result_type=str,
