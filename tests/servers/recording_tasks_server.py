@@ -25,10 +25,11 @@ import mcp_types
 from mcp.server import _streamable_http_modern
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bench.fast_tasks_server import ParkedTasks, TaskIdParams
 from harness_examples.port_report import run_uvicorn
+from tests.support.asgi_replay import read_body
 from tests.support.server_main import server_arguments
 
 # With --sse: the server's window before it commits to an event stream (15 s by default), and
@@ -55,27 +56,13 @@ class RequestRecorder:
         if scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body, replay = await read_body(receive)
         headers = [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"]]
         self.records.append({"headers": headers, "body": base64.b64encode(body).decode()})
         if self.fail_gets > 0 and (b'"method":"tasks/get"' in body):
             self.fail_gets -= 1
             await _respond(send, self.fail_status, "text/plain", b"nope")
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()  # the app may wait for the disconnect
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
         await self.app(scope, replay, send)
 
 

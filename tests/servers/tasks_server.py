@@ -26,9 +26,10 @@ from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks import TasksExtension
 from mcp.shared.exceptions import MCPError
 from starlette.middleware import Middleware
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.servers.effects import append_effect
+from tests.support.asgi_replay import read_body
 from tests.support.server_main import serve_main
 
 EFFECTS_ENV = "TASKS_SERVER_EFFECTS"
@@ -162,12 +163,7 @@ class MethodLog:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body, replay = await read_body(receive)
         try:
             parsed = json.loads(body)
         except ValueError:
@@ -176,15 +172,6 @@ class MethodLog:
             if isinstance(item, dict) and isinstance(item.get("method"), str):
                 with self.path.open("a", encoding="utf-8") as log:
                     log.write(item["method"] + "\n")
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()  # the app may wait for the disconnect
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
         await self.app(scope, replay, send)
 
 
