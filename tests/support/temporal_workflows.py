@@ -21,6 +21,7 @@ class CallSpec:
     on_cancel: OnWorkflowCancel = OnWorkflowCancel.LEAVE
     heartbeat_timeout_s: float = 10.0
     start_timeout_s: float = 60.0
+    task_queue: str | None = None  # where the bridge's activities run, when not beside
 
 
 @workflow.defn
@@ -37,6 +38,7 @@ class BridgedCallWorkflow:
             options=CallOptions(
                 heartbeat_timeout_s=spec.heartbeat_timeout_s,
                 start_timeout_s=spec.start_timeout_s,
+                task_queue=spec.task_queue,
             ),
         )
 
