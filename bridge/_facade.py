@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -32,6 +32,7 @@ from bridge._ledger.commit.availability import watch_the_file
 from bridge._ledger.coordination.replica import ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
 from bridge._ledger.fencing import Membership
+from bridge._ledger.reader import LedgerReader
 from bridge._ledger.reads.attention import (
     DEFAULT_ORPHAN_AFTER_MS,
     DEFAULT_OVERDUE_AFTER_MS,
@@ -40,7 +41,6 @@ from bridge._ledger.reads.attention import (
 from bridge._ledger.reads.views import AttentionItem
 from bridge._ledger.retention.policy import RetentionPolicy, policy_for
 from bridge._ledger.retention.prune import PruneReport
-from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import OuterStatus
 from bridge._mcp.calls.requester import TaskRequester
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     import mcp_types
 
 LOCAL_SERVER_PREFIX = "local:"
+T = TypeVar("T")
 
 
 class Bridge:
@@ -126,15 +127,13 @@ class Bridge:
         ledger = Ledger.open(settings.ledger_url, sqlite_synchronous=settings.sqlite_synchronous)
         return cls(ledger, settings, owns_ledger=True)
 
-    @property
-    def _runner(self) -> LedgerRunner:
-        """The bridge's one ledger runner (built above, in the composition root), for the
-        gateway (:mod:`bridge.gateway`), which serves MCP clients through this bridge and reads
-        and writes the same ledger: its calls must go through the runner the bridge's own parts
-        share (inline on SQLite, where this runner awaits a held write lock off the loop's
-        back), not a second one. Underscored because it is not for embedders: a host calls the
-        bridge's methods, which run the ledger for it; the gateway is part of this package."""
-        return self._db
+    async def read(self, principal: str, fn: Callable[[LedgerReader], T]) -> T:
+        """``fn``'s value, given a :class:`~bridge.LedgerReader` of ``principal``'s records in
+        this bridge's ledger, run as the bridge runs its own ledger calls (never blocking the
+        event loop on a network database): ``await bridge.read("acme", lambda r: r.run(ref))``.
+        The reader is for ``fn`` only: its reads block, so keep it out of async code."""
+        self._scope(principal)
+        return await self._db(fn, LedgerReader(self._ledger, principal))
 
     async def __aenter__(self) -> Bridge:
         self._notifier = CommitNotifier(self._ledger, self._db)

@@ -1,14 +1,17 @@
-"""A read-only view of one principal's records: for reading a ledger (a crashed process's, or
-one a running bridge writes) without opening a :class:`~bridge.Bridge`, which would recover,
-poll and send. It has no write method; it opens the ledger without migrating it."""
+"""A read-only view of one principal's records: of a ledger opened alone (a crashed process's,
+or one a running bridge writes) without a :class:`~bridge.Bridge`, which would recover, poll
+and send; or of a running bridge's own ledger (:meth:`bridge.Bridge.read`). It has no write
+method; it opens the ledger without migrating it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from bridge import events as ev
 from bridge._ledger.reads.views import CallInputView, CallView, InputRequestView, RunView, TaskView
 from bridge._ledger.store import Ledger, TenantLedger
+from bridge._lifecycle import Admission
 
 
 class LedgerReader:
@@ -25,6 +28,11 @@ class LedgerReader:
         self._ledger = ledger
         self._tenant: TenantLedger = ledger.for_principal(principal)
         self._owns = owns_ledger
+
+    @property
+    def principal(self) -> str:
+        """Whose records these are."""
+        return self._tenant.principal
 
     @classmethod
     def open(cls, url: str | Path, principal: str) -> LedgerReader:
@@ -43,21 +51,42 @@ class LedgerReader:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def runs(self, *, open_only: bool = False, limit: int = 50) -> list[RunView]:
-        """The principal's runs, most recently changed first."""
-        return self._tenant.reads.list_runs(limit=limit, open_only=open_only)
+    def runs(
+        self, *, open_only: bool = False, limit: int = 50, response_id: str | None = None
+    ) -> list[RunView]:
+        """The principal's runs, most recently changed first; ``response_id``: only those
+        recorded under that UHP response id (on any UHP server)."""
+        if response_id is None:
+            return self._tenant.reads.list_runs(limit=limit, open_only=open_only)
+        runs = self._tenant.reads.find_runs_by_response_id(response_id)
+        runs = [run for run in runs if not (open_only and run.is_terminal)]
+        return sorted(runs, key=lambda run: -run.updated_at_ms)[:limit]
 
     def run(self, run_ref: str) -> RunView:
         """One run (:class:`~bridge.errors.NotFound` for another principal's)."""
         return self._tenant.reads.get_run(run_ref)
 
     def calls(self, run_ref: str) -> list[CallView]:
-        """A run's calls, oldest first."""
-        return self._tenant.reads.list_dispatches(run_ref=run_ref)
+        """A run's calls, oldest first, each with the task it became (``task``), read at once."""
+        tasks, calls, _ = self._tenant.reads.run_work(run_ref)
+        by_ref = {task.ref: task for task in tasks}
+        return [replace(call, task=by_ref.get(call.task_ref or "")) for call in calls]
+
+    def operation(self, operation_id: str) -> CallView | None:
+        """The call recorded under this operation id, in any run (None: no such call)."""
+        return self._tenant.reads.find_dispatch(operation_id)
+
+    def admission(self, call_ref: str) -> Admission | None:
+        """The latest admission verdict on a call (``op_…``; None: never checked)."""
+        return self._tenant.calls.admission_of(call_ref)
 
     def tasks(self, run_ref: str | None = None, *, open_only: bool = False) -> list[TaskView]:
         """Task handles (of one run), oldest first; ``open_only``: those still watched."""
         return self._tenant.reads.list_tasks(run_ref=run_ref, open_only=open_only)
+
+    def inputs(self, task_ref: str, *, pending_only: bool = False) -> list[InputRequestView]:
+        """A task's input requests, oldest first; ``pending_only``: those not answered."""
+        return self._tenant.reads.input_requests(task_ref, pending_only=pending_only)
 
     def pending_inputs(self) -> list[InputRequestView | CallInputView]:
         """Unanswered input requests: of open tasks, then of calls waiting before any task."""

@@ -2,18 +2,18 @@
 and filter), a run's snapshot and timeline (the CLI's model), and the tasks whose raw ids
 must be kept out of a page.
 
-The reads go through the bridge's own ledger runner and its principal-scoped ledger, as the
-gateway's do: the console is a product on the bridge, in this package."""
+The reads go through :meth:`bridge.Bridge.read`, as the gateway's do: the console is a product
+on the bridge's public door."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from bridge._facade import Bridge
-from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import CallState
-from bridge.cli._records import Redactor, RunSnapshot, load_snapshot
+from bridge._ledger.reader import LedgerReader
+from bridge.cli._records import Redactor, RunSnapshot, load_snapshot, run_verdicts
 from bridge.cli._timeline import Timeline, build_timeline
 from bridge.console._pages import RunRow
 
@@ -34,52 +34,50 @@ class ConsoleReads:
     def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
 
-    def _tenant(self, principal: str) -> TenantLedger:
+    def _scoped(self, principal: str) -> str:
         if principal not in self.bridge.principals:
             raise PermissionError(f"principal {principal!r} is not served by this console")
-        return self.bridge._ledger.for_principal(principal)
+        return principal
 
     async def snapshot(self, principal: str, run_ref: str) -> tuple[RunSnapshot, Timeline]:
         """The run as recorded now and its timeline (``NotFound`` for another's or none)."""
-        snapshot = await self.bridge._runner(load_snapshot, self._tenant(principal), run_ref)
+        snapshot = await self.bridge.read(
+            self._scoped(principal), lambda r: load_snapshot(r, run_ref)
+        )
         return snapshot, build_timeline(snapshot)
 
     async def verdicts(self, principal: str, snapshot: RunSnapshot) -> dict[str, str]:
         """The final admission verdicts given on the run's calls of unknown outcome."""
-        tenant = self._tenant(principal)
-        found: dict[str, str] = {}
-        for call in snapshot.dispatches:
-            if call.state is CallState.UNKNOWN:
-                verdict = await self.bridge._runner(tenant.calls.admission_of, call.ref)
-                if verdict is not None and verdict.is_final:
-                    found[call.ref] = verdict.value
-        return found
+        found = await self.bridge.read(
+            self._scoped(principal), lambda r: run_verdicts(r, snapshot.dispatches)
+        )
+        return {ref: verdict.value for ref, verdict in found.items() if verdict.is_final}
 
     async def redactor(self, principal: str) -> Redactor:
         """Replaces the raw ids of the principal's open tasks (what the inbox is about)."""
-        tenant = self._tenant(principal)
-        return Redactor(await self.bridge._runner(tenant.reads.list_tasks, open_only=True))
+        tasks = await self.bridge.read(self._scoped(principal), lambda r: r.tasks(open_only=True))
+        return Redactor(tasks)
 
     async def runs(
         self, principal: str, query: RunsQuery, waiting: Mapping[str, int]
     ) -> tuple[list[RunRow], int]:
         """The runs matching ``query`` among the most recently updated, and how many were
         looked at; ``waiting``: how many attention items each run has."""
-        tenant = self._tenant(principal)
-        return await self.bridge._runner(_matching_runs, tenant, query, waiting)
+        matching = partial(_matching_runs, query=query, waiting=waiting)
+        return await self.bridge.read(self._scoped(principal), matching)
 
 
 def _matching_runs(
-    tenant: TenantLedger, query: RunsQuery, waiting: Mapping[str, int]
+    reader: LedgerReader, query: RunsQuery, waiting: Mapping[str, int]
 ) -> tuple[list[RunRow], int]:
-    runs = tenant.reads.list_runs(limit=RUNS_SCANNED, open_only=query.status == "open")
+    runs = reader.runs(limit=RUNS_SCANNED, open_only=query.status == "open")
     needle = query.text.strip().lower()
     rows = []
     for run in runs:
         status = run.status.value if run.status is not None else "pending"
         if query.status not in ("any", "open") and status != query.status:
             continue
-        tasks = tenant.reads.list_tasks(run_ref=run.ref)
+        tasks = reader.tasks(run.ref)
         if needle:
             haystack = [run.ref, run.response_id, run.session_id, run.uhp_server, run.harness_id]
             haystack += [t.ref for t in tasks] + [t.tool_name for t in tasks]
