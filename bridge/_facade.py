@@ -26,6 +26,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from bridge._config import ReplicaConfig
+from bridge._display import AttentionItem, worded
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
 from bridge._ledger.commit.availability import watch_the_file
@@ -38,7 +39,6 @@ from bridge._ledger.reads.attention import (
     DEFAULT_OVERDUE_AFTER_MS,
     AttentionWindow,
 )
-from bridge._ledger.reads.views import AttentionItem
 from bridge._ledger.retention.policy import RetentionPolicy, policy_for
 from bridge._ledger.retention.prune import PruneReport
 from bridge._ledger.store import Ledger
@@ -324,7 +324,7 @@ class Bridge:
         items: list[AttentionItem] = []
         for name in principals:
             attention = self._ledger.for_principal(name).attention
-            items.extend(await self._db(attention.attention, window))
+            items.extend(map(worded, await self._db(attention.attention, window)))
         if older_than is not None:
             cutoff = now - int(older_than * 1000)
             items = [item for item in items if item.since_ms <= cutoff]

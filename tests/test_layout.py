@@ -32,6 +32,7 @@ RANKS: list[tuple[str, int]] = [
     ("bridge._redaction", 0),
     ("bridge._ledger", 1),
     ("bridge.errors", 1),  # the errors' public door
+    ("bridge._display", 2),  # the attention items' wording, over the ledger's facts
     ("bridge._telemetry", 2),
     ("bridge._mcp.wire", 3),
     ("bridge._mcp.servers", 3),
@@ -42,6 +43,7 @@ RANKS: list[tuple[str, int]] = [
     ("bridge._run", 7),
     ("bridge._settings", 7),
     ("bridge._facade", 8),
+    ("bridge._gateway_records", 9),  # the gateway's own records, through the facade's runner
     ("bridge.gateway", 9),
     ("bridge.integrations", 9),
     ("bridge.testing", 9),

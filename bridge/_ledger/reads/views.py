@@ -351,14 +351,11 @@ AttentionKind = Literal[
 
 
 @dataclass(frozen=True, slots=True)
-class AttentionItem:
-    """One thing that waits for a person (``Bridge.attention``), with what to do next.
-
-    ``ref`` names what to act on: the input request (``in_…``), the call (``op_…``), the lost
-    task (``tk_…``), the anomaly (``run_…:<seq>``: its event on that run) or the run
-    (``run_…``). ``since_ms``: when it started waiting. ``question`` and ``fields``: what an
-    input request asks (its message, and the names of its schema's fields).
-    """
+class AttentionFact:
+    """One thing that waits for a person, as recorded: :class:`bridge.AttentionItem` without
+    its wording (:mod:`bridge._display` words it). ``server``, ``tool``: the call's or task's;
+    ``method``: an input request's; ``reason``, ``detail``: why an outcome is unknown, a task
+    lost, or what an anomaly is (its kind and detail)."""
 
     kind: AttentionKind
     ref: str
@@ -366,28 +363,13 @@ class AttentionItem:
     run_ref: str
     response_id: str | None
     since_ms: int
-    summary: str
-    next_step: str
     task_ref: str | None = None
     op_ref: str | None = None
     question: str | None = None
     fields: tuple[str, ...] = ()
     requested_schema: Any = field(default=None, repr=False)  # server text, for a form
-
-    def to_json(self) -> dict[str, Any]:
-        """The item as plain JSON values (``bridge attention --json``)."""
-        return {
-            "kind": self.kind,
-            "ref": self.ref,
-            "principal": self.principal,
-            "run_ref": self.run_ref,
-            "response_id": self.response_id,
-            "since_ms": self.since_ms,
-            "summary": self.summary,
-            "next_step": self.next_step,
-            "task_ref": self.task_ref,
-            "op_ref": self.op_ref,
-            "question": self.question,
-            "fields": list(self.fields),
-            "requested_schema": self.requested_schema,
-        }
+    server: str | None = None
+    tool: str | None = None
+    method: str | None = None
+    reason: Any = None
+    detail: Any = None
