@@ -36,26 +36,11 @@ class AttentionItem:
 
     def to_json(self) -> dict[str, Any]:
         """The item as plain JSON values (``bridge attention --json``)."""
-        return {
-            "kind": self.kind,
-            "ref": self.ref,
-            "principal": self.principal,
-            "run_ref": self.run_ref,
-            "response_id": self.response_id,
-            "since_ms": self.since_ms,
-            "summary": self.summary,
-            "next_step": self.next_step,
-            "task_ref": self.task_ref,
-            "op_ref": self.op_ref,
-            "question": self.question,
-            "fields": list(self.fields),
-            "requested_schema": self.requested_schema,
-        }
+        return {**{name: getattr(self, name) for name in _ALL}, "fields": list(self.fields)}
 
 
-_SHARED = tuple(
-    name for name in AttentionItem.__dataclass_fields__ if name not in ("summary", "next_step")
-)
+_ALL = tuple(AttentionItem.__dataclass_fields__)
+_SHARED = tuple(name for name in _ALL if name not in ("summary", "next_step"))
 
 
 def worded(fact: AttentionFact) -> AttentionItem:

@@ -9,7 +9,7 @@ from bridge._ledger.reads.views import RunView
 
 
 class GatewayRecords:
-    """The gateway's records, through the bridge's own ledger runner (one runner per ledger)."""
+    """Through the bridge's own ledger runner (one runner per ledger), as its reads are."""
 
     def __init__(self, bridge: Bridge) -> None:
         self._ledger, self._db = bridge._ledger, bridge._db

@@ -29,11 +29,6 @@ class LedgerReader:
         self._tenant: TenantLedger = ledger.for_principal(principal)
         self._owns = owns_ledger
 
-    @property
-    def principal(self) -> str:
-        """Whose records these are."""
-        return self._tenant.principal
-
     @classmethod
     def open(cls, url: str | Path, principal: str) -> LedgerReader:
         """Open the ledger at ``url`` as it is (no migration); close it with :meth:`close` or
@@ -56,11 +51,8 @@ class LedgerReader:
     ) -> list[RunView]:
         """The principal's runs, most recently changed first; ``response_id``: only those
         recorded under that UHP response id (on any UHP server)."""
-        if response_id is None:
-            return self._tenant.reads.list_runs(limit=limit, open_only=open_only)
-        runs = self._tenant.reads.find_runs_by_response_id(response_id)
-        runs = [run for run in runs if not (open_only and run.is_terminal)]
-        return sorted(runs, key=lambda run: -run.updated_at_ms)[:limit]
+        reads = self._tenant.reads
+        return reads.list_runs(limit=limit, open_only=open_only, response_id=response_id)
 
     def run(self, run_ref: str) -> RunView:
         """One run (:class:`~bridge.errors.NotFound` for another principal's)."""

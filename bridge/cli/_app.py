@@ -124,7 +124,7 @@ def runs(
                 )
             rows = redactor.value(rows)
         if as_json:
-            print_json({"principal": reader.principal, "runs": rows})
+            print_json({"principal": settings_of(ctx).principal, "runs": rows})
             return
         if not rows:
             out_console().print("no runs for this principal", style="dim")

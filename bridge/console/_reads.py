@@ -29,42 +29,33 @@ class RunsQuery:
 
 
 class ConsoleReads:
-    """The console's scoped reads of one bridge's ledger."""
+    """The console's reads of one bridge's ledger (the bridge scopes each to its principals)."""
 
     def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
 
-    def _scoped(self, principal: str) -> str:
-        if principal not in self.bridge.principals:
-            raise PermissionError(f"principal {principal!r} is not served by this console")
-        return principal
-
     async def snapshot(self, principal: str, run_ref: str) -> tuple[RunSnapshot, Timeline]:
         """The run as recorded now and its timeline (``NotFound`` for another's or none)."""
-        snapshot = await self.bridge.read(
-            self._scoped(principal), lambda r: load_snapshot(r, run_ref)
-        )
+        snapshot = await self.bridge.read(principal, lambda r: load_snapshot(r, run_ref))
         return snapshot, build_timeline(snapshot)
 
     async def verdicts(self, principal: str, snapshot: RunSnapshot) -> dict[str, str]:
         """The final admission verdicts given on the run's calls of unknown outcome."""
-        found = await self.bridge.read(
-            self._scoped(principal), lambda r: run_verdicts(r, snapshot.dispatches)
-        )
+        found = await self.bridge.read(principal, lambda r: run_verdicts(r, snapshot.dispatches))
         return {ref: verdict.value for ref, verdict in found.items() if verdict.is_final}
 
     async def redactor(self, principal: str) -> Redactor:
         """Replaces the raw ids of the principal's open tasks (what the inbox is about)."""
-        tasks = await self.bridge.read(self._scoped(principal), lambda r: r.tasks(open_only=True))
-        return Redactor(tasks)
+        return Redactor(await self.bridge.read(principal, lambda r: r.tasks(open_only=True)))
 
     async def runs(
         self, principal: str, query: RunsQuery, waiting: Mapping[str, int]
     ) -> tuple[list[RunRow], int]:
         """The runs matching ``query`` among the most recently updated, and how many were
         looked at; ``waiting``: how many attention items each run has."""
-        matching = partial(_matching_runs, query=query, waiting=waiting)
-        return await self.bridge.read(self._scoped(principal), matching)
+        return await self.bridge.read(
+            principal, partial(_matching_runs, query=query, waiting=waiting)
+        )
 
 
 def _matching_runs(

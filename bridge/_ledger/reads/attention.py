@@ -96,52 +96,28 @@ def _mine(table: Table) -> ColumnElement[bool]:
     return table.c.principal == bindparam("w_principal")
 
 
+def _waiting_inputs(owner: Any, table: Table, task_id: Any, *where: Any) -> Select[Any]:
+    """Unanswered input requests of ``owner`` (a task or a call, in ``table``), with its run."""
+    columns = (INPUTS.c.ref, INPUTS.c.method, INPUTS.c.params_json, INPUTS.c.first_seen_ms)
+    of = (table.c.run_ref, table.c.tool_name, table.c.server_name, table.c.server_endpoint)
+    return (
+        select(*columns, owner, *of, task_id, RUNS.c.response_id)
+        .join(table, table.c.ref == owner)
+        .join(RUNS, RUNS.c.ref == table.c.run_ref)
+        .where(_mine(INPUTS), _mine(table), *where)
+    )
+
+
 @cache
 def _input_queries() -> tuple[Select[Any], Select[Any]]:
     """Waiting inputs of open tasks, then of calls waiting before any task."""
     waiting = (INPUTS.c.answered_at_ms.is_(None), INPUTS.c.declined_at_ms.is_(None))
-    of_tasks = (
-        select(
-            INPUTS.c.ref,
-            INPUTS.c.method,
-            INPUTS.c.params_json,
-            INPUTS.c.first_seen_ms,
-            INPUTS.c.task_ref,
-            TASKS.c.run_ref,
-            TASKS.c.tool_name,
-            TASKS.c.server_name,
-            TASKS.c.server_endpoint,
-            TASKS.c.task_id,
-            RUNS.c.response_id,
-        )
-        .join(TASKS, TASKS.c.ref == INPUTS.c.task_ref)
-        .join(RUNS, RUNS.c.ref == TASKS.c.run_ref)
-        .where(_mine(INPUTS), _mine(TASKS), *waiting, *OPEN_TASK)
+    call_waits = DISPATCHES.c.state == CallState.INPUT_REQUIRED.value
+    no_task = literal(None).label("task_id")
+    return (
+        _waiting_inputs(INPUTS.c.task_ref, TASKS, TASKS.c.task_id, *waiting, *OPEN_TASK),
+        _waiting_inputs(INPUTS.c.op_ref, DISPATCHES, no_task, call_waits, *waiting),
     )
-    of_calls = (
-        select(
-            INPUTS.c.ref,
-            INPUTS.c.method,
-            INPUTS.c.params_json,
-            INPUTS.c.first_seen_ms,
-            INPUTS.c.op_ref,
-            DISPATCHES.c.run_ref,
-            DISPATCHES.c.tool_name,
-            DISPATCHES.c.server_name,
-            DISPATCHES.c.server_endpoint,
-            literal(None).label("task_id"),
-            RUNS.c.response_id,
-        )
-        .join(DISPATCHES, DISPATCHES.c.ref == INPUTS.c.op_ref)
-        .join(RUNS, RUNS.c.ref == DISPATCHES.c.run_ref)
-        .where(
-            _mine(INPUTS),
-            _mine(DISPATCHES),
-            DISPATCHES.c.state == CallState.INPUT_REQUIRED.value,
-            *waiting,
-        )
-    )
-    return of_tasks, of_calls
 
 
 _UNKNOWN_CALLS = (
