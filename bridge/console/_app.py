@@ -206,10 +206,9 @@ class Console:
         snapshot, timeline = await self.reads.snapshot(
             frame.principal, request.path_params["run_ref"]
         )
-        verdicts = await self.reads.verdicts(frame.principal, snapshot)
         frame = await self.actions.with_count(frame)
         flash = _confirmation(request.query_params)
-        return HTMLResponse(run_page(snapshot, timeline, frame, verdicts=verdicts, flash=flash))
+        return HTMLResponse(run_page(snapshot, timeline, frame, flash=flash))
 
     async def stream(self, request: Request, frame: Frame) -> Response:
         """``GET /runs/{run_ref}/stream``: the live area over SSE."""

@@ -43,13 +43,12 @@ async def timeline_updates(
         if event.seq <= shown:
             continue  # the last render already included it
         snapshot, timeline = await reads.snapshot(frame.principal, run_ref)
-        verdicts = await reads.verdicts(frame.principal, snapshot)
         shown = max([event.seq, *(e.seq for e in snapshot.events)])
         status = snapshot.run.status.value if snapshot.run.status is not None else "pending"
         data = {
             "seq": shown,
             "status": status,
             "attention": await waiting(frame.principal),
-            "html": str(live_fragment(snapshot, timeline, frame, verdicts)),
+            "html": str(live_fragment(snapshot, timeline, frame)),
         }
         yield {"event": "timeline", "id": str(shown), "data": json.dumps(data)}

@@ -13,7 +13,7 @@ from functools import partial
 
 from bridge._facade import Bridge
 from bridge._ledger.reader import LedgerReader
-from bridge.cli._records import Redactor, RunSnapshot, load_snapshot, run_verdicts
+from bridge.cli._records import Redactor, RunSnapshot, load_snapshot
 from bridge.cli._timeline import Timeline, build_timeline
 from bridge.console._pages import RunRow
 
@@ -38,11 +38,6 @@ class ConsoleReads:
         """The run as recorded now and its timeline (``NotFound`` for another's or none)."""
         snapshot = await self.bridge.read(principal, lambda r: load_snapshot(r, run_ref))
         return snapshot, build_timeline(snapshot)
-
-    async def verdicts(self, principal: str, snapshot: RunSnapshot) -> dict[str, str]:
-        """The final admission verdicts given on the run's calls of unknown outcome."""
-        found = await self.bridge.read(principal, lambda r: run_verdicts(r, snapshot.dispatches))
-        return {ref: verdict.value for ref, verdict in found.items() if verdict.is_final}
 
     async def redactor(self, principal: str) -> Redactor:
         """Replaces the raw ids of the principal's open tasks (what the inbox is about)."""
