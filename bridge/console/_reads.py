@@ -1,9 +1,6 @@
-"""What the console reads, every read scoped to the signed-in principal: the runs list (search
-and filter), a run's snapshot and timeline (the CLI's model), and the tasks whose raw ids
-must be kept out of a page.
-
-The reads go through :meth:`bridge.Bridge.read`, as the gateway's do: the console is a product
-on the bridge's public door."""
+"""What the console reads, through :meth:`bridge.Bridge.read` (scoped to the signed-in
+principal, as the gateway's reads are): the runs list (search and filter), a run's snapshot
+and timeline (the CLI's model)."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ from functools import partial
 
 from bridge._facade import Bridge
 from bridge._ledger.reader import LedgerReader
-from bridge.cli._records import Redactor, RunSnapshot, load_snapshot
+from bridge.cli._records import RunSnapshot, load_snapshot
 from bridge.cli._timeline import Timeline, build_timeline
 from bridge.console._pages import RunRow
 
@@ -28,29 +25,20 @@ class RunsQuery:
     status: str = "any"
 
 
-class ConsoleReads:
-    """The console's reads of one bridge's ledger (the bridge scopes each to its principals)."""
+async def run_snapshot(
+    bridge: Bridge, principal: str, run_ref: str
+) -> tuple[RunSnapshot, Timeline]:
+    """The run as recorded now and its timeline (``NotFound`` for another's or none)."""
+    snapshot = await bridge.read(principal, lambda r: load_snapshot(r, run_ref))
+    return snapshot, build_timeline(snapshot)
 
-    def __init__(self, bridge: Bridge) -> None:
-        self.bridge = bridge
 
-    async def snapshot(self, principal: str, run_ref: str) -> tuple[RunSnapshot, Timeline]:
-        """The run as recorded now and its timeline (``NotFound`` for another's or none)."""
-        snapshot = await self.bridge.read(principal, lambda r: load_snapshot(r, run_ref))
-        return snapshot, build_timeline(snapshot)
-
-    async def redactor(self, principal: str) -> Redactor:
-        """Replaces the raw ids of the principal's open tasks (what the inbox is about)."""
-        return Redactor(await self.bridge.read(principal, lambda r: r.tasks(open_only=True)))
-
-    async def runs(
-        self, principal: str, query: RunsQuery, waiting: Mapping[str, int]
-    ) -> tuple[list[RunRow], int]:
-        """The runs matching ``query`` among the most recently updated, and how many were
-        looked at; ``waiting``: how many attention items each run has."""
-        return await self.bridge.read(
-            principal, partial(_matching_runs, query=query, waiting=waiting)
-        )
+async def matching_runs(
+    bridge: Bridge, principal: str, query: RunsQuery, waiting: Mapping[str, int]
+) -> tuple[list[RunRow], int]:
+    """The runs matching ``query`` among the most recently updated, and how many were looked
+    at; ``waiting``: how many attention items each run has."""
+    return await bridge.read(principal, partial(_matching_runs, query=query, waiting=waiting))
 
 
 def _matching_runs(
