@@ -28,9 +28,6 @@ if TYPE_CHECKING:
         SchedulerConfig as SchedulerConfig,
         UhpServerConfig as UhpServerConfig,
     )
-    from bridge._display import (
-        AttentionItem as AttentionItem,
-    )
     from bridge._facade import (
         Bridge as Bridge,
     )
@@ -41,6 +38,7 @@ if TYPE_CHECKING:
         LedgerReader as LedgerReader,
     )
     from bridge._ledger.reads.views import (
+        AttentionItem as AttentionItem,
         CallInputView as CallInputView,
         CallView as CallView,
         InputRequestView as InputRequestView,
@@ -149,7 +147,7 @@ _EXPORTS: dict[str, str] = {
     "OnStuckInput": "bridge._policies",
     "UnansweredInput": "bridge._policies",
     "RecoveryReport": "bridge._runtime.recovery_report",
-    "AttentionItem": "bridge._display",
+    "AttentionItem": "bridge._ledger.reads.views",
     "RetentionPolicy": "bridge._ledger.retention.policy",
     "CallInputView": "bridge._ledger.reads.views",
     "AgentStateView": "bridge._ledger.agent_states",

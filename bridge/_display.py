@@ -4,43 +4,9 @@ the ledger records (:class:`~bridge._ledger.reads.views.AttentionFact`), for
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from bridge._ledger.reads.views import AttentionFact, AttentionItem
 
-from bridge._ledger.reads.views import AttentionFact, AttentionKind
-
-
-@dataclass(frozen=True, slots=True)
-class AttentionItem:
-    """One thing that waits for a person (``Bridge.attention``), with what to do next.
-
-    ``ref`` names what to act on: the input request (``in_…``), the call (``op_…``), the lost
-    task (``tk_…``), the anomaly (``run_…:<seq>``: its event on that run) or the run
-    (``run_…``). ``since_ms``: when it started waiting. ``question`` and ``fields``: what an
-    input request asks (its message, and the names of its schema's fields).
-    """
-
-    kind: AttentionKind
-    ref: str
-    principal: str
-    run_ref: str
-    response_id: str | None
-    since_ms: int
-    summary: str
-    next_step: str
-    task_ref: str | None = None
-    op_ref: str | None = None
-    question: str | None = None
-    fields: tuple[str, ...] = ()
-    requested_schema: Any = field(default=None, repr=False)  # server text, for a form
-
-    def to_json(self) -> dict[str, Any]:
-        """The item as plain JSON values (``bridge attention --json``)."""
-        return {**{name: getattr(self, name) for name in _ALL}, "fields": list(self.fields)}
-
-
-_ALL = tuple(AttentionItem.__dataclass_fields__)
-_SHARED = tuple(name for name in _ALL if name not in ("summary", "next_step"))
+_SHARED = [name for name in AttentionItem.__dataclass_fields__ if hasattr(AttentionFact, name)]
 
 
 def worded(fact: AttentionFact) -> AttentionItem:

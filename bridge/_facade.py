@@ -26,7 +26,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from bridge._config import ReplicaConfig
-from bridge._display import AttentionItem, worded
+from bridge._display import worded
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
 from bridge._ledger.commit.availability import watch_the_file
@@ -39,6 +39,7 @@ from bridge._ledger.reads.attention import (
     DEFAULT_OVERDUE_AFTER_MS,
     AttentionWindow,
 )
+from bridge._ledger.reads.views import AttentionItem, RunView
 from bridge._ledger.retention.policy import RetentionPolicy, policy_for
 from bridge._ledger.retention.prune import PruneReport
 from bridge._ledger.store import Ledger
@@ -447,3 +448,28 @@ def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
     """Does ``group`` (nested groups flattened) hold ``exc`` and nothing else?"""
     held, rest = group.split(lambda leaf: leaf is exc)
     return held is not None and rest is None
+
+
+class GatewayRecords:
+    """The gateway's own records in its bridge's ledger (the task handles it gives its clients,
+    the newest run it made for an identity), through the bridge's runner. Package-internal, for
+    :mod:`bridge.gateway`: a host has no use for them, and reads the rest by :meth:`Bridge.read`."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self._ledger, self._db = bridge._ledger, bridge._db
+
+    async def record_handle(self, principal: str, handle: str, task_ref: str, op_ref: str) -> None:
+        handles = self._ledger.for_principal(principal).gateway_handles
+        await self._db(handles.record_gateway_handle, handle, task_ref, op_ref)
+
+    async def task_of(self, principal: str, handle: str) -> str | None:
+        """The task a handle names (None: unknown, or another principal's)."""
+        handles = self._ledger.for_principal(principal).gateway_handles
+        return await self._db(handles.gateway_handle_task, handle)
+
+    async def latest_run(
+        self, principal: str, server: str, identity: str, separator: str
+    ) -> RunView | None:
+        """The newest run on ``server`` under ``identity`` (or ``identity<separator><n>``)."""
+        reads = self._ledger.for_principal(principal).reads
+        return await self._db(reads.latest_run_of, server, identity, separator)

@@ -10,9 +10,8 @@ import pytest
 from starlette.requests import Request
 
 from bridge._answers import coerce_texts
-from bridge._display import AttentionItem
 from bridge._ledger.reader import LedgerReader
-from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.reads.views import AttentionItem, TaskObservation
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import TaskStatus
 from bridge.cli._records import load_snapshot

@@ -43,7 +43,6 @@ RANKS: list[tuple[str, int]] = [
     ("bridge._run", 7),
     ("bridge._settings", 7),
     ("bridge._facade", 8),
-    ("bridge._gateway_records", 9),  # the gateway's own records, through the facade's runner
     ("bridge.gateway", 9),
     ("bridge.integrations", 9),
     ("bridge.testing", 9),

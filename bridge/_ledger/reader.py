@@ -1,7 +1,6 @@
-"""A read-only view of one principal's records: of a ledger opened alone (a crashed process's,
-or one a running bridge writes) without a :class:`~bridge.Bridge`, which would recover, poll
-and send; or of a running bridge's own ledger (:meth:`bridge.Bridge.read`). It has no write
-method; it opens the ledger without migrating it."""
+"""A read-only view of one principal's records: of a running bridge's ledger
+(:meth:`bridge.Bridge.read`), or of a ledger opened alone, without a bridge (which would recover,
+poll and send), unmigrated. It has no write method."""
 
 from __future__ import annotations
 

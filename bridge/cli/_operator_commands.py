@@ -32,8 +32,8 @@ from bridge.cli._context import (
 from bridge.cli._records import field_hints, short_time
 
 if TYPE_CHECKING:
-    from bridge._display import AttentionItem
     from bridge._facade import Bridge
+    from bridge._ledger.reads.views import AttentionItem
 
 FOLLOW_POLL_S = 0.5
 T = TypeVar("T")

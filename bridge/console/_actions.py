@@ -21,7 +21,6 @@ from urllib.parse import urlencode
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from bridge._display import AttentionItem
 from bridge._errors import (
     AnswerRefused,
     InputAlreadyAnswered,
@@ -32,6 +31,7 @@ from bridge._errors import (
 )
 from bridge._facade import Bridge
 from bridge._ledger.reads.attention import DEFAULT_ORPHAN_AFTER_MS, DEFAULT_OVERDUE_AFTER_MS
+from bridge._ledger.reads.views import AttentionItem
 from bridge._lifecycle import Admission, OuterStatus
 from bridge._outcomes import AnswerDelivery, AnswerReceipt, InputRequest, elicit
 from bridge.cli._records import Redactor

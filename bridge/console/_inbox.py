@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bridge._display import AttentionItem
+from bridge._ledger.reads.views import AttentionItem
 from bridge._lifecycle import OuterStatus
 from bridge.cli._records import short_time
 from bridge.console._forms import form_fields, render_fields

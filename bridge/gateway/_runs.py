@@ -23,8 +23,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from bridge._facade import Bridge
-from bridge._gateway_records import GatewayRecords
+from bridge._facade import Bridge, GatewayRecords
 from bridge._ledger.reads.views import RunView
 from bridge.gateway._identity import OuterIdentity, invalid_params
 from bridge.gateway._run_ends import GATEWAY_HARNESS, GATEWAY_SERVER, RunEnds

@@ -263,10 +263,7 @@ class AttentionReads(WriteScope):
         return tasks, anomalies
 
     def _lost_tasks(self, conn: Connection, acknowledged: set[str]) -> Iterable[AttentionFact]:
-        lost = conn.execute(_LOST_TASKS, {"w_principal": self.principal}).all()
-        if not lost:
-            return
-        for task in lost:
+        for task in conn.execute(_LOST_TASKS, {"w_principal": self.principal}):
             if task.ref in acknowledged:
                 continue
             yield AttentionFact(
@@ -287,10 +284,7 @@ class AttentionReads(WriteScope):
     def _anomalies(
         self, conn: Connection, acknowledged: set[tuple[str, int]]
     ) -> Iterable[AttentionFact]:
-        rows = conn.execute(_ANOMALIES, {"w_principal": self.principal}).all()
-        if not rows:
-            return
-        for row in rows:
+        for row in conn.execute(_ANOMALIES, {"w_principal": self.principal}):
             if (row.run_ref, row.seq) in acknowledged:
                 continue
             data = json.loads(row.payload_json)

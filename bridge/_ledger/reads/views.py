@@ -352,10 +352,9 @@ AttentionKind = Literal[
 
 @dataclass(frozen=True, slots=True)
 class AttentionFact:
-    """One thing that waits for a person, as recorded: :class:`bridge.AttentionItem` without
-    its wording (:mod:`bridge._display` words it). ``server``, ``tool``: the call's or task's;
-    ``method``: an input request's; ``reason``, ``detail``: why an outcome is unknown, a task
-    lost, or what an anomaly is (its kind and detail)."""
+    """An :class:`bridge.AttentionItem` as recorded, unworded (:mod:`bridge._display` words it):
+    ``method``, an input's; ``reason``, ``detail``: an unknown outcome's, a lost task's, an
+    anomaly's (its kind)."""
 
     kind: AttentionKind
     ref: str
@@ -373,3 +372,33 @@ class AttentionFact:
     method: str | None = None
     reason: Any = None
     detail: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionItem:
+    """One thing that waits for a person (``Bridge.attention``), with what to do next.
+
+    ``ref`` names what to act on: the input request (``in_…``), the call (``op_…``), the lost
+    task (``tk_…``), the anomaly (``run_…:<seq>``: its event on that run) or the run
+    (``run_…``). ``since_ms``: when it started waiting. ``question`` and ``fields``: what an
+    input request asks (its message, and the names of its schema's fields).
+    """
+
+    kind: AttentionKind
+    ref: str
+    principal: str
+    run_ref: str
+    response_id: str | None
+    since_ms: int
+    summary: str
+    next_step: str
+    task_ref: str | None = None
+    op_ref: str | None = None
+    question: str | None = None
+    fields: tuple[str, ...] = ()
+    requested_schema: Any = field(default=None, repr=False)  # server text, for a form
+
+    def to_json(self) -> dict[str, Any]:
+        """The item as plain JSON values (``bridge attention --json``)."""
+        names = self.__dataclass_fields__
+        return {**{name: getattr(self, name) for name in names}, "fields": list(self.fields)}
