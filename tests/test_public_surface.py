@@ -93,15 +93,15 @@ def test_the_private_import_check_finds_one() -> None:
 
 
 # The bridge's products (and its users) read through its public methods (``Bridge.read``),
-# never through the facade's private ledger or runner.
+# never through the facade's private ledger or runner (``_db``; ``_runner`` was its old door).
 PRODUCTS = ("bridge/console", "bridge/gateway", "bridge/integrations", "bridge/cli")
-FACADE_PRIVATES = {"_ledger", "_runner"}
+FACADE_PRIVATES = {"_ledger", "_runner", "_db"}
 
 
 def _reach_throughs(text: str, suffix: str) -> list[str]:
     if suffix == ".md":  # its python snippets (prose may name the private module)
         code = "\n".join(re.findall(r"```python\n(.*?)```", text, re.S))
-        return re.findall(r"\S*\._(?:ledger|runner)\b", code)
+        return re.findall(r"\S*\._(?:ledger|runner|db)\b", code)
     return [
         f"line {node.lineno}: .{node.attr}"
         for node in ast.walk(ast.parse(text))
@@ -122,6 +122,7 @@ def test_nothing_outside_the_core_reaches_into_the_bridges_ledger_or_runner(path
 def test_the_reach_through_check_finds_one() -> None:
     assert _reach_throughs("t = self.bridge._ledger.for_principal(p)\n", ".py")
     assert _reach_throughs("await bridge._runner(f)\n", ".py")
+    assert _reach_throughs("await self.bridge._db(f)\n", ".py")
     assert _reach_throughs("```python\nbridge._ledger.close()\n```\n", ".md")
     assert not _reach_throughs("from bridge._ledger.store import Ledger\n", ".py")
     assert not _reach_throughs("See `bridge._ledger`.\n```python\nx = 1\n```\n", ".md")
