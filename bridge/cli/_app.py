@@ -22,7 +22,9 @@ from bridge._ledger.schema import migrate
 from bridge._ledger.schema.engine import create_ledger_engine
 from bridge._mcp.config_file import credential_env_name
 from bridge.cli._context import (
+    FollowForOpt,
     JsonOpt,
+    RunArg,
     Settings,
     out_console,
     print_json,
@@ -138,7 +140,7 @@ def runs(
 @app.command()
 def show(
     ctx: typer.Context,
-    run: Annotated[str, typer.Argument(help="Run reference (run_…).")],
+    run: RunArg,
     as_json: JsonOpt = False,
 ) -> None:
     """A run as a tree: outer response -> tool calls -> inner tasks -> pending inputs."""
@@ -158,7 +160,7 @@ def show(
 @app.command()
 def timeline(
     ctx: typer.Context,
-    run: Annotated[str, typer.Argument(help="Run reference (run_…).")],
+    run: RunArg,
     html: Annotated[
         Path | None,
         typer.Option("--html", help="Also write a self-contained HTML/SVG timeline to FILE."),
@@ -191,15 +193,12 @@ def timeline(
 @app.command()
 def events(
     ctx: typer.Context,
-    run: Annotated[str, typer.Argument(help="Run reference (run_…).")],
+    run: RunArg,
     after: Annotated[int, typer.Option("--after", min=0, help="Only events with seq > N.")] = 0,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep polling for new events until Ctrl-C.")
     ] = False,
-    follow_for: Annotated[
-        float | None,
-        typer.Option("--follow-for", hidden=True, help="Stop following after SECONDS."),
-    ] = None,
+    follow_for: FollowForOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The run's events in order. With --json: an array, or one object per line with --follow."""

@@ -172,3 +172,7 @@ def _database_refused(exc: BaseException) -> bool:
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+RunArg = Annotated[str, typer.Argument(help="Run reference (run_…).")]
+FollowForOpt = Annotated[
+    float | None, typer.Option("--follow-for", hidden=True, help="Stop following after SECONDS.")
+]

@@ -9,13 +9,13 @@ through a :class:`Redactor` that replaces any raw task id of the run it describe
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from bridge import events as ev
+from bridge._ledger._base import wall_clock_ms
 from bridge._ledger.reader import LedgerReader
 from bridge._ledger.reads.attention import question_of
 from bridge._ledger.reads.call_states import CallStanding, calls_of
@@ -26,10 +26,6 @@ from bridge.cli._status_lines import (
     run_status_line,
     task_status_line,
 )
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def iso(ms: int | None) -> str | None:
@@ -345,7 +341,7 @@ def load_snapshot(reader: LedgerReader, run_ref: str, *, now: int | None = None)
         tasks=tasks,
         pending_inputs={k: v for k, v in pending.items() if v},
         events=reader.events(run_ref),
-        now_ms=now if now is not None else now_ms(),
+        now_ms=now if now is not None else wall_clock_ms(),
         redactor=Redactor(tasks),
         inputs={k: v for k, v in inputs.items() if v},
     )
