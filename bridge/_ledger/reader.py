@@ -85,6 +85,11 @@ class LedgerReader:
         tasks: list[InputRequestView | CallInputView] = [*tenant.reads.pending_input_requests()]
         return tasks + tenant.rounds.pending_call_inputs()
 
+    def run_work(self, run_ref: str) -> tuple[list[TaskView], list[CallView], int]:
+        """A run's tasks and calls (oldest first) and how many of its tasks' input requests are
+        unanswered, read together (one snapshot, so the three agree)."""
+        return self._tenant.reads.run_work(run_ref)
+
     def events(self, run_ref: str, *, after_seq: int = 0) -> list[ev.BridgeEvent]:
         """A run's events after ``after_seq``, in order."""
         return self._tenant.reads.events(run_ref, after_seq=after_seq)
