@@ -24,6 +24,7 @@ from temporalio.worker import Replayer, Worker
 from typer.testing import CliRunner
 
 from bridge import Bridge, BridgeSettings, McpServerConfig, ReplicaConfig
+from bridge.cli._app import app
 from bridge.integrations.temporal import (
     ANSWER_UPDATE,
     PENDING_INPUTS_QUERY,
@@ -33,7 +34,6 @@ from bridge.integrations.temporal import (
     OutcomeKind,
     PendingInput,
 )
-from bridge.cli._app import app
 from tests.support.bridging import FAST, wait_until
 from tests.support.postgres import fresh_database
 from tests.support.processes import ServerProcess
@@ -281,9 +281,7 @@ async def test_cancelling_the_workflow_sends_no_cancel_unless_the_policy_says_so
 def mrtr_tasks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """The real Tasks server that asks (MRTR) before it creates the task."""
     effects = tmp_path_factory.mktemp("mrtr-effects") / "effects.log"
-    server = ServerProcess(
-        "tests.servers.mrtr_tasks_server", args=["--effects-file", str(effects)]
-    )
+    server = ServerProcess("tests.servers.mrtr_tasks_server", args=["--effects-file", str(effects)])
     server.effects_path = effects  # type: ignore[attr-defined]
     server.start(timeout=120)
     try:
