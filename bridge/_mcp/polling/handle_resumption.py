@@ -98,7 +98,7 @@ class HandleResumption:
             self._scheduler().watch(principal, task, due_ms=task.next_poll_due_ms, lease=lease)
             if task.ref in digests:
                 self._scheduler().seed_input_digests(task.ref, digests[task.ref])
-            if task.cancel_requested_at_ms is not None:
+            if _cancel_unacknowledged(task):
                 self._scheduler().mark_cancel_pending(task.ref)
                 cancels += 1
         held = {t.ref for t in tasks}
@@ -169,7 +169,7 @@ class HandleResumption:
             failing_since_ms=carried.failing_since_ms,
             unreachable_reported=carried.unreachable_reported,
         )
-        watch.cancel_pending = task.cancel_requested_at_ms is not None and not carried.cancel_sent
+        watch.cancel_pending = _cancel_unacknowledged(task) and not carried.cancel_sent
         if task.status is TaskStatus.INPUT_REQUIRED:  # only then can inputs or answers wait
             digests = await self._db(tenant.reads.input_digests, [task_ref])
             watch.input_digests.update(digests.get(task_ref, {}))
@@ -185,6 +185,12 @@ class HandleResumption:
             or (task.cancel_requested_at_ms is not None and not watch.cancel_pending),
             backoff_ms=watch.backoff_ms if failed else None,
         )
+
+
+def _cancel_unacknowledged(task: TaskView) -> bool:
+    """A cancel was asked for and no answer to it recorded: whoever resumes the handle sends
+    it (once it is acknowledged, never again)."""
+    return task.cancel_requested_at_ms is not None and task.cancel_acknowledged_at_ms is None
 
 
 @dataclass(frozen=True, slots=True)
