@@ -69,15 +69,23 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    effects = tmp_path / "effects.log"
-    proc = ServerProcess("tests.servers.tasks_server", args=["--effects-file", str(effects)])
+    effects, methods = tmp_path / "effects.log", tmp_path / "methods.log"
+    logs = ["--effects-file", str(effects), "--methods-file", str(methods)]
+    proc = ServerProcess("tests.servers.tasks_server", args=logs)
     proc.effects_path = effects  # type: ignore[attr-defined]
+    proc.methods_path = methods  # type: ignore[attr-defined]
     with proc:
         yield proc
 
 
 def effects(server: ServerProcess) -> list[str]:
     path: Path = server.effects_path  # type: ignore[attr-defined]
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def methods(server: ServerProcess) -> list[str]:
+    """The JSON-RPC method of every request the server received, in order."""
+    path: Path = server.methods_path  # type: ignore[attr-defined]
     return path.read_text().splitlines() if path.exists() else []
 
 
@@ -371,6 +379,27 @@ def test_a_cancel_never_acknowledged_is_sent_by_the_recovered_workflow(
     # The step that sent it says so (the steps after it do not send it again).
     assert observations(backend, w.workflow_id)[-1]["carried"]["cancel_sent"]
     assert "effect k-cancel" not in effects(server)
+    assert methods(server).count("tasks/cancel") == 1  # sent by the recovered workflow
+
+
+def test_a_cancel_acknowledged_before_the_worker_died_is_not_sent_again(
+    backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    args = '{"key": "k-cancel-acked", "seconds": 60}'
+    # As above, but the worker dies once the server's acknowledgement is in the ledger: no
+    # step of the workflow holds it (the poll step that follows is re-run by the recovery).
+    assert w.run("--start", "record_effect", args, "--crash", "cancel_acked") == -9, w.logs()
+    with backend.ledger_open() as ledger:
+        (task_before,) = ledger.for_principal(P).reads.list_tasks()
+    assert task_before.cancel_acknowledged_at_ms is not None
+    assert not any(o["carried"]["cancel_sent"] for o in observations(backend, w.workflow_id))
+    assert methods(server).count("tasks/cancel") == 1
+    assert w.run("--executor-id", "worker-b", "--recover-from", "local") == 0, w.logs()
+    result = w.result()
+    assert result["task_ref"] == task_before.ref and result["status"] == "cancelled"
+    assert methods(server).count("tasks/cancel") == 1  # the recovered workflow did not resend it
+    assert "effect k-cancel-acked" not in effects(server)
 
 
 def _answer_with_the_cli(

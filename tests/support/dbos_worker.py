@@ -16,7 +16,9 @@ an operator or a recovery service does). It writes the workflow's result (JSON) 
 * ``polling``: after the first poll step that saw the task ``working`` (mid-task);
 * ``cancel``: there, the workflow's run is ended ``cancelled`` instead, and the policy
   (``on_outer_cancel=cancel_inner``) asks for ``tasks/cancel``: the process dies once the
-  intent is recorded, before the request leaves (never acknowledged).
+  intent is recorded, before the request leaves (never acknowledged);
+* ``cancel_acked``: the same, but the process dies once the server's acknowledgement of
+  ``tasks/cancel`` is recorded in the ledger (before any step's checkpoint says so).
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ def _inject(point: str | None) -> None:
             _die()  # the handle arrived; recording it is the step that never happens
 
         DispatchWrites.stage_task_created = dying  # type: ignore[method-assign]
-    elif point in ("polling", "cancel"):
+    elif point in ("polling", "cancel", "cancel_acked"):
         from bridge.integrations.dbos._attach import Attached
 
         original = Attached.poll
@@ -103,8 +105,8 @@ def _inject(point: str | None) -> None:
         async def poll_then_die(self: Attached, task_ref: str, carried: Any, **kw: Any) -> Any:
             task, carried = await original(self, task_ref, carried, **kw)
             if task.status.value == "working" and os.environ.get("DBOS_WORKER_POLLED"):
-                if point == "cancel":
-                    _cancel_then_die()
+                if point in ("cancel", "cancel_acked"):
+                    _die_at_cancel(acknowledged=point == "cancel_acked")
                     await self.run(task.run_ref).record_status(OuterStatus.CANCELLED)
                 _die()
             os.environ["DBOS_WORKER_POLLED"] = "1"  # the send step's own first poll is spared
@@ -113,8 +115,20 @@ def _inject(point: str | None) -> None:
         Attached.poll = poll_then_die  # type: ignore[method-assign]
 
 
-def _cancel_then_die() -> None:
-    """The next ``tasks/cancel`` sent on the host's behalf kills the process first."""
+def _die_at_cancel(*, acknowledged: bool) -> None:
+    """The next ``tasks/cancel`` sent on the host's behalf kills the process first, or, with
+    ``acknowledged``, once the server's acknowledgement of it is recorded."""
+    if acknowledged:
+        from bridge._ledger.tasks import TaskWrites
+
+        recorded = TaskWrites.record_cancel_acknowledged
+
+        def record_then_die(self: TaskWrites, *args: Any, **kwargs: Any) -> None:
+            recorded(self, *args, **kwargs)
+            _die()
+
+        TaskWrites.record_cancel_acknowledged = record_then_die  # type: ignore[method-assign]
+        return
     from bridge._mcp.calls import answers_and_cancels
 
     async def dying(*_args: Any, **_kwargs: Any) -> None:
@@ -167,7 +181,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--server-url", required=True)
     parser.add_argument("--workflow-id", required=True)
     parser.add_argument("--start", nargs=2, metavar=("TOOL", "ARGS_JSON"))
-    parser.add_argument("--crash", choices=["reply_lost", "polling", "cancel"])
+    parser.add_argument("--crash", choices=["reply_lost", "polling", "cancel", "cancel_acked"])
     parser.add_argument("--executor-id", default=None, help="DBOS executor id (default: local)")
     parser.add_argument("--recover-from", default=None, metavar="DEAD_EXECUTOR_ID")
     parser.add_argument("--poll-window-s", type=float, default=30.0)
