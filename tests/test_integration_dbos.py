@@ -402,6 +402,45 @@ def test_a_cancel_acknowledged_before_the_worker_died_is_not_sent_again(
     assert "effect k-cancel-acked" not in effects(server)
 
 
+@pytest.mark.parametrize("policy", ["leave", "cancel_task"])
+def test_a_cancelled_workflow_sends_tasks_cancel_only_if_its_policy_says_so(
+    policy: str, backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    key = f"k-wf-{policy}"
+    # Left alone, the task ends by itself a few seconds later; cancelled, within a poll.
+    args = json.dumps({"key": key, "seconds": 3 if policy == "leave" else 60})
+    started = time.monotonic()
+    # The worker cancels the workflow (DBOS.cancel_workflow) while it polls the working task
+    # (the send step's own polls end within a second), then waits until the ledger records
+    # the task's end.
+    cancelling = ("--cancel-workflow", policy, "--poll-window-s", "1")
+    assert w.run("--start", "record_effect", args, *cancelling) == 0, w.logs()
+    assert time.monotonic() - started < 45, w.logs()  # not run to its 60 s end
+    result = w.result()
+    assert result["workflow"] == "cancelled"
+    with backend.ledger_open() as ledger:
+        events = ledger.for_principal(P).reads.events(
+            ledger.for_principal(P).reads.get_task(result["task_ref"]).run_ref
+        )
+    requested = [e.requested_by for e in events if e.type == "task.cancel_requested"]
+    if policy == "leave":
+        # Nothing sent: the bridge watched the handle to the task's own end.
+        assert result["status"] == "completed" and not result["cancel_requested"]
+        assert requested == [] and "tasks/cancel" not in methods(server)
+        assert effects(server).count(f"effect {key}") == 1
+    else:
+        assert result["status"] == "cancelled" and result["cancel_acknowledged"]
+        assert requested == ["policy:workflow_cancelled"]
+        assert methods(server).count("tasks/cancel") == 1
+        assert f"effect {key}" not in effects(server)
+    client = DBOSClient(system_database_url=backend.sysdb)
+    try:
+        assert client.retrieve_workflow(w.workflow_id).get_status().status == "CANCELLED"
+    finally:
+        client.destroy()
+
+
 def _answer_with_the_cli(
     backend: Backend, server: ServerProcess, tmp_path: Path, request: InputRequestView
 ) -> None:

@@ -41,6 +41,16 @@ class Attached:
         """The handle leaves this process's poll scheduler: the workflow polls it."""
         self.bridge._services.requester.scheduler.forget(task_ref)
 
+    async def cancel(self, task_ref: str, requested_by: str) -> bool:
+        """``tasks/cancel`` (the intent recorded first; an acknowledgement recorded after, and
+        never sent again); whether the server acknowledged it."""
+        requester = self.bridge._services.requester
+        return await requester.cancel_task(self.principal, task_ref, requested_by)
+
+    async def give_back(self, task: TaskView) -> None:
+        """The handle returns to this process's poll scheduler: no workflow polls it now."""
+        await self.bridge._services.requester._resumption.watch_again(self.principal, task)
+
     @property
     def pacing(self) -> SchedulerConfig:
         """The poll floor, default interval and optional ceiling the bridge was opened with."""

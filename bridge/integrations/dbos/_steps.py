@@ -34,6 +34,17 @@ from bridge.integrations.dbos._attach import Attached, attached
 HARNESS = "dbos"
 
 
+# What each workflow's running send step returned, until the workflow has it: DBOS refuses the
+# checkpoint of a step whose workflow was cancelled meanwhile, and the cancel policy still
+# needs to know the call (see :func:`take_sent`).
+_sent: dict[str, dict[str, Any]] = {}
+
+
+def take_sent(workflow_id: str) -> dict[str, Any] | None:
+    """The output of the workflow's last send step in this process, once (``None``: none)."""
+    return _sent.pop(workflow_id, None)
+
+
 def operation_id(workflow_id: str, step_id: int) -> str:
     """The call's operation id: the same on every re-run of its step, in any process."""
     return f"dbos:{workflow_id}:{step_id}"
@@ -102,10 +113,13 @@ async def send(
         task, carried = await _watch(here, made.ref, made.status.value, HostPoll(), wait_ms)
         asking = task.status is TaskStatus.INPUT_REQUIRED
         sent["task"] = await _observed(run, task, carried, after_seq=0, asking=asking)
+    _sent[workflow_id] = sent
     return sent
 
 
-@DBOS.step(name="bridge.poll")
+# Preemptible: a workflow cancelled while this step polls a task that does not change is
+# stopped by DBOS (within its cancellation check interval), not at the end of the window.
+@DBOS.step(name="bridge.poll", preemptible=True)
 async def poll(run_ref: str, last: dict[str, Any]) -> dict[str, Any]:
     """The task polled (:func:`_watch`) after the workflow's durable sleep; the last
     observation with the input requests it waits on and the answers recorded since the last

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from dbos import DBOS
+from dbos import DBOS, error
 
 from bridge._errors import BridgeError
 from bridge._lifecycle import CallState
 from bridge._outcomes import CallOutcome, InlineResult, RejectedCall, UnknownOutcome
+from bridge._policies import OnWorkflowCancel
 from bridge._runtime.step_results import TaskSettled
-from bridge.integrations.dbos import _steps
+from bridge.integrations.dbos import _cancel, _steps
 from bridge.integrations.dbos._attach import attached
 
 
@@ -43,6 +44,7 @@ async def call_tool(
     arguments: dict[str, Any] | None = None,
     *,
     run_ref: str | None = None,
+    on_cancel: OnWorkflowCancel = OnWorkflowCancel.LEAVE,
 ) -> CallOutcome:
     """Call ``tool`` on ``server`` through the attached bridge, durably, from a workflow.
 
@@ -51,17 +53,33 @@ async def call_tool(
     :class:`~bridge.UnknownOutcome` (the request may have reached the server and its reply
     never came back: never sent a second time). While the task is ``input_required`` the
     workflow waits, polling at the server's interval, for an answer given through the
-    bridge (``Bridge.pending_inputs``, ``bridge answer``, the console)."""
-    _workflow_id()
-    sent = await _steps.send(run_ref, server, tool, dict(arguments or {}))
-    run_ref = sent["run_ref"]
-    observed = sent["task"]
-    while observed is not None and observed["open"]:
-        carried = observed["carried"]
-        delay_ms = attached().delay_ms(observed["poll_interval_ms"], carried["backoff_ms"])
-        await DBOS.sleep_async(delay_ms / 1000)
-        observed = await _steps.poll(run_ref, observed)
-    return await _settled(run_ref, sent["operation_id"])
+    bridge (``Bridge.pending_inputs``, ``bridge answer``, the console).
+
+    A workflow cancelled (``DBOS.cancel_workflow``) while its task is open sends
+    ``tasks/cancel`` only with ``on_cancel=OnWorkflowCancel.CANCEL_TASK``; either way the
+    handle goes back to the bridge's own poll scheduler, which records how the task ends."""
+    workflow_id = _workflow_id()
+    sent: dict[str, Any] | None = None
+    try:
+        try:
+            sent = await _steps.send(run_ref, server, tool, dict(arguments or {}))
+        finally:
+            # Its output, also when DBOS refused to checkpoint it (the workflow was cancelled).
+            sent = sent or _steps.take_sent(workflow_id)
+        observed = sent["task"]
+        while observed is not None and observed["open"]:
+            carried = observed["carried"]
+            delay_ms = attached().delay_ms(observed["poll_interval_ms"], carried["backoff_ms"])
+            await DBOS.sleep_async(delay_ms / 1000)
+            observed = await _steps.poll(sent["run_ref"], observed)
+    except (error.DBOSWorkflowCancelledError, error.DBOSWorkflowConflictIDError):
+        # A cancelled workflow: DBOS refuses its next step, or its running step's checkpoint
+        # (no longer owned), or stops its poll step. Not owned may also mean resumed
+        # elsewhere: the policy applies only to a workflow DBOS records as cancelled.
+        if sent is not None and await _cancel.is_cancelled(workflow_id):
+            await _cancel.workflow_cancelled(sent["run_ref"], sent["operation_id"], on_cancel)
+        raise
+    return await _settled(sent["run_ref"], sent["operation_id"])
 
 
 async def _settled(run_ref: str, operation_id: str) -> CallOutcome:
