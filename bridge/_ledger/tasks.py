@@ -232,9 +232,7 @@ class TaskWrites(WriteScope):
             self._append_task_event(tx, row, ev.TaskCancelRequested, requested_by=requested_by)
         return True
 
-    def record_cancel_acknowledged(
-        self, task_ref: str, *, lease: Membership | None = None
-    ) -> None:
+    def record_cancel_acknowledged(self, task_ref: str, *, lease: Membership | None = None) -> None:
         """The server answered ``tasks/cancel`` (intent taken, not a stop): whoever resumes the
         handle from now on does not send it again. The first acknowledgement is kept."""
         with self._write() as tx:

@@ -24,6 +24,10 @@ from bridge._runtime.step_results import TaskSettled
 from bridge.integrations.dbos import _cancel, _steps
 from bridge.integrations.dbos._attach import attached
 
+# How DBOS stops a cancelled workflow: it refuses its next step (cancelled), or a running
+# step's checkpoint (no longer owned), or stops its poll step (cancelled).
+_STOPPED = (error.DBOSWorkflowCancelledError, error.DBOSWorkflowConflictIDError)
+
 
 def _workflow_id() -> str:
     workflow_id = DBOS.workflow_id
@@ -59,27 +63,34 @@ async def call_tool(
     ``tasks/cancel`` only with ``on_cancel=OnWorkflowCancel.CANCEL_TASK``; either way the
     handle goes back to the bridge's own poll scheduler, which records how the task ends."""
     workflow_id = _workflow_id()
-    sent: dict[str, Any] | None = None
     try:
-        try:
-            sent = await _steps.send(run_ref, server, tool, dict(arguments or {}))
-        finally:
-            # Its output, also when DBOS refused to checkpoint it (the workflow was cancelled).
-            sent = sent or _steps.take_sent(workflow_id)
-        observed = sent["task"]
+        sent = await _steps.send(run_ref, server, tool, dict(arguments or {}))
+    except _STOPPED:
+        # The step ran, DBOS refused its checkpoint: its output is still this process's.
+        await _stopped(workflow_id, _steps.take_sent(workflow_id), on_cancel)
+        raise
+    finally:
+        _steps.take_sent(workflow_id)  # kept no longer than the step's return
+    observed = sent["task"]
+    try:
         while observed is not None and observed["open"]:
             carried = observed["carried"]
             delay_ms = attached().delay_ms(observed["poll_interval_ms"], carried["backoff_ms"])
             await DBOS.sleep_async(delay_ms / 1000)
             observed = await _steps.poll(sent["run_ref"], observed)
-    except (error.DBOSWorkflowCancelledError, error.DBOSWorkflowConflictIDError):
-        # A cancelled workflow: DBOS refuses its next step, or its running step's checkpoint
-        # (no longer owned), or stops its poll step. Not owned may also mean resumed
-        # elsewhere: the policy applies only to a workflow DBOS records as cancelled.
-        if sent is not None and await _cancel.is_cancelled(workflow_id):
-            await _cancel.workflow_cancelled(sent["run_ref"], sent["operation_id"], on_cancel)
+    except _STOPPED:
+        await _stopped(workflow_id, sent, on_cancel)
         raise
     return await _settled(sent["run_ref"], sent["operation_id"])
+
+
+async def _stopped(
+    workflow_id: str, sent: dict[str, Any] | None, on_cancel: OnWorkflowCancel
+) -> None:
+    """The workflow's execution stopped here. Not owned may also mean resumed elsewhere: the
+    policy applies only to a workflow DBOS records as cancelled."""
+    if sent is not None and await _cancel.is_cancelled(workflow_id):
+        await _cancel.workflow_cancelled(sent["run_ref"], sent["operation_id"], on_cancel)
 
 
 async def _settled(run_ref: str, operation_id: str) -> CallOutcome:
