@@ -145,6 +145,7 @@ class HandleResumption:
         carried: HostPoll | None = None,
         *,
         due_ms: int | None = None,
+        known: TaskView | None = None,
     ) -> tuple[TaskView, HostPoll]:
         """One ``tasks/get`` of a recorded handle now, for a host that schedules its polls
         itself: the handle leaves this process's scheduler (the next poll is the host's), and
@@ -153,13 +154,18 @@ class HandleResumption:
         nobody else would) and a requested cancel (sent first, unless ``carried`` says one of
         the host's earlier polls had it acknowledged). ``carried``: what the host's previous
         poll of it returned (failures in a row, for the backoff and the unreachable report);
-        ``due_ms``: when the host meant to send it (the poll lateness figures).
-        A closed handle is read, not polled."""
+        ``due_ms``: when the host meant to send it (the poll lateness figures); ``known``:
+        the handle as the host's previous poll of it returned it, read from the ledger after
+        that poll (spares a read: a host polling a handle that does not change in a loop
+        sends one ledger read per poll, not two). A closed handle is read, not polled."""
         carried = carried or HostPoll()
         tenant = self._ledger.for_principal(principal)
         scheduler = self._scheduler()
         scheduler.forget(task_ref)
-        task = await self._db(tenant.reads.get_task, task_ref)
+        if known is not None and known.ref == task_ref:
+            task = known
+        else:
+            task = await self._db(tenant.reads.get_task, task_ref)
         if not task.is_open:
             return task, replace(carried, backoff_ms=None)
         watch = Watch(

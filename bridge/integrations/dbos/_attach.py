@@ -30,12 +30,20 @@ class Attached:
         return self.bridge.run(self.principal, run_ref)
 
     async def poll(
-        self, task_ref: str, carried: HostPoll, *, due_ms: int | None = None
+        self,
+        task_ref: str,
+        carried: HostPoll,
+        *,
+        due_ms: int | None = None,
+        known: TaskView | None = None,
     ) -> tuple[TaskView, HostPoll]:
         """One ``tasks/get`` of a handle the workflow holds (:meth:`Run.poll`, with what the
-        workflow's previous poll carried: failures for the backoff, a cancel sent)."""
+        workflow's previous poll carried: failures for the backoff, a cancel sent; ``known``:
+        the task as the previous poll in the same step returned it, not read again)."""
         requester = self.bridge._services.requester
-        return await requester.poll_now(self.principal, task_ref, carried, due_ms=due_ms)
+        return await requester.poll_now(
+            self.principal, task_ref, carried, due_ms=due_ms, known=known
+        )
 
     def take(self, task_ref: str) -> None:
         """The handle leaves this process's poll scheduler: the workflow polls it."""

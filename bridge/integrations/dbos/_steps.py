@@ -110,7 +110,7 @@ async def send(
         asking = made.status is TaskStatus.INPUT_REQUIRED
         if asking or not made.is_open or interval_ms > here.poll_window_s * 1000:
             wait_ms = None  # polled at once: the workflow hears of it in this checkpoint
-        task, carried = await _watch(here, made.ref, made.status.value, HostPoll(), wait_ms)
+        task, carried = await _watch(here, made, HostPoll(), wait_ms)
         asking = task.status is TaskStatus.INPUT_REQUIRED
         sent["task"] = await _observed(run, task, carried, after_seq=0, asking=asking)
     _sent[workflow_id] = sent
@@ -129,7 +129,7 @@ async def poll(run_ref: str, last: dict[str, Any]) -> dict[str, Any]:
     here = attached()
     run = here.run(run_ref)
     carried = HostPoll(**last["carried"])
-    task, polled = await _watch(here, last["task_ref"], last["status"], carried, None)
+    task, polled = await _watch(here, last["task_ref"], carried, None, status=last["status"])
     # Answers are read only around input_required: the last step saw it, or this one does.
     asking = last["status"] == TaskStatus.INPUT_REQUIRED.value
     asking = asking or task.status is TaskStatus.INPUT_REQUIRED
@@ -137,20 +137,36 @@ async def poll(run_ref: str, last: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _watch(
-    here: Attached, task_ref: str, status: str, carried: HostPoll, wait_ms: int | None
+    here: Attached,
+    handle: TaskView | str,
+    carried: HostPoll,
+    wait_ms: int | None,
+    *,
+    status: str | None = None,
 ) -> tuple[TaskView, HostPoll]:
     """``tasks/get`` of the task, recorded, until what the workflow holds would change (see
     :func:`_changed`) or the attached ``poll_window_s`` is spent: a task that stays
     ``working`` costs one checkpoint per window, not one per poll. The waits between these
     polls (and ``wait_ms`` before the first) are the server's interval, in process: a step
-    re-run after a crash polls again, which is what a poll is for."""
+    re-run after a crash polls again, which is what a poll is for.
+
+    ``handle``: the task as the send step's call just recorded it, or its reference (a poll
+    step: the ledger is read afresh, with ``status`` the one the workflow holds). Each poll
+    after the first starts from the task as the previous one returned it (read from the
+    ledger after that poll): a poll of a task that does not change costs one ledger read."""
     deadline = time.monotonic() + here.poll_window_s
+    known = handle if isinstance(handle, TaskView) else None
+    task_ref = handle.ref if isinstance(handle, TaskView) else handle
+    if isinstance(handle, TaskView):
+        status = handle.status.value
+    assert status is not None
     while True:
         due_ms = None
         if wait_ms is not None:
             due_ms = wall_clock_ms() + wait_ms
             await anyio.sleep(wait_ms / 1000)
-        task, polled = await here.poll(task_ref, carried, due_ms=due_ms)
+        task, polled = await here.poll(task_ref, carried, due_ms=due_ms, known=known)
+        known = task
         wait_ms = here.delay_ms(task.poll_interval_ms, polled.backoff_ms)
         if _changed(status, task, carried, polled) or time.monotonic() + wait_ms / 1000 > deadline:
             return task, polled
