@@ -190,14 +190,19 @@ def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
     assert seen[-1] == "completed" and not observed[-1]["open"]
     assert all(o["open"] for o in observed[:-1])
     assert all(o["task_ref"] == task.ref for o in observed)
-    # Sleeps between polls are DBOS's own durable sleeps, one per poll, each as long as the
-    # server's pollIntervalMs: the test server asks for 50 ms (the worker's floor is 20 ms,
-    # its default 1,000 ms); DBOS counts its own checkpoint before the sleep in the length.
+    # Sleeps between polls are DBOS's own durable sleeps, one per poll, each the rest of the
+    # server's pollIntervalMs after the poll before it was sent (the step says how long ago
+    # that was): the test server asks for 50 ms (the worker's floor is 20 ms, its default
+    # 1,000 ms); DBOS counts its own checkpoint before the sleep in the length.
     sleeps = [s for s in backend.steps(w.workflow_id) if s["function_name"] == "DBOS.sleep"]
     assert len(sleeps) == len(observed) - 1
     assert all(o["poll_interval_ms"] == 50 for o in observed)
     slept = [s["completed_at_epoch_ms"] - s["started_at_epoch_ms"] for s in sleeps]
-    assert all(49 <= ms < 500 for ms in slept), slept
+    since = [o["since_poll_ms"] for o in observed[:-1]]
+    assert all(ms + ago >= 49 and ms < 500 for ms, ago in zip(slept, since, strict=True)), (
+        slept,
+        since,
+    )
     # No raw task id in anything DBOS keeps.
     assert task.task_id not in json.dumps([s["output"] for s in steps], default=str)
     assert effects(server).count("effect k-plain") == 1

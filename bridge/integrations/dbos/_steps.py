@@ -110,9 +110,10 @@ async def send(
         asking = made.status is TaskStatus.INPUT_REQUIRED
         if asking or not made.is_open or interval_ms > here.poll_window_s * 1000:
             wait_ms = None  # polled at once: the workflow hears of it in this checkpoint
-        task, carried = await _watch(here, made, HostPoll(), wait_ms)
+        task, carried, polled_at = await _watch(here, made, HostPoll(), wait_ms)
         asking = task.status is TaskStatus.INPUT_REQUIRED
         sent["task"] = await _observed(run, task, carried, after_seq=0, asking=asking)
+        sent["task"]["since_poll_ms"] = _since(polled_at)
     _sent[workflow_id] = sent
     return sent
 
@@ -129,11 +130,22 @@ async def poll(run_ref: str, last: dict[str, Any]) -> dict[str, Any]:
     here = attached()
     run = here.run(run_ref)
     carried = HostPoll(**last["carried"])
-    task, polled = await _watch(here, last["task_ref"], carried, None, status=last["status"])
+    task, polled, polled_at = await _watch(
+        here, last["task_ref"], carried, None, status=last["status"]
+    )
     # Answers are read only around input_required: the last step saw it, or this one does.
     asking = last["status"] == TaskStatus.INPUT_REQUIRED.value
     asking = asking or task.status is TaskStatus.INPUT_REQUIRED
-    return await _observed(run, task, polled, after_seq=last["after_seq"], asking=asking)
+    observed = await _observed(run, task, polled, after_seq=last["after_seq"], asking=asking)
+    observed["since_poll_ms"] = _since(polled_at)
+    return observed
+
+
+def _since(polled_at: float) -> int:
+    """How long ago (ms) the step's last poll was sent: the workflow's durable sleep is the
+    rest of the interval, so that polls are an interval apart start to start, not an
+    interval plus the recording and the checkpoint."""
+    return round((time.monotonic() - polled_at) * 1000)
 
 
 async def _watch(
@@ -143,7 +155,7 @@ async def _watch(
     wait_ms: int | None,
     *,
     status: str | None = None,
-) -> tuple[TaskView, HostPoll]:
+) -> tuple[TaskView, HostPoll, float]:
     """``tasks/get`` of the task, recorded, until what the workflow holds would change (see
     :func:`_changed`) or the attached ``poll_window_s`` is spent: a task that stays
     ``working`` costs one checkpoint per window, not one per poll. The waits between these
@@ -153,23 +165,29 @@ async def _watch(
     ``handle``: the task as the send step's call just recorded it, or its reference (a poll
     step: the ledger is read afresh, with ``status`` the one the workflow holds). Each poll
     after the first starts from the task as the previous one returned it (read from the
-    ledger after that poll): a poll of a task that does not change costs one ledger read."""
+    ledger after that poll): a poll of a task that does not change costs one ledger read.
+    Returns the task, what the next poll carries, and when (monotonic) the last poll started."""
     deadline = time.monotonic() + here.poll_window_s
     known = handle if isinstance(handle, TaskView) else None
     task_ref = handle.ref if isinstance(handle, TaskView) else handle
     if isinstance(handle, TaskView):
         status = handle.status.value
     assert status is not None
+    started = time.monotonic()  # when the last poll started (first: the handle's arrival)
     while True:
         due_ms = None
         if wait_ms is not None:
-            due_ms = wall_clock_ms() + wait_ms
-            await anyio.sleep(wait_ms / 1000)
+            # Start to start: the interval runs from when the last poll was sent, not from
+            # when its recording returned (which queues with every other handle's).
+            wait_s = max(0.0, started + wait_ms / 1000 - time.monotonic())
+            due_ms = wall_clock_ms() + round(wait_s * 1000)
+            await anyio.sleep(wait_s)
+        started = time.monotonic()
         task, polled = await here.poll(task_ref, carried, due_ms=due_ms, known=known)
         known = task
         wait_ms = here.delay_ms(task.poll_interval_ms, polled.backoff_ms)
-        if _changed(status, task, carried, polled) or time.monotonic() + wait_ms / 1000 > deadline:
-            return task, polled
+        if _changed(status, task, carried, polled) or started + wait_ms / 1000 > deadline:
+            return task, polled, started
         carried = polled
 
 

@@ -76,6 +76,8 @@ async def call_tool(
         while observed is not None and observed["open"]:
             carried = observed["carried"]
             delay_ms = attached().delay_ms(observed["poll_interval_ms"], carried["backoff_ms"])
+            if carried["backoff_ms"] is None:  # the interval runs from the last poll's start
+                delay_ms = max(0, delay_ms - observed.get("since_poll_ms", 0))
             await DBOS.sleep_async(delay_ms / 1000)
             observed = await _steps.poll(sent["run_ref"], observed)
     except _STOPPED:
