@@ -19,11 +19,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from dbos import DBOSClient
 
-from bridge import CallState, InputRequestView, Ledger, LostReason, TaskStatus
+from bridge import (
+    Bridge,
+    BridgeSettings,
+    CallState,
+    InputRequestView,
+    Ledger,
+    LostReason,
+    McpServerConfig,
+    TaskStatus,
+)
 from bridge.integrations.dbos import attach
 from tests.support.console import base_url, console_process
 from tests.support.postgres import fresh_database
@@ -444,6 +454,57 @@ def test_a_cancelled_workflow_sends_tasks_cancel_only_if_its_policy_says_so(
         assert client.retrieve_workflow(w.workflow_id).get_status().status == "CANCELLED"
     finally:
         client.destroy()
+
+
+def test_input_asked_before_any_task_is_an_explicit_wait_answered_once(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """MRTR: the server answers the first tools/call with an InputRequiredResult (no task);
+    the workflow waits durably; an answer given through the bridge sends the call again, and
+    the workflow takes the task that made and polls it to its end."""
+    with ServerProcess("tests.servers.mrtr_tasks_server") as mrtr:
+        w = worker(backend, mrtr, tmp_path)
+        proc = w.spawn("--start", "approved_export", '{"rows": 3}')
+        try:
+            answered = anyio.run(_accept_the_call_input, backend, mrtr)
+            assert proc.wait(timeout=WORKER_DEADLINE_S) == 0, w.logs()
+        finally:
+            proc.kill()
+    result = w.result()
+    assert result["kind"] == "task_ended" and result["status"] == "completed", result
+    assert result["result"]["content"][0]["text"] == "exported 3 rows"
+    with backend.ledger_open() as ledger:
+        tenant = ledger.for_principal(P)
+        (dispatch,) = tenant.reads.list_dispatches()
+        (task,) = tenant.reads.list_tasks()
+    assert dispatch.task_ref == task.ref == result["task_ref"]
+    steps = bridge_steps(backend, w.workflow_id)
+    assert steps[0]["function_name"] == "bridge.send"
+    assert steps[0]["output"]["asking"] == [answered] and steps[0]["output"]["task"] is None
+    waits = [s["output"] for s in steps if s["function_name"] == "bridge.call_input"]
+    # Waiting on that one input, durably, until the answer moved the call on: once.
+    assert [o["moved_on"] for o in waits] == [False] * (len(waits) - 1) + [True]
+    assert all(o["waiting"] == [answered] for o in waits[:-1])
+    assert waits[-1]["task"]["task_ref"] == task.ref
+
+
+async def _accept_the_call_input(backend: Backend, server: ServerProcess) -> str:
+    """The operator's side: the call's input as ``Bridge.pending_inputs`` lists it, accepted
+    (the bridge that takes the answer sends the call again)."""
+    settings = BridgeSettings(
+        ledger_url=backend.ledger,
+        principals=[P],
+        mcp_servers=[McpServerConfig(name="tasks", url=server.url)],
+        recover_on_start=False,
+    )
+    async with Bridge.open(settings) as bridge:
+        with anyio.fail_after(60):
+            while not (waiting := await bridge.pending_inputs(P)):
+                await anyio.sleep(0.05)
+        (request,) = waiting
+        assert request.task_ref is None and request.op_ref is not None
+        await request.accept({})
+        return request.input_ref
 
 
 def _answer_with_the_cli(

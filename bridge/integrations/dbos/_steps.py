@@ -22,9 +22,9 @@ from bridge import events as ev
 from bridge._errors import BridgeError
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.store import wall_clock_ms
-from bridge._lifecycle import TaskStatus
+from bridge._lifecycle import CallState, TaskStatus
 from bridge._mcp.polling.handle_resumption import HostPoll
-from bridge._outcomes import TaskHandle
+from bridge._outcomes import InputPending, TaskHandle
 from bridge._policies import WaitMode
 from bridge._run import Run
 from bridge._runtime.step_results import TaskPending, TaskSettled
@@ -114,8 +114,36 @@ async def send(
         asking = task.status is TaskStatus.INPUT_REQUIRED
         sent["task"] = await _observed(run, task, carried, after_seq=0, asking=asking)
         sent["task"]["since_poll_ms"] = _since(polled_at)
+    elif isinstance(outcome, InputPending):  # MRTR: input asked for before any task
+        sent["asking"] = [request.input_ref for request in outcome.inputs]
     _sent[workflow_id] = sent
     return sent
+
+
+@DBOS.step(name="bridge.call_input")
+async def call_input(run_ref: str, operation_id: str) -> dict[str, Any]:
+    """A call that asked for input before any task (MRTR), after the workflow's durable
+    sleep: still waiting (``waiting``: its unanswered input references), or moved on once
+    answered (the bridge that took the answer sent the call again): the task it made, taken
+    here and polled from now on as a sent call's (``task``), or a settled call (``task``
+    None)."""
+    here = attached()
+    run = here.run(run_ref)
+    record = await run.operation(operation_id)
+    if record is None:
+        raise BridgeError(f"operation {operation_id!r} is not recorded in run {run_ref}")
+    if record.task is not None:
+        made = record.task
+        here.take(made.ref)
+        task, carried, polled_at = await _watch(here, made, HostPoll(), None)
+        asking = task.status is TaskStatus.INPUT_REQUIRED
+        observed = await _observed(run, task, carried, after_seq=0, asking=asking)
+        observed["since_poll_ms"] = _since(polled_at)
+        return {"moved_on": True, "waiting": [], "task": observed}
+    if record.state in (CallState.INPUT_REQUIRED, CallState.SENT):  # SENT: the retry in flight
+        waiting = [r.input_ref for r in await run.pending_inputs() if r.op_ref == record.ref]
+        return {"moved_on": False, "waiting": waiting, "task": None}
+    return {"moved_on": True, "waiting": [], "task": None}
 
 
 # Preemptible: a workflow cancelled while this step polls a task that does not change is

@@ -73,6 +73,8 @@ async def call_tool(
         _steps.take_sent(workflow_id)  # kept no longer than the step's return
     observed = sent["task"]
     try:
+        if "asking" in sent:
+            observed = await _answered(sent)
         while observed is not None and observed["open"]:
             carried = observed["carried"]
             delay_ms = attached().delay_ms(observed["poll_interval_ms"], carried["backoff_ms"])
@@ -84,6 +86,19 @@ async def call_tool(
         await _stopped(workflow_id, sent, on_cancel)
         raise
     return await _settled(sent["run_ref"], sent["operation_id"])
+
+
+async def _answered(sent: dict[str, Any]) -> dict[str, Any] | None:
+    """MRTR: the call asked for input before any task. The workflow waits, with durable
+    sleeps, until the input is answered through the bridge (API, CLI, console: recorded once,
+    and the call sent again by the bridge that took the answer); then the task that call
+    made, first observed, or None (the call settled without one)."""
+    asked: dict[str, Any] = {"moved_on": False}
+    while not asked["moved_on"]:
+        await DBOS.sleep_async(attached().delay_ms(None, None) / 1000)
+        asked = await _steps.call_input(sent["run_ref"], sent["operation_id"])
+    task: dict[str, Any] | None = asked["task"]
+    return task
 
 
 async def _stopped(
@@ -110,7 +125,4 @@ async def _settled(run_ref: str, operation_id: str) -> CallOutcome:
         return InlineResult(dispatch.ref, result, truncated=dispatch.result_truncated)
     if dispatch.state is CallState.UNKNOWN:
         return UnknownOutcome(dispatch.ref, dispatch.unknown_reason or "unknown")
-    raise BridgeError(
-        f"call {dispatch.ref} is {dispatch.state.value}: a call that asks for input before "
-        "it starts (MRTR) is not supported inside a DBOS workflow"
-    )
+    raise BridgeError(f"call {dispatch.ref} is {dispatch.state.value}, not settled")
