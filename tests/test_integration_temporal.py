@@ -9,13 +9,22 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
-from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer, Worker
+from typer.testing import CliRunner
 
 from bridge import Bridge, BridgeSettings, McpServerConfig, ReplicaConfig
+from bridge.cli._app import app
 from bridge.integrations.temporal import (
     ANSWER_UPDATE,
     PENDING_INPUTS_QUERY,
@@ -74,20 +83,23 @@ async def worker(
     replica: ReplicaConfig | None = None,
 ) -> AsyncIterator[tuple[Client, Bridge]]:
     """A worker in this process, on a bridge over ``db`` (the Tasks server as ``tasks``)."""
-    settings = BridgeSettings(
+    client = await Client.connect(temporal.target)
+    async with Bridge.open(settings_of(db, url, replica)) as bridge:
+        acts = BridgeActivities(bridge, PRINCIPAL)
+        async with Worker(
+            client, task_queue=queue, workflows=WORKFLOWS, activities=acts.activities()
+        ):
+            yield client, bridge
+
+
+def settings_of(db: Path | str, url: str, replica: ReplicaConfig | None = None) -> BridgeSettings:
+    return BridgeSettings(
         ledger_url=db,
         principals=[PRINCIPAL],
         mcp_servers=[McpServerConfig(name="tasks", url=url)],
         scheduler=FAST,
         replica=replica,
     )
-    client = await Client.connect(temporal.target)
-    async with Bridge.open(settings) as bridge:
-        acts = BridgeActivities(bridge, PRINCIPAL)
-        async with Worker(
-            client, task_queue=queue, workflows=WORKFLOWS, activities=acts.activities()
-        ):
-            yield client, bridge
 
 
 def queue() -> str:
@@ -110,6 +122,19 @@ async def test_two_calls_complete_and_their_history_replays(
         history = await handle.fetch_history()
         tenant_tasks = await bridge.run_of(PRINCIPAL, first.op_ref)
         raw_ids = [t.task_id for t in await tenant_tasks.tasks()]
+    # Each start is a local activity (its result a marker in history, recorded before the
+    # watch is scheduled); each watch a regular, heartbeating activity.
+    events = json.loads(history.to_json())["events"]
+    scheduled = [
+        e["activityTaskScheduledEventAttributes"]["activityType"]["name"]
+        for e in events
+        if "activityTaskScheduledEventAttributes" in e
+    ]
+    assert scheduled == ["bridge.watch_task"] * 2
+    kinds = [next(k for k in e if k.endswith("EventAttributes")) for e in events]
+    markers = [i for i, k in enumerate(kinds) if k == "markerRecordedEventAttributes"]
+    watches = [i for i, k in enumerate(kinds) if k == "activityTaskScheduledEventAttributes"]
+    assert len(markers) == 2 and markers[0] < watches[0] < markers[1] < watches[1]
     # The handle in history is the bridge's references; the raw task id stays in the ledger.
     recorded = _payloads(history.to_json())
     assert first.task_ref in recorded
@@ -121,6 +146,39 @@ async def test_two_calls_complete_and_their_history_replays(
         history, raise_on_replay_failure=False
     )
     assert replayed.replay_failure is not None
+
+
+async def test_the_activities_may_run_on_another_task_queue(
+    temporal: TemporalDevServer, tasks_server: ServerProcess, tmp_path: Path
+) -> None:
+    """With ``CallOptions.task_queue``, a worker without the bridge runs the workflow and the
+    bridge's worker its activities: the start is then a regular activity on that queue."""
+    workflows_q, activities_q = queue(), queue()
+    client = await Client.connect(temporal.target)
+    async with Bridge.open(settings_of(tmp_path / "ledger.db", tasks_server.url)) as bridge:
+        acts = BridgeActivities(bridge, PRINCIPAL)
+        async with (
+            Worker(client, task_queue=workflows_q, workflows=WORKFLOWS),
+            Worker(client, task_queue=activities_q, activities=acts.activities()),
+        ):
+            spec = CallSpec(
+                "tasks", "slow_report", {"quarter": "Q4", "seconds": 0.1}, task_queue=activities_q
+            )
+            handle = await client.start_workflow(
+                BridgedCallWorkflow.run,
+                spec,
+                id=f"apart-{uuid.uuid4().hex}",
+                task_queue=workflows_q,
+            )
+            outcome = await handle.result()
+            history = json.loads((await handle.fetch_history()).to_json())
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == "report Q4"
+    scheduled = [
+        (attributes["activityType"]["name"], attributes["taskQueue"]["name"])
+        for e in history["events"]
+        if (attributes := e.get("activityTaskScheduledEventAttributes"))
+    ]
+    assert scheduled == [("bridge.start_call", activities_q), ("bridge.watch_task", activities_q)]
 
 
 async def test_two_workers_on_one_postgresql_ledger_share_the_handles_each_call_runs_once(
@@ -217,6 +275,88 @@ async def test_cancelling_the_workflow_sends_no_cancel_unless_the_policy_says_so
         # The workflow's end did not end the task: it is still open and watched.
         assert left.cancel_requested_at_ms is None and left.is_open
         assert cancelled.cancel_requested_at_ms is not None
+
+
+@pytest.fixture(scope="module")
+def mrtr_tasks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The real Tasks server that asks (MRTR) before it creates the task."""
+    effects = tmp_path_factory.mktemp("mrtr-effects") / "effects.log"
+    server = ServerProcess("tests.servers.mrtr_tasks_server", args=["--effects-file", str(effects)])
+    server.effects_path = effects  # type: ignore[attr-defined]
+    server.start(timeout=120)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def _mrtr_asked(handle: WorkflowHandle[Any, Any]) -> PendingInput:
+    async def asked() -> list[PendingInput]:
+        return await handle.query(PENDING_INPUTS_QUERY, result_type=list[PendingInput])
+
+    (pending,) = await wait_until(asked, timeout=30, what="the input asked before any task")
+    return pending
+
+
+async def test_an_input_asked_before_any_task_waits_for_the_update_then_the_call_runs_once(
+    temporal: TemporalDevServer, mrtr_tasks_server: ServerProcess, tmp_path: Path
+) -> None:
+    q, rows = queue(), 41
+    async with worker(temporal, tmp_path / "ledger.db", mrtr_tasks_server.url, q) as (client, _):
+        spec = CallSpec("tasks", "approved_export", {"rows": rows})
+        handle = await client.start_workflow(
+            BridgedCallWorkflow.run, spec, id=f"mrtr-{uuid.uuid4().hex}", task_queue=q
+        )
+        pending = await _mrtr_asked(handle)
+        assert pending.task_ref is None and pending.op_ref is not None
+        assert pending.message == "Export the ledger?"
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(
+                ANSWER_UPDATE, InputAnswer(pending.input_ref, action="approve")
+            )
+        assert "action: choose one of accept, decline, cancel" in str(refused.value.cause)
+        delivery = await handle.execute_update(
+            ANSWER_UPDATE, InputAnswer(pending.input_ref, content={}), result_type=str
+        )
+        assert delivery == "retried"
+        outcome = await handle.result()
+        history = await handle.fetch_history()
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"exported {rows} rows"
+    assert outcome.op_ref == pending.op_ref and outcome.task_ref is not None
+    effects = mrtr_tasks_server.effects_path.read_text().splitlines()  # type: ignore[attr-defined]
+    assert effects.count(f"export {rows}") == 1
+    # The task handle is in history; the history replays on the same code.
+    assert outcome.task_ref in _payloads(history.to_json())
+    await Replayer(workflows=[BridgedCallWorkflow]).replay_workflow(history)
+
+
+async def test_an_input_asked_before_any_task_may_be_answered_through_the_cli(
+    temporal: TemporalDevServer, mrtr_tasks_server: ServerProcess, tmp_path: Path
+) -> None:
+    q, rows, db = queue(), 42, tmp_path / "ledger.db"
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": [{"name": "tasks", "url": mrtr_tasks_server.url}]}))
+    async with worker(temporal, db, mrtr_tasks_server.url, q) as (client, _):
+        spec = CallSpec("tasks", "approved_export", {"rows": rows})
+        handle = await client.start_workflow(
+            BridgedCallWorkflow.run, spec, id=f"mrtr-cli-{uuid.uuid4().hex}", task_queue=q
+        )
+        pending = await _mrtr_asked(handle)
+        assert pending.op_ref is not None
+        command = [
+            *("--db", str(db), "--principal", PRINCIPAL, "answer", pending.op_ref),
+            *(pending.input_ref, "--content", "{}", "--mcp-config", str(config), "--json"),
+        ]
+        answered = await anyio.to_thread.run_sync(
+            lambda: CliRunner().invoke(app, command, env={"NO_COLOR": "1", "TERM": "dumb"})
+        )
+        assert answered.exit_code == 0, answered.output
+        assert json.loads(answered.stdout)["delivery"] == "retried"
+        outcome = await handle.result()
+        assert await handle.query(PENDING_INPUTS_QUERY, result_type=list[PendingInput]) == []
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"exported {rows} rows"
+    effects = mrtr_tasks_server.effects_path.read_text().splitlines()  # type: ignore[attr-defined]
+    assert effects.count(f"export {rows}") == 1
 
 
 def _payloads(history_json: str) -> str:
