@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from bench.common import Report, machine, median, percentile, provenance
 from bench.raw_task_calls import call_until_terminal
 from bridge import Bridge, BridgeSettings, McpServerConfig, SchedulerConfig
+from bridge._mcp.polling import scheduler as scheduler_module
 from bridge._mcp.wire.extension import TasksClientExtension
 from bridge._mcp.wire.shapes import CreateTaskResult, DetailedTask, GetTaskRequest, TaskIdParams
 from bridge.integrations.dbos import _steps, attach, attached, call_tool
@@ -72,9 +74,9 @@ async def _timed_sleep(seconds: float) -> None:
 async def _timed_poll(*args: Any) -> Any:
     due = _due_s.pop(DBOS.workflow_id or "", None)
     now = time.time()
-    polled = await _poll(*args)
-    if due is not None:
+    if due is not None:  # counted when it starts: a step may poll on past the window's end
         _polls.append((now, (now - due) * 1000))
+    polled = await _poll(*args)
     _steps_done.append(time.time())
     return polled
 
@@ -84,6 +86,18 @@ def _timed_take(self: Attached, task_ref: str) -> None:
     _sent.append(time.time())
 
 
+# When each handle's tasks/get left (the interval between two polls of one handle, start to
+# start, against the server's pollIntervalMs).
+_sent_at: dict[str, list[float]] = {}
+_fetch = scheduler_module.fetch_task
+
+
+async def _timed_fetch(connection: Any, task: Any) -> Any:
+    _sent_at.setdefault(task.ref, []).append(time.time())
+    return await _fetch(connection, task)
+
+
+scheduler_module.fetch_task = _timed_fetch
 DBOS.sleep_async = _timed_sleep  # type: ignore[method-assign]
 _steps.poll = _timed_poll
 Attached.take = _timed_take  # type: ignore[method-assign]
@@ -186,6 +200,7 @@ async def many_open(
     _polls.clear()
     _sent.clear()
     _steps_done.clear()
+    _sent_at.clear()
     stats = attached().bridge._services.requester.scheduler.stats
     stats.keep_lateness = True
     stats.lateness.clear()
@@ -204,14 +219,20 @@ async def many_open(
             await anyio.sleep(0.1)
     steady = time.time()
     cpu0 = time.process_time()
+    sent0 = stats.polls
     await anyio.sleep(window_s)
     cpu = time.process_time() - cpu0
+    sent = stats.polls - sent0  # every tasks/get this process sent in the window
     ended = time.time()
     after_sleeps = [late for at, late in _polls if steady <= at < ended]
     in_step = [
         late for due, late, _ in stats.lateness if steady * 1000 <= due + late < ended * 1000
     ]
     checkpoints = len([at for at in _steps_done if steady <= at < ended])
+    gaps = []
+    for sent_at in _sent_at.values():
+        inside = [at for at in sent_at if steady <= at < ended]
+        gaps += [(b - a) * 1000 for a, b in pairwise(inside)]
     for workflow_id in ids:  # the tasks outlive the run: stop their workflows
         await DBOS.cancel_workflow_async(workflow_id)
     measured = ended - steady
@@ -234,10 +255,15 @@ async def many_open(
     report.add("")
     report.add("| figure | value |")
     report.add("|---|---|")
-    report.add(f"| polls | {polls} ({polls / measured:.0f}/s) |")
+    report.add(f"| polls (`tasks/get` sent) | {sent} ({sent / measured:.0f}/s) |")
     report.add(f"| demand | {demand:.0f}/s |")
     report.add(
-        f"| of which after a durable sleep / in a step | {len(after_sleeps)} / {len(in_step)} |"
+        f"| polls timed: first of a poll step (after a durable sleep) / later in a step | "
+        f"{len(after_sleeps)} / {len(in_step)} ({polls} in all) |"
+    )
+    report.add(
+        f"| interval between two polls of one handle, start to start, p50 / p90 | "
+        f"{percentile(gaps, 50):.0f} ms / {percentile(gaps, 90):.0f} ms ({len(gaps)} pairs) |"
     )
     report.add(f"| poll steps checkpointed | {checkpoints} ({checkpoints / measured:.0f}/s) |")
     report.add(

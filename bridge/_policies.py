@@ -34,6 +34,15 @@ class OnOuterCancel(StrEnum):
     CANCEL_INNER = "cancel_inner"  # opt-in: send tasks/cancel (recorded as intent)
 
 
+class OnWorkflowCancel(StrEnum):
+    """What a durable engine's workflow cancellation (Temporal, DBOS) does to a task the
+    workflow is waiting for: a workflow's cancellation never implies ``tasks/cancel`` unless
+    this says so."""
+
+    LEAVE = "leave"  # default: nothing is sent; the bridge keeps the handle and watches it
+    CANCEL_TASK = "cancel_task"  # ask the server with ``tasks/cancel`` (intent, not proof)
+
+
 class OnOuterEnd(StrEnum):
     """What the end of the outer response does to the tasks still open inside it."""
 

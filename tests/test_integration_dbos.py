@@ -19,11 +19,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from dbos import DBOSClient
 
-from bridge import CallState, InputRequestView, Ledger, LostReason, TaskStatus
+from bridge import (
+    Bridge,
+    BridgeSettings,
+    CallState,
+    InputRequestView,
+    Ledger,
+    LostReason,
+    McpServerConfig,
+    TaskStatus,
+)
 from bridge.integrations.dbos import attach
 from tests.support.console import base_url, console_process
 from tests.support.postgres import fresh_database
@@ -69,15 +79,23 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    effects = tmp_path / "effects.log"
-    proc = ServerProcess("tests.servers.tasks_server", args=["--effects-file", str(effects)])
+    effects, methods = tmp_path / "effects.log", tmp_path / "methods.log"
+    logs = ["--effects-file", str(effects), "--methods-file", str(methods)]
+    proc = ServerProcess("tests.servers.tasks_server", args=logs)
     proc.effects_path = effects  # type: ignore[attr-defined]
+    proc.methods_path = methods  # type: ignore[attr-defined]
     with proc:
         yield proc
 
 
 def effects(server: ServerProcess) -> list[str]:
     path: Path = server.effects_path  # type: ignore[attr-defined]
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def methods(server: ServerProcess) -> list[str]:
+    """The JSON-RPC method of every request the server received, in order."""
+    path: Path = server.methods_path  # type: ignore[attr-defined]
     return path.read_text().splitlines() if path.exists() else []
 
 
@@ -182,14 +200,19 @@ def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
     assert seen[-1] == "completed" and not observed[-1]["open"]
     assert all(o["open"] for o in observed[:-1])
     assert all(o["task_ref"] == task.ref for o in observed)
-    # Sleeps between polls are DBOS's own durable sleeps, one per poll, each as long as the
-    # server's pollIntervalMs: the test server asks for 50 ms (the worker's floor is 20 ms,
-    # its default 1,000 ms); DBOS counts its own checkpoint before the sleep in the length.
+    # Sleeps between polls are DBOS's own durable sleeps, one per poll, each the rest of the
+    # server's pollIntervalMs after the poll before it was sent (the step says how long ago
+    # that was): the test server asks for 50 ms (the worker's floor is 20 ms, its default
+    # 1,000 ms); DBOS counts its own checkpoint before the sleep in the length.
     sleeps = [s for s in backend.steps(w.workflow_id) if s["function_name"] == "DBOS.sleep"]
     assert len(sleeps) == len(observed) - 1
     assert all(o["poll_interval_ms"] == 50 for o in observed)
     slept = [s["completed_at_epoch_ms"] - s["started_at_epoch_ms"] for s in sleeps]
-    assert all(49 <= ms < 500 for ms in slept), slept
+    since = [o["since_poll_ms"] for o in observed[:-1]]
+    assert all(ms + ago >= 49 and ms < 500 for ms, ago in zip(slept, since, strict=True)), (
+        slept,
+        since,
+    )
     # No raw task id in anything DBOS keeps.
     assert task.task_id not in json.dumps([s["output"] for s in steps], default=str)
     assert effects(server).count("effect k-plain") == 1
@@ -371,6 +394,117 @@ def test_a_cancel_never_acknowledged_is_sent_by_the_recovered_workflow(
     # The step that sent it says so (the steps after it do not send it again).
     assert observations(backend, w.workflow_id)[-1]["carried"]["cancel_sent"]
     assert "effect k-cancel" not in effects(server)
+    assert methods(server).count("tasks/cancel") == 1  # sent by the recovered workflow
+
+
+def test_a_cancel_acknowledged_before_the_worker_died_is_not_sent_again(
+    backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    args = '{"key": "k-cancel-acked", "seconds": 60}'
+    # As above, but the worker dies once the server's acknowledgement is in the ledger: no
+    # step of the workflow holds it (the poll step that follows is re-run by the recovery).
+    assert w.run("--start", "record_effect", args, "--crash", "cancel_acked") == -9, w.logs()
+    with backend.ledger_open() as ledger:
+        (task_before,) = ledger.for_principal(P).reads.list_tasks()
+    assert task_before.cancel_acknowledged_at_ms is not None
+    assert not any(o["carried"]["cancel_sent"] for o in observations(backend, w.workflow_id))
+    assert methods(server).count("tasks/cancel") == 1
+    assert w.run("--executor-id", "worker-b", "--recover-from", "local") == 0, w.logs()
+    result = w.result()
+    assert result["task_ref"] == task_before.ref and result["status"] == "cancelled"
+    assert methods(server).count("tasks/cancel") == 1  # the recovered workflow did not resend it
+    assert "effect k-cancel-acked" not in effects(server)
+
+
+@pytest.mark.parametrize("policy", ["leave", "cancel_task"])
+def test_a_cancelled_workflow_sends_tasks_cancel_only_if_its_policy_says_so(
+    policy: str, backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    w = worker(backend, server, tmp_path)
+    key = f"k-wf-{policy}"
+    # Left alone, the task ends by itself a few seconds later; cancelled, within a poll.
+    args = json.dumps({"key": key, "seconds": 3 if policy == "leave" else 60})
+    started = time.monotonic()
+    # The worker cancels the workflow (DBOS.cancel_workflow) while it polls the working task
+    # (the send step's own polls end within a second), then waits until the ledger records
+    # the task's end.
+    cancelling = ("--cancel-workflow", policy, "--poll-window-s", "1")
+    assert w.run("--start", "record_effect", args, *cancelling) == 0, w.logs()
+    assert time.monotonic() - started < 45, w.logs()  # not run to its 60 s end
+    result = w.result()
+    assert result["workflow"] == "cancelled"
+    with backend.ledger_open() as ledger:
+        events = ledger.for_principal(P).reads.events(
+            ledger.for_principal(P).reads.get_task(result["task_ref"]).run_ref
+        )
+    requested = [e.requested_by for e in events if e.type == "task.cancel_requested"]
+    if policy == "leave":
+        # Nothing sent: the bridge watched the handle to the task's own end.
+        assert result["status"] == "completed" and not result["cancel_requested"]
+        assert requested == [] and "tasks/cancel" not in methods(server)
+        assert effects(server).count(f"effect {key}") == 1
+    else:
+        assert result["status"] == "cancelled" and result["cancel_acknowledged"]
+        assert requested == ["policy:workflow_cancelled"]
+        assert methods(server).count("tasks/cancel") == 1
+        assert f"effect {key}" not in effects(server)
+    client = DBOSClient(system_database_url=backend.sysdb)
+    try:
+        assert client.retrieve_workflow(w.workflow_id).get_status().status == "CANCELLED"
+    finally:
+        client.destroy()
+
+
+def test_input_asked_before_any_task_is_an_explicit_wait_answered_once(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """MRTR: the server answers the first tools/call with an InputRequiredResult (no task);
+    the workflow waits durably; an answer given through the bridge sends the call again, and
+    the workflow takes the task that made and polls it to its end."""
+    with ServerProcess("tests.servers.mrtr_tasks_server") as mrtr:
+        w = worker(backend, mrtr, tmp_path)
+        proc = w.spawn("--start", "approved_export", '{"rows": 3}')
+        try:
+            answered = anyio.run(_accept_the_call_input, backend, mrtr)
+            assert proc.wait(timeout=WORKER_DEADLINE_S) == 0, w.logs()
+        finally:
+            proc.kill()
+    result = w.result()
+    assert result["kind"] == "task_ended" and result["status"] == "completed", result
+    assert result["result"]["content"][0]["text"] == "exported 3 rows"
+    with backend.ledger_open() as ledger:
+        tenant = ledger.for_principal(P)
+        (dispatch,) = tenant.reads.list_dispatches()
+        (task,) = tenant.reads.list_tasks()
+    assert dispatch.task_ref == task.ref == result["task_ref"]
+    steps = bridge_steps(backend, w.workflow_id)
+    assert steps[0]["function_name"] == "bridge.send"
+    assert steps[0]["output"]["asking"] == [answered] and steps[0]["output"]["task"] is None
+    waits = [s["output"] for s in steps if s["function_name"] == "bridge.call_input"]
+    # Waiting on that one input, durably, until the answer moved the call on: once.
+    assert [o["moved_on"] for o in waits] == [False] * (len(waits) - 1) + [True]
+    assert all(o["waiting"] == [answered] for o in waits[:-1])
+    assert waits[-1]["task"]["task_ref"] == task.ref
+
+
+async def _accept_the_call_input(backend: Backend, server: ServerProcess) -> str:
+    """The operator's side: the call's input as ``Bridge.pending_inputs`` lists it, accepted
+    (the bridge that takes the answer sends the call again)."""
+    settings = BridgeSettings(
+        ledger_url=backend.ledger,
+        principals=[P],
+        mcp_servers=[McpServerConfig(name="tasks", url=server.url)],
+        recover_on_start=False,
+    )
+    async with Bridge.open(settings) as bridge:
+        with anyio.fail_after(60):
+            while not (waiting := await bridge.pending_inputs(P)):
+                await anyio.sleep(0.05)
+        (request,) = waiting
+        assert request.task_ref is None and request.op_ref is not None
+        await request.accept({})
+        return request.input_ref
 
 
 def _answer_with_the_cli(

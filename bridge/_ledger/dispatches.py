@@ -400,6 +400,7 @@ class DispatchWrites(WriteScope):
                     "outcome_truncated": False,
                     "outcome_bytes": None,
                     "cancel_requested_at_ms": None,
+                    "cancel_acknowledged_at_ms": None,
                     "detached_at_ms": None,
                     "terminal_at_ms": None,
                     "lease_owner": lease.replica_id if lease is not None else None,

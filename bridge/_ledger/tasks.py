@@ -232,6 +232,18 @@ class TaskWrites(WriteScope):
             self._append_task_event(tx, row, ev.TaskCancelRequested, requested_by=requested_by)
         return True
 
+    def record_cancel_acknowledged(self, task_ref: str, *, lease: Membership | None = None) -> None:
+        """The server answered ``tasks/cancel`` (intent taken, not a stop): whoever resumes the
+        handle from now on does not send it again. The first acknowledgement is kept."""
+        with self._write() as tx:
+            row = self._task_row(tx.conn, task_ref, lock=True)
+            check_lease(row, lease, "task")
+            if row.cancel_acknowledged_at_ms is None:
+                now = self.now
+                self._update_row(
+                    tx, TASKS, task_ref, cancel_acknowledged_at_ms=now, updated_at_ms=now
+                )
+
     def detach_task(self, task_ref: str, requested_by: str) -> bool:
         """Stop tracking a live task without cancelling it. No-op if terminal or detached."""
         with self._write() as tx:

@@ -1,7 +1,7 @@
 """A calling process that SIGKILLs itself at a chosen write-ahead step (for crash tests).
 
     python -m tests.support.crash_driver --db PATH --server-url URL --run-ref REF \
-        --tool NAME --args JSON --operation-id ID --crash STEP
+        --tool NAME --args JSON --operation-id ID --crash STEP [--answer] [--cancel]
 
 It makes one real bridged call through :class:`TaskRequester`. The crash is injected by
 wrapping one ledger method so the process dies exactly before or after that durable step (a
@@ -44,6 +44,9 @@ CRASH_POINTS: dict[str, tuple[str, bool]] = {
     # MRTR: the InputRequiredResult recorded; the answer recorded, its retry leg not yet sent.
     "after_input_round": ("record_input_round", False),
     "after_call_answer_recorded": ("record_call_input_answer", False),
+    # --cancel: the intent recorded, tasks/cancel not yet sent; or its acknowledgement recorded.
+    "after_cancel_intent": ("record_cancel_requested", False),
+    "after_cancel_acknowledged": ("record_cancel_acknowledged", False),
 }
 
 
@@ -104,6 +107,8 @@ async def _run(args: argparse.Namespace) -> None:
             await requester.answer_input("acme", outcome.task_ref, request.ref, answer)
         if args.answer and isinstance(outcome, InputPending):
             await outcome.inputs[0].accept({"approve": True})
+        if args.cancel and isinstance(outcome, TaskHandle):
+            await requester.cancel_task("acme", outcome.task_ref)
         print(type(outcome).__name__, flush=True)
 
 
@@ -113,6 +118,7 @@ def main() -> None:
         parser.add_argument(name, required=True)
     parser.add_argument("--crash", choices=sorted(CRASH_POINTS), required=True)
     parser.add_argument("--answer", action="store_true", help="answer the input request")
+    parser.add_argument("--cancel", action="store_true", help="cancel the task it made")
     args = parser.parse_args()
     _inject(args.crash)
     anyio.run(_run, args)

@@ -195,6 +195,8 @@ class TaskView:
     updated_at_ms: int
     # NULL: the Tasks extension; "2025-11-25": the core experimental tasks of that revision.
     task_generation: str | None = None
+    # When the server answered this task's tasks/cancel (never resent after that).
+    cancel_acknowledged_at_ms: int | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> TaskView:
@@ -251,6 +253,7 @@ class TaskView:
             created_at_ms=c["created_at_ms"],
             updated_at_ms=c["updated_at_ms"],
             task_generation=c["task_generation"],
+            cancel_acknowledged_at_ms=c["cancel_acknowledged_at_ms"],
         )
 
     @property

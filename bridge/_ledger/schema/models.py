@@ -156,6 +156,8 @@ class InnerTask(SQLModel, table=True):
     outcome_truncated: bool = False
     outcome_bytes: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     cancel_requested_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
+    # The server answered a tasks/cancel (an ack, not a stop): a resumed handle does not resend it.
+    cancel_acknowledged_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
     # The caller stopped tracking the task without cancelling it (a bridge choice, not a status).
     detached_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
     terminal_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))

@@ -93,11 +93,15 @@ class TaskUpdates:
         """Ask the server to cancel (recorded first as intent). Returns whether it acknowledged.
 
         An acknowledgement is not a stop: the task's status changes only when a poll sees it.
+        It is recorded, and a cancel the server acknowledged already (this process or one
+        that died since) is not sent again: the answer is ``True`` at once.
         """
         tenant = self.ledger.for_principal(principal)
         if not await self.db(tenant.tasks.record_cancel_requested, task_ref, requested_by):
             return False  # already terminal
         task = await self.db(tenant.reads.get_task, task_ref)
+        if task.cancel_acknowledged_at_ms is not None:
+            return True
         connection = self._connection_for(task.server_endpoint)
         if connection is None:
             return False
@@ -113,6 +117,7 @@ class TaskUpdates:
                 return False
             self.scheduler.mark_cancel_pending(task_ref)  # resent before the next poll
             return False
+        await self.db(tenant.tasks.record_cancel_acknowledged, task_ref)
         self.scheduler.poll_soon(task_ref)
         return True
 

@@ -387,10 +387,13 @@ class TaskRequester:
         carried: HostPoll | None = None,
         *,
         due_ms: int | None = None,
+        known: TaskView | None = None,
     ) -> tuple[TaskView, HostPoll]:
         """Poll one handle now; its next poll is the caller's (see
         :meth:`HandleResumption.poll_now`)."""
-        return await self._resumption.poll_now(principal, task_ref, carried, due_ms=due_ms)
+        return await self._resumption.poll_now(
+            principal, task_ref, carried, due_ms=due_ms, known=known
+        )
 
     def emit_task_span(self, principal: str, task_ref: str) -> None:
         """Emit the lifetime span of a task that just closed (when tracing is configured)."""

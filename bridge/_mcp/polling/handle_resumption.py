@@ -98,7 +98,7 @@ class HandleResumption:
             self._scheduler().watch(principal, task, due_ms=task.next_poll_due_ms, lease=lease)
             if task.ref in digests:
                 self._scheduler().seed_input_digests(task.ref, digests[task.ref])
-            if task.cancel_requested_at_ms is not None:
+            if _cancel_unacknowledged(task):
                 self._scheduler().mark_cancel_pending(task.ref)
                 cancels += 1
         held = {t.ref for t in tasks}
@@ -145,6 +145,7 @@ class HandleResumption:
         carried: HostPoll | None = None,
         *,
         due_ms: int | None = None,
+        known: TaskView | None = None,
     ) -> tuple[TaskView, HostPoll]:
         """One ``tasks/get`` of a recorded handle now, for a host that schedules its polls
         itself: the handle leaves this process's scheduler (the next poll is the host's), and
@@ -153,13 +154,18 @@ class HandleResumption:
         nobody else would) and a requested cancel (sent first, unless ``carried`` says one of
         the host's earlier polls had it acknowledged). ``carried``: what the host's previous
         poll of it returned (failures in a row, for the backoff and the unreachable report);
-        ``due_ms``: when the host meant to send it (the poll lateness figures).
-        A closed handle is read, not polled."""
+        ``due_ms``: when the host meant to send it (the poll lateness figures); ``known``:
+        the handle as the host's previous poll of it returned it, read from the ledger after
+        that poll (spares a read: a host polling a handle that does not change in a loop
+        sends one ledger read per poll, not two). A closed handle is read, not polled."""
         carried = carried or HostPoll()
         tenant = self._ledger.for_principal(principal)
         scheduler = self._scheduler()
         scheduler.forget(task_ref)
-        task = await self._db(tenant.reads.get_task, task_ref)
+        if known is not None and known.ref == task_ref:
+            task = known
+        else:
+            task = await self._db(tenant.reads.get_task, task_ref)
         if not task.is_open:
             return task, replace(carried, backoff_ms=None)
         watch = Watch(
@@ -169,7 +175,7 @@ class HandleResumption:
             failing_since_ms=carried.failing_since_ms,
             unreachable_reported=carried.unreachable_reported,
         )
-        watch.cancel_pending = task.cancel_requested_at_ms is not None and not carried.cancel_sent
+        watch.cancel_pending = _cancel_unacknowledged(task) and not carried.cancel_sent
         if task.status is TaskStatus.INPUT_REQUIRED:  # only then can inputs or answers wait
             digests = await self._db(tenant.reads.input_digests, [task_ref])
             watch.input_digests.update(digests.get(task_ref, {}))
@@ -185,6 +191,12 @@ class HandleResumption:
             or (task.cancel_requested_at_ms is not None and not watch.cancel_pending),
             backoff_ms=watch.backoff_ms if failed else None,
         )
+
+
+def _cancel_unacknowledged(task: TaskView) -> bool:
+    """A cancel was asked for and no answer to it recorded: whoever resumes the handle sends
+    it (once it is acknowledged, never again)."""
+    return task.cancel_requested_at_ms is not None and task.cancel_acknowledged_at_ms is None
 
 
 @dataclass(frozen=True, slots=True)

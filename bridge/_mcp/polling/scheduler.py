@@ -390,7 +390,8 @@ class PollScheduler:
                 self.stats.lateness.append((due_ms, self._clock() - due_ms, task.ref))
             try:
                 if watch.cancel_pending:
-                    await self._refusable(watch, "tasks/cancel", send_cancel(connection, task))
+                    if await self._refusable(watch, "tasks/cancel", send_cancel(connection, task)):
+                        await self._cancel_acknowledged(watch)
                     watch.cancel_pending = False
                 if watch.undelivered_answers:
                     await self._deliver_answers(watch, connection)
@@ -426,6 +427,12 @@ class PollScheduler:
                 for answer in pending:
                     await self._db(inputs.mark_answer_delivered, watch.view.ref, answer.ref)
         watch.undelivered_answers = False
+
+    async def _cancel_acknowledged(self, watch: Watch) -> None:
+        """Recorded before anything else happens: a process that resumes the handle after this
+        one died does not send the cancel again."""
+        tasks = self._ledger.for_principal(watch.principal).tasks
+        await self._db(tasks.record_cancel_acknowledged, watch.view.ref, lease=watch.lease)
 
     async def _refusable(self, watch: Watch, method: str, request: Awaitable[None]) -> bool:
         """Send a resent ``tasks/update|cancel``; ``False`` if the server refused it.

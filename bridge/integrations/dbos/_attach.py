@@ -30,16 +30,34 @@ class Attached:
         return self.bridge.run(self.principal, run_ref)
 
     async def poll(
-        self, task_ref: str, carried: HostPoll, *, due_ms: int | None = None
+        self,
+        task_ref: str,
+        carried: HostPoll,
+        *,
+        due_ms: int | None = None,
+        known: TaskView | None = None,
     ) -> tuple[TaskView, HostPoll]:
         """One ``tasks/get`` of a handle the workflow holds (:meth:`Run.poll`, with what the
-        workflow's previous poll carried: failures for the backoff, a cancel sent)."""
+        workflow's previous poll carried: failures for the backoff, a cancel sent; ``known``:
+        the task as the previous poll in the same step returned it, not read again)."""
         requester = self.bridge._services.requester
-        return await requester.poll_now(self.principal, task_ref, carried, due_ms=due_ms)
+        return await requester.poll_now(
+            self.principal, task_ref, carried, due_ms=due_ms, known=known
+        )
 
     def take(self, task_ref: str) -> None:
         """The handle leaves this process's poll scheduler: the workflow polls it."""
         self.bridge._services.requester.scheduler.forget(task_ref)
+
+    async def cancel(self, task_ref: str, requested_by: str) -> bool:
+        """``tasks/cancel`` (the intent recorded first; an acknowledgement recorded after, and
+        never sent again); whether the server acknowledged it."""
+        requester = self.bridge._services.requester
+        return await requester.cancel_task(self.principal, task_ref, requested_by)
+
+    async def give_back(self, task: TaskView) -> None:
+        """The handle returns to this process's poll scheduler: no workflow polls it now."""
+        await self.bridge._services.requester._resumption.watch_again(self.principal, task)
 
     @property
     def pacing(self) -> SchedulerConfig:

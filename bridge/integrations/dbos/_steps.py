@@ -22,9 +22,9 @@ from bridge import events as ev
 from bridge._errors import BridgeError
 from bridge._ledger.reads.views import TaskView
 from bridge._ledger.store import wall_clock_ms
-from bridge._lifecycle import TaskStatus
+from bridge._lifecycle import CallState, TaskStatus
 from bridge._mcp.polling.handle_resumption import HostPoll
-from bridge._outcomes import TaskHandle
+from bridge._outcomes import InputPending, TaskHandle
 from bridge._policies import WaitMode
 from bridge._run import Run
 from bridge._runtime.step_results import TaskPending, TaskSettled
@@ -32,6 +32,17 @@ from bridge.integrations.dbos._attach import Attached, attached
 
 # What a served run registered by a workflow is recorded as (``bridge runs`` shows it).
 HARNESS = "dbos"
+
+
+# What each workflow's running send step returned, until the workflow has it: DBOS refuses the
+# checkpoint of a step whose workflow was cancelled meanwhile, and the cancel policy still
+# needs to know the call (see :func:`take_sent`).
+_sent: dict[str, dict[str, Any]] = {}
+
+
+def take_sent(workflow_id: str) -> dict[str, Any] | None:
+    """The output of the workflow's last send step in this process, once (``None``: none)."""
+    return _sent.pop(workflow_id, None)
 
 
 def operation_id(workflow_id: str, step_id: int) -> str:
@@ -99,13 +110,45 @@ async def send(
         asking = made.status is TaskStatus.INPUT_REQUIRED
         if asking or not made.is_open or interval_ms > here.poll_window_s * 1000:
             wait_ms = None  # polled at once: the workflow hears of it in this checkpoint
-        task, carried = await _watch(here, made.ref, made.status.value, HostPoll(), wait_ms)
+        task, carried, polled_at = await _watch(here, made, HostPoll(), wait_ms)
         asking = task.status is TaskStatus.INPUT_REQUIRED
         sent["task"] = await _observed(run, task, carried, after_seq=0, asking=asking)
+        sent["task"]["since_poll_ms"] = _since(polled_at)
+    elif isinstance(outcome, InputPending):  # MRTR: input asked for before any task
+        sent["asking"] = [request.input_ref for request in outcome.inputs]
+    _sent[workflow_id] = sent
     return sent
 
 
-@DBOS.step(name="bridge.poll")
+@DBOS.step(name="bridge.call_input")
+async def call_input(run_ref: str, operation_id: str) -> dict[str, Any]:
+    """A call that asked for input before any task (MRTR), after the workflow's durable
+    sleep: still waiting (``waiting``: its unanswered input references), or moved on once
+    answered (the bridge that took the answer sent the call again): the task it made, taken
+    here and polled from now on as a sent call's (``task``), or a settled call (``task``
+    None)."""
+    here = attached()
+    run = here.run(run_ref)
+    record = await run.operation(operation_id)
+    if record is None:
+        raise BridgeError(f"operation {operation_id!r} is not recorded in run {run_ref}")
+    if record.task is not None:
+        made = record.task
+        here.take(made.ref)
+        task, carried, polled_at = await _watch(here, made, HostPoll(), None)
+        asking = task.status is TaskStatus.INPUT_REQUIRED
+        observed = await _observed(run, task, carried, after_seq=0, asking=asking)
+        observed["since_poll_ms"] = _since(polled_at)
+        return {"moved_on": True, "waiting": [], "task": observed}
+    if record.state in (CallState.INPUT_REQUIRED, CallState.SENT):  # SENT: the retry in flight
+        waiting = [r.input_ref for r in await run.pending_inputs() if r.op_ref == record.ref]
+        return {"moved_on": False, "waiting": waiting, "task": None}
+    return {"moved_on": True, "waiting": [], "task": None}
+
+
+# Preemptible: a workflow cancelled while this step polls a task that does not change is
+# stopped by DBOS (within its cancellation check interval), not at the end of the window.
+@DBOS.step(name="bridge.poll", preemptible=True)
 async def poll(run_ref: str, last: dict[str, Any]) -> dict[str, Any]:
     """The task polled (:func:`_watch`) after the workflow's durable sleep; the last
     observation with the input requests it waits on and the answers recorded since the last
@@ -115,31 +158,64 @@ async def poll(run_ref: str, last: dict[str, Any]) -> dict[str, Any]:
     here = attached()
     run = here.run(run_ref)
     carried = HostPoll(**last["carried"])
-    task, polled = await _watch(here, last["task_ref"], last["status"], carried, None)
+    task, polled, polled_at = await _watch(
+        here, last["task_ref"], carried, None, status=last["status"]
+    )
     # Answers are read only around input_required: the last step saw it, or this one does.
     asking = last["status"] == TaskStatus.INPUT_REQUIRED.value
     asking = asking or task.status is TaskStatus.INPUT_REQUIRED
-    return await _observed(run, task, polled, after_seq=last["after_seq"], asking=asking)
+    observed = await _observed(run, task, polled, after_seq=last["after_seq"], asking=asking)
+    observed["since_poll_ms"] = _since(polled_at)
+    return observed
+
+
+def _since(polled_at: float) -> int:
+    """How long ago (ms) the step's last poll was sent: the workflow's durable sleep is the
+    rest of the interval, so that polls are an interval apart start to start, not an
+    interval plus the recording and the checkpoint."""
+    return round((time.monotonic() - polled_at) * 1000)
 
 
 async def _watch(
-    here: Attached, task_ref: str, status: str, carried: HostPoll, wait_ms: int | None
-) -> tuple[TaskView, HostPoll]:
+    here: Attached,
+    handle: TaskView | str,
+    carried: HostPoll,
+    wait_ms: int | None,
+    *,
+    status: str | None = None,
+) -> tuple[TaskView, HostPoll, float]:
     """``tasks/get`` of the task, recorded, until what the workflow holds would change (see
     :func:`_changed`) or the attached ``poll_window_s`` is spent: a task that stays
     ``working`` costs one checkpoint per window, not one per poll. The waits between these
     polls (and ``wait_ms`` before the first) are the server's interval, in process: a step
-    re-run after a crash polls again, which is what a poll is for."""
+    re-run after a crash polls again, which is what a poll is for.
+
+    ``handle``: the task as the send step's call just recorded it, or its reference (a poll
+    step: the ledger is read afresh, with ``status`` the one the workflow holds). Each poll
+    after the first starts from the task as the previous one returned it (read from the
+    ledger after that poll): a poll of a task that does not change costs one ledger read.
+    Returns the task, what the next poll carries, and when (monotonic) the last poll started."""
     deadline = time.monotonic() + here.poll_window_s
+    known = handle if isinstance(handle, TaskView) else None
+    task_ref = handle.ref if isinstance(handle, TaskView) else handle
+    if isinstance(handle, TaskView):
+        status = handle.status.value
+    assert status is not None
+    started = time.monotonic()  # when the last poll started (first: the handle's arrival)
     while True:
         due_ms = None
         if wait_ms is not None:
-            due_ms = wall_clock_ms() + wait_ms
-            await anyio.sleep(wait_ms / 1000)
-        task, polled = await here.poll(task_ref, carried, due_ms=due_ms)
+            # Start to start: the interval runs from when the last poll was sent, not from
+            # when its recording returned (which queues with every other handle's).
+            wait_s = max(0.0, started + wait_ms / 1000 - time.monotonic())
+            due_ms = wall_clock_ms() + round(wait_s * 1000)
+            await anyio.sleep(wait_s)
+        started = time.monotonic()
+        task, polled = await here.poll(task_ref, carried, due_ms=due_ms, known=known)
+        known = task
         wait_ms = here.delay_ms(task.poll_interval_ms, polled.backoff_ms)
-        if _changed(status, task, carried, polled) or time.monotonic() + wait_ms / 1000 > deadline:
-            return task, polled
+        if _changed(status, task, carried, polled) or started + wait_ms / 1000 > deadline:
+            return task, polled, started
         carried = polled
 
 

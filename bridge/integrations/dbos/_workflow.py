@@ -14,14 +14,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from dbos import DBOS
+from dbos import DBOS, error
 
 from bridge._errors import BridgeError
 from bridge._lifecycle import CallState
 from bridge._outcomes import CallOutcome, InlineResult, RejectedCall, UnknownOutcome
+from bridge._policies import OnWorkflowCancel
 from bridge._runtime.step_results import TaskSettled
-from bridge.integrations.dbos import _steps
+from bridge.integrations.dbos import _cancel, _steps
 from bridge.integrations.dbos._attach import attached
+
+# How DBOS stops a cancelled workflow: it refuses its next step (cancelled), or a running
+# step's checkpoint (no longer owned), or stops its poll step (cancelled).
+_STOPPED = (error.DBOSWorkflowCancelledError, error.DBOSWorkflowConflictIDError)
 
 
 def _workflow_id() -> str:
@@ -43,6 +48,7 @@ async def call_tool(
     arguments: dict[str, Any] | None = None,
     *,
     run_ref: str | None = None,
+    on_cancel: OnWorkflowCancel = OnWorkflowCancel.LEAVE,
 ) -> CallOutcome:
     """Call ``tool`` on ``server`` through the attached bridge, durably, from a workflow.
 
@@ -51,17 +57,57 @@ async def call_tool(
     :class:`~bridge.UnknownOutcome` (the request may have reached the server and its reply
     never came back: never sent a second time). While the task is ``input_required`` the
     workflow waits, polling at the server's interval, for an answer given through the
-    bridge (``Bridge.pending_inputs``, ``bridge answer``, the console)."""
-    _workflow_id()
-    sent = await _steps.send(run_ref, server, tool, dict(arguments or {}))
-    run_ref = sent["run_ref"]
+    bridge (``Bridge.pending_inputs``, ``bridge answer``, the console).
+
+    A workflow cancelled (``DBOS.cancel_workflow``) while its task is open sends
+    ``tasks/cancel`` only with ``on_cancel=OnWorkflowCancel.CANCEL_TASK``; either way the
+    handle goes back to the bridge's own poll scheduler, which records how the task ends."""
+    workflow_id = _workflow_id()
+    try:
+        sent = await _steps.send(run_ref, server, tool, dict(arguments or {}))
+    except _STOPPED:
+        # The step ran, DBOS refused its checkpoint: its output is still this process's.
+        await _stopped(workflow_id, _steps.take_sent(workflow_id), on_cancel)
+        raise
+    finally:
+        _steps.take_sent(workflow_id)  # kept no longer than the step's return
     observed = sent["task"]
-    while observed is not None and observed["open"]:
-        carried = observed["carried"]
-        delay_ms = attached().delay_ms(observed["poll_interval_ms"], carried["backoff_ms"])
-        await DBOS.sleep_async(delay_ms / 1000)
-        observed = await _steps.poll(run_ref, observed)
-    return await _settled(run_ref, sent["operation_id"])
+    try:
+        if "asking" in sent:
+            observed = await _answered(sent)
+        while observed is not None and observed["open"]:
+            carried = observed["carried"]
+            delay_ms = attached().delay_ms(observed["poll_interval_ms"], carried["backoff_ms"])
+            if carried["backoff_ms"] is None:  # the interval runs from the last poll's start
+                delay_ms = max(0, delay_ms - observed.get("since_poll_ms", 0))
+            await DBOS.sleep_async(delay_ms / 1000)
+            observed = await _steps.poll(sent["run_ref"], observed)
+    except _STOPPED:
+        await _stopped(workflow_id, sent, on_cancel)
+        raise
+    return await _settled(sent["run_ref"], sent["operation_id"])
+
+
+async def _answered(sent: dict[str, Any]) -> dict[str, Any] | None:
+    """MRTR: the call asked for input before any task. The workflow waits, with durable
+    sleeps, until the input is answered through the bridge (API, CLI, console: recorded once,
+    and the call sent again by the bridge that took the answer); then the task that call
+    made, first observed, or None (the call settled without one)."""
+    asked: dict[str, Any] = {"moved_on": False}
+    while not asked["moved_on"]:
+        await DBOS.sleep_async(attached().delay_ms(None, None) / 1000)
+        asked = await _steps.call_input(sent["run_ref"], sent["operation_id"])
+    task: dict[str, Any] | None = asked["task"]
+    return task
+
+
+async def _stopped(
+    workflow_id: str, sent: dict[str, Any] | None, on_cancel: OnWorkflowCancel
+) -> None:
+    """The workflow's execution stopped here. Not owned may also mean resumed elsewhere: the
+    policy applies only to a workflow DBOS records as cancelled."""
+    if sent is not None and await _cancel.is_cancelled(workflow_id):
+        await _cancel.workflow_cancelled(sent["run_ref"], sent["operation_id"], on_cancel)
 
 
 async def _settled(run_ref: str, operation_id: str) -> CallOutcome:
@@ -79,7 +125,4 @@ async def _settled(run_ref: str, operation_id: str) -> CallOutcome:
         return InlineResult(dispatch.ref, result, truncated=dispatch.result_truncated)
     if dispatch.state is CallState.UNKNOWN:
         return UnknownOutcome(dispatch.ref, dispatch.unknown_reason or "unknown")
-    raise BridgeError(
-        f"call {dispatch.ref} is {dispatch.state.value}: a call that asks for input before "
-        "it starts (MRTR) is not supported inside a DBOS workflow"
-    )
+    raise BridgeError(f"call {dispatch.ref} is {dispatch.state.value}, not settled")

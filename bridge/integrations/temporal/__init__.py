@@ -21,13 +21,13 @@ from bridge._extras import require_extra
 
 require_extra("bridge.integrations.temporal", "temporal")
 
+from bridge._policies import OnWorkflowCancel
 from bridge.integrations.temporal._activities import BridgeActivities
 from bridge.integrations.temporal._values import (
     ANSWER_UPDATE,
     PENDING_INPUTS_QUERY,
     CallOptions,
     InputAnswer,
-    OnWorkflowCancel,
     OutcomeKind,
     PendingInput,
     ToolOutcome,

@@ -33,13 +33,6 @@ class OutcomeKind(StrEnum):
     UNKNOWN = "unknown_outcome"  # sent, no reply kept: it may or may not have run; never resent
 
 
-class OnWorkflowCancel(StrEnum):
-    """What a workflow's cancellation does to a task it is waiting for."""
-
-    LEAVE = "leave"  # nothing is sent; the bridge keeps the handle and goes on watching it
-    CANCEL_TASK = "cancel_task"  # ask the server with ``tasks/cancel`` (intent, not proof)
-
-
 @dataclass(frozen=True)
 class ToolCall:
     """One bridged call as the workflow asked it; ``operation_id`` makes every retry of it a

@@ -21,6 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from bridge._answers import build_answer
     from bridge._errors import InvalidAnswer
+    from bridge._policies import OnWorkflowCancel  # one policy shared with the DBOS integration
 
 from bridge.integrations.temporal import _wire as wire
 from bridge.integrations.temporal._values import (
@@ -35,7 +36,6 @@ from bridge.integrations.temporal._values import (
     CallOptions,
     CallWatchRequest,
     InputAnswer,
-    OnWorkflowCancel,
     PendingInput,
     Started,
     TaskRefs,
