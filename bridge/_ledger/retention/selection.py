@@ -29,7 +29,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from bridge import events as ev
 from bridge._ledger._base import DISPATCHES, EVENTS, RUNS, TASKS
 from bridge._ledger.retention.policy import RetentionPolicy
-from bridge._ledger.retention.removal import owned_by
+from bridge._ledger.retention.removal import among_values, owned_by
 from bridge._lifecycle import Admission, CallState, OuterStatus
 
 TERMINAL_RUN = tuple(s.value for s in OuterStatus if s.is_terminal)
@@ -140,7 +140,7 @@ def _lost_unacknowledged(conn: Connection, principal: str, run_refs: Sequence[st
     lost = conn.execute(
         select(TASKS.c.ref, TASKS.c.run_ref).where(
             owned_by(TASKS, principal),  # found by the runs, not by walking the principal's
-            TASKS.c.run_ref.in_(run_refs),
+            among_values(conn, TASKS.c.run_ref, run_refs),
             TASKS.c.lost_reason.is_not(None),
         )
     ).all()
@@ -164,7 +164,7 @@ def _unknown_without_verdict(conn: Connection, principal: str, run_refs: Sequenc
     unknown = conn.execute(
         select(DISPATCHES.c.ref, DISPATCHES.c.run_ref).where(
             owned_by(DISPATCHES, principal),
-            DISPATCHES.c.run_ref.in_(run_refs),
+            among_values(conn, DISPATCHES.c.run_ref, run_refs),
             DISPATCHES.c.state == CallState.UNKNOWN.value,
         )
     ).all()
