@@ -117,6 +117,7 @@ def intent_row(
         "dispatcher_incarnation": dispatcher.incarnation if dispatcher is not None else None,
         "created_at_ms": now,
         "updated_at_ms": now,
+        "resolved_at_ms": None,
     }
 
 

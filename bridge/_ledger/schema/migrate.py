@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 VERSION_TABLE = "bridge_alembic_version"
 #: The newest revision in ``migrations/versions`` (a test keeps the two equal).
-HEAD_REVISION = "0014_attention_indexes"
+HEAD_REVISION = "0015_resolved_work"
 
 
 def alembic_config(engine: Engine | None = None) -> Config:
