@@ -1,8 +1,10 @@
 """What a long history costs (``python -m bench.history``; docs/benchmarks.md section 17).
 
-One ledger is measured twice in the same run: with only its live runs, then after finished runs
-are seeded beside them in bulk (each with one call, one completed task and five events, as a
-short bridged call leaves). Each figure is the same operation at both sizes, as a ratio:
+Two ledgers in the same run, on the same server (or the same disk): both hold the same live
+runs; one also holds finished runs seeded beside them in bulk (each with one call, one completed
+task and five events, as a short bridged call leaves). They are measured in turns, a round on
+one then a round on the other, so that the load of a shared machine, which changes from minute
+to minute, falls on both alike. Each figure is the same operation on both, as a ratio:
 
 * the call path: the two write-ahead commits of a bridged call (``begin_dispatch`` and
   ``record_immediate_result``) on a live run, p50;
@@ -147,20 +149,39 @@ def page_size(ledger: Ledger) -> int:
         return int(conn.exec_driver_sql("PRAGMA page_size").scalar() or 0)
 
 
-def measure(ledger: Ledger, live_run: str, calls: int) -> dict[str, float]:
-    tenant = ledger.for_principal(PRINCIPAL)
-    call_path(tenant, live_run, 100)  # warm
+#: Rounds of measurement per ledger, taken in turns (the samples of all rounds pooled).
+ROUNDS = 3
+
+
+def measure_round(tenant: TenantLedger, live_run: str, calls: int) -> dict[str, list[float]]:
+    """One round of samples of every figure."""
+    call_path(tenant, live_run, 50)  # warm
     return {
-        "load": os.getloadavg()[0],
-        "call_p50": percentile(call_path(tenant, live_run, calls), 50),
-        "recovery": percentile(timed(lambda: recovery_reads(tenant), 7), 50),
-        **_p50_p99("runs", timed(lambda: runs_query(tenant, live_run), 200)),
-        **_p50_p99("attention", timed(lambda: attention_query(tenant), 200)),
+        "load": [os.getloadavg()[0]],
+        "call": call_path(tenant, live_run, calls),
+        "recovery": timed(lambda: recovery_reads(tenant), 7),
+        "runs": timed(lambda: runs_query(tenant, live_run), 70),
+        "attention": timed(lambda: attention_query(tenant), 70),
     }
 
 
 def _p50_p99(name: str, took: list[float]) -> dict[str, float]:
     return {f"{name}_p50": percentile(took, 50), f"{name}_p99": percentile(took, 99)}
+
+
+def figures(rounds: list[dict[str, list[float]]]) -> dict[str, float]:
+    """The pooled samples of the rounds as the report's figures."""
+    pooled: dict[str, list[float]] = {}
+    for one in rounds:
+        for key, values in one.items():
+            pooled.setdefault(key, []).extend(values)
+    return {
+        "load": sum(pooled["load"]) / len(pooled["load"]),
+        "call_p50": percentile(pooled["call"], 50),
+        "recovery": percentile(pooled["recovery"], 50),
+        **_p50_p99("runs", pooled["runs"]),
+        **_p50_p99("attention", pooled["attention"]),
+    }
 
 
 def prune_while_calling(ledger: Ledger, live_run: str, most: int | None) -> dict[str, float]:
@@ -196,23 +217,41 @@ def prune_while_calling(ledger: Ledger, live_run: str, most: int | None) -> dict
 
 
 @contextmanager
-def ledger_at(backend: str, workdir: Path) -> Iterator[tuple[Ledger, Path | None]]:
+def ledgers_at(backend: str, workdir: Path) -> Iterator[tuple[Ledger, Ledger, Path | None]]:
+    """Two ledgers on one server (or one disk): (live runs only, with the history, the
+    history's SQLite file)."""
     if backend == "sqlite":
         path = workdir / "history.db"
-        ledger = Ledger.open(path)
+        empty, full = Ledger.open(workdir / "live-only.db"), Ledger.open(path)
         try:
-            yield ledger, path
+            yield empty, full, path
         finally:
-            ledger.close()
+            empty.close()
+            full.close()
         return
-    from bench.scale_out import postgres_database
+    from bench.scale_out import postgres_server
+    from tests.support.postgres import fresh_database
 
-    with postgres_database() as url:
-        ledger = Ledger.open(url)
+    with postgres_server() as (url, server), fresh_database(server.url()) as other:
+        empty, full = Ledger.open(other), Ledger.open(url)
         try:
-            yield ledger, None
+            yield empty, full, None
         finally:
-            ledger.close()
+            empty.close()
+            full.close()
+
+
+def live_ledger(ledger: Ledger) -> str:
+    """The live runs, and the benchmark's own caller run (returned)."""
+    tenant = ledger.for_principal(PRINCIPAL)
+    seed_live(tenant)
+    return tenant.runs.open_run(
+        "local:bench",
+        response_id="resp_caller",
+        session_id="hsess_c",
+        harness_id="chrn_b",
+        status=OuterStatus.IN_PROGRESS,
+    ).ref
 
 
 def bench_history(
@@ -220,22 +259,20 @@ def bench_history(
 ) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="bench-history-") as tmp,
-        ledger_at(backend, Path(tmp)) as (ledger, path),
+        ledgers_at(backend, Path(tmp)) as (other, ledger, path),
     ):
         tenant = ledger.for_principal(PRINCIPAL)
-        seed_live(tenant)
-        caller = tenant.runs.open_run(
-            "local:bench",
-            response_id="resp_caller",
-            session_id="hsess_c",
-            harness_id="chrn_b",
-            status=OuterStatus.IN_PROGRESS,
-        ).ref
+        callers = {id(other): live_ledger(other), id(ledger): live_ledger(ledger)}
+        caller = callers[id(ledger)]
         empty_bytes = size_bytes(ledger, path)
-        empty = measure(ledger, caller, calls)
         seeded_s = seed_finished(ledger, finished, ledger.clock() - 30 * DAY_MS)
         full_bytes = size_bytes(ledger, path)
-        full = measure(ledger, caller, calls)
+        taken: dict[int, list[dict[str, list[float]]]] = {id(other): [], id(ledger): []}
+        for _ in range(ROUNDS):
+            for one in (other, ledger):
+                one_tenant = one.for_principal(PRINCIPAL)
+                taken[id(one)].append(measure_round(one_tenant, callers[id(one)], calls))
+        empty, full = figures(taken[id(other)]), figures(taken[id(ledger)])
         baseline = percentile(call_path(tenant, caller, calls), 50)
         load = os.getloadavg()[0]
         pruned = prune_while_calling(ledger, caller, prune_most)
@@ -245,18 +282,19 @@ def bench_history(
     report.add(f"### {name}: {finished:,} finished runs beside {LIVE:,} live ones")
     report.add()
     report.add(
-        f"Seeded in {seeded_s:.0f} s ({finished / seeded_s:,.0f} runs/s). Call path: {calls} "
-        f"calls per figure. Load average before the prune: {load:.2f}."
+        f"Seeded in {seeded_s:.0f} s ({finished / seeded_s:,.0f} runs/s). {ROUNDS} rounds per "
+        f"ledger, in turns; per round {calls} calls, 7 recoveries, 70 `runs` and 70 attention "
+        f"queries. Load average before the prune: {load:.2f}."
     )
     report.add()
     report.add(
-        f"| figure | live runs only (load {empty['load']:.1f}) | with the history "
-        f"(load {full['load']:.1f}) | ratio |"
+        f"| figure | live runs only (mean load {empty['load']:.1f}) | with the history "
+        f"(mean load {full['load']:.1f}) | ratio |"
     )
     report.add("|---|---|---|---|")
     for key, label, unit in (
         ("call_p50", "call path (2 write-ahead commits) p50", "ms"),
-        ("recovery", "recovery reads, median of 7", "ms"),
+        ("recovery", "recovery reads, median", "ms"),
         ("runs_p50", "`runs` query p50", "ms"),
         ("runs_p99", "`runs` query p99", "ms"),
         ("attention_p50", "attention query p50", "ms"),
