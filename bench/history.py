@@ -2,9 +2,10 @@
 
 Two ledgers in the same run, on the same server (or the same disk): both hold the same live
 runs; one also holds finished runs seeded beside them in bulk (each with one call, one completed
-task and five events, as a short bridged call leaves). They are measured in turns, a round on
-one then a round on the other, so that the load of a shared machine, which changes from minute
-to minute, falls on both alike. Each figure is the same operation on both, as a ratio:
+task and five events, as a short bridged call leaves). They are measured in turns, one sample
+(one query, or a block of calls) on one then one on the other, so that the load of a shared
+machine, which changes from second to second, falls on both alike. Each figure is the same
+operation on both, as a ratio:
 
 * the call path: the two write-ahead commits of a bridged call (``begin_dispatch`` and
   ``record_immediate_result``) on a live run, p50;
@@ -149,20 +150,33 @@ def page_size(ledger: Ledger) -> int:
         return int(conn.exec_driver_sql("PRAGMA page_size").scalar() or 0)
 
 
-#: Rounds of measurement per ledger, taken in turns (the samples of all rounds pooled).
+#: Rounds of measurement, each taking every figure's samples from the two ledgers in turns.
 ROUNDS = 3
+CALL_BLOCK = 50
 
 
-def measure_round(tenant: TenantLedger, live_run: str, calls: int) -> dict[str, list[float]]:
-    """One round of samples of every figure."""
-    call_path(tenant, live_run, 50)  # warm
-    return {
-        "load": [os.getloadavg()[0]],
-        "call": call_path(tenant, live_run, calls),
-        "recovery": timed(lambda: recovery_reads(tenant), 7),
-        "runs": timed(lambda: runs_query(tenant, live_run), 70),
-        "attention": timed(lambda: attention_query(tenant), 70),
-    }
+def measure_round(
+    sides: list[tuple[TenantLedger, str]], calls: int
+) -> list[dict[str, list[float]]]:
+    """One round of samples of every figure on each (tenant, caller run), one sample (a block
+    of calls) on one, then one on the other, so a burst of load falls on both alike."""
+    taken: list[dict[str, list[float]]] = [
+        {"load": [], "call": [], "recovery": [], "runs": [], "attention": []} for _ in sides
+    ]
+
+    def turns(key: str, times: int, sample: Callable[[TenantLedger, str], list[float]]) -> None:
+        for _ in range(times):
+            for (tenant, caller), into in zip(sides, taken, strict=True):
+                into[key].extend(sample(tenant, caller))
+
+    for tenant, caller in sides:  # warm: statements prepared, pages cached
+        call_path(tenant, caller, CALL_BLOCK)
+    turns("load", 1, lambda t, c: [os.getloadavg()[0]])
+    turns("call", max(1, calls // CALL_BLOCK), lambda t, c: call_path(t, c, CALL_BLOCK))
+    turns("recovery", 7, lambda t, c: timed(lambda: recovery_reads(t), 1))
+    turns("runs", 70, lambda t, c: timed(lambda: runs_query(t, c), 1))
+    turns("attention", 70, lambda t, c: timed(lambda: attention_query(t), 1))
+    return taken
 
 
 def _p50_p99(name: str, took: list[float]) -> dict[str, float]:
@@ -267,12 +281,9 @@ def bench_history(
         empty_bytes = size_bytes(ledger, path)
         seeded_s = seed_finished(ledger, finished, ledger.clock() - 30 * DAY_MS)
         full_bytes = size_bytes(ledger, path)
-        taken: dict[int, list[dict[str, list[float]]]] = {id(other): [], id(ledger): []}
-        for _ in range(ROUNDS):
-            for one in (other, ledger):
-                one_tenant = one.for_principal(PRINCIPAL)
-                taken[id(one)].append(measure_round(one_tenant, callers[id(one)], calls))
-        empty, full = figures(taken[id(other)]), figures(taken[id(ledger)])
+        sides = [(one.for_principal(PRINCIPAL), callers[id(one)]) for one in (other, ledger)]
+        rounds = [measure_round(sides, calls) for _ in range(ROUNDS)]
+        empty, full = figures([r[0] for r in rounds]), figures([r[1] for r in rounds])
         baseline = percentile(call_path(tenant, caller, calls), 50)
         load = os.getloadavg()[0]
         pruned = prune_while_calling(ledger, caller, prune_most)
@@ -282,9 +293,10 @@ def bench_history(
     report.add(f"### {name}: {finished:,} finished runs beside {LIVE:,} live ones")
     report.add()
     report.add(
-        f"Seeded in {seeded_s:.0f} s ({finished / seeded_s:,.0f} runs/s). {ROUNDS} rounds per "
-        f"ledger, in turns; per round {calls} calls, 7 recoveries, 70 `runs` and 70 attention "
-        f"queries. Load average before the prune: {load:.2f}."
+        f"Seeded in {seeded_s:.0f} s ({finished / seeded_s:,.0f} runs/s). {ROUNDS} rounds, each "
+        f"sample taken on the two ledgers in turns; per round and ledger {calls} calls, 7 "
+        f"recoveries, 70 `runs` and 70 attention queries. Load average before the prune: "
+        f"{load:.2f}."
     )
     report.add()
     report.add(
