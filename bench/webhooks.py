@@ -76,12 +76,12 @@ async def bench_webhooks(quick: bool, report: Report) -> None:
                 await run.call_tool("reports", "generate_report", arguments, wait=WaitMode.DETACH)
                 handles.append(run)
             tenant = bridge._ledger.for_principal("bench")
-            open_tasks = len(tenant.reads.list_tasks(open_only=True))
+            open_tasks = len(await bridge.read("bench", lambda r: r.tasks(open_only=True)))
             committed: dict[str, float] = {}
 
             async def emit(run_ref: str, delay: float) -> None:
                 await anyio.sleep(delay)
-                event = await bridge._runner(tenant.runs.record_anomaly, run_ref, "bench", "item")
+                event = await bridge._db(tenant.runs.record_anomaly, run_ref, "bench", "item")
                 committed[f"msg_{run_ref}_{event.seq}"] = event.at_ms / 1000
 
             started = time.monotonic()

@@ -20,27 +20,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
 
 from bridge._config import ReplicaConfig
+from bridge._display import worded
 from bridge._errors import BridgeError
 from bridge._ids import is_call_ref
 from bridge._ledger.commit.availability import watch_the_file
 from bridge._ledger.coordination.replica import ReplicaLeases
 from bridge._ledger.coordination.waiters import CommitNotifier
 from bridge._ledger.fencing import Membership
+from bridge._ledger.reader import LedgerReader
 from bridge._ledger.reads.attention import (
     DEFAULT_ORPHAN_AFTER_MS,
     DEFAULT_OVERDUE_AFTER_MS,
     AttentionWindow,
 )
-from bridge._ledger.reads.views import AttentionItem
+from bridge._ledger.reads.views import AttentionItem, RunView
 from bridge._ledger.retention.policy import RetentionPolicy, policy_for
 from bridge._ledger.retention.prune import PruneReport
-from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import OuterStatus
 from bridge._mcp.calls.requester import TaskRequester
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     import mcp_types
 
 LOCAL_SERVER_PREFIX = "local:"
+T = TypeVar("T")
 
 
 class Bridge:
@@ -126,15 +128,13 @@ class Bridge:
         ledger = Ledger.open(settings.ledger_url, sqlite_synchronous=settings.sqlite_synchronous)
         return cls(ledger, settings, owns_ledger=True)
 
-    @property
-    def _runner(self) -> LedgerRunner:
-        """The bridge's one ledger runner (built above, in the composition root), for the
-        gateway (:mod:`bridge.gateway`), which serves MCP clients through this bridge and reads
-        and writes the same ledger: its calls must go through the runner the bridge's own parts
-        share (inline on SQLite, where this runner awaits a held write lock off the loop's
-        back), not a second one. Underscored because it is not for embedders: a host calls the
-        bridge's methods, which run the ledger for it; the gateway is part of this package."""
-        return self._db
+    async def read(self, principal: str, fn: Callable[[LedgerReader], T]) -> T:
+        """``fn``'s value, given a :class:`~bridge.LedgerReader` of ``principal``'s records in
+        this bridge's ledger, run as the bridge runs its own ledger calls (never blocking the
+        event loop on a network database): ``await bridge.read("acme", lambda r: r.run(ref))``.
+        The reader is for ``fn`` only: its reads block, so keep it out of async code."""
+        self._scope(principal)
+        return await self._db(fn, LedgerReader(self._ledger, principal))
 
     async def __aenter__(self) -> Bridge:
         self._notifier = CommitNotifier(self._ledger, self._db)
@@ -325,7 +325,7 @@ class Bridge:
         items: list[AttentionItem] = []
         for name in principals:
             attention = self._ledger.for_principal(name).attention
-            items.extend(await self._db(attention.attention, window))
+            items.extend(map(worded, await self._db(attention.attention, window)))
         if older_than is not None:
             cutoff = now - int(older_than * 1000)
             items = [item for item in items if item.since_ms <= cutoff]
@@ -448,3 +448,28 @@ def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
     """Does ``group`` (nested groups flattened) hold ``exc`` and nothing else?"""
     held, rest = group.split(lambda leaf: leaf is exc)
     return held is not None and rest is None
+
+
+class GatewayRecords:
+    """The gateway's own records in its bridge's ledger (the task handles it gives its clients,
+    the newest run it made for an identity), through the bridge's runner. Package-internal, for
+    :mod:`bridge.gateway`: a host has no use for them, and reads the rest by :meth:`Bridge.read`."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self._ledger, self._db = bridge._ledger, bridge._db
+
+    async def record_handle(self, principal: str, handle: str, task_ref: str, op_ref: str) -> None:
+        handles = self._ledger.for_principal(principal).gateway_handles
+        await self._db(handles.record_gateway_handle, handle, task_ref, op_ref)
+
+    async def task_of(self, principal: str, handle: str) -> str | None:
+        """The task a handle names (None: unknown, or another principal's)."""
+        handles = self._ledger.for_principal(principal).gateway_handles
+        return await self._db(handles.gateway_handle_task, handle)
+
+    async def latest_run(
+        self, principal: str, server: str, identity: str, separator: str
+    ) -> RunView | None:
+        """The newest run on ``server`` under ``identity`` (or ``identity<separator><n>``)."""
+        reads = self._ledger.for_principal(principal).reads
+        return await self._db(reads.latest_run_of, server, identity, separator)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bridge import events as ev
+from bridge._display import worded
 from bridge._errors import InvalidTransition, NotFound
 from bridge._ledger.reads.attention import AttentionWindow
 from bridge._ledger.reads.views import TaskObservation
@@ -67,7 +68,7 @@ def test_each_kind_appears_oldest_first_then_leaves_once_acted_upon(
     anomaly_seq = next(e.seq for e in tenant.reads.events(run.ref) if isinstance(e, ev.Anomaly))
     anomaly = f"{run.ref}:{anomaly_seq}"
 
-    items = tenant.attention.attention(AttentionWindow(clock()))
+    items = [worded(fact) for fact in tenant.attention.attention(AttentionWindow(clock()))]
     assert [(i.kind, i.ref) for i in items] == [
         ("input_waiting", input_ref),
         ("unknown_outcome", op.ref),
@@ -79,6 +80,15 @@ def test_each_kind_appears_oldest_first_then_leaves_once_acted_upon(
     assert asked.run_ref == run.ref and asked.response_id == "resp_att1"
     assert asked.task_ref == waiting.ref and "bridge answer" in asked.next_step
     assert "bridge resolve" in items[1].next_step and "bridge ack" in items[2].next_step
+    # The ledger gives facts only; the wording is the display layer's (bridge._display).
+    assert not hasattr(tenant.attention.attention(AttentionWindow(clock()))[0], "summary")
+    assert asked.summary.endswith("approve_payment asks (elicitation/create): Approve 120 EUR?")
+    assert asked.next_step.endswith(
+        f"{input_ref} --accept approve=… --accept note=… (or --decline)"
+    )
+    assert items[1].summary == "pay.charge: connection reset before a reply"
+    assert "render_chart lost (not_found: tasks/get answered -32602)" in items[2].summary
+    assert items[3].next_step == f"read it (bridge show {run.ref}), then: bridge ack {anomaly}"
 
     # Waiting past the threshold: overdue (the same request, another kind).
     clock.advance(HOUR)

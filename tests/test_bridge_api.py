@@ -34,6 +34,7 @@ from bridge import (
     events as ev,
 )
 from bridge.errors import (
+    BridgeError,
     InvalidAnswer,
     NotFound,
     NoToolResult,
@@ -294,6 +295,37 @@ async def test_a_loop_over_a_run_ends_when_the_run_waits_on_nothing(bridge: Brid
     with anyio.fail_after(30):
         types = [event.type async for event in inline_only.subscribe(until_idle=True)]
     assert types[-1] == "call.result"
+
+
+async def test_a_running_bridge_reads_its_records_through_one_reader(bridge: Bridge) -> None:
+    """``Bridge.read``: a ``LedgerReader`` over the bridge's own ledger, scoped to one of its
+    principals, run on the bridge's runner; several reads in one function."""
+    run_ref = await _run(bridge)
+    key = f"pay-{uuid.uuid4().hex[:8]}"
+    step, asked = await _approval(bridge, run_ref, key)
+    task_ref = step.task.ref
+
+    def what_is_recorded(reader: LedgerReader) -> tuple[Any, ...]:
+        view = reader.run(run_ref)
+        return (
+            reader.runs(response_id=view.response_id),
+            reader.calls(run_ref),
+            reader.operation(step.op_ref),  # no operation id given: the call's reference
+            reader.admission(step.op_ref),
+            reader.inputs(task_ref, pending_only=True),
+            reader.inputs(task_ref),
+        )
+
+    runs, calls, found, verdict, pending, every = await bridge.read(P, what_is_recorded)
+    assert [r.ref for r in runs] == [run_ref]
+    [call] = calls
+    assert call.task is not None and call.task.ref == task_ref and call.task.is_open
+    assert found is not None and found.ref == step.op_ref and found.run_ref == run_ref
+    assert verdict is None  # never checked
+    assert [i.ref for i in pending] == [i.ref for i in every] == [asked.input_ref]
+    assert await bridge.read(P, lambda r: r.runs(response_id="resp_none")) == []
+    with pytest.raises(BridgeError, match="not in this bridge's scope"):
+        await bridge.read("globex", lambda r: r.runs())
 
 
 async def test_a_ledger_reader_reads_a_gone_bridges_records_and_changes_nothing(

@@ -10,6 +10,7 @@ import pytest
 from starlette.requests import Request
 
 from bridge._answers import coerce_texts
+from bridge._ledger.reader import LedgerReader
 from bridge._ledger.reads.views import AttentionItem, TaskObservation
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import TaskStatus
@@ -237,7 +238,7 @@ def test_pages_escape_what_servers_and_callers_wrote(sqlite_ledger: Ledger) -> N
     tenant.tasks.observe_task(
         task.ref, TaskObservation(TaskStatus.WORKING, status_message=f"{HOSTILE} on {raw}")
     )
-    snapshot = load_snapshot(tenant, run.ref)
+    snapshot = load_snapshot(LedgerReader(sqlite_ledger, "acme"), run.ref)
     frame = Frame("acme", "csrf-value")
     page = run_page(snapshot, build_timeline(snapshot), frame)
     rows = runs_page(frame, [RunRow(snapshot.run, 1, 1, 0)], query=HOSTILE, status="any", scanned=1)

@@ -29,6 +29,7 @@ from mcp.shared.exceptions import MCPError
 
 from bridge import BridgeSettings
 from bridge._facade import Bridge
+from bridge._ledger.runner import LedgerRunner
 from bridge._ledger.store import Ledger
 from bridge.gateway.__main__ import main as gateway_main
 from bridge.gateway._calls import GatewayCalls
@@ -307,9 +308,10 @@ async def test_the_gateway_runs_the_ledger_through_the_bridges_own_runner(
         BridgeSettings(ledger_url=tmp_path / "ledger.db", principals=("alice",))
     ) as bridge:
         calls = GatewayCalls(bridge, GatewayConfig(servers=(), token_principals={}))
-        assert calls._db is bridge._runner
-        assert calls._runs._db is bridge._runner
-        assert bridge._runner.inline  # SQLite: on the event loop
+        parts = (calls, calls._runs, calls._runs.ends)  # reads: through ``bridge.read``
+        assert not [v for part in parts for v in vars(part).values() if isinstance(v, LedgerRunner)]
+        assert calls._runs.records._db is bridge._db  # its own records: the bridge's runner too
+        assert bridge._db.inline  # SQLite: on the event loop
 
 
 # -- stdio -----------------------------------------------------------------------------------

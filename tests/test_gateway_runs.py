@@ -22,6 +22,7 @@ import pytest
 
 from bridge import BridgeSettings, events as ev
 from bridge._facade import Bridge
+from bridge._ledger.reader import LedgerReader
 from bridge._ledger.reads.call_states import Standing, calls_of, ending_of
 from bridge._ledger.reads.views import RunView, TaskObservation
 from bridge._ledger.store import Ledger
@@ -238,7 +239,7 @@ def test_an_unknown_or_lost_call_ends_incomplete_never_completed(tmp_path: Path)
         assert result.status is OuterStatus.INCOMPLETE
         assert result.error["unresolved"] == [lost.ref]
         assert result.error["calls"] == {"completed": 1, "unresolved": 1}
-        snapshot = load_snapshot(tenant, run.ref)
+        snapshot = load_snapshot(LedgerReader(ledger, tenant.principal), run.ref)
         assert [c.state for c in snapshot.calls] == [Standing.COMPLETED, Standing.UNRESOLVED]
     finally:
         ledger.close()
@@ -267,7 +268,7 @@ def test_status_lines_change_with_the_facts_and_no_status_column_is_written(
             return (t.status, t.status_message, t.lost_reason, r.status, r.error)
 
         def line(now: int | None = None) -> str:
-            shown = load_snapshot(tenant, run.ref, now=now).record()
+            shown = load_snapshot(LedgerReader(ledger, "alice"), run.ref, now=now).record()
             status_line: str = shown["calls"][0]["tasks"][0]["status_line"]
             return status_line
 

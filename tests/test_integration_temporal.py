@@ -74,20 +74,23 @@ async def worker(
     replica: ReplicaConfig | None = None,
 ) -> AsyncIterator[tuple[Client, Bridge]]:
     """A worker in this process, on a bridge over ``db`` (the Tasks server as ``tasks``)."""
-    settings = BridgeSettings(
+    client = await Client.connect(temporal.target)
+    async with Bridge.open(settings_of(db, url, replica)) as bridge:
+        acts = BridgeActivities(bridge, PRINCIPAL)
+        async with Worker(
+            client, task_queue=queue, workflows=WORKFLOWS, activities=acts.activities()
+        ):
+            yield client, bridge
+
+
+def settings_of(db: Path | str, url: str, replica: ReplicaConfig | None = None) -> BridgeSettings:
+    return BridgeSettings(
         ledger_url=db,
         principals=[PRINCIPAL],
         mcp_servers=[McpServerConfig(name="tasks", url=url)],
         scheduler=FAST,
         replica=replica,
     )
-    client = await Client.connect(temporal.target)
-    async with Bridge.open(settings) as bridge:
-        acts = BridgeActivities(bridge, PRINCIPAL)
-        async with Worker(
-            client, task_queue=queue, workflows=WORKFLOWS, activities=acts.activities()
-        ):
-            yield client, bridge
 
 
 def queue() -> str:
@@ -110,6 +113,19 @@ async def test_two_calls_complete_and_their_history_replays(
         history = await handle.fetch_history()
         tenant_tasks = await bridge.run_of(PRINCIPAL, first.op_ref)
         raw_ids = [t.task_id for t in await tenant_tasks.tasks()]
+    # Each start is a local activity (its result a marker in history, recorded before the
+    # watch is scheduled); each watch a regular, heartbeating activity.
+    events = json.loads(history.to_json())["events"]
+    scheduled = [
+        e["activityTaskScheduledEventAttributes"]["activityType"]["name"]
+        for e in events
+        if "activityTaskScheduledEventAttributes" in e
+    ]
+    assert scheduled == ["bridge.watch_task"] * 2
+    kinds = [next(k for k in e if k.endswith("EventAttributes")) for e in events]
+    markers = [i for i, k in enumerate(kinds) if k == "markerRecordedEventAttributes"]
+    watches = [i for i, k in enumerate(kinds) if k == "activityTaskScheduledEventAttributes"]
+    assert len(markers) == 2 and markers[0] < watches[0] < markers[1] < watches[1]
     # The handle in history is the bridge's references; the raw task id stays in the ledger.
     recorded = _payloads(history.to_json())
     assert first.task_ref in recorded
@@ -121,6 +137,39 @@ async def test_two_calls_complete_and_their_history_replays(
         history, raise_on_replay_failure=False
     )
     assert replayed.replay_failure is not None
+
+
+async def test_the_activities_may_run_on_another_task_queue(
+    temporal: TemporalDevServer, tasks_server: ServerProcess, tmp_path: Path
+) -> None:
+    """With ``CallOptions.task_queue``, a worker without the bridge runs the workflow and the
+    bridge's worker its activities: the start is then a regular activity on that queue."""
+    workflows_q, activities_q = queue(), queue()
+    client = await Client.connect(temporal.target)
+    async with Bridge.open(settings_of(tmp_path / "ledger.db", tasks_server.url)) as bridge:
+        acts = BridgeActivities(bridge, PRINCIPAL)
+        async with (
+            Worker(client, task_queue=workflows_q, workflows=WORKFLOWS),
+            Worker(client, task_queue=activities_q, activities=acts.activities()),
+        ):
+            spec = CallSpec(
+                "tasks", "slow_report", {"quarter": "Q4", "seconds": 0.1}, task_queue=activities_q
+            )
+            handle = await client.start_workflow(
+                BridgedCallWorkflow.run,
+                spec,
+                id=f"apart-{uuid.uuid4().hex}",
+                task_queue=workflows_q,
+            )
+            outcome = await handle.result()
+            history = json.loads((await handle.fetch_history()).to_json())
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == "report Q4"
+    scheduled = [
+        (attributes["activityType"]["name"], attributes["taskQueue"]["name"])
+        for e in history["events"]
+        if (attributes := e.get("activityTaskScheduledEventAttributes"))
+    ]
+    assert scheduled == [("bridge.start_call", activities_q), ("bridge.watch_task", activities_q)]
 
 
 async def test_two_workers_on_one_postgresql_ledger_share_the_handles_each_call_runs_once(

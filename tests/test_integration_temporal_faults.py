@@ -1,7 +1,8 @@
 """bridge.integrations.temporal under faults, against a real Temporal dev server and the real
 Tasks server: a worker SIGKILLed mid-task resumed on another worker (one execution), an MCP
 server restart surfaced as lost, an in-flight crash surfaced as an unknown outcome and never
-resent, and an answer given from the bridge's CLI reaching the waiting workflow."""
+resent, and an answer given from the bridge's CLI or its console reaching the waiting workflow
+once."""
 
 from __future__ import annotations
 
@@ -14,19 +15,24 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.client import Client
 
 from bridge._ledger.store import Ledger
 from bridge.integrations.temporal import PENDING_INPUTS_QUERY, OutcomeKind, PendingInput
 from tests.support.bridging import wait_until
+from tests.support.console import base_url, console_process
+from tests.support.postgres import fresh_database
 from tests.support.processes import REPO_ROOT, ServerProcess
 from tests.support.temporal_dev import TemporalDevServer
 from tests.support.temporal_workflows import TASK_QUEUE, BridgedCallWorkflow, CallSpec
+from tests.test_console_http import csrf_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 PRINCIPAL = "acme"
 RESULT_TIMEOUT_S = 120
+CONSOLE_TOKEN = "acme-console-token-temporal-0123"
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +61,14 @@ def tasks_server(tmp_path: Path) -> Iterator[ServerProcess]:
 class WorkerProcess:
     """``python -m tests.support.temporal_worker`` (its own bridge on the shared ledger)."""
 
-    def __init__(self, temporal: TemporalDevServer, db: Path, url: str, queue: str) -> None:
+    def __init__(
+        self, temporal: TemporalDevServer, db: Path | str, url: str, queue: str, logs: Path
+    ) -> None:
         self.args = [
             sys.executable, "-m", "tests.support.temporal_worker",
             "--target", temporal.target, "--task-queue", queue, "--db", str(db), "--mcp-url", url,
         ]  # fmt: skip
-        self.log = db.parent / f"worker-{uuid.uuid4().hex[:6]}.log"
+        self.log = logs / f"worker-{uuid.uuid4().hex[:6]}.log"
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self, *extra: str) -> WorkerProcess:
@@ -98,7 +106,7 @@ def workers() -> Iterator[list[WorkerProcess]]:
         worker.kill()
 
 
-def tasks_in(db: Path) -> list[object]:
+def tasks_in(db: Path | str) -> list[object]:
     ledger = Ledger.open(db)
     try:
         return list(ledger.for_principal(PRINCIPAL).reads.list_tasks())
@@ -111,14 +119,32 @@ def effects(server: ServerProcess, line: str) -> int:
     return path.read_text().splitlines().count(line) if path.exists() else 0
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
+    """The workers' shared ledger: a SQLite file, or a fresh database on the suite's
+    PostgreSQL (each worker process then joins its replicas, leasing the handles it polls)."""
+    if request.param == "sqlite":
+        yield tmp_path / "ledger.db"
+        return
+    with fresh_database(request.getfixturevalue("postgres_admin_url")) as url:
+        yield url
+
+
+def replica(db: Path | str, name: str) -> list[str]:
+    return [] if isinstance(db, Path) else ["--replica", name]
+
+
 async def test_a_worker_killed_mid_task_is_resumed_by_another_on_the_same_handle(
     temporal: TemporalDevServer,
     tasks_server: ServerProcess,
     tmp_path: Path,
     workers: list[WorkerProcess],
+    ledger_url: Path | str,
 ) -> None:
-    db, queue, key = tmp_path / "ledger.db", f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}", "k1"
-    first = WorkerProcess(temporal, db, tasks_server.url, queue).start()
+    db, queue = ledger_url, f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}"
+    key = f"kill-{uuid.uuid4().hex[:6]}"
+    first = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path)
+    first.start(*replica(db, "w1"))
     workers.append(first)
     first.wait_ready()
     client = await Client.connect(temporal.target)
@@ -128,7 +154,8 @@ async def test_a_worker_killed_mid_task_is_resumed_by_another_on_the_same_handle
     )
     (task,) = await wait_until(lambda: tasks_in(db), timeout=60, what="the handle recorded")
     first.kill()  # SIGKILL while the task runs and its watch is held by this worker
-    second = WorkerProcess(temporal, db, tasks_server.url, queue).start()
+    second = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path)
+    second.start(*replica(db, "w2"))  # on PostgreSQL: takes the handle once w1's lease lapsed
     workers.append(second)
     outcome = await handle.result(rpc_timeout=None)
     assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"done {key}"
@@ -144,7 +171,7 @@ async def test_an_mcp_server_restart_surfaces_as_lost_never_success(
     workers: list[WorkerProcess],
 ) -> None:
     db, queue = tmp_path / "ledger.db", f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}"
-    worker = WorkerProcess(temporal, db, tasks_server.url, queue).start()
+    worker = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path).start()
     workers.append(worker)
     worker.wait_ready()
     client = await Client.connect(temporal.target)
@@ -168,7 +195,9 @@ async def test_an_in_flight_crash_is_an_unknown_outcome_and_never_resent(
 ) -> None:
     db, queue, key = tmp_path / "ledger.db", f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}", "k3"
     # Dies once the server answered tools/call with a task, before the handle is recorded.
-    first = WorkerProcess(temporal, db, tasks_server.url, queue).start("--crash", "before_handle")
+    first = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path).start(
+        "--crash", "before_handle"
+    )
     workers.append(first)
     first.wait_ready()
     client = await Client.connect(temporal.target)
@@ -177,7 +206,7 @@ async def test_an_in_flight_crash_is_an_unknown_outcome_and_never_resent(
         BridgedCallWorkflow.run, spec, id=f"unknown-{uuid.uuid4().hex}", task_queue=queue
     )
     await wait_until(first.died, timeout=60, what="the worker's crash")
-    second = WorkerProcess(temporal, db, tasks_server.url, queue).start()
+    second = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path).start()
     workers.append(second)
     outcome = await handle.result(rpc_timeout=None)
     assert outcome.kind is OutcomeKind.UNKNOWN and not outcome.succeeded
@@ -193,7 +222,7 @@ async def test_an_answer_from_the_bridge_cli_reaches_the_waiting_workflow(
     workers: list[WorkerProcess],
 ) -> None:
     db, queue, key = tmp_path / "ledger.db", f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}", "pay-cli"
-    worker = WorkerProcess(temporal, db, tasks_server.url, queue).start()
+    worker = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path).start()
     workers.append(worker)
     worker.wait_ready()
     client = await Client.connect(temporal.target)
@@ -220,3 +249,53 @@ async def test_an_answer_from_the_bridge_cli_reaches_the_waiting_workflow(
     outcome = await handle.result(rpc_timeout=None)
     assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"approved {key}"
     assert effects(tasks_server, f"payment {key} 7") == 1
+
+
+async def test_an_answer_from_the_console_reaches_the_waiting_workflow_once(
+    temporal: TemporalDevServer,
+    tasks_server: ServerProcess,
+    tmp_path: Path,
+    workers: list[WorkerProcess],
+) -> None:
+    """The operator answers in the console (a `bridge console` process on the worker's
+    ledger): the watch sees the answer, the workflow completes, the payment is made once, and a
+    second post finds the request answered and sends nothing."""
+    db, queue, key = tmp_path / "ledger.db", f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}", "pay-web"
+    worker = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path).start()
+    workers.append(worker)
+    worker.wait_ready()
+    client = await Client.connect(temporal.target)
+    spec = CallSpec("tasks", "approve_payment", {"amount": 9, "payment_key": key})
+    handle = await client.start_workflow(
+        BridgedCallWorkflow.run, spec, id=f"web-{uuid.uuid4().hex}", task_queue=queue
+    )
+
+    async def asked() -> list[PendingInput]:
+        return await handle.query(PENDING_INPUTS_QUERY, result_type=list[PendingInput])
+
+    (pending,) = await wait_until(asked, timeout=60, what="the approval asked")
+    (task,) = tasks_in(db)
+    run_ref = task.run_ref  # type: ignore[attr-defined]
+    path = f"/runs/{run_ref}/inputs/{pending.task_ref}/{pending.input_ref}/answer"
+    tokens = {PRINCIPAL: CONSOLE_TOKEN}
+    with (
+        console_process(tmp_path, db, tokens, mcp_servers={"tasks": tasks_server.url}) as proc,
+        httpx.Client(
+            base_url=base_url(proc), headers={"Authorization": f"Bearer {CONSOLE_TOKEN}"}
+        ) as http,
+    ):
+        inbox = http.get("/inbox").text
+        assert f"Approve payment {key} of 9?" in inbox
+        form = {"csrf": csrf_of(inbox), "action": "accept", "f.approve": "true"}
+        answered = http.post(path, data=form)
+        assert answered.status_code == 303, answered.text
+        assert "done=answered" in answered.headers["location"]
+        outcome = await handle.result(rpc_timeout=None)
+        again = http.post(path, data=form)
+        assert again.status_code == 409 and "not waiting for an answer" in again.text
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"approved {key}"
+    assert effects(tasks_server, f"payment {key} 9") == 1
+    assert await asked() == []
+    history = json.loads((await handle.fetch_history()).to_json())
+    answers = [e for e in history["events"] if "bridge.answer_input" in json.dumps(e)]
+    assert answers == []  # answered through the bridge: no update, no answer activity

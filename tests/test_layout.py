@@ -32,6 +32,7 @@ RANKS: list[tuple[str, int]] = [
     ("bridge._redaction", 0),
     ("bridge._ledger", 1),
     ("bridge.errors", 1),  # the errors' public door
+    ("bridge._display", 2),  # the attention items' wording, over the ledger's facts
     ("bridge._telemetry", 2),
     ("bridge._mcp.wire", 3),
     ("bridge._mcp.servers", 3),

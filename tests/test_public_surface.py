@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import re
@@ -89,6 +90,42 @@ def test_the_private_import_check_finds_one() -> None:
     assert _private_imports("import bridge.uhp._client\n")
     assert _private_imports("from bridge.uhp import _client\n")
     assert not _private_imports("from bridge import Bridge, Ledger\nimport bridge.uhp\n")
+
+
+# The bridge's products (and its users) read through its public methods (``Bridge.read``),
+# never through the facade's private ledger or runner (``_db``; ``_runner`` was its old door).
+PRODUCTS = ("bridge/console", "bridge/gateway", "bridge/integrations", "bridge/cli")
+FACADE_PRIVATES = {"_ledger", "_runner", "_db"}
+
+
+def _reach_throughs(text: str, suffix: str) -> list[str]:
+    if suffix == ".md":  # its python snippets (prose may name the private module)
+        code = "\n".join(re.findall(r"```python\n(.*?)```", text, re.S))
+        return re.findall(r"\S*\._(?:ledger|runner|db)\b", code)
+    return [
+        f"line {node.lineno}: .{node.attr}"
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Attribute) and node.attr in FACADE_PRIVATES
+    ]
+
+
+def _outside_the_core() -> list[Path]:
+    files = [path for part in PRODUCTS for path in (ROOT / part).rglob("*.py")]
+    return sorted(files) + _user_facing_files()
+
+
+@pytest.mark.parametrize("path", _outside_the_core(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_nothing_outside_the_core_reaches_into_the_bridges_ledger_or_runner(path: Path) -> None:
+    assert _reach_throughs(path.read_text(encoding="utf-8"), path.suffix) == []
+
+
+def test_the_reach_through_check_finds_one() -> None:
+    assert _reach_throughs("t = self.bridge._ledger.for_principal(p)\n", ".py")
+    assert _reach_throughs("await bridge._runner(f)\n", ".py")
+    assert _reach_throughs("await self.bridge._db(f)\n", ".py")
+    assert _reach_throughs("```python\nbridge._ledger.close()\n```\n", ".md")
+    assert not _reach_throughs("from bridge._ledger.store import Ledger\n", ".py")
+    assert not _reach_throughs("See `bridge._ledger`.\n```python\nx = 1\n```\n", ".md")
 
 
 @pytest.mark.parametrize("door", DOORS)

@@ -86,8 +86,9 @@ def _reads(foreign: TenantLedger, acme: dict[str, Any], now: int) -> dict[str, C
         "find_run_by_idempotency_key": lambda: foreign.reads.find_run_by_idempotency_key(
             "idem-acme"
         ),
-        "find_runs_by_response_id": lambda: foreign.reads.find_runs_by_response_id("resp_acme"),
-        "list_runs": lambda: foreign.reads.list_runs(),
+        "list_runs": lambda: (
+            foreign.reads.list_runs() + foreign.reads.list_runs(response_id="resp_acme")
+        ),
         "get_dispatch": lambda: foreign.reads.get_dispatch(task.op_ref),
         "find_dispatch": lambda: foreign.reads.find_dispatch(acme["op_id"]),
         "list_dispatches": lambda: (
@@ -295,7 +296,7 @@ def test_foreign_reads_find_nothing(ledger: Ledger, acme: dict[str, Any]) -> Non
     saved = own.agent_states.agent_state(acme["run"].ref, "agent")
     assert saved is not None and saved.state == {"history": ["hello"]}
     assert own.gateway_handles.gateway_handle_task("acme-gateway-handle") == acme["task"].ref
-    assert [r.ref for r in own.reads.find_runs_by_response_id("resp_acme")] == [acme["run"].ref]
+    assert [r.ref for r in own.reads.list_runs(response_id="resp_acme")] == [acme["run"].ref]
     latest = own.reads.latest_run_of(SERVER, "resp_acme", "#")
     assert latest is not None and latest.ref == acme["run"].ref
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from bridge._ledger.reader import LedgerReader
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import LostReason, TaskStatus
@@ -82,7 +83,7 @@ def test_summary_counts_statuses_and_verdicts(ledger: Ledger) -> None:
     )
     gone = new_task(tenant, run.ref)
     tenant.tasks.mark_task_lost(gone.ref, LostReason.TTL_EXPIRED)
-    summary = nested_tasks_summary(tenant, run.ref)[SUMMARY_KEY]
+    summary = nested_tasks_summary(LedgerReader(ledger, "acme"), run.ref)[SUMMARY_KEY]
     assert summary["count"] == 3 and summary["lost"] == 1 and summary["pending_input"] == 1
     assert summary["by_status"] == {"completed": 1, "input_required": 1, "working": 1}
     verdicts = {t["task_ref"]: t["verdict"] for t in summary["tasks"]}

@@ -42,7 +42,6 @@ class OutboxFigures:
     pending: int
     delivered: int
     undeliverable: int
-    oldest_pending_ms: int | None  # created_at_ms of the oldest item not yet delivered
 
 
 class WebhookOutboxWrites(WriteScope):
@@ -138,16 +137,14 @@ class WebhookOutboxWrites(WriteScope):
 
     def webhook_outbox_figures(self) -> OutboxFigures:
         """Counts of this principal's outbox rows by state."""
-        pending = OUTBOX.c.next_attempt_ms.is_not(None)
         query = select(
-            func.count().filter(pending),
+            func.count().filter(OUTBOX.c.next_attempt_ms.is_not(None)),
             func.count().filter(OUTBOX.c.delivered_at_ms.is_not(None)),
             func.count().filter(OUTBOX.c.failed_at_ms.is_not(None)),
-            func.min(OUTBOX.c.created_at_ms).filter(pending),
         ).where(self._owned(OUTBOX))
         with self._read() as conn:
-            p, d, f, oldest = conn.execute(query).one()
-        return OutboxFigures(int(p), int(d), int(f), None if oldest is None else int(oldest))
+            p, d, f = conn.execute(query).one()
+        return OutboxFigures(int(p), int(d), int(f))
 
     def _settle(self, item_id: str, **values: Any) -> int:
         with self._write() as tx:

@@ -117,13 +117,17 @@ class LedgerGauges:
             description="Webhook outbox rows by state (pending, delivered, undeliverable)",
         )
 
-    def _figures(self) -> Iterable[tuple[Ledger, str, AttentionFigures]]:
+    def _principals(self) -> Iterable[tuple[Ledger, str]]:
         with self._lock:
             sources = list(self._sources)
         for ledger, principals in sources:
             for principal in principals:
-                with ledger.engine.connect() as conn:
-                    yield ledger, principal, attention_figures(conn, principal)
+                yield ledger, principal
+
+    def _figures(self) -> Iterable[tuple[Ledger, str, AttentionFigures]]:
+        for ledger, principal in self._principals():
+            with ledger.engine.connect() as conn:
+                yield ledger, principal, attention_figures(conn, principal)
 
     def _attention(self, _options: CallbackOptions) -> Iterable[Observation]:
         for _ledger, principal, figures in self._figures():
@@ -137,18 +141,15 @@ class LedgerGauges:
             yield Observation(age, {"principal": principal})
 
     def _outbox(self, _options: CallbackOptions) -> Iterable[Observation]:
-        with self._lock:
-            sources = list(self._sources)
-        for ledger, principals in sources:
-            for principal in principals:
-                figures = ledger.for_principal(principal).outbox.webhook_outbox_figures()
-                states = {
-                    "pending": figures.pending,
-                    "delivered": figures.delivered,
-                    "undeliverable": figures.undeliverable,
-                }
-                for state, count in states.items():
-                    yield Observation(count, {"principal": principal, "state": state})
+        for ledger, principal in self._principals():
+            figures = ledger.for_principal(principal).outbox.webhook_outbox_figures()
+            states = {
+                "pending": figures.pending,
+                "delivered": figures.delivered,
+                "undeliverable": figures.undeliverable,
+            }
+            for state, count in states.items():
+                yield Observation(count, {"principal": principal, "state": state})
 
 
 #: The one registry of the process (instruments are created once per meter provider).

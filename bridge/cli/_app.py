@@ -16,20 +16,22 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from bridge._ledger.reader import LedgerReader
 from bridge._ledger.reads.call_states import calls_of
 from bridge._ledger.schema import migrate
 from bridge._ledger.schema.engine import create_ledger_engine
-from bridge._ledger.store import TenantLedger
 from bridge._mcp.config_file import credential_env_name
 from bridge.cli._context import (
+    FollowForOpt,
     JsonOpt,
+    RunArg,
     Settings,
     out_console,
     print_json,
+    reader_scope,
     run_command,
     safe_url,
     settings_of,
-    tenant_scope,
 )
 from bridge.cli._html_timeline import render_html
 from bridge.cli._mcp_commands import (
@@ -107,15 +109,15 @@ def runs(
     """Recent outer responses with their nested-task counts."""
 
     def body() -> None:
-        with tenant_scope(ctx) as tenant:
+        with reader_scope(ctx) as reader:
             rows = []
             redactor = Redactor()
-            for run in tenant.reads.list_runs(limit=limit, open_only=open_only):
-                tasks = tenant.reads.list_tasks(run_ref=run.ref)
+            for run in reader.runs(limit=limit, open_only=open_only):
+                tasks = reader.tasks(run.ref)
                 for task in tasks:
                     redactor.add(task)
-                dispatches = tenant.reads.list_dispatches(run_ref=run.ref)
-                verdicts = run_verdicts(tenant, dispatches)
+                dispatches = reader.calls(run.ref)
+                verdicts = run_verdicts(reader, dispatches)
                 rows.append(
                     {
                         "run": run_record(run, calls_of(dispatches, tasks, verdicts)),
@@ -124,7 +126,7 @@ def runs(
                 )
             rows = redactor.value(rows)
         if as_json:
-            print_json({"principal": tenant.principal, "runs": rows})
+            print_json({"principal": settings_of(ctx).principal, "runs": rows})
             return
         if not rows:
             out_console().print("no runs for this principal", style="dim")
@@ -138,14 +140,14 @@ def runs(
 @app.command()
 def show(
     ctx: typer.Context,
-    run: Annotated[str, typer.Argument(help="Run reference (run_…).")],
+    run: RunArg,
     as_json: JsonOpt = False,
 ) -> None:
     """A run as a tree: outer response -> tool calls -> inner tasks -> pending inputs."""
 
     def body() -> None:
-        with tenant_scope(ctx) as tenant:
-            snapshot = load_snapshot(tenant, run)
+        with reader_scope(ctx) as reader:
+            snapshot = load_snapshot(reader, run)
         if as_json:
             print_json(snapshot.record())
             return
@@ -158,7 +160,7 @@ def show(
 @app.command()
 def timeline(
     ctx: typer.Context,
-    run: Annotated[str, typer.Argument(help="Run reference (run_…).")],
+    run: RunArg,
     html: Annotated[
         Path | None,
         typer.Option("--html", help="Also write a self-contained HTML/SVG timeline to FILE."),
@@ -168,8 +170,8 @@ def timeline(
     """The outer and inner lifecycles side by side (times relative to the first event)."""
 
     def body() -> None:
-        with tenant_scope(ctx) as tenant:
-            snapshot = load_snapshot(tenant, run)
+        with reader_scope(ctx) as reader:
+            snapshot = load_snapshot(reader, run)
         model = build_timeline(snapshot)
         if html is not None:
             html.parent.mkdir(parents=True, exist_ok=True)
@@ -191,24 +193,21 @@ def timeline(
 @app.command()
 def events(
     ctx: typer.Context,
-    run: Annotated[str, typer.Argument(help="Run reference (run_…).")],
+    run: RunArg,
     after: Annotated[int, typer.Option("--after", min=0, help="Only events with seq > N.")] = 0,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep polling for new events until Ctrl-C.")
     ] = False,
-    follow_for: Annotated[
-        float | None,
-        typer.Option("--follow-for", hidden=True, help="Stop following after SECONDS."),
-    ] = None,
+    follow_for: FollowForOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The run's events in order. With --json: an array, or one object per line with --follow."""
 
     def body() -> None:
-        with tenant_scope(ctx) as tenant:
-            tenant.reads.get_run(run)  # NotFound for a foreign or missing run
-            redactor = Redactor(tenant.reads.list_tasks(run_ref=run))
-            batch = tenant.reads.events(run, after_seq=after)
+        with reader_scope(ctx) as reader:
+            reader.run(run)  # NotFound for a foreign or missing run
+            redactor = Redactor(reader.tasks(run))
+            batch = reader.events(run, after_seq=after)
             if not follow:
                 if as_json:
                     print_json([redactor.value(event_record(e)) for e in batch])
@@ -217,13 +216,13 @@ def events(
                 else:
                     out_console().print(f"no events after seq {after}", style="dim")
                 return
-            _follow(tenant, run, batch, after, redactor, as_json, follow_for)
+            _follow(reader, run, batch, after, redactor, as_json, follow_for)
 
     run_command(body)
 
 
 def _follow(
-    tenant: TenantLedger,
+    reader: LedgerReader,
     run: str,
     batch: list[Any],
     after: int,
@@ -233,7 +232,7 @@ def _follow(
 ) -> None:
     out = out_console()
     last = after
-    known_tasks = {t.ref for t in tenant.reads.list_tasks(run_ref=run)}
+    known_tasks = {t.ref for t in reader.tasks(run)}
     deadline = None if follow_for is None else time.monotonic() + follow_for
 
     def emit(items: list[Any]) -> None:
@@ -243,7 +242,7 @@ def _follow(
             ref = event_task_ref(event)
             if ref is not None and ref not in known_tasks:
                 # A task created while following: learn its raw id to keep it out of output.
-                for task in tenant.reads.list_tasks(run_ref=run):
+                for task in reader.tasks(run):
                     if task.ref not in known_tasks:
                         known_tasks.add(task.ref)
                         redactor.add(task)
@@ -267,7 +266,7 @@ def _follow(
         ) as status:
             while deadline is None or time.monotonic() < deadline:
                 time.sleep(FOLLOW_POLL_S)
-                fresh = tenant.reads.events(run, after_seq=last)
+                fresh = reader.events(run, after_seq=last)
                 if fresh:
                     emit(fresh)
                 status.update(f"following {run}: last seq {last} (Ctrl-C to stop)")

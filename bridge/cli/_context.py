@@ -23,8 +23,9 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from bridge._errors import BridgeError, LedgerUnavailable, NotFound
 from bridge._ledger.commit.availability import first_line, unavailable_reason
+from bridge._ledger.reader import LedgerReader
 from bridge._ledger.schema.engine import normalize_url
-from bridge._ledger.store import Ledger, TenantLedger
+from bridge._ledger.store import Ledger
 
 REQUIRED_TABLE = "bridge_outer_responses"
 
@@ -120,11 +121,11 @@ def open_ledger(settings: Settings) -> Iterator[Ledger]:
 
 
 @contextmanager
-def tenant_scope(ctx: typer.Context) -> Iterator[TenantLedger]:
+def reader_scope(ctx: typer.Context) -> Iterator[LedgerReader]:
     settings = settings_of(ctx)
     principal = settings.require_principal()
     with open_ledger(settings) as ledger:
-        yield ledger.for_principal(principal)
+        yield LedgerReader(ledger, principal)
 
 
 def _expected(exc: BaseException) -> BaseException:
@@ -171,3 +172,7 @@ def _database_refused(exc: BaseException) -> bool:
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+RunArg = Annotated[str, typer.Argument(help="Run reference (run_…).")]
+FollowForOpt = Annotated[
+    float | None, typer.Option("--follow-for", hidden=True, help="Stop following after SECONDS.")
+]

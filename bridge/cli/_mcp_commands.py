@@ -17,6 +17,7 @@ import anyio
 import typer
 
 from bridge._answers import parse_pairs
+from bridge._ledger._base import wall_clock_ms
 from bridge._ledger.store import Ledger
 from bridge._mcp.config_file import resolve_credential
 from bridge._outcomes import AnswerDelivery, AnswerReceipt, InputRequest, elicit
@@ -30,7 +31,7 @@ from bridge.cli._context import (
     run_command,
     settings_of,
 )
-from bridge.cli._records import input_record, now_ms, task_record
+from bridge.cli._records import input_record, task_record
 
 if TYPE_CHECKING:
     from bridge._config import McpServerConfig
@@ -200,7 +201,7 @@ async def _recover(
                     while tenant.reads.list_tasks(open_only=True):  # returns once all have settled
                         await anyio.sleep(SETTLED_POLL_S)
         refused = await _servers_refusing_credentials(bridge, principal, servers, tenant, watched)
-    now = now_ms()
+    now = wall_clock_ms()
     tasks = [task_record(tenant.reads.get_task(ref), [], now) for ref in watched]
     return report, tasks, refused
 

@@ -22,6 +22,7 @@ from rich.text import Text
 from bridge._lifecycle import Admission, OuterStatus
 from bridge.cli._context import (
     CliError,
+    FollowForOpt,
     JsonOpt,
     open_ledger,
     out_console,
@@ -107,10 +108,7 @@ def attention(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep watching: print items as they come.")
     ] = False,
-    follow_for: Annotated[
-        float | None,
-        typer.Option("--follow-for", hidden=True, help="Stop following after SECONDS."),
-    ] = None,
+    follow_for: FollowForOpt = None,
     older_than: Annotated[
         float | None,
         typer.Option("--older-than", min=0, help="Only items waiting at least SECONDS."),

@@ -9,27 +9,23 @@ through a :class:`Redactor` that replaces any raw task id of the run it describe
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from bridge import events as ev
+from bridge._ledger._base import wall_clock_ms
+from bridge._ledger.reader import LedgerReader
 from bridge._ledger.reads.attention import question_of
 from bridge._ledger.reads.call_states import CallStanding, calls_of
 from bridge._ledger.reads.views import CallView, InputRequestView, RunView, TaskView
-from bridge._ledger.store import TenantLedger
 from bridge._lifecycle import Admission, CallState
 from bridge.cli._status_lines import (
     run_status_brief,
     run_status_line,
     task_status_line,
 )
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def iso(ms: int | None) -> str | None:
@@ -143,15 +139,11 @@ def task_counts(
     }
 
 
-def run_verdicts(tenant: TenantLedger, dispatches: Sequence[CallView]) -> dict[str, Admission]:
+def run_verdicts(reader: LedgerReader, dispatches: Sequence[CallView]) -> dict[str, Admission]:
     """The latest admission verdict on each call of unknown outcome (few: read one by one)."""
-    verdicts: dict[str, Admission] = {}
-    for dispatch in dispatches:
-        if dispatch.state is CallState.UNKNOWN:
-            verdict = tenant.calls.admission_of(dispatch.ref)
-            if verdict is not None:
-                verdicts[dispatch.ref] = verdict
-    return verdicts
+    unknown = [dispatch.ref for dispatch in dispatches if dispatch.state is CallState.UNKNOWN]
+    verdicts = {ref: reader.admission(ref) for ref in unknown}
+    return {ref: verdict for ref, verdict in verdicts.items() if verdict is not None}
 
 
 def task_end_ms(task: TaskView, now: int) -> int:
@@ -336,20 +328,20 @@ def verdict_record(event: ev.CallAdmissionChecked) -> dict[str, Any]:
     }
 
 
-def load_snapshot(tenant: TenantLedger, run_ref: str, *, now: int | None = None) -> RunSnapshot:
-    run = tenant.reads.get_run(run_ref)  # NotFound for a foreign or missing run
-    tasks = tenant.reads.list_tasks(run_ref=run_ref)
+def load_snapshot(reader: LedgerReader, run_ref: str, *, now: int | None = None) -> RunSnapshot:
+    run = reader.run(run_ref)  # NotFound for a foreign or missing run
+    tasks = reader.tasks(run_ref)
     # A request the bridge declined, or closed with its lost task, waits for nobody.
-    asked = {t.ref: tenant.reads.input_requests(t.ref, pending_only=True) for t in tasks}
+    asked = {t.ref: reader.inputs(t.ref, pending_only=True) for t in tasks}
     pending = {ref: [r for r in rs if not r.declined_at_ms] for ref, rs in asked.items()}
-    inputs = {t.ref: tenant.reads.input_requests(t.ref) for t in tasks if t.is_open}
+    inputs = {t.ref: reader.inputs(t.ref) for t in tasks if t.is_open}
     return RunSnapshot(
         run=run,
-        dispatches=tenant.reads.list_dispatches(run_ref=run_ref),
+        dispatches=reader.calls(run_ref),
         tasks=tasks,
         pending_inputs={k: v for k, v in pending.items() if v},
-        events=tenant.reads.events(run_ref),
-        now_ms=now if now is not None else now_ms(),
+        events=reader.events(run_ref),
+        now_ms=now if now is not None else wall_clock_ms(),
         redactor=Redactor(tasks),
         inputs={k: v for k, v in inputs.items() if v},
     )

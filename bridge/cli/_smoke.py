@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.store import Ledger, TenantLedger
@@ -21,18 +22,27 @@ REPORTS = "http://127.0.0.1:8701/mcp"
 PAYMENTS = "http://127.0.0.1:8702/mcp"
 
 
+def _sent(tenant: TenantLedger, run_ref: str, endpoint: str, tool: str, **call: Any) -> str:
+    """A ``tools/call`` recorded as an intent, then as sent: its operation reference."""
+    server = "reports" if endpoint == REPORTS else "payments"
+    dispatch = tenant.calls.begin_dispatch(
+        run_ref, server_endpoint=endpoint, server_name=server, tool_name=tool, **call
+    )
+    tenant.calls.mark_dispatch_sent(dispatch.ref)
+    return dispatch.ref
+
+
 def _nest_tasks(tenant: TenantLedger, run_ref: str) -> None:
-    report = tenant.calls.begin_dispatch(
+    report = _sent(
+        tenant,
         run_ref,
-        server_endpoint=REPORTS,
-        server_name="reports",
-        tool_name="generate_report",
+        REPORTS,
+        "generate_report",
         arguments={"quarter": "Q3"},
         operation_id="smoke-report-q3",
     )
-    tenant.calls.mark_dispatch_sent(report.ref)
     report_task = tenant.calls.record_task_created(
-        report.ref,
+        report,
         task_id="smoke-task-report-0001",
         status=TaskStatus.WORKING,
         ttl_ms=3_600_000,
@@ -50,16 +60,11 @@ def _nest_tasks(tenant: TenantLedger, run_ref: str) -> None:
         ),
     )
 
-    payment = tenant.calls.begin_dispatch(
-        run_ref,
-        server_endpoint=PAYMENTS,
-        server_name="payments",
-        tool_name="approve_payment",
-        arguments={"amount": 120, "currency": "EUR"},
+    payment = _sent(
+        tenant, run_ref, PAYMENTS, "approve_payment", arguments={"amount": 120, "currency": "EUR"}
     )
-    tenant.calls.mark_dispatch_sent(payment.ref)
     payment_task = tenant.calls.record_task_created(
-        payment.ref, task_id="smoke-task-payment-0002", status=TaskStatus.WORKING, ttl_ms=600_000
+        payment, task_id="smoke-task-payment-0002", status=TaskStatus.WORKING, ttl_ms=600_000
     )
     approval = {"method": "elicitation/create", "params": {"message": "Approve 120 EUR?"}}
     tenant.tasks.observe_task(
@@ -68,28 +73,16 @@ def _nest_tasks(tenant: TenantLedger, run_ref: str) -> None:
     )
     tenant.inputs.record_input_answer(payment_task.ref, "approve-1", {"action": "accept"})
 
-    lost = tenant.calls.begin_dispatch(
-        run_ref,
-        server_endpoint=REPORTS,
-        server_name="reports",
-        tool_name="generate_report",
-        arguments={"quarter": "Q4"},
-    )
-    tenant.calls.mark_dispatch_sent(lost.ref)
+    lost = _sent(tenant, run_ref, REPORTS, "generate_report", arguments={"quarter": "Q4"})
     lost_task = tenant.calls.record_task_created(
-        lost.ref, task_id="smoke-task-report-0003", status=TaskStatus.WORKING, ttl_ms=1_000
+        lost, task_id="smoke-task-report-0003", status=TaskStatus.WORKING, ttl_ms=1_000
     )
     tenant.tasks.mark_task_lost(lost_task.ref, LostReason.NOT_FOUND, "tasks/get answered -32602")
 
-    unknown = tenant.calls.begin_dispatch(
-        run_ref,
-        server_endpoint=PAYMENTS,
-        server_name="payments",
-        tool_name="approve_payment",
-        arguments={"amount": 99, "currency": "EUR"},
+    unknown = _sent(
+        tenant, run_ref, PAYMENTS, "approve_payment", arguments={"amount": 99, "currency": "EUR"}
     )
-    tenant.calls.mark_dispatch_sent(unknown.ref)
-    tenant.calls.mark_dispatch_unknown(unknown.ref, "connection reset before any reply")
+    tenant.calls.mark_dispatch_unknown(unknown, "connection reset before any reply")
 
 
 def _print_tree(tenant: TenantLedger, run_ref: str) -> None:

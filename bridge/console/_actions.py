@@ -34,10 +34,10 @@ from bridge._ledger.reads.attention import DEFAULT_ORPHAN_AFTER_MS, DEFAULT_OVER
 from bridge._ledger.reads.views import AttentionItem
 from bridge._lifecycle import Admission, OuterStatus
 from bridge._outcomes import AnswerDelivery, AnswerReceipt, InputRequest, elicit
+from bridge.cli._records import Redactor
 from bridge.console._forms import form_fields, posted_values
 from bridge.console._inbox import FormProblem, inbox_page
 from bridge.console._pages import Frame, message_page
-from bridge.console._reads import ConsoleReads
 
 log = logging.getLogger("bridge.console")
 
@@ -58,20 +58,18 @@ class ConsoleActions:
     def __init__(
         self,
         bridge: Bridge,
-        reads: ConsoleReads,
         *,
         overdue_after: float = DEFAULT_OVERDUE_AFTER_MS / 1000,
         orphan_after: float = DEFAULT_ORPHAN_AFTER_MS / 1000,
     ) -> None:
         self.bridge = bridge
-        self.reads = reads
         self.overdue_after = overdue_after  # seconds, as `bridge attention` takes them
         self.orphan_after = orphan_after
 
     async def items(self, principal: str) -> list[AttentionItem]:
         """What waits for ``principal`` (the public attention query), oldest first, with
         whatever quotes a raw task id redacted."""
-        redactor = await self.reads.redactor(principal)
+        redactor = Redactor(await self.bridge.read(principal, lambda r: r.tasks(open_only=True)))
         return [
             replace(
                 item,

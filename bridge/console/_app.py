@@ -31,7 +31,7 @@ from bridge.console._auth import SESSION_COOKIE, ConsoleTokens, Session, Session
 from bridge.console._csrf import cross_origin_reason
 from bridge.console._live import resume_point, timeline_updates
 from bridge.console._pages import Frame, login_page, message_page, runs_page
-from bridge.console._reads import ConsoleReads, RunsQuery
+from bridge.console._reads import RunsQuery, matching_runs, run_snapshot
 from bridge.console._run_page import run_page
 from bridge.console._static import CONSOLE_CSS, CONSOLE_JS
 
@@ -87,8 +87,7 @@ class Console:
         self.bridge = bridge
         self.tokens = tokens
         self.signer = signer
-        self.reads = ConsoleReads(bridge)
-        self.actions = ConsoleActions(bridge, self.reads, **(thresholds or {}))
+        self.actions = ConsoleActions(bridge, **(thresholds or {}))
 
     # -- who is asking -------------------------------------------------------------------
     def session(self, request: Request) -> Session | None:
@@ -195,7 +194,7 @@ class Console:
         )
         items = await self.actions.items(frame.principal)
         waiting = Counter(item.run_ref for item in items)  # the attention column
-        rows, scanned = await self.reads.runs(frame.principal, query, waiting)
+        rows, scanned = await matching_runs(self.bridge, frame.principal, query, waiting)
         frame = replace(frame, attention_count=len(items))
         return HTMLResponse(
             runs_page(frame, rows, query=query.text, status=query.status, scanned=scanned)
@@ -203,13 +202,12 @@ class Console:
 
     async def run(self, request: Request, frame: Frame) -> Response:
         """``GET /runs/{run_ref}``."""
-        snapshot, timeline = await self.reads.snapshot(
-            frame.principal, request.path_params["run_ref"]
+        snapshot, timeline = await run_snapshot(
+            self.bridge, frame.principal, request.path_params["run_ref"]
         )
-        verdicts = await self.reads.verdicts(frame.principal, snapshot)
         frame = await self.actions.with_count(frame)
         flash = _confirmation(request.query_params)
-        return HTMLResponse(run_page(snapshot, timeline, frame, verdicts=verdicts, flash=flash))
+        return HTMLResponse(run_page(snapshot, timeline, frame, flash=flash))
 
     async def stream(self, request: Request, frame: Frame) -> Response:
         """``GET /runs/{run_ref}/stream``: the live area over SSE."""
@@ -219,7 +217,7 @@ class Console:
             request.query_params.get("after"), request.headers.get("last-event-id")
         )
         return EventSourceResponse(
-            timeline_updates(self.reads, frame, run_ref, after, self.actions.waiting),
+            timeline_updates(self.bridge, frame, run_ref, after, self.actions.waiting),
             ping=15,
             send_timeout=30,
         )

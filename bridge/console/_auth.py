@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge._errors import BridgeError
+from bridge.uhp.serving._auth import token_digest
 
 TOKENS_ENV = "BRIDGE_CONSOLE_TOKENS"
 SESSION_COOKIE = "bridge_console"
@@ -34,11 +35,6 @@ _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 class ConsoleAuthError(BridgeError, ValueError):
     """The console's tokens cannot be read or do not have the expected shape."""
-
-
-def token_digest(token: str) -> str:
-    """The SHA-256 (hex) a token is known by."""
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class ConsoleTokens:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bridge._answers import value_text
 from bridge.console._markup import Markup, attrs, html, join
 
 FIELD_PREFIX = "f."  # form names of schema fields; keeps them apart from csrf/action
@@ -54,22 +55,16 @@ def _choices(spec: Mapping[str, Any]) -> tuple[Choice, ...]:
         names = spec.get("enumNames")
         labels = names if isinstance(names, list) and len(names) == len(spec["enum"]) else None
         return tuple(
-            Choice(_text(value), _text(labels[i]) if labels else _text(value), value)
+            Choice(value_text(value), value_text(labels[i]) if labels else value_text(value), value)
             for i, value in enumerate(spec["enum"])
         )
     options = spec.get("oneOf") or spec.get("anyOf")
     if isinstance(options, list) and all(isinstance(o, dict) and "const" in o for o in options):
         return tuple(
-            Choice(_text(o["const"]), _text(o.get("title", o["const"])), o["const"])
+            Choice(value_text(o["const"]), value_text(o.get("title", o["const"])), o["const"])
             for o in options
         )
     return ()
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def form_fields(schema: Mapping[str, Any] | None) -> list[FormField]:
@@ -127,7 +122,7 @@ def posted_values(fields: list[FormField], form: Mapping[str, Any]) -> dict[str,
 def _initial(item: FormField, values: Mapping[str, str] | None) -> str:
     if values is not None:
         return values.get(item.name, "")
-    return "" if item.default is None else _text(item.default)
+    return "" if item.default is None else value_text(item.default)
 
 
 def render_fields(

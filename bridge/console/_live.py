@@ -14,8 +14,9 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from bridge._facade import Bridge
 from bridge.console._pages import Frame
-from bridge.console._reads import ConsoleReads
+from bridge.console._reads import run_snapshot
 from bridge.console._run_page import live_fragment
 
 
@@ -29,7 +30,7 @@ def resume_point(after: str | None, last_event_id: str | None) -> int:
 
 
 async def timeline_updates(
-    reads: ConsoleReads,
+    bridge: Bridge,
     frame: Frame,
     run_ref: str,
     after: int,
@@ -37,19 +38,18 @@ async def timeline_updates(
 ) -> AsyncIterator[dict[str, Any]]:
     """SSE messages (``sse_starlette`` dicts) for the run's changes after ``after``;
     ``waiting``: how many items wait in the principal's inbox (the navigation's count)."""
-    run = reads.bridge.run(frame.principal, run_ref)
+    run = bridge.run(frame.principal, run_ref)
     shown = after
     async for event in run.subscribe(after_seq=after):
         if event.seq <= shown:
             continue  # the last render already included it
-        snapshot, timeline = await reads.snapshot(frame.principal, run_ref)
-        verdicts = await reads.verdicts(frame.principal, snapshot)
+        snapshot, timeline = await run_snapshot(bridge, frame.principal, run_ref)
         shown = max([event.seq, *(e.seq for e in snapshot.events)])
         status = snapshot.run.status.value if snapshot.run.status is not None else "pending"
         data = {
             "seq": shown,
             "status": status,
             "attention": await waiting(frame.principal),
-            "html": str(live_fragment(snapshot, timeline, frame, verdicts)),
+            "html": str(live_fragment(snapshot, timeline, frame)),
         }
         yield {"event": "timeline", "id": str(shown), "data": json.dumps(data)}

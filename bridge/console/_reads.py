@@ -1,19 +1,16 @@
-"""What the console reads, every read scoped to the signed-in principal: the runs list (search
-and filter), a run's snapshot and timeline (the CLI's model), and the tasks whose raw ids
-must be kept out of a page.
-
-The reads go through the bridge's own ledger runner and its principal-scoped ledger, as the
-gateway's do: the console is a product on the bridge, in this package."""
+"""What the console reads, through :meth:`bridge.Bridge.read` (scoped to the signed-in
+principal, as the gateway's reads are): the runs list (search and filter), a run's snapshot
+and timeline (the CLI's model)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from bridge._facade import Bridge
-from bridge._ledger.store import TenantLedger
-from bridge._lifecycle import CallState
-from bridge.cli._records import Redactor, RunSnapshot, load_snapshot
+from bridge._ledger.reader import LedgerReader
+from bridge.cli._records import RunSnapshot, load_snapshot
 from bridge.cli._timeline import Timeline, build_timeline
 from bridge.console._pages import RunRow
 
@@ -28,58 +25,33 @@ class RunsQuery:
     status: str = "any"
 
 
-class ConsoleReads:
-    """The console's scoped reads of one bridge's ledger."""
+async def run_snapshot(
+    bridge: Bridge, principal: str, run_ref: str
+) -> tuple[RunSnapshot, Timeline]:
+    """The run as recorded now and its timeline (``NotFound`` for another's or none)."""
+    snapshot = await bridge.read(principal, lambda r: load_snapshot(r, run_ref))
+    return snapshot, build_timeline(snapshot)
 
-    def __init__(self, bridge: Bridge) -> None:
-        self.bridge = bridge
 
-    def _tenant(self, principal: str) -> TenantLedger:
-        if principal not in self.bridge.principals:
-            raise PermissionError(f"principal {principal!r} is not served by this console")
-        return self.bridge._ledger.for_principal(principal)
-
-    async def snapshot(self, principal: str, run_ref: str) -> tuple[RunSnapshot, Timeline]:
-        """The run as recorded now and its timeline (``NotFound`` for another's or none)."""
-        snapshot = await self.bridge._runner(load_snapshot, self._tenant(principal), run_ref)
-        return snapshot, build_timeline(snapshot)
-
-    async def verdicts(self, principal: str, snapshot: RunSnapshot) -> dict[str, str]:
-        """The final admission verdicts given on the run's calls of unknown outcome."""
-        tenant = self._tenant(principal)
-        found: dict[str, str] = {}
-        for call in snapshot.dispatches:
-            if call.state is CallState.UNKNOWN:
-                verdict = await self.bridge._runner(tenant.calls.admission_of, call.ref)
-                if verdict is not None and verdict.is_final:
-                    found[call.ref] = verdict.value
-        return found
-
-    async def redactor(self, principal: str) -> Redactor:
-        """Replaces the raw ids of the principal's open tasks (what the inbox is about)."""
-        tenant = self._tenant(principal)
-        return Redactor(await self.bridge._runner(tenant.reads.list_tasks, open_only=True))
-
-    async def runs(
-        self, principal: str, query: RunsQuery, waiting: Mapping[str, int]
-    ) -> tuple[list[RunRow], int]:
-        """The runs matching ``query`` among the most recently updated, and how many were
-        looked at; ``waiting``: how many attention items each run has."""
-        tenant = self._tenant(principal)
-        return await self.bridge._runner(_matching_runs, tenant, query, waiting)
+async def matching_runs(
+    bridge: Bridge, principal: str, query: RunsQuery, waiting: Mapping[str, int]
+) -> tuple[list[RunRow], int]:
+    """The runs matching ``query`` among the most recently updated, and how many were looked
+    at; ``waiting``: how many attention items each run has."""
+    return await bridge.read(principal, partial(_matching_runs, query=query, waiting=waiting))
 
 
 def _matching_runs(
-    tenant: TenantLedger, query: RunsQuery, waiting: Mapping[str, int]
+    reader: LedgerReader, query: RunsQuery, waiting: Mapping[str, int]
 ) -> tuple[list[RunRow], int]:
-    runs = tenant.reads.list_runs(limit=RUNS_SCANNED, open_only=query.status == "open")
+    runs = reader.runs(limit=RUNS_SCANNED, open_only=query.status == "open")
     needle = query.text.strip().lower()
     rows = []
     for run in runs:
         status = run.status.value if run.status is not None else "pending"
         if query.status not in ("any", "open") and status != query.status:
             continue
-        tasks = tenant.reads.list_tasks(run_ref=run.ref)
+        tasks = reader.tasks(run.ref)
         if needle:
             haystack = [run.ref, run.response_id, run.session_id, run.uhp_server, run.harness_id]
             haystack += [t.ref for t in tasks] + [t.tool_name for t in tasks]

@@ -9,8 +9,6 @@ the page shows inside its live area and what the SSE stream sends again after ea
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from bridge._lifecycle import CallState, TaskStatus
 from bridge.cli._html_timeline import legend, render_svg
 from bridge.cli._records import RunSnapshot, relative, short_time, task_verdicts
@@ -70,7 +68,8 @@ def _task_rows(snapshot: RunSnapshot, frame: Frame) -> Markup:
     )
 
 
-def _unknown_calls(snapshot: RunSnapshot, frame: Frame, verdicts: Mapping[str, str]) -> Markup:
+def _unknown_calls(snapshot: RunSnapshot, frame: Frame) -> Markup:
+    verdicts = {ref: v.value for ref, v in snapshot.verdicts.items() if v.is_final}
     rows = []
     for call in snapshot.dispatches:
         if call.state is not CallState.UNKNOWN:
@@ -137,12 +136,7 @@ def _events_table(timeline: Timeline) -> Markup:
     )
 
 
-def live_fragment(
-    snapshot: RunSnapshot,
-    timeline: Timeline,
-    frame: Frame,
-    verdicts: Mapping[str, str] | None = None,
-) -> Markup:
+def live_fragment(snapshot: RunSnapshot, timeline: Timeline, frame: Frame) -> Markup:
     """Everything on the run page that changes: status line, tasks, calls, timeline, events."""
     run = snapshot.run
     red = snapshot.redactor.text
@@ -160,7 +154,7 @@ def live_fragment(
         run.event_count,
         short_time(run.updated_at_ms),
         _task_rows(snapshot, frame),
-        _unknown_calls(snapshot, frame, verdicts or {}),
+        _unknown_calls(snapshot, frame),
         Markup(legend()),  # what each colour and marker means; each lane names its end state
         run.event_count,
         Markup(render_svg(timeline)),  # the CLI's renderer: every text in it is escaped
@@ -173,7 +167,6 @@ def run_page(
     timeline: Timeline,
     frame: Frame,
     *,
-    verdicts: Mapping[str, str] | None = None,
     flash: str | None = None,
 ) -> str:
     """The whole run page; its live area follows ``/runs/<ref>/stream`` (SSE)."""
@@ -184,6 +177,6 @@ def run_page(
         run.ref,
         run.ref,
         run.event_count,
-        live_fragment(snapshot, timeline, frame, verdicts),
+        live_fragment(snapshot, timeline, frame),
     )
     return layout(f"Run {run.ref}", body, frame, flash=flash)

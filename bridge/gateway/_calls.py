@@ -78,8 +78,6 @@ class GatewayCalls:
     def __init__(self, bridge: Bridge, config: GatewayConfig) -> None:
         self.bridge = bridge
         self.config = config
-        # The bridge's own runner, not one of the gateway's: one runner per ledger.
-        self._db = bridge._runner
         self._runs = GatewayRuns(bridge)
         self._servers = {server.name for server in config.servers if server.enabled}
 
@@ -109,8 +107,9 @@ class GatewayCalls:
         if not isinstance(outcome, TaskPending | TaskSettled):
             return self._plain_result(outcome, call.op_id)
         handle = secrets.token_urlsafe(HANDLE_BYTES)
-        handles = self.bridge._ledger.for_principal(call.principal).gateway_handles
-        await self._db(handles.record_gateway_handle, handle, outcome.task.ref, outcome.op_ref)
+        await self._runs.records.record_handle(
+            call.principal, handle, outcome.task.ref, outcome.op_ref
+        )
         inputs = await self._inputs(call.principal, outcome.task.ref)
         return {"resultType": "task", **task_body(handle, outcome.task, inputs)}
 
@@ -130,8 +129,7 @@ class GatewayCalls:
         self, call: GatewayCall, run_ref: str, channel: ClientChannel
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         assert call.op_id is not None
-        tenant = self.bridge._ledger.for_principal(call.principal)
-        after_seq = (await self._db(tenant.reads.run_event_seqs, [run_ref])).get(run_ref, 0)
+        after_seq = (await self.bridge.read(call.principal, lambda r: r.run(run_ref))).event_count
         # An upstream answering directly may report progress, log and elicit on the way.
         with relaying_progress(channel.relay), listening(channel.listener):
             outcome = await self._call(call, run_ref, WaitMode.DETACH, None)
@@ -232,8 +230,7 @@ class GatewayCalls:
         await (await self.bridge.run_of(principal, task_ref)).cancel_task(task_ref)
 
     async def _task_ref(self, principal: str, handle: str) -> str:
-        tenant = self.bridge._ledger.for_principal(principal)
-        task_ref = await self._db(tenant.gateway_handles.gateway_handle_task, handle)
+        task_ref = await self._runs.records.task_of(principal, handle)
         if task_ref is None:  # unknown, or another principal's: indistinguishable
             raise invalid_params("Task not found")
         return task_ref

@@ -53,7 +53,6 @@ class RunEnds:
 
     def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
-        self._db = bridge._runner
         self._holds: Counter[str] = Counter()  # run ref -> requests inside it now
         self._admitted: Counter[str] = Counter()  # run ref -> requests ever admitted
         self._ended: set[str] = set()  # ended (by this process, or found ended)
@@ -91,8 +90,8 @@ class RunEnds:
         """Watch (and, if their calls have ended, end) the open runs a previous gateway left."""
         self._group = group
         for principal in self.bridge.principals:
-            tenant = self.bridge._ledger.for_principal(principal)
-            for run in await self._db(tenant.reads.list_runs, open_only=True, limit=100_000):
+            runs = self.bridge.read(principal, lambda r: r.runs(open_only=True, limit=100_000))
+            for run in await runs:
                 if run.uhp_server == GATEWAY_SERVER:
                     self.watch(principal, run.ref)
 
@@ -105,8 +104,7 @@ class RunEnds:
 
     async def _watch(self, principal: str, run_ref: str) -> None:
         try:
-            tenant = self.bridge._ledger.for_principal(principal)
-            after = (await self._db(tenant.reads.run_event_seqs, [run_ref])).get(run_ref, 0)
+            after = (await self.bridge.read(principal, lambda r: r.run(run_ref))).event_count
             if await self.settle(principal, run_ref):
                 return
             events = cast(
@@ -126,22 +124,21 @@ class RunEnds:
     async def settle(self, principal: str, run_ref: str) -> bool:
         """End the run if it is the gateway's, nothing holds it and all its calls have
         ended; True once it has ended."""
-        tenant = self.bridge._ledger.for_principal(principal)
         while True:
             if run_ref in self._ended:
                 return True
             if self._holds[run_ref] > 0:
                 return False
             admitted = self._admitted[run_ref]
-            run = await self._db(tenant.reads.get_run, run_ref)
+            run = await self.bridge.read(principal, lambda r: r.run(run_ref))
             if run.uhp_server != GATEWAY_SERVER:
                 self._admitted.pop(run_ref, None)  # never ended here: nothing to count
                 return False
             if run.is_terminal:
                 self._ended.add(run_ref)
                 return True
-            tasks, dispatches, _ = await self._db(tenant.reads.run_work, run_ref)
-            ending = ending_of(calls_of(dispatches, tasks))
+            calls = await self.bridge.read(principal, lambda r: r.calls(run_ref))
+            ending = ending_of(calls_of(calls, [call.task for call in calls if call.task]))
             if ending is None:
                 return False
             if self._holds[run_ref] > 0 or self._admitted[run_ref] != admitted:

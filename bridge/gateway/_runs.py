@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from bridge._facade import Bridge
+from bridge._facade import Bridge, GatewayRecords
 from bridge._ledger.reads.views import RunView
 from bridge.gateway._identity import OuterIdentity, invalid_params
 from bridge.gateway._run_ends import GATEWAY_HARNESS, GATEWAY_SERVER, RunEnds
@@ -41,7 +41,7 @@ def _generation(run: RunView, identity: str) -> int:
 class GatewayRuns:
     def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
-        self._db = bridge._runner  # the bridge's own runner: one runner per ledger
+        self.records = GatewayRecords(bridge)
         self.ends = RunEnds(bridge)
         # (principal, identity) -> (run ref, generation) of the identity's newest run
         self._current: dict[tuple[str, str], tuple[str, int]] = {}
@@ -70,10 +70,9 @@ class GatewayRuns:
         operation_id: str | None,
     ) -> str:
         """The run (held: pair with ``ends.release``; :meth:`joined` does both)."""
-        tenant = self.bridge._ledger.for_principal(principal)
         recorded = None
         if operation_id is not None:
-            dispatch = await self._db(tenant.reads.find_dispatch, operation_id)
+            dispatch = await self.bridge.read(principal, lambda r: r.operation(operation_id))
             recorded = dispatch.run_ref if dispatch is not None else None
         if recorded is not None and (
             outer is None or await self._of_identity(principal, recorded, outer.response_id)
@@ -89,13 +88,12 @@ class GatewayRuns:
 
     async def _of_identity(self, principal: str, run_ref: str, response_id: str) -> bool:
         """Whether the run is one the gateway made for ``response_id`` (any generation)."""
-        run = await self._db(self.bridge._ledger.for_principal(principal).reads.get_run, run_ref)
+        run = await self.bridge.read(principal, lambda r: r.run(run_ref))
         base = (run.response_id or "").partition(GENERATION_SEPARATOR)[0]
         return run.uhp_server == GATEWAY_SERVER and base == response_id
 
     async def _outer_run(self, principal: str, outer: OuterIdentity) -> str:
-        tenant = self.bridge._ledger.for_principal(principal)
-        runs = await self._db(tenant.reads.find_runs_by_response_id, outer.response_id)
+        runs = await self.bridge.read(principal, lambda r: r.runs(response_id=outer.response_id))
         if len(runs) > 1:
             raise invalid_params(
                 f"response {outer.response_id!r} is recorded on several UHP servers"
@@ -116,9 +114,8 @@ class GatewayRuns:
         async with self._lock:
             current = self._current.get(key)
             if current is None:
-                tenant = self.bridge._ledger.for_principal(principal)
-                latest = await self._db(
-                    tenant.reads.latest_run_of, GATEWAY_SERVER, identity, GENERATION_SEPARATOR
+                latest = await self.records.latest_run(
+                    principal, GATEWAY_SERVER, identity, GENERATION_SEPARATOR
                 )
                 if latest is not None:
                     current = (latest.ref, _generation(latest, identity))

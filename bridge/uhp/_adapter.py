@@ -17,8 +17,8 @@ from collections import Counter
 from typing import Any
 
 from bridge import events as ev
+from bridge._ledger.reader import LedgerReader
 from bridge._ledger.reads.views import TaskView
-from bridge._ledger.store import TenantLedger
 from bridge.uhp._models import PREFERRED_VERSION
 from bridge.uhp._waiting import input_wait_mapping
 
@@ -166,13 +166,13 @@ def _verdict(task: TaskView) -> str | None:
     return None
 
 
-def nested_tasks_summary(tenant: TenantLedger, run_ref: str) -> dict[str, Any]:
+def nested_tasks_summary(reader: LedgerReader, run_ref: str) -> dict[str, Any]:
     """A compact summary of the run's nested MCP work, for the final response's ``metadata``.
 
     ``{"bridge_mcp_tasks": {"count", "by_status", "lost", "unknown_outcomes", "pending_input",
     "tasks": [{"task_ref", "tool", "server", "status", "verdict"}, …]}}`` (tasks capped at 50).
     """
-    tasks, dispatches, pending_input = tenant.reads.run_work(run_ref)
+    tasks, dispatches, pending_input = reader.run_work(run_ref)
     by_status = Counter(t.status.value for t in tasks)
     return {
         SUMMARY_KEY: {

@@ -1,4 +1,5 @@
-"""Embed guide, part 1: open the bridge, list tools, call a tool, read a call by its operation id.
+"""Embed guide, part 1: open the bridge, list tools, call a tool, read a call by its operation id,
+read the records through the bridge.
 
 Run against the example servers (see docs/guides/embed-in-a-harness.md):
 BRIDGE_EXAMPLE_REPORTS_URL, BRIDGE_EXAMPLE_PAYMENTS_URL, BRIDGE_EXAMPLE_TOKEN, BRIDGE_EXAMPLE_DB.
@@ -91,6 +92,15 @@ async def main() -> None:
         again = await run.call_tool("reports", "generate_report", args, operation_id=step_7)
         assert again.text() == step.text()
         # --8<-- [end:operation]
+        # --8<-- [start:read]
+        # Records as the ledger holds them, through the bridge: fn(reader) runs as the bridge
+        # runs its own ledger calls (never blocking the event loop), its reads in one hop.
+        view, calls = await bridge.read("acme", lambda r: (r.run(run.ref), r.calls(run.ref)))
+        assert [call.operation_id for call in calls] == [step_7]  # the replay sent nothing
+        assert calls[0].task is not None and not calls[0].task.is_open
+        open_runs = await bridge.read("acme", lambda r: r.runs(open_only=True))
+        assert view.ref in {r.ref for r in open_runs}  # served, not ended yet
+        # --8<-- [end:read]
 
 
 if __name__ == "__main__":

@@ -45,9 +45,9 @@ The task's input text (all ``input_text`` parts, joined by newlines) is read lin
 ``timeout_seconds`` the wall-clock time; hitting either ends the task ``incomplete``.
 
 The bridge's events for the run (``Run.subscribe``) are forwarded into the response's own
-stream as ``bridge.*`` vendor events (``bridge.uhp._adapter.to_uhp_event``) with the harness's
+stream as ``bridge.*`` vendor events (``bridge.uhp.to_uhp_event``) with the harness's
 own sequence numbers, and the final response's ``metadata`` carries
-``bridge.uhp._adapter.nested_tasks_summary``.
+``bridge.uhp.nested_tasks_summary`` (read through ``Bridge.read``).
 
 Durability
 ----------

@@ -67,7 +67,6 @@ class Runtime:
         self.live: dict[str, LiveRun] = {}
         self.create_lock = asyncio.Lock()
         self.bridge: Bridge | None = None
-        self.bridge_ledger: Ledger | None = None
         self.shutting_down = False
         self.resumed: list[str] = []
         #: Runs whose terminal state the store refused past ``terminal_write_seconds``: their
@@ -100,11 +99,6 @@ class Runtime:
         (``LedgerUnavailable``) fails them all at once."""
         await self._inline.commit(self.turn_writes, StagedCommit(write, _nothing))
 
-    async def ledger(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """A read of the bridge's ledger, run as the bridge runs its own: inline on SQLite
-        (a read takes a fraction of a millisecond, less than a hop to a thread)."""
-        return await self._inline(fn, *args, **kwargs)
-
     # -- lifespan --------------------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -121,10 +115,9 @@ class Runtime:
             mcp_servers=unique,
             credentials=self.config.credentials.get,
         )
-        # The harness holds the ledger it shares with the bridge (its own tables live beside
-        # the bridge's): its reads of the bridge's records go through that handle.
-        self.bridge_ledger = Ledger.open(self.db_url)
-        async with Bridge(self.bridge_ledger, settings, owns_ledger=True) as bridge:
+        # The harness's own tables live beside the bridge's, in one database; its reads of the
+        # bridge's records go through Bridge.read.
+        async with Bridge(Ledger.open(self.db_url), settings, owns_ledger=True) as bridge:
             self.bridge = bridge
             await self.resume_all()
             try:
@@ -136,7 +129,6 @@ class Runtime:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 self.bridge = None
-                self.bridge_ledger = None
 
     async def resume_all(self) -> None:
         """Responses left ``in_progress`` by an earlier process are resumed from their
@@ -479,13 +471,13 @@ class Runtime:
             run.forwarder.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await run.forwarder
-        if run.run_ref is None or self.bridge_ledger is None:
+        if run.run_ref is None or self.bridge is None:
             return
-        tenant = self.bridge_ledger.for_principal(run.principal)
+        run_ref, cursor = run.run_ref, run.bridge_cursor
         events: list[tuple[str, dict[str, Any]]] = []
         last_seq = 0
-        for event in await self.ledger(
-            tenant.reads.events, run.run_ref, after_seq=run.bridge_cursor
+        for event in await self.bridge.read(
+            run.principal, lambda reader: reader.events(run_ref, after_seq=cursor)
         ):
             body = to_uhp_event(event)
             if body is not None:
@@ -518,10 +510,10 @@ class Runtime:
             return
         await self._record_end(run, status, error)
         await self._drain(run)
-        if self.bridge_ledger is None:
-            return
-        tenant = self.bridge_ledger.for_principal(run.principal)
-        summary = await self.ledger(nested_tasks_summary, tenant, run.run_ref)
+        run_ref = run.run_ref
+        summary = await self.bridge.read(
+            run.principal, lambda reader: nested_tasks_summary(reader, run_ref)
+        )
         run.body["metadata"].update(summary)
 
     async def _record_end(self, run: LiveRun, status: str, error: dict[str, Any] | None) -> None:

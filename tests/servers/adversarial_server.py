@@ -17,7 +17,6 @@ task; ``stats`` reports server-side counters so tests can count polls and calls.
 
 from __future__ import annotations
 
-import argparse
 import json
 import secrets
 import time
@@ -36,7 +35,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from bench.task_push import missing_capability
-from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
+from harness_examples.port_report import run_uvicorn
+from tests.support.server_main import server_arguments
 
 TASKS = "io.modelcontextprotocol/tasks"
 MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
@@ -534,13 +534,7 @@ async def slow_echo(text: str, seconds: float) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Adversarial fake MCP Tasks server (tests only).")
-    add_port_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1")
-    args = parser.parse_args(argv)
-    if args.host != "127.0.0.1":
-        parser.error("this test server binds 127.0.0.1 only")
-    check_port_arguments(parser, args)
+    args = server_arguments("Adversarial fake MCP Tasks server (tests only).", argv)
     # uvicorn directly (not mcp.run) for a short graceful-shutdown window: a hanging
     # never_reply request would otherwise hold SIGTERM until the caller's kill deadline.
     app = mcp.streamable_http_app(streamable_http_path="/mcp", host=args.host)

@@ -10,7 +10,6 @@ and calls them as ``conf__<tool>``.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from fastmcp_tasks import TasksExtension
 from mcp import MCPError
 from mcp_types import TextContent
 
-from harness_examples.port_report import add_port_arguments, check_port_arguments, run_fastmcp
+from tests.support.server_main import serve_main
 
 # A 1x1 red PNG and a 44-byte silent WAV header: the smallest valid payloads of each type.
 PNG = base64.b64encode(
@@ -285,14 +284,7 @@ async def multi_input(ctx: Context) -> str | mcp_types.InputRequiredResult:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    add_port_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1")
-    args = parser.parse_args(argv)
-    if args.host != "127.0.0.1":
-        parser.error("this test server binds 127.0.0.1 only")
-    check_port_arguments(parser, args)
-    run_fastmcp(mcp, args, graceful_shutdown_s=1)
+    serve_main(mcp, argv, description=(__doc__ or "").splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ bridge's conservative default for a request it never declared.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from datetime import timedelta
@@ -24,7 +23,7 @@ from fastmcp import Context, FastMCP
 from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks import TasksExtension
 
-from harness_examples.port_report import add_port_arguments, check_port_arguments, run_fastmcp
+from tests.support.server_main import serve_main
 
 TASK = TaskConfig(mode="required", poll_interval=timedelta(milliseconds=50))
 CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -106,14 +105,7 @@ async def ask_model(prompt: str, ctx: Context) -> str | mcp_types.InputRequiredR
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    add_port_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1")
-    args = parser.parse_args(argv)
-    if args.host != "127.0.0.1":
-        parser.error("this test server binds 127.0.0.1 only")
-    check_port_arguments(parser, args)
-    run_fastmcp(mcp, args, graceful_shutdown_s=1)
+    serve_main(mcp, argv, description=(__doc__ or "").splitlines()[0])
 
 
 if __name__ == "__main__":

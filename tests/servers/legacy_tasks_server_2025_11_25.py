@@ -33,7 +33,6 @@ requests of each JSON-RPC method this process received, the ``stats`` calls them
 
 from __future__ import annotations
 
-import argparse
 import json
 import uuid
 import warnings
@@ -53,8 +52,9 @@ from mcp.shared.experimental.tasks.message_queue import InMemoryTaskMessageQueue
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
+from harness_examples.port_report import run_uvicorn
 from tests.servers.effects import append_effect
+from tests.support.server_main import server_arguments
 
 TTL_CAP_MS = 600_000  # the server overrides longer requested TTLs (the spec allows it)
 GRACEFUL_SHUTDOWN_SECONDS = 1
@@ -295,12 +295,11 @@ def build_app() -> Starlette:
 
 def main(argv: Sequence[str] | None = None) -> None:
     global _effects_file
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_port_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--effects-file", type=Path, default=None)
-    args = parser.parse_args(argv)
-    check_port_arguments(parser, args)
+    args = server_arguments(
+        __doc__.splitlines()[0],
+        argv,
+        lambda parser: parser.add_argument("--effects-file", type=Path, default=None),
+    )
     _effects_file = args.effects_file
     run_uvicorn(build_app(), args, args.host, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
 

@@ -10,14 +10,14 @@ test can count how often it happened across answers, replays and restarts.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
 import mcp_types
 from mcp.server.mcpserver import Context, MCPServer
 
-from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
+from harness_examples.port_report import run_uvicorn
+from tests.support.server_main import server_arguments
 
 APPROVAL_SCHEMA: mcp_types.ElicitRequestedSchema = {
     "type": "object",
@@ -116,12 +116,11 @@ async def oversized_state(ctx: Context) -> str | mcp_types.InputRequiredResult:
 
 def main(argv: Sequence[str] | None = None) -> None:
     global _effects
-    parser = argparse.ArgumentParser(description=__doc__)
-    add_port_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--effects-file", type=Path, default=None)
-    args = parser.parse_args(argv)
-    check_port_arguments(parser, args)
+    args = server_arguments(
+        __doc__,
+        argv,
+        lambda parser: parser.add_argument("--effects-file", type=Path, default=None),
+    )
     _effects = args.effects_file
     run_uvicorn(mcp.streamable_http_app(), args, args.host, log_level="warning")
 

@@ -9,7 +9,6 @@ exchanges synchronously before responding with a CreateTaskResult").
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
@@ -23,7 +22,7 @@ from fastmcp.tools.base import InputRequiredToolResult, ToolResult
 from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks import TasksExtension
 
-from harness_examples.port_report import add_port_arguments, check_port_arguments, run_fastmcp
+from tests.support.server_main import serve_main
 
 GUARDED = "approved_export"
 
@@ -66,12 +65,7 @@ async def approved_export(rows: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_port_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1")
-    args = parser.parse_args(argv)
-    check_port_arguments(parser, args)
-    run_fastmcp(mcp, args, graceful_shutdown_s=1)
+    serve_main(mcp, argv, description=__doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

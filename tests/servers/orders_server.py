@@ -20,9 +20,9 @@ from fastmcp import Context
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from harness_examples.port_report import add_port_arguments, check_port_arguments, run_fastmcp
 from tests.servers import tasks_server
 from tests.servers.tasks_server import mcp, record
+from tests.support.server_main import serve_main
 
 OPERATION_META_KEY = "com.example.orders/operation-id"
 
@@ -86,19 +86,16 @@ class DropReplies:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_port_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--effects-file", default=None)
-    args = parser.parse_args(argv)
-    if args.host != "127.0.0.1":
-        parser.error("this test server binds 127.0.0.1 only")
-    check_port_arguments(parser, args)
-    tasks_server.set_effects_file(args.effects_file)
-    run_fastmcp(
+    def setup(args: argparse.Namespace) -> list[Middleware]:
+        tasks_server.set_effects_file(args.effects_file)
+        return [Middleware(DropReplies)]
+
+    serve_main(
         mcp,
-        args,
-        middleware=[Middleware(DropReplies)],
+        argv,
+        description=__doc__.splitlines()[0],
+        options=lambda parser: parser.add_argument("--effects-file", default=None),
+        setup=setup,
         graceful_shutdown_s=tasks_server.GRACEFUL_SHUTDOWN_SECONDS,
     )
 

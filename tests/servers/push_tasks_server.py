@@ -26,7 +26,6 @@ Run: ``python -m tests.servers.push_tasks_server --port 0 --port-file F`` (127.0
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import secrets
@@ -45,8 +44,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bench.task_push import TASKS, TaskPushListeners
-from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
+from harness_examples.port_report import run_uvicorn
 from tests.servers.adversarial_server import TaskIdParams
+from tests.support.server_main import server_arguments
 
 MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
 TASK_TOOLS = frozenset({"push_job", "garbled_push_job"})
@@ -254,13 +254,7 @@ async def stats() -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     global killer
-    parser = argparse.ArgumentParser(description="Tasks server that pushes (tests only).")
-    add_port_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1")
-    args = parser.parse_args(argv)
-    if args.host != "127.0.0.1":
-        parser.error("this test server binds 127.0.0.1 only")
-    check_port_arguments(parser, args)
+    args = server_arguments("Tasks server that pushes (tests only).", argv)
     app = mcp.streamable_http_app(streamable_http_path="/mcp", host=args.host)
     killer = ListenConnectionKiller(app)
     run_uvicorn(killer, args, args.host, timeout_graceful_shutdown=1)

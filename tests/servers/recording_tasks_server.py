@@ -25,10 +25,12 @@ import mcp_types
 from mcp.server import _streamable_http_modern
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bench.fast_tasks_server import ParkedTasks, TaskIdParams
-from harness_examples.port_report import add_port_arguments, check_port_arguments, run_uvicorn
+from harness_examples.port_report import run_uvicorn
+from tests.support.asgi_replay import read_body
+from tests.support.server_main import server_arguments
 
 # With --sse: the server's window before it commits to an event stream (15 s by default), and
 # tasks/get takes four times as long, so its reply is always a stream (a ping comment first).
@@ -54,27 +56,13 @@ class RequestRecorder:
         if scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body, replay = await read_body(receive)
         headers = [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"]]
         self.records.append({"headers": headers, "body": base64.b64encode(body).decode()})
         if self.fail_gets > 0 and (b'"method":"tasks/get"' in body):
             self.fail_gets -= 1
             await _respond(send, self.fail_status, "text/plain", b"nope")
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()  # the app may wait for the disconnect
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
         await self.app(scope, replay, send)
 
 
@@ -103,20 +91,19 @@ class RecordingTasks(ParkedTasks):
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    add_port_arguments(parser)
-    parser.add_argument("--sse", action="store_true")
-    parser.add_argument("--notify-on-get", action="store_true")
-    parser.add_argument("--fail-gets", default="0:404", help="N:STATUS")
-    args = parser.parse_args(argv)
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--sse", action="store_true")
+        parser.add_argument("--notify-on-get", action="store_true")
+        parser.add_argument("--fail-gets", default="0:404", help="N:STATUS")
+
+    args = server_arguments(__doc__.splitlines()[0] if __doc__ else None, argv, options)
     if args.sse:
         _streamable_http_modern._SSE_PING_INTERVAL = SSE_WINDOW_S
     extension = RecordingTasks(args.notify_on_get, 4 * SSE_WINDOW_S if args.sse else 0.0)
     server = MCPServer("recording-tasks", extensions=[extension])
     app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
     count, status = (int(part) for part in args.fail_gets.split(":"))
-    check_port_arguments(parser, args)
-    run_uvicorn(RequestRecorder(app, count, status), args, "127.0.0.1", log_level="warning")
+    run_uvicorn(RequestRecorder(app, count, status), args, args.host, log_level="warning")
 
 
 if __name__ == "__main__":

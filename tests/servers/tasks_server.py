@@ -26,10 +26,11 @@ from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks import TasksExtension
 from mcp.shared.exceptions import MCPError
 from starlette.middleware import Middleware
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from harness_examples.port_report import add_port_arguments, check_port_arguments, run_fastmcp
 from tests.servers.effects import append_effect
+from tests.support.asgi_replay import read_body
+from tests.support.server_main import serve_main
 
 EFFECTS_ENV = "TASKS_SERVER_EFFECTS"
 # Short polls keep the tests fast; every task tool in this server uses the same config.
@@ -162,12 +163,7 @@ class MethodLog:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body, replay = await read_body(receive)
         try:
             parsed = json.loads(body)
         except ValueError:
@@ -176,36 +172,27 @@ class MethodLog:
             if isinstance(item, dict) and isinstance(item.get("method"), str):
                 with self.path.open("a", encoding="utf-8") as log:
                     log.write(item["method"] + "\n")
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()  # the app may wait for the disconnect
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
         await self.app(scope, replay, send)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_port_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--stdio", action="store_true", help="serve over stdio instead of HTTP")
-    parser.add_argument("--effects-file", default=None)
-    parser.add_argument("--methods-file", default=None, help="log each request's method here")
-    args = parser.parse_args(argv)
-    if args.host != "127.0.0.1":
-        parser.error("this test server binds 127.0.0.1 only")
-    set_effects_file(args.effects_file)
-    if args.stdio:
-        mcp.run(transport="stdio", show_banner=False)
-        return
-    check_port_arguments(parser, args)
-    # A short graceful shutdown: an open request must not hold up SIGTERM (tests stop often).
-    logged = [Middleware(MethodLog, path=args.methods_file)] if args.methods_file else []
-    run_fastmcp(mcp, args, middleware=logged, graceful_shutdown_s=GRACEFUL_SHUTDOWN_SECONDS)
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--stdio", action="store_true", help="serve over stdio, not HTTP")
+        parser.add_argument("--effects-file", default=None)
+        parser.add_argument("--methods-file", default=None, help="log each request's method here")
+
+    def setup(args: argparse.Namespace) -> list[Middleware]:
+        set_effects_file(args.effects_file)
+        return [Middleware(MethodLog, path=args.methods_file)] if args.methods_file else []
+
+    serve_main(
+        mcp,
+        argv,
+        description=__doc__.splitlines()[0],
+        options=options,
+        setup=setup,
+        graceful_shutdown_s=GRACEFUL_SHUTDOWN_SECONDS,
+    )
 
 
 if __name__ == "__main__":

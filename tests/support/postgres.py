@@ -2,7 +2,9 @@
 
 Started from the ``initdb``/``pg_ctl`` binaries on the machine. ``initdb`` refuses to run as
 root, so under root the cluster is owned by and run as the unprivileged ``nobody`` user.
-The server is stopped and its files removed when the test session ends.
+The server is stopped and its files removed when the test session ends, and also when the
+process that started it dies without ending it (killed from outside): a small reaper process
+holds a pipe from it and stops the server when that pipe closes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -62,6 +65,7 @@ class ThrowawayPostgres:
         self.data = self.base / "data"
         self.port = _candidate_port()
         self.as_root = os.geteuid() == 0
+        self._reaper: subprocess.Popen[bytes] | None = None
 
     def _run(self, *argv: str) -> None:
         command = list(argv)
@@ -87,6 +91,7 @@ class ThrowawayPostgres:
             logged_before = self._log_size()
             try:
                 self.start_server()
+                self._start_reaper()
                 return
             except subprocess.CalledProcessError:
                 if attempt == START_ATTEMPTS or not self._lost_the_port(since=logged_before):
@@ -126,6 +131,27 @@ class ThrowawayPostgres:
             "start",
         )
 
+    def _start_reaper(self) -> None:
+        """A process that stops the server and removes its files once this process is gone:
+        it reads its stdin, which only this process writes, so the read ends at this process's
+        exit however it comes (a SIGKILL included)."""
+        stop = [self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop"]
+        if self.as_root:
+            stop = ["runuser", "-u", UNPRIVILEGED_USER, "--", *stop]
+        script = (
+            "import shutil, subprocess, sys\n"
+            "sys.stdin.buffer.read()\n"
+            f"subprocess.run({stop!r}, capture_output=True, timeout=120)\n"
+            f"shutil.rmtree({str(self.base)!r}, ignore_errors=True)\n"
+        )
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C to the test run must not end it first
+        )
+
     def kill_server(self) -> None:
         """An outage: stop the server at once (no clean shutdown), keeping its data."""
         self._run(self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop")
@@ -135,6 +161,10 @@ class ThrowawayPostgres:
             self.kill_server()
         finally:
             shutil.rmtree(self.base, ignore_errors=True)
+            if self._reaper is not None:
+                assert self._reaper.stdin is not None
+                self._reaper.stdin.close()  # it finds nothing left to stop
+                self._reaper.wait(timeout=120)
 
     def postmaster_pid(self) -> int:
         """The running server's postmaster (the first line of ``postmaster.pid``)."""

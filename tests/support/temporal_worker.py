@@ -1,12 +1,14 @@
 """A Temporal worker process on the bridge (for SIGKILL tests and the benchmark).
 
     python -m tests.support.temporal_worker --target HOST:PORT --task-queue Q --db LEDGER \
-        --mcp-url URL [--crash STEP]
+        --mcp-url URL [--crash STEP] [--replica ID]
 
 It opens one bridge (principal ``acme``, the MCP server as ``tasks``, recovering what is open
 on start) and runs the test workflows and the bridge's activities, printing ``READY`` once it
 polls. ``--crash``: the process SIGKILLs itself at that write-ahead step of a bridged call
-(:mod:`tests.support.crash_driver`'s points).
+(:mod:`tests.support.crash_driver`'s points). ``--replica``: join the ledger's replicas under
+that id, with a short lease (a PostgreSQL ledger), so a killed worker's handles are taken over
+within seconds.
 """
 
 import argparse
@@ -15,7 +17,7 @@ import anyio
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bridge import Bridge, BridgeSettings, McpServerConfig
+from bridge import Bridge, BridgeSettings, McpServerConfig, ReplicaConfig
 from bridge.integrations.temporal import BridgeActivities
 from tests.support.bridging import FAST
 from tests.support.crash_driver import CRASH_POINTS, _inject
@@ -30,6 +32,9 @@ async def main(args: argparse.Namespace) -> None:
         principals=[PRINCIPAL],
         mcp_servers=[McpServerConfig(name="tasks", url=args.mcp_url)],
         scheduler=FAST,
+        replica=ReplicaConfig(args.replica, lease_ms=3_000, claim_every_ms=200)
+        if args.replica
+        else None,
     )
     client = await Client.connect(args.target)
     async with Bridge.open(settings) as bridge:
@@ -50,6 +55,7 @@ if __name__ == "__main__":
     for name in ("--target", "--task-queue", "--db", "--mcp-url"):
         parser.add_argument(name, required=True)
     parser.add_argument("--crash", choices=sorted(CRASH_POINTS))
+    parser.add_argument("--replica")
     parsed = parser.parse_args()
     if parsed.crash:
         _inject(parsed.crash)

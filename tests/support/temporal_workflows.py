@@ -21,6 +21,7 @@ class CallSpec:
     on_cancel: OnWorkflowCancel = OnWorkflowCancel.LEAVE
     heartbeat_timeout_s: float = 10.0
     start_timeout_s: float = 60.0
+    task_queue: str | None = None  # where the bridge's activities run, when not beside
 
 
 @workflow.defn
@@ -37,6 +38,7 @@ class BridgedCallWorkflow:
             options=CallOptions(
                 heartbeat_timeout_s=spec.heartbeat_timeout_s,
                 start_timeout_s=spec.start_timeout_s,
+                task_queue=spec.task_queue,
             ),
         )
 
@@ -97,13 +99,15 @@ class RawCallWorkflow:
 
 
 @workflow.defn
-class RawCallAfterEmptyActivityWorkflow:
-    """:class:`RawCallWorkflow` with one empty activity first: what a second activity (and the
-    workflow task after it) costs a worker on its own, for ``bench/temporal.py``."""
+class RawCallAfterEmptyLocalActivityWorkflow:
+    """:class:`RawCallWorkflow` with one empty local activity first: the plain call with the
+    activities a bridged call runs (``call_tool`` starts with a local activity), i.e. what the
+    extra local activity and the workflow task after it cost a worker on their own, for
+    ``bench/temporal.py``."""
 
     @workflow.run
     async def run(self, call: RawCall) -> str:
-        await workflow.execute_activity(
+        await workflow.execute_local_activity(
             "empty_activity",
             call.key,
             result_type=str,

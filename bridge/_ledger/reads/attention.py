@@ -49,7 +49,7 @@ from bridge._ledger._base import (
     scrub_raw_id,
 )
 from bridge._ledger.reads.queries import WriteScope
-from bridge._ledger.reads.views import AttentionItem, AttentionKind
+from bridge._ledger.reads.views import AttentionFact, AttentionKind
 from bridge._lifecycle import CallState
 
 _ANOMALY: str = ev.Anomaly.model_fields["type"].default
@@ -101,63 +101,33 @@ def question_of(params: Any) -> tuple[str | None, tuple[str, ...], Any]:
     return text, fields, schema if isinstance(schema, dict) else None
 
 
-def _answer_step(owner: str, input_ref: str, fields: tuple[str, ...]) -> str:
-    given = " ".join(f"--accept {name}=…" for name in fields)
-    accept = given or "--content '{…}'"
-    return f"answer it: bridge answer {owner} {input_ref} {accept} (or --decline)"
-
-
 # The statements, built once (building a statement costs more than running it here).
 def _mine(table: Table) -> ColumnElement[bool]:
     return table.c.principal == bindparam("w_principal")
+
+
+def _waiting_inputs(owner: Any, table: Table, task_id: Any, *where: Any) -> Select[Any]:
+    """Unanswered input requests of ``owner`` (a task or a call, in ``table``), with its run."""
+    columns = (INPUTS.c.ref, INPUTS.c.method, INPUTS.c.params_json, INPUTS.c.first_seen_ms)
+    of = (table.c.run_ref, table.c.tool_name, table.c.server_name, table.c.server_endpoint)
+    return (
+        select(*columns, owner, *of, task_id, RUNS.c.response_id)
+        .join(table, table.c.ref == owner)
+        .join(RUNS, RUNS.c.ref == table.c.run_ref)
+        .where(_mine(INPUTS), _mine(table), *where)
+    )
 
 
 @cache
 def _input_queries() -> tuple[Select[Any], Select[Any]]:
     """Waiting inputs of open tasks, then of calls waiting before any task."""
     waiting = (INPUTS.c.answered_at_ms.is_(None), INPUTS.c.declined_at_ms.is_(None))
-    of_tasks = (
-        select(
-            INPUTS.c.ref,
-            INPUTS.c.method,
-            INPUTS.c.params_json,
-            INPUTS.c.first_seen_ms,
-            INPUTS.c.task_ref,
-            TASKS.c.run_ref,
-            TASKS.c.tool_name,
-            TASKS.c.server_name,
-            TASKS.c.server_endpoint,
-            TASKS.c.task_id,
-            RUNS.c.response_id,
-        )
-        .join(TASKS, TASKS.c.ref == INPUTS.c.task_ref)
-        .join(RUNS, RUNS.c.ref == TASKS.c.run_ref)
-        .where(_mine(INPUTS), _mine(TASKS), *waiting, *OPEN_TASK)
+    call_waits = DISPATCHES.c.state == CallState.INPUT_REQUIRED.value
+    no_task = literal(None).label("task_id")
+    return (
+        _waiting_inputs(INPUTS.c.task_ref, TASKS, TASKS.c.task_id, *waiting, *OPEN_TASK),
+        _waiting_inputs(INPUTS.c.op_ref, DISPATCHES, no_task, call_waits, *waiting),
     )
-    of_calls = (
-        select(
-            INPUTS.c.ref,
-            INPUTS.c.method,
-            INPUTS.c.params_json,
-            INPUTS.c.first_seen_ms,
-            INPUTS.c.op_ref,
-            DISPATCHES.c.run_ref,
-            DISPATCHES.c.tool_name,
-            DISPATCHES.c.server_name,
-            DISPATCHES.c.server_endpoint,
-            literal(None).label("task_id"),
-            RUNS.c.response_id,
-        )
-        .join(DISPATCHES, DISPATCHES.c.ref == INPUTS.c.op_ref)
-        .join(RUNS, RUNS.c.ref == DISPATCHES.c.run_ref)
-        .where(
-            _mine(INPUTS),
-            _mine(DISPATCHES),
-            DISPATCHES.c.state == CallState.INPUT_REQUIRED.value,
-            *waiting,
-        )
-    )
-    return of_tasks, of_calls
 
 
 # Open work only: a call resolved with a final verdict, a lost task acknowledged, leaves the
@@ -223,7 +193,7 @@ _SILENT_SERVED_RUNS = (
 class AttentionReads(WriteScope):
     """The attention query of one principal."""
 
-    def attention(self, window: AttentionWindow) -> list[AttentionItem]:
+    def attention(self, window: AttentionWindow) -> list[AttentionFact]:
         """Everything of this principal that waits for a person, oldest first."""
         with self._read() as conn:
             items = [
@@ -239,7 +209,7 @@ class AttentionReads(WriteScope):
         return sorted(items, key=lambda item: (item.since_ms, item.kind, item.ref))
 
     # -- inputs --------------------------------------------------------------------------------
-    def _inputs(self, conn: Connection, window: AttentionWindow) -> Iterable[AttentionItem]:
+    def _inputs(self, conn: Connection, window: AttentionWindow) -> Iterable[AttentionFact]:
         of_tasks, of_calls = _input_queries()
         mine = {"w_principal": self.principal}
         rows = [*conn.execute(of_tasks, mine), *conn.execute(of_calls, mine)]
@@ -251,43 +221,38 @@ class AttentionReads(WriteScope):
             question, fields, schema = question_of(json.loads(params))
             overdue = window.now_ms - row.first_seen_ms >= window.overdue_after_ms
             kind: AttentionKind = "input_overdue" if overdue else "input_waiting"
-            where = f"{row.server_name or row.server_endpoint}.{row.tool_name}"
-            yield AttentionItem(
+            yield AttentionFact(
                 kind=kind,
                 ref=row.ref,
                 principal=self.principal,
                 run_ref=row.run_ref,
                 response_id=row.response_id,
                 since_ms=row.first_seen_ms,
-                summary=f"{where} asks ({row.method}): {question or '-'}",
-                next_step=_answer_step(owner, row.ref, fields),
                 task_ref=owner if owner.startswith("tk_") else None,
                 op_ref=owner if owner.startswith("op_") else None,
                 question=question,
                 fields=fields,
                 requested_schema=schema,
+                server=row.server_name or row.server_endpoint,
+                tool=row.tool_name,
+                method=row.method,
             )
 
     # -- calls of unknown outcome ----------------------------------------------------------------
-    def _unknown_calls(self, conn: Connection) -> Iterable[AttentionItem]:
+    def _unknown_calls(self, conn: Connection) -> Iterable[AttentionFact]:
         calls = conn.execute(_UNKNOWN_CALLS, {"w_principal": self.principal}).all()
         for call in calls:
-            yield AttentionItem(
+            yield AttentionFact(
                 kind="unknown_outcome",
                 ref=call.ref,
                 principal=self.principal,
                 run_ref=call.run_ref,
                 response_id=call.response_id,
                 since_ms=call.updated_at_ms,
-                summary=(
-                    f"{call.server_name or call.server_endpoint}.{call.tool_name}: "
-                    f"{call.unknown_reason or 'no reply'}"
-                ),
-                next_step=(
-                    f"find out whether the server ran it, then: bridge resolve {call.ref} "
-                    "--ran | --never-ran (never resent until then)"
-                ),
                 op_ref=call.ref,
+                server=call.server_name or call.server_endpoint,
+                tool=call.tool_name,
+                reason=call.unknown_reason,
             )
 
     # -- lost tasks, anomalies ---------------------------------------------------------------------
@@ -301,29 +266,24 @@ class AttentionReads(WriteScope):
                 done.add((run_ref, int(data["anomaly_seq"])))
         return done
 
-    def _lost_tasks(self, conn: Connection) -> Iterable[AttentionItem]:
-        for task in conn.execute(_LOST_TASKS, {"w_principal": self.principal}).all():
-            detail = f": {task.lost_detail}" if task.lost_detail else ""
-            yield AttentionItem(
+    def _lost_tasks(self, conn: Connection) -> Iterable[AttentionFact]:
+        for task in conn.execute(_LOST_TASKS, {"w_principal": self.principal}):
+            yield AttentionFact(
                 kind="lost_task",
                 ref=task.ref,
                 principal=self.principal,
                 run_ref=task.run_ref,
                 response_id=task.run_response_id,
                 since_ms=task.updated_at_ms,
-                summary=(
-                    f"{task.server_name or task.server_endpoint}.{task.tool_name} lost "
-                    f"({task.lost_reason}{detail}); its outcome is unknown"
-                ),
-                next_step=(
-                    "check on the server whether the work happened, then acknowledge: "
-                    f"bridge ack {task.ref}"
-                ),
                 task_ref=task.ref,
                 op_ref=task.op_ref,
+                server=task.server_name or task.server_endpoint,
+                tool=task.tool_name,
+                reason=task.lost_reason,
+                detail=task.lost_detail,
             )
 
-    def _anomalies(self, conn: Connection) -> Iterable[AttentionItem]:
+    def _anomalies(self, conn: Connection) -> Iterable[AttentionFact]:
         rows = conn.execute(_ANOMALIES, {"w_principal": self.principal}).all()
         if not rows:
             return
@@ -333,21 +293,21 @@ class AttentionReads(WriteScope):
                 continue
             data = json.loads(row.payload_json)
             ref = anomaly_ref(row.run_ref, row.seq)
-            yield AttentionItem(
+            yield AttentionFact(
                 kind="anomaly",
                 ref=ref,
                 principal=self.principal,
                 run_ref=row.run_ref,
                 response_id=row.response_id,
                 since_ms=row.at_ms,
-                summary=f"{data.get('kind')}: {data.get('detail')}",
-                next_step=f"read it (bridge show {row.run_ref}), then: bridge ack {ref}",
                 task_ref=data.get("task_ref"),
                 op_ref=data.get("op_ref"),
+                reason=data.get("kind"),
+                detail=data.get("detail"),
             )
 
     # -- orphaned runs ---------------------------------------------------------------------------
-    def _orphaned_runs(self, conn: Connection, window: AttentionWindow) -> Iterable[AttentionItem]:
+    def _orphaned_runs(self, conn: Connection, window: AttentionWindow) -> Iterable[AttentionFact]:
         cutoff = window.now_ms - window.orphan_after_ms
         params = {"w_principal": self.principal, "w_cutoff": cutoff}
         candidates = conn.execute(_SILENT_SERVED_RUNS, params).all()
@@ -356,16 +316,11 @@ class AttentionReads(WriteScope):
             if last > cutoff:
                 continue
             ref = row.ref
-            yield AttentionItem(
+            yield AttentionFact(
                 kind="orphaned_run",
                 ref=ref,
                 principal=self.principal,
                 run_ref=ref,
                 response_id=row.response_id,
                 since_ms=last,
-                summary="served run still in_progress; nothing recorded about it since",
-                next_step=(
-                    "if its harness is gone: bridge close-run "
-                    f"{ref} --status failed --reason '…' (its tasks are left alone)"
-                ),
             )

@@ -106,17 +106,6 @@ class TenantQueries(TenantScope):
         rows = self._rows(RUN_BY_RESPONSE, {**params, "w_response_id": response_id})
         return RunView.from_columns(rows[0]) if rows else None
 
-    def find_runs_by_response_id(self, response_id: str) -> list[RunView]:
-        """This principal's runs recorded under ``response_id``, on any UHP server (oldest
-        first): another principal's run with the same id is not there."""
-        with self._read() as conn:
-            rows = conn.execute(
-                select(RUNS)
-                .where(self._owned(RUNS), RUNS.c.response_id == response_id)
-                .order_by(RUNS.c.created_at_ms, RUNS.c.ref)
-            ).all()
-        return [RunView.from_row(r) for r in rows]
-
     def latest_run_of(self, uhp_server: str, identity: str, separator: str) -> RunView | None:
         """The newest of this principal's runs on ``uhp_server`` recorded under ``identity``
         or ``identity + separator + …`` (a later run under the same identity), None: none.
@@ -142,10 +131,15 @@ class TenantQueries(TenantScope):
         rows = self._rows(RUN_BY_KEY, {"w_principal": self.principal, "w_key": idempotency_key})
         return RunView.from_columns(rows[0]) if rows else None
 
-    def list_runs(self, *, limit: int = 50, open_only: bool = False) -> list[RunView]:
+    def list_runs(
+        self, *, limit: int = 50, open_only: bool = False, response_id: str | None = None
+    ) -> list[RunView]:
+        """The newest runs; ``response_id``: those under that response id (any UHP server)."""
         query = select(RUNS).where(self._owned(RUNS))
         if open_only:
             query = query.where(OPEN_RUN)
+        if response_id is not None:
+            query = query.where(RUNS.c.response_id == response_id)
         query = query.order_by(RUNS.c.updated_at_ms.desc(), RUNS.c.ref).limit(limit)
         with self._read() as conn:
             return [RunView.from_row(r) for r in conn.execute(query)]

@@ -351,6 +351,30 @@ AttentionKind = Literal[
 
 
 @dataclass(frozen=True, slots=True)
+class AttentionFact:
+    """An :class:`bridge.AttentionItem` as recorded, unworded (:mod:`bridge._display` words it):
+    ``method``, an input's; ``reason``, ``detail``: an unknown outcome's, a lost task's, an
+    anomaly's (its kind)."""
+
+    kind: AttentionKind
+    ref: str
+    principal: str
+    run_ref: str
+    response_id: str | None
+    since_ms: int
+    task_ref: str | None = None
+    op_ref: str | None = None
+    question: str | None = None
+    fields: tuple[str, ...] = ()
+    requested_schema: Any = field(default=None, repr=False)  # server text, for a form
+    server: str | None = None
+    tool: str | None = None
+    method: str | None = None
+    reason: Any = None
+    detail: Any = None
+
+
+@dataclass(frozen=True, slots=True)
 class AttentionItem:
     """One thing that waits for a person (``Bridge.attention``), with what to do next.
 
@@ -376,18 +400,5 @@ class AttentionItem:
 
     def to_json(self) -> dict[str, Any]:
         """The item as plain JSON values (``bridge attention --json``)."""
-        return {
-            "kind": self.kind,
-            "ref": self.ref,
-            "principal": self.principal,
-            "run_ref": self.run_ref,
-            "response_id": self.response_id,
-            "since_ms": self.since_ms,
-            "summary": self.summary,
-            "next_step": self.next_step,
-            "task_ref": self.task_ref,
-            "op_ref": self.op_ref,
-            "question": self.question,
-            "fields": list(self.fields),
-            "requested_schema": self.requested_schema,
-        }
+        names = self.__dataclass_fields__
+        return {**{name: getattr(self, name) for name in names}, "fields": list(self.fields)}

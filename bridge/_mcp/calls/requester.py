@@ -363,7 +363,8 @@ class TaskRequester:
         self, principal: str, task_ref: str, input_ref: str, response: Any
     ) -> AnswerReceipt:
         """Answer one input request of a task (see :meth:`TaskUpdates.answer_input`), or of a
-        call waiting for input (``task_ref`` is then the call's ``op_ref``; see :mod:`.mrtr`)."""
+        call waiting for input (``task_ref`` is then the call's ``op_ref``;
+        see :mod:`bridge._mcp.inputs.call_rounds`)."""
         if is_call_ref(task_ref):
             return await self.rounds.answer(principal, task_ref, input_ref, response)
         return await self.updates.answer_input(principal, task_ref, input_ref, response)

@@ -1,4 +1,4 @@
-"""A call's MRTR inputs meet the host's handlers, like a task's (:mod:`.task_inputs`).
+"""A call's MRTR inputs meet the host's handlers, like a task's (:mod:`.task_input_handlers`).
 
 :meth:`CallInputs.recorded` is the hook :class:`~bridge._mcp.inputs.call_rounds.CallRounds` calls
 right after a round's inputs are on record: each request goes to

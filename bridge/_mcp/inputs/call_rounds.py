@@ -1,22 +1,14 @@
 """Multi-round-trip requests (MRTR): a ``tools/call`` the server answers with an
 ``InputRequiredResult`` before it creates any task.
 
-The reply is one *round* of the call (:mod:`bridge._ledger.rounds`): recorded with its
-``requestState`` and the call's arguments, its input requests surfaced once each
-(``call.input_required``) as the same typed :class:`~bridge.InputRequest` a task's
-inputs are, the dispatch ``input_required`` (never ``unknown``: nothing is in flight). When the
-host has answered every input of the round, the next leg is committed as ``sent`` and the call
-goes out again with ``inputResponses`` and the state echoed verbatim. That leg returns what any
-call returns: a result, a task handle (watched as usual), or another round.
-
-Each new input also goes to the host's input handlers (:mod:`.call_inputs`, the same
-:class:`~bridge._mcp.inputs.handlers.InputHandlers` as a task's), concurrently: the call returns
-``InputPending`` at once and a handler's answer sends the next leg.
-
-A restart keeps all of it: pending inputs are listed again, and a round answered completely
-whose next leg was never committed is sent on start. A leg committed but never answered is
-``unknown`` like any call in flight when a process stops; the same operation id never sends
-twice.
+The reply is one *round* of the call (:mod:`bridge._ledger.rounds`), never an unknown outcome:
+its input requests are surfaced once each (``call.input_required``) as the same typed
+:class:`~bridge.InputRequest` a task's inputs are, and go to the host's input handlers
+(:mod:`bridge._mcp.inputs.call_round_handlers`). Once every input of the round is answered, the
+next leg is committed as ``sent`` and the call goes out again with ``inputResponses`` and the
+state echoed verbatim; it returns what any call returns. A round answered completely whose next
+leg was never committed is sent on start; the same operation id never sends twice. The steps
+and crash windows are in docs/mcp-side.md, "Input before any task (MRTR)".
 """
 
 from __future__ import annotations

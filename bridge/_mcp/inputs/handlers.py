@@ -150,11 +150,8 @@ class InputHandling(StrEnum):
     LEFT_PENDING = "left_pending"  # the handler failed; kept for the host (policy)
 
 
-HandlerFailure = ev.HandlerFailure  # re-exported: handlers and decisions name it
-
-
 # (owner ref, input ref, failure, detail, action): the ledger's record of a failed handler
-RecordHandlerFailed = Callable[[str, str, HandlerFailure, str, ev.HandlerFailedAction], None]
+RecordHandlerFailed = Callable[[str, str, ev.HandlerFailure, str, ev.HandlerFailedAction], None]
 
 
 class InputDecisions(ABC):
@@ -182,7 +179,7 @@ class InputDecisions(ABC):
     async def handler_failed(
         self,
         request: InputRequest,
-        failure: HandlerFailure,
+        failure: ev.HandlerFailure,
         detail: str,
         action: ev.HandlerFailedAction,
     ) -> None:
@@ -192,9 +189,9 @@ class InputDecisions(ABC):
 
 
 class _HandlerFailed(Exception):
-    def __init__(self, failure: HandlerFailure, detail: str) -> None:
+    def __init__(self, failure: ev.HandlerFailure, detail: str) -> None:
         super().__init__(detail)
-        self.failure: HandlerFailure = failure
+        self.failure: ev.HandlerFailure = failure
         self.detail = detail
 
 

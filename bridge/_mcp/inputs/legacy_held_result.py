@@ -1,28 +1,15 @@
 """2025-11-25 tasks that need input: the server's questions, received on a held ``tasks/result``.
 
 In that generation a task in ``input_required`` sends its elicitation / sampling requests as
-server-to-client requests carrying ``_meta["io.modelcontextprotocol/related-task"]``, on the
-stream of a ``tasks/result`` the client holds open (a requestor seeing ``input_required``
-SHOULD call ``tasks/result``). :class:`LegacyInputs`, wrapped around the scheduler's input hook:
-
-- opens that ``tasks/result`` in the background when a poll of a 2025-11-25 handle sees
-  ``input_required`` (one per task, at most :data:`MAX_HELD_PER_SERVER` per server, never
-  inside the poll), and again on a later poll if it ended while the task still asks;
-- records each server request as an input request of its task through the scheduler's own
-  observation path (``PollScheduler.observe_pushed``): same table,
-  same dedup, same ``task.input_required`` event, same typed ``InputRequest`` and handlers.
-  Such a request has no ``inputRequests`` key, so its key is derived from the request itself,
-  :func:`legacy_input_key` (method and payload digest, ``_meta`` left out): the same question
-  asked again on a re-opened stream (a bridge restart, a dropped stream) is the same request;
-- answers the server's request with the recorded answer: at once if one is on record (a
-  re-ask), else when the host or a handler records it (the scheduler hands these tasks'
-  answers here instead of sending ``tasks/update``);
-- takes the held ``tasks/result`` reply as the task's outcome (one ``tasks/get`` for the
-  terminal status, no second ``tasks/result``), through the same observation path.
-
-An answer handed to the server stays kept in the ledger until the held ``tasks/result``
-returns (the server has it by then); if the stream drops first it stays kept, and the
-server's re-ask is answered from it. Raw task ids never reach the logs.
+server-to-client requests tagged with the related task, on the stream of a ``tasks/result`` the
+client holds open. :class:`LegacyInputs`, wrapped around the scheduler's input hook, opens that
+``tasks/result`` in the background (at most :data:`MAX_HELD_PER_SERVER` per server, never inside
+a poll, again if it ended while the task still asks); records each question through the
+scheduler's own observation path (``PollScheduler.observe_pushed``) under a key derived from the
+request itself (:func:`legacy_input_key`, so a re-ask is the same request); answers it with the
+recorded answer (kept until the task ends, so a re-ask after a dropped stream is answered from
+it); and takes the held reply as the task's outcome. The rules are in docs/mcp-side.md,
+"``input_required`` on 2025-11-25". Raw task ids never reach the logs.
 """
 
 from __future__ import annotations

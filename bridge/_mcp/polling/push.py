@@ -1,44 +1,17 @@
 """Pushed task states: ``subscriptions/listen`` streams naming the handles watched on a server.
 
-The Tasks extension lets a client name task ids in ``subscriptions/listen``
-(``notifications.taskIds``); the server then pushes ``notifications/tasks`` carrying the full
-task, exactly what ``tasks/get`` would answer. This module keeps such streams open to each server
-that advertises support, naming the handles the poll scheduler watches there (at most
-:attr:`PushConfig.max_task_ids`, oldest first). Every pushed state enters the scheduler's
-poll-reply path (:meth:`PollScheduler.observe_pushed`): the same checks, the same
-write-ahead, the same events; a push only ever makes an observation *earlier*.
+The server pushes ``notifications/tasks`` (the full task, as ``tasks/get`` would answer) for the
+task ids a listen names. This module keeps such streams open to each server that advertises
+support (at most :attr:`PushConfig.max_task_ids` handles, oldest first) and hands every pushed
+state to the scheduler's poll-reply path (:meth:`PollScheduler.observe_pushed`): the same
+checks, write-ahead and events, so a push only ever makes an observation *earlier*. Polling
+drops to a backstop while an acknowledged stream names a handle, never stops.
 
-- **Support.** A listen is sent only to a server whose discovery advertises the Tasks extension
-  and ``subscriptions/listen`` (at 2026-07-28 the change-notification flags are derived from
-  the latter), and not opted out (``McpServerConfig.push_updates``). An acknowledgement that
-  honours no task id means the server does not push task states: that connection is left
-  alone.
-- **Changes.** The SDK's listen request carries one fixed filter, so new handles are named by
-  a new stream of their own (those within :attr:`PushConfig.settle_ms` share one), beside the
-  streams already open. A stream is closed only once it names no watched handle: closing one
-  loses whatever push is already on its way over it. At :attr:`PushConfig.max_streams` on a
-  server, the half of its streams naming the fewest watched handles are merged into the new
-  one, acknowledged before they are closed, and each handle they carried is polled once more
-  (that poll sees any change a lost push carried). Duplicates are harmless (an unchanged or
-  repeated terminal state writes nothing).
-- **Polling.** Polling never stops, but while an acknowledged stream names a handle it drops
-  to a backstop (``SchedulerConfig.push_backstop_ms``, 60 s by default, never more often than
-  the server asks): the handle's first poll sent after the acknowledgement sees any change
-  made before it, and every later change is pushed. The spec lets a subscribed client stop
-  polling altogether; the backstop covers a server that stops pushing without closing. A poll
-  that comes due while the listen naming the handle awaits its acknowledgement waits for it
-  (at most :attr:`PushConfig.ack_timeout_s`): the poll after it has to be sent anyway.
-- **Failure.** A dropped stream returns its handles to the server's interval at once (due no
-  later than one interval from then) and is re-opened with exponential backoff; there is no
-  replay: a state pushed while no stream was up is seen at the next poll, as without push.
-- **Hostile pushes.** A push for a task id not subscribed is ignored (counted); a malformed one
-  about a watched task is recorded once as an ``anomaly`` (``malformed_notification``) and the
-  task is polled at once. Raw task ids never leave this module's routing table.
-
-The SDK's own listen driver names only the core change notifications, so the stream is opened
-through the SDK's subscription types (``SubscriptionFilter`` round-trips extension keys such as
-``taskIds``) and received through the Tasks ``ClientExtension``'s notification binding; the
-acknowledgement arrives through the client's message handler.
+New handles get a stream of their own and a stream is closed only once it names no watched
+handle, because closing one loses whatever push is already on its way over it. The rules (who
+gets a listen, merges at :attr:`PushConfig.max_streams`, failure and backoff, hostile pushes,
+the SDK parts used) are in docs/mcp-side.md, "Push updates". Raw task ids never leave this
+module's routing table.
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """An ``httpx2`` transport that does its HTTP/1.1 on ``aiohttp`` (C parser, asyncio protocol).
 
-The MCP SDK's Streamable HTTP client takes an ``httpx2.AsyncClient`` and, under it, any
-``httpx2`` transport. The stock one (``httpcore2`` + ``h11`` over ``anyio`` streams) costs about
-a millisecond of client CPU per request on these machines, most of a small ``tasks/get``: pure
-Python header validation and parsing, a cancel scope per read and write, and a walk over every
-pooled connection per request (docs/mcp-side.md, "Where a request's CPU goes"). This transport
-keeps the ``httpx2`` client and everything above it (the SDK's transport, auth, default
-headers, timeouts, cookies, :class:`~bridge._mcp.wire.transport.IsolatingTransport`) and replaces
-only the connection pool and the wire protocol:
-
-- the request goes out exactly as ``httpx2`` built it: its method, URL, header lines in order
-  (``aiohttp`` adds none: every automatic header is skipped or already present) and body;
-- the response comes back as an ``httpx2.Response`` with the raw header lines and a streamed
-  body (``httpx2`` still does any content decoding), so SSE replies and the SDK's long-lived
-  GET stream stream as before;
-- ``aiohttp``'s failures are raised as the ``httpx2`` exceptions the layers above classify
-  (connect, read, write, timeout, remote protocol error);
-- timeouts: ``httpx2``'s per-request ``connect`` and ``read`` timeouts become ``aiohttp``'s
-  socket connect and per-read timeouts (the same per-read semantics); there is no total.
+The stock ``httpx2`` transport's pure-Python pool and parser cost most of a small ``tasks/get``'s
+client CPU. This one keeps the ``httpx2`` client and everything above it (the SDK's transport,
+auth, headers, timeouts, :class:`~bridge._mcp.wire.transport.IsolatingTransport`) and replaces
+only the pool and the wire: the request goes out exactly as ``httpx2`` built it, the response
+comes back as an ``httpx2.Response`` with a streamed body, ``aiohttp``'s failures are raised as
+the ``httpx2`` exceptions the layers above classify, and ``connect``/``read`` timeouts map to
+``aiohttp``'s (no total). See docs/mcp-side.md, "The HTTP engine".
 
 It runs only on asyncio (``aiohttp`` has no trio support): under another event loop, requests
-go to the ``fallback`` transport. One ``aiohttp`` session
-per event loop, made on first use inside it.
+go to the ``fallback`` transport. One ``aiohttp`` session per event loop, made on first use.
 """
 
 from __future__ import annotations

@@ -1,35 +1,20 @@
 """A lean ``tasks/get``: the SDK's own request, sent without the SDK's per-request machinery.
 
-Through the SDK session a large share of a ``tasks/get``'s client CPU goes to machinery a read
-does not need (docs/mcp-side.md, "The lean ``tasks/get``"): the dispatcher's pending-request
-stream and timeout clock, the transport's writer task, a task spawn and message queue per
-request, and the reply parsed twice (into a generic JSON-RPC message, then the result model).
-This module sends the *same* request on the *same* connection and parses the reply once:
+Through the SDK session much of a ``tasks/get``'s client CPU goes to machinery a read does not
+need (the dispatcher's pending stream and timeout clock, a writer task and queue per request,
+the reply parsed twice). This module sends the *same* request, built by the SDK's own code
+(stamp, id sequence, headers, span), on the connection's shared ``httpx2`` client (same auth and
+:class:`~bridge._mcp.wire.transport.IsolatingTransport`), and validates the reply in one pass
+into an envelope whose result is :class:`DetailedTask`. The SDK parts that are not public API
+are read through :mod:`bridge._mcp.wire.sdk_compat`: without one, polls take the public
+``session.send_request`` (counted in :attr:`LeanGetStats.sdk_path`).
 
-- the body and headers are built by the SDK's own code: the request model dumped as
-  ``send_request`` dumps it, stamped by the session's own stamp (protocol version, client info
-  and capabilities in ``params._meta``; ``Mcp-Protocol-Version``, ``Mcp-Method``), ``Mcp-Name``
-  from the request's ``name_param``, wrapped in the SDK's ``JSONRPCRequest`` and dumped with the
-  transport's options, under an id taken from the session's own id sequence; the transport's
-  ``accept``/``content-type`` headers; the SDK's ``MCP send`` span and W3C trace context in
-  ``params._meta``;
-- it goes out on the connection's shared ``httpx2`` client (same auth, default headers and
-  :class:`~bridge._mcp.wire.transport.IsolatingTransport`, so a transport failure, 429/503 or 404 is
-  turned into the same JSON-RPC error as on the SDK path);
-- the reply is validated in one pass into an envelope whose result is :class:`DetailedTask`.
-
-The SDK parts this takes that are not public API (the stamp, the dispatcher's id sequence,
-pending map and closed flag, the ``ttlMs`` clamp, the span helpers) are read through
-:mod:`bridge._mcp.wire.sdk_compat`, which checks them first: without one of them every poll takes
-the public ``session.send_request`` (counted in :attr:`LeanGetStats.sdk_path`).
-
-Only 2026-07-28 sessions over Streamable HTTP take it: they carry no ``Mcp-Session-Id`` (a
-handshake-era session's id lives inside the SDK transport), so the request is fully known here.
-``tasks/get`` has no side effects, so anything unusual is handed to the SDK session path, which
-sends the request again and handles it as it always did: a status other than 200 without a
-JSON-RPC error body, another content type, a redirect, an SSE reply carrying anything but the
-one response, a reply for another id, a negative ``ttlMs`` (the SDK clamps it). A JSON-RPC
-error raises the SDK's own :class:`~mcp.MCPError`, so failures are classified exactly as before.
+Only 2026-07-28 sessions over Streamable HTTP take it (they carry no ``Mcp-Session-Id``, so the
+request is fully known here). ``tasks/get`` has no side effects, so anything unusual (another
+status or content type, a redirect, an SSE reply with more than the response, another id, a
+negative ``ttlMs``) is handed to the SDK session path, which sends it again. A JSON-RPC error
+raises the SDK's :class:`~mcp.MCPError`, so failures are classified as before. The details are
+in docs/mcp-side.md, "The lean ``tasks/get``".
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """The one place the bridge touches private parts of the ``mcp`` SDK, checked before use.
 
-Three fast paths need SDK internals the SDK does not promise to keep: the lean ``tasks/get``
-(:mod:`bridge._mcp.wire.lean_get`: the session's stamp, its dispatcher's id sequence, pending
-map and closed flag, the SDK's ``ttlMs`` clamp and its OpenTelemetry helpers), the unchecked
-send of a 2025-11-25 task-augmented ``tools/call`` (:mod:`bridge._mcp.legacy_shapes`: the
-stamp and the dispatcher's raw send), and the hooks on each new SDK session
-(``Client._build_session``, ``ClientSession._build_capabilities``: the input kinds declared and
-the discovery that must not take an outage for a legacy server).
-
-A release that renames one of them must not turn every poll into an ``AttributeError`` (which
-the scheduler would retry with back-off for ever). So every private name is read here and
-nowhere else, each is checked for its shape before use (module and class parts once per
-process, at start-up: :class:`~bridge._mcp.servers.ServerPool` asks :func:`fast_paths`; instance
-parts once per session), and a missing one turns its fast path off: the
-bridge then takes the plain public SDK path, logs one warning per process naming the missing
-part, and counts each such request in :data:`FALLBACKS` (the reason in
-:attr:`FallbackStats.reasons`). :func:`fast_paths` says which paths are on.
+The lean ``tasks/get`` (:mod:`bridge._mcp.wire.lean_get`), the unchecked 2025-11-25
+task-augmented ``tools/call`` (:mod:`bridge._mcp.legacy_shapes`) and the hooks on each new SDK
+session need SDK internals the SDK does not promise to keep. A release that renamed one must not
+turn every poll into an ``AttributeError`` retried for ever, so each part is read here only and
+checked for its shape before use (module and class parts once per process, when
+:class:`~bridge._mcp.servers.ServerPool` asks :func:`fast_paths`; instance parts once per
+session). A missing part turns its fast path off: the public SDK path is taken, one warning per
+process names the part, and each such request is counted in :data:`FALLBACKS` (the reason in
+:attr:`FallbackStats.reasons`). The parts are listed in docs/mcp-side.md, "The lean ``tasks/get``".
 """
 
 from __future__ import annotations

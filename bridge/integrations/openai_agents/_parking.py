@@ -1,7 +1,7 @@
 """Parked tool calls of an interrupted Agents SDK run: what they wait for, the run state kept
 beside the bridged run, and resuming once their tasks settled.
 
-An interruption of a bridged tool (see :mod:`.server`) is not a yes/no question to the human:
+An interruption of a bridged tool (see :mod:`._server`) is not a yes/no question to the human:
 the server asks its own typed question (``ParkedCall.inputs``, answered with
 ``InputRequest.accept`` / ``decline`` / ``cancel``), or the task is simply still working
 (``detach``). :func:`resume_when_settled` waits for the tasks and *approves* the SDK items —

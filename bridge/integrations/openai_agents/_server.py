@@ -9,7 +9,7 @@ before the tool is invoked. For a bridged tool it *dispatches* the call (detache
 durable at once) and answers "needs approval" — an interruption in ``result.interruptions`` —
 when the task asks the human something (``approvals=True``) or, in ``detach`` mode, while it
 is still working. Otherwise it lets the SDK invoke the tool, and ``call_tool`` replays the same
-operation with the step's wait mode. :mod:`.parking` resumes parked calls.
+operation with the step's wait mode. :mod:`._parking` resumes parked calls.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class BridgedMCPServer(MCPServer):
     ``wait``: the step's wait mode (``None``: the bridge's policy for the tool). ``detach``
     parks a call whose task is still working as an interruption; the others block the turn.
     ``approvals``: a task that asks for input parks as an interruption, answered through the
-    typed ``InputRequest`` (:func:`~.parking.parked_calls`); ``False`` keeps the turn blocked
+    typed ``InputRequest`` (:func:`~._parking.parked_calls`); ``False`` keeps the turn blocked
     while something else answers (a concurrent subscriber or ``InputHandlers``).
     ``principal``: used when the run context (:func:`~._run.bridged_run`) names none.
     """

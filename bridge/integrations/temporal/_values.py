@@ -143,7 +143,10 @@ class AnswerRequest:
 @dataclass(frozen=True)
 class CallOptions:
     """Timeouts of the bridge's activities (seconds). ``heartbeat_timeout_s``: how soon a
-    watch held by a dead worker is retried on another one."""
+    watch held by a dead worker is retried on another one. ``task_queue``: where the bridge's
+    activities run when the workflow's worker does not have them; unset, the call starts as a
+    local activity of the worker running the workflow (its result, the handle, is a marker in
+    history before the watch is scheduled)."""
 
     start_timeout_s: float = 60.0
     heartbeat_timeout_s: float = 10.0

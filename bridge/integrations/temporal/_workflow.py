@@ -101,16 +101,7 @@ async def call_tool(
     workflow_id = workflow.info().workflow_id
     call = ToolCall(workflow_id, server, tool, dict(arguments or {}), f"{workflow_id}:{name}")
     try:
-        started = wire.started_of(
-            await workflow.execute_activity(
-                START_CALL,
-                wire.call_json(call),
-                result_type=dict,
-                start_to_close_timeout=timedelta(seconds=opts.start_timeout_s),
-                retry_policy=_RETRY,
-                task_queue=opts.task_queue,
-            )
-        )
+        started = wire.started_of(await _start(call, opts))
         if started.outcome is not None:
             return started.outcome
         assert started.handle is not None
@@ -131,6 +122,31 @@ async def call_tool(
                 task_queue=opts.task_queue,
             )
         raise
+
+
+async def _start(call: ToolCall, opts: CallOptions) -> dict[str, Any]:
+    timeout = timedelta(seconds=opts.start_timeout_s)
+    if opts.task_queue is None:
+        # A local activity: no activity task through the Temporal server and no workflow task
+        # of its own; its result is recorded (a marker) in the same workflow task completion
+        # that schedules the watch, so the handle is in history before anything waits on it.
+        started: dict[str, Any] = await workflow.execute_local_activity(
+            START_CALL,
+            wire.call_json(call),
+            result_type=dict,
+            start_to_close_timeout=timeout,
+            retry_policy=_RETRY,
+        )
+        return started
+    started = await workflow.execute_activity(
+        START_CALL,
+        wire.call_json(call),
+        result_type=dict,
+        start_to_close_timeout=timeout,
+        retry_policy=_RETRY,
+        task_queue=opts.task_queue,
+    )
+    return started
 
 
 async def _watch(
