@@ -401,7 +401,8 @@ def bench_section(quick: bool, report: Report) -> None:
         "then after the finished runs were seeded in bulk (each: one call, one completed task, "
         "five events); the call path is the ledger's two write-ahead commits of a bridged call. "
         "The prune runs the default policy's batches (50 runs, each followed by a pause three "
-        "times its own time) in a thread while calls go on back to back in another."
+        "times its own time) in a thread while calls go on back to back in another, in turns: "
+        "a block of calls with the prune running, one with it held between its batches."
     )
     report.add()
     bench_history("sqlite", sqlite, calls, report)
