@@ -9,13 +9,22 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
-from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Replayer, Worker
+from typer.testing import CliRunner
 
 from bridge import Bridge, BridgeSettings, McpServerConfig, ReplicaConfig
+from bridge.cli._app import app
 from bridge.integrations.temporal import (
     ANSWER_UPDATE,
     PENDING_INPUTS_QUERY,
@@ -266,6 +275,88 @@ async def test_cancelling_the_workflow_sends_no_cancel_unless_the_policy_says_so
         # The workflow's end did not end the task: it is still open and watched.
         assert left.cancel_requested_at_ms is None and left.is_open
         assert cancelled.cancel_requested_at_ms is not None
+
+
+@pytest.fixture(scope="module")
+def mrtr_tasks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The real Tasks server that asks (MRTR) before it creates the task."""
+    effects = tmp_path_factory.mktemp("mrtr-effects") / "effects.log"
+    server = ServerProcess("tests.servers.mrtr_tasks_server", args=["--effects-file", str(effects)])
+    server.effects_path = effects  # type: ignore[attr-defined]
+    server.start(timeout=120)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def _mrtr_asked(handle: WorkflowHandle[Any, Any]) -> PendingInput:
+    async def asked() -> list[PendingInput]:
+        return await handle.query(PENDING_INPUTS_QUERY, result_type=list[PendingInput])
+
+    (pending,) = await wait_until(asked, timeout=30, what="the input asked before any task")
+    return pending
+
+
+async def test_an_input_asked_before_any_task_waits_for_the_update_then_the_call_runs_once(
+    temporal: TemporalDevServer, mrtr_tasks_server: ServerProcess, tmp_path: Path
+) -> None:
+    q, rows = queue(), 41
+    async with worker(temporal, tmp_path / "ledger.db", mrtr_tasks_server.url, q) as (client, _):
+        spec = CallSpec("tasks", "approved_export", {"rows": rows})
+        handle = await client.start_workflow(
+            BridgedCallWorkflow.run, spec, id=f"mrtr-{uuid.uuid4().hex}", task_queue=q
+        )
+        pending = await _mrtr_asked(handle)
+        assert pending.task_ref is None and pending.op_ref is not None
+        assert pending.message == "Export the ledger?"
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(
+                ANSWER_UPDATE, InputAnswer(pending.input_ref, action="approve")
+            )
+        assert "action: choose one of accept, decline, cancel" in str(refused.value.cause)
+        delivery = await handle.execute_update(
+            ANSWER_UPDATE, InputAnswer(pending.input_ref, content={}), result_type=str
+        )
+        assert delivery == "retried"
+        outcome = await handle.result()
+        history = await handle.fetch_history()
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"exported {rows} rows"
+    assert outcome.op_ref == pending.op_ref and outcome.task_ref is not None
+    effects = mrtr_tasks_server.effects_path.read_text().splitlines()  # type: ignore[attr-defined]
+    assert effects.count(f"export {rows}") == 1
+    # The task handle is in history; the history replays on the same code.
+    assert outcome.task_ref in _payloads(history.to_json())
+    await Replayer(workflows=[BridgedCallWorkflow]).replay_workflow(history)
+
+
+async def test_an_input_asked_before_any_task_may_be_answered_through_the_cli(
+    temporal: TemporalDevServer, mrtr_tasks_server: ServerProcess, tmp_path: Path
+) -> None:
+    q, rows, db = queue(), 42, tmp_path / "ledger.db"
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": [{"name": "tasks", "url": mrtr_tasks_server.url}]}))
+    async with worker(temporal, db, mrtr_tasks_server.url, q) as (client, _):
+        spec = CallSpec("tasks", "approved_export", {"rows": rows})
+        handle = await client.start_workflow(
+            BridgedCallWorkflow.run, spec, id=f"mrtr-cli-{uuid.uuid4().hex}", task_queue=q
+        )
+        pending = await _mrtr_asked(handle)
+        assert pending.op_ref is not None
+        command = [
+            *("--db", str(db), "--principal", PRINCIPAL, "answer", pending.op_ref),
+            *(pending.input_ref, "--content", "{}", "--mcp-config", str(config), "--json"),
+        ]
+        answered = await anyio.to_thread.run_sync(
+            lambda: CliRunner().invoke(app, command, env={"NO_COLOR": "1", "TERM": "dumb"})
+        )
+        assert answered.exit_code == 0, answered.output
+        assert json.loads(answered.stdout)["delivery"] == "retried"
+        outcome = await handle.result()
+        assert await handle.query(PENDING_INPUTS_QUERY, result_type=list[PendingInput]) == []
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"exported {rows} rows"
+    effects = mrtr_tasks_server.effects_path.read_text().splitlines()  # type: ignore[attr-defined]
+    assert effects.count(f"export {rows}") == 1
 
 
 def _payloads(history_json: str) -> str:

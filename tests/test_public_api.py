@@ -51,11 +51,15 @@ def test_every_exported_name_imports_and_is_documented() -> None:
     assert sorted(methods - documented) == [], "a public Bridge method is not documented"
     run_methods = {n for n, _ in inspect.getmembers(bridge.Run) if not n.startswith("_")}
     assert sorted(run_methods - documented) == [], "a public Run method is not documented"
+    reader_methods = {
+        n for n, _ in inspect.getmembers(bridge.LedgerReader) if not n.startswith("_")
+    }
+    assert sorted(reader_methods - documented) == [], "a LedgerReader method is not documented"
     event_classes = _public_classes(events) | {"BridgeEvent", "FINAL_TASK_EVENTS"}
     assert sorted(event_classes - documented) == [], "an event class is not documented"
     stale = documented - set(bridge.__all__) - set(bridge.uhp.__all__)
     stale -= set(bridge.errors.__all__)
-    stale -= methods | run_methods | event_classes
+    stale -= methods | run_methods | reader_methods | event_classes
     assert sorted(stale) == [], "documented but neither exported nor a Bridge method"
     assert sorted(bridge.__all__) == sorted(set(dir(bridge)) & set(bridge.__all__))
 

@@ -1,17 +1,21 @@
 """A real Tasks server (FastMCP + fastmcp-tasks) that asks *before* it creates a task.
 
-Run as ``python -m tests.servers.mrtr_tasks_server --port P|0 --port-file F``. A FastMCP
+Run as ``python -m tests.servers.mrtr_tasks_server --port P|0 --port-file F
+[--effects-file PATH]``. A FastMCP
 middleware guards ``approved_export``: the first ``tools/call`` gets an ``InputRequiredResult``
 (MRTR) and no task exists; the retry carrying an accepted approval passes on to fastmcp-tasks,
 which creates the task — the pattern the Tasks extension recommends ("resolve all MRTR
-exchanges synchronously before responding with a CreateTaskResult").
+exchanges synchronously before responding with a CreateTaskResult"). Each run of the task
+appends ``export <rows>`` to the effects file, so a test can count executions.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import mcp_types
@@ -22,9 +26,11 @@ from fastmcp.tools.base import InputRequiredToolResult, ToolResult
 from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks import TasksExtension
 
+from tests.servers.effects import append_effect
 from tests.support.server_main import serve_main
 
 GUARDED = "approved_export"
+_effects: list[Path] = []  # the effects file, when one was given
 
 mcp = FastMCP("uhp-bridge-mrtr-tasks-test-server")
 mcp.add_extension(TasksExtension())
@@ -61,11 +67,20 @@ mcp.add_middleware(AskBeforeTheTask())
 async def approved_export(rows: int) -> str:
     """Runs as a task once approved."""
     await asyncio.sleep(0.2)
+    append_effect(_effects[0] if _effects else None, f"export {rows}")
     return f"exported {rows} rows"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    serve_main(mcp, argv, description=__doc__.splitlines()[0])
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--effects-file", default=None)
+
+    def setup(args: argparse.Namespace) -> list[Any]:
+        if args.effects_file:
+            _effects.append(Path(args.effects_file))
+        return []
+
+    serve_main(mcp, argv, description=__doc__.splitlines()[0], options=options, setup=setup)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ object inside a Temporal workflow.
   handle (bridge references, never the raw task id) is in workflow history before anything
   waits on it; an input the task asks for waits for the ``bridge.answer`` update, whose
   validator checks the answer against the request's schema, or for an answer given through
-  the bridge (API, CLI, console); cancelling the workflow sends ``tasks/cancel`` only with
-  ``on_cancel=OnWorkflowCancel.CANCEL_TASK``.
+  the bridge (API, CLI, console), and so does an input the server asks before creating any
+  task (MRTR), after which the call is sent again with the answer; cancelling the workflow
+  sends ``tasks/cancel`` only with ``on_cancel=OnWorkflowCancel.CANCEL_TASK``.
 * :class:`BridgeActivities` — in the worker: the activities, on one open bridge.
 * :class:`ToolOutcome` (``kind``: completed, failed, cancelled, lost, unknown_outcome),
   :class:`InputAnswer` (the update's argument), :class:`PendingInput` (the

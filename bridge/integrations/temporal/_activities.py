@@ -32,11 +32,14 @@ from bridge._policies import WaitMode
 from bridge._run import Run
 from bridge._runtime.step_results import TaskPending, TaskSettled
 from bridge.integrations.temporal import _wire as wire
+from bridge.integrations.temporal._rounds import asked_input, watch_rounds
 from bridge.integrations.temporal._values import (
     ANSWER_INPUT,
     CANCEL_TASK,
     START_CALL,
+    WATCH_CALL,
     WATCH_TASK,
+    CallObservation,
     Observation,
     OutcomeKind,
     PendingInput,
@@ -64,8 +67,14 @@ class BridgeActivities:
         self.principal = principal
 
     def activities(self) -> list[Any]:
-        """The four activities, for ``Worker(activities=...)``."""
-        return [self.start_call, self.watch_task, self.answer_input, self.cancel_task]
+        """The five activities, for ``Worker(activities=...)``."""
+        return [
+            self.start_call,
+            self.watch_task,
+            self.watch_call,
+            self.answer_input,
+            self.cancel_task,
+        ]
 
     async def run_of(self, workflow_id: str) -> Run:
         """The bridge run a workflow's calls are recorded under (``bridge runs`` lists it with
@@ -85,12 +94,27 @@ class BridgeActivities:
         :class:`Started` (as JSON, see ``_wire``) for a :class:`ToolCall`."""
         call = wire.call_of(data)
         run = await self.run_of(call.workflow_id)
-        outcome = await _call(run, call)
-        if isinstance(outcome, TaskPending):
-            task = outcome.task
-            refs = TaskRefs(run.ref, outcome.op_ref, task.ref, task.poll_interval_ms)
-            return wire.started_json(Started(handle=refs))
-        return wire.started_json(Started(outcome=_outcome(outcome)))
+        return wire.started_json(_started(run, await _call(run, call)))
+
+    @activity.defn(name=WATCH_CALL)
+    async def watch_call(self, data: Json) -> Json:
+        """Wait, heartbeating, on a call that asked for input before any task (MRTR) until an
+        input of its round is answered (the ``bridge.answer`` update, or the bridge's API, CLI
+        or console) or the call moved on: a :class:`CallObservation` for a
+        :class:`CallWatchRequest`."""
+        request = wire.call_watch_of(data)
+        run = await self.run_of(request.call.workflow_id)
+
+        async def replay() -> Started:
+            return _started(run, await _call(run, request.call))
+
+        result: CallObservation | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(_heartbeat)
+            result = await watch_rounds(run, request, replay)
+            group.cancel_scope.cancel()
+        assert result is not None
+        return wire.call_observation_json(result)
 
     @activity.defn(name=WATCH_TASK)
     async def watch_task(self, data: Json) -> Json:
@@ -122,10 +146,15 @@ class BridgeActivities:
         validator; the delivery, or ``already_answered`` when someone answered first (the
         ledger keeps one answer)."""
         request = wire.answer_of(data)
-        run = self._bridge.run(self.principal, request.handle.run_ref)
+        handle = request.handle
+        if handle is None:  # an input of the call before any task (MRTR)
+            assert request.op_ref is not None
+            run, owner = await self.run_of(request.call.workflow_id), request.op_ref
+        else:
+            run, owner = self._bridge.run(self.principal, handle.run_ref), handle.task_ref
         answer = request.answer
         try:
-            asked = await run.pending_input(request.handle.task_ref, request.input_ref)
+            asked = await run.pending_input(owner, request.input_ref)
             if answer["action"] == "accept":
                 receipt = await asked.accept(answer.get("content"))
             elif answer["action"] == "decline":
@@ -158,6 +187,16 @@ async def _call(run: Run, call: ToolCall) -> CallOutcome:
         operation_id=call.operation_id,
         wait=WaitMode.DETACH,
     )
+
+
+def _started(run: Run, outcome: CallOutcome) -> Started:
+    if isinstance(outcome, TaskPending):
+        task = outcome.task
+        refs = TaskRefs(run.ref, outcome.op_ref, task.ref, task.poll_interval_ms)
+        return Started(handle=refs)
+    if isinstance(outcome, InputPending):
+        return Started(asked=[asked_input(i) for i in outcome.inputs])
+    return Started(outcome=_outcome(outcome))
 
 
 async def _heartbeat() -> None:
@@ -207,13 +246,6 @@ def _outcome(outcome: CallOutcome) -> ToolOutcome:
         return ToolOutcome(OutcomeKind.FAILED, outcome.op_ref, detail=_error_text(outcome.error))
     if isinstance(outcome, UnknownOutcome):
         return ToolOutcome(OutcomeKind.UNKNOWN, outcome.op_ref, detail=outcome.reason)
-    if isinstance(outcome, InputPending):
-        raise ApplicationError(
-            "the server asked for input before creating a task (MRTR), which the Temporal "
-            "integration does not carry yet; answer it through the bridge",
-            type="BridgeInputBeforeTask",
-            non_retryable=True,
-        )
     raise ApplicationError(f"unexpected call outcome {outcome.kind}", non_retryable=True)
 
 

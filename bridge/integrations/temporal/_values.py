@@ -16,6 +16,7 @@ from typing import Any
 # never imports the activities (and the bridge's runtime) into the sandbox.
 START_CALL = "bridge.start_call"
 WATCH_TASK = "bridge.watch_task"
+WATCH_CALL = "bridge.watch_call"
 ANSWER_INPUT = "bridge.answer_input"
 CANCEL_TASK = "bridge.cancel_task"
 ANSWER_UPDATE = "bridge.answer"
@@ -81,23 +82,46 @@ class ToolOutcome:
 
 
 @dataclass(frozen=True)
-class Started:
-    """What starting a call gave: a handle to watch, or already an outcome."""
-
-    handle: TaskRefs | None = None
-    outcome: ToolOutcome | None = None
-
-
-@dataclass(frozen=True)
 class PendingInput:
-    """An input request of the task, waiting for an answer (``bridge.answer`` update, or the
-    bridge's CLI, API or console)."""
+    """An input request waiting for an answer (``bridge.answer`` update, or the bridge's CLI,
+    API or console): of the task ``task_ref``, or of the call ``op_ref`` before any task
+    exists (MRTR; ``task_ref`` is then None)."""
 
     input_ref: str
-    task_ref: str
+    task_ref: str | None
     method: str
     message: str | None = None
     requested_schema: dict[str, Any] | None = None
+    op_ref: str | None = None
+
+
+@dataclass(frozen=True)
+class Started:
+    """What starting a call gave: a handle to watch, already an outcome, or (MRTR) the inputs
+    the server asked for before creating anything."""
+
+    handle: TaskRefs | None = None
+    outcome: ToolOutcome | None = None
+    asked: list[PendingInput] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CallWatchRequest:
+    """Wait on a call that asked for input before any task (MRTR) until one of its inputs is
+    answered or the call moved on (the answered call was sent again)."""
+
+    call: ToolCall
+    op_ref: str
+    asked: list[str]  # the inputs of the call's current round
+    waiting: list[str]  # of those, not yet answered
+
+
+@dataclass(frozen=True)
+class CallObservation:
+    """One of: an input of the round was answered, or what the call came to after its round."""
+
+    answered: str | None = None
+    started: Started | None = None
 
 
 @dataclass(frozen=True)
@@ -135,9 +159,10 @@ class AnswerRequest:
     """The answer activity's input: the answer already built and checked by the validator."""
 
     call: ToolCall
-    handle: TaskRefs
+    handle: TaskRefs | None  # None: an input of the call ``op_ref`` before any task (MRTR)
     input_ref: str
     answer: dict[str, Any]
+    op_ref: str | None = None
 
 
 @dataclass(frozen=True)

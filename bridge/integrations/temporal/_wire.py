@@ -12,6 +12,8 @@ from typing import Any
 
 from bridge.integrations.temporal._values import (
     AnswerRequest,
+    CallObservation,
+    CallWatchRequest,
     Observation,
     OutcomeKind,
     PendingInput,
@@ -80,10 +82,13 @@ def outcome_of(data: Json) -> ToolOutcome:
 
 def started_json(started: Started) -> Json:
     handle, outcome = started.handle, started.outcome
-    return {
+    data: Json = {
         "handle": None if handle is None else refs_json(handle),
         "outcome": None if outcome is None else outcome_json(outcome),
     }
+    if started.asked:  # only then: a start without MRTR is recorded as it always was
+        data["asked"] = [pending_json(p) for p in started.asked]
+    return data
 
 
 def started_of(data: Json) -> Started:
@@ -91,27 +96,60 @@ def started_of(data: Json) -> Started:
     return Started(
         None if handle is None else refs_of(handle),
         None if outcome is None else outcome_of(outcome),
+        [pending_of(p) for p in data.get("asked") or []],
     )
 
 
 def pending_json(pending: PendingInput) -> Json:
-    return {
+    data: Json = {
         "input_ref": pending.input_ref,
         "task_ref": pending.task_ref,
         "method": pending.method,
         "message": pending.message,
         "requested_schema": pending.requested_schema,
     }
+    if pending.op_ref is not None:
+        data["op_ref"] = pending.op_ref
+    return data
 
 
 def pending_of(data: Json) -> PendingInput:
     return PendingInput(
         data["input_ref"],
-        data["task_ref"],
+        data.get("task_ref"),
         data["method"],
         data.get("message"),
         data.get("requested_schema"),
+        data.get("op_ref"),
     )
+
+
+def call_watch_json(request: CallWatchRequest) -> Json:
+    return {
+        "call": call_json(request.call),
+        "op_ref": request.op_ref,
+        "asked": list(request.asked),
+        "waiting": list(request.waiting),
+    }
+
+
+def call_watch_of(data: Json) -> CallWatchRequest:
+    return CallWatchRequest(
+        call_of(data["call"]), data["op_ref"], list(data["asked"]), list(data["waiting"])
+    )
+
+
+def call_observation_json(seen: CallObservation) -> Json:
+    started = seen.started
+    return {
+        "answered": seen.answered,
+        "started": None if started is None else started_json(started),
+    }
+
+
+def call_observation_of(data: Json) -> CallObservation:
+    started = data.get("started")
+    return CallObservation(data.get("answered"), None if started is None else started_of(started))
 
 
 def watch_json(request: WatchRequest) -> Json:
@@ -148,15 +186,24 @@ def observation_of(data: Json) -> Observation:
 
 
 def answer_json(request: AnswerRequest) -> Json:
-    return {
+    handle = request.handle
+    data: Json = {
         "call": call_json(request.call),
-        "handle": refs_json(request.handle),
+        "handle": None if handle is None else refs_json(handle),
         "input_ref": request.input_ref,
         "answer": request.answer,
     }
+    if request.op_ref is not None:
+        data["op_ref"] = request.op_ref
+    return data
 
 
 def answer_of(data: Json) -> AnswerRequest:
+    handle = data.get("handle")
     return AnswerRequest(
-        call_of(data["call"]), refs_of(data["handle"]), data["input_ref"], data["answer"]
+        call_of(data["call"]),
+        None if handle is None else refs_of(handle),
+        data["input_ref"],
+        data["answer"],
+        data.get("op_ref"),
     )

@@ -29,12 +29,15 @@ from bridge.integrations.temporal._values import (
     CANCEL_TASK,
     PENDING_INPUTS_QUERY,
     START_CALL,
+    WATCH_CALL,
     WATCH_TASK,
     AnswerRequest,
     CallOptions,
+    CallWatchRequest,
     InputAnswer,
     OnWorkflowCancel,
     PendingInput,
+    Started,
     TaskRefs,
     ToolCall,
     ToolOutcome,
@@ -48,7 +51,7 @@ _RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10))
 @dataclass
 class _Waiting:
     call: ToolCall
-    handle: TaskRefs
+    handle: TaskRefs | None  # None: an input of the call before any task (MRTR)
     request: PendingInput
     options: CallOptions
 
@@ -102,6 +105,10 @@ async def call_tool(
     call = ToolCall(workflow_id, server, tool, dict(arguments or {}), f"{workflow_id}:{name}")
     try:
         started = wire.started_of(await _start(call, opts))
+        while started.asked:
+            # The server asked before creating anything (MRTR): the same wait as a task's
+            # input; once answered the bridge sends the call again, and this is its outcome.
+            started = await _await_round(state, call, started.asked, opts)
         if started.outcome is not None:
             return started.outcome
         assert started.handle is not None
@@ -180,6 +187,38 @@ async def _watch(
             state.waiting.pop(seen_now.answered, None)
 
 
+async def _await_round(
+    state: _CallsState, call: ToolCall, asked: list[PendingInput], opts: CallOptions
+) -> Started:
+    op_ref = asked[0].op_ref
+    assert op_ref is not None
+    waiting = [p.input_ref for p in asked]
+    for pending in asked:
+        state.waiting[pending.input_ref] = _Waiting(call, None, pending, opts)
+    try:
+        while True:
+            request = CallWatchRequest(call, op_ref, [p.input_ref for p in asked], list(waiting))
+            seen = wire.call_observation_of(
+                await workflow.execute_activity(
+                    WATCH_CALL,
+                    wire.call_watch_json(request),
+                    result_type=dict,
+                    start_to_close_timeout=timedelta(seconds=opts.watch_timeout_s),
+                    heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_s),
+                    retry_policy=_RETRY,
+                    task_queue=opts.task_queue,
+                )
+            )
+            if seen.started is not None:
+                return seen.started
+            if seen.answered is not None:
+                waiting.remove(seen.answered)
+                state.waiting.pop(seen.answered, None)
+    finally:
+        for ref in waiting:
+            state.waiting.pop(ref, None)
+
+
 def _validate(answer: InputAnswer) -> None:
     """Refuse (before anything reaches history) an answer to no waiting input, or one that does
     not fit the request's schema: every problem named."""
@@ -198,8 +237,9 @@ async def _answer(answer: InputAnswer) -> str:
     waiting = _state().waiting.get(answer.input_ref)
     if waiting is None:
         return "already_answered"
+    built = _build(waiting.request, answer)
     request = AnswerRequest(
-        waiting.call, waiting.handle, answer.input_ref, _build(waiting.request, answer)
+        waiting.call, waiting.handle, answer.input_ref, built, waiting.request.op_ref
     )
     delivery: str = await workflow.execute_activity(
         ANSWER_INPUT,
