@@ -1,8 +1,11 @@
 """What a long history costs (``python -m bench.history``; docs/benchmarks.md section 17).
 
-One ledger is measured twice in the same run: with only its live runs, then after finished runs
-are seeded beside them in bulk (each with one call, one completed task and five events, as a
-short bridged call leaves). Each figure is the same operation at both sizes, as a ratio:
+Two ledgers in the same run, on the same server (or the same disk): both hold the same live
+runs; one also holds finished runs seeded beside them in bulk (each with one call, one completed
+task and five events, as a short bridged call leaves). They are measured in turns, one sample
+(one query, or a block of calls) on one then one on the other, so that the load of a shared
+machine, which changes from second to second, falls on both alike. Each figure is the same
+operation on both, as a ratio:
 
 * the call path: the two write-ahead commits of a bridged call (``begin_dispatch`` and
   ``record_immediate_result``) on a live run, p50;
@@ -147,72 +150,165 @@ def page_size(ledger: Ledger) -> int:
         return int(conn.exec_driver_sql("PRAGMA page_size").scalar() or 0)
 
 
-def measure(ledger: Ledger, live_run: str, calls: int) -> dict[str, float]:
-    tenant = ledger.for_principal(PRINCIPAL)
-    call_path(tenant, live_run, 100)  # warm
-    return {
-        "load": os.getloadavg()[0],
-        "call_p50": percentile(call_path(tenant, live_run, calls), 50),
-        "recovery": percentile(timed(lambda: recovery_reads(tenant), 7), 50),
-        **_p50_p99("runs", timed(lambda: runs_query(tenant, live_run), 200)),
-        **_p50_p99("attention", timed(lambda: attention_query(tenant), 200)),
-    }
+#: Rounds of measurement, each taking every figure's samples from the two ledgers in turns.
+ROUNDS = 3
+CALL_BLOCK = 50
+
+
+def measure_round(
+    sides: list[tuple[TenantLedger, str]], calls: int
+) -> list[dict[str, list[float]]]:
+    """One round of samples of every figure on each (tenant, caller run), one sample (a block
+    of calls) on one, then one on the other, so a burst of load falls on both alike."""
+    taken: list[dict[str, list[float]]] = [
+        {"load": [], "call": [], "recovery": [], "runs": [], "attention": []} for _ in sides
+    ]
+
+    def turns(key: str, times: int, sample: Callable[[TenantLedger, str], list[float]]) -> None:
+        for _ in range(times):
+            for (tenant, caller), into in zip(sides, taken, strict=True):
+                into[key].extend(sample(tenant, caller))
+
+    for tenant, caller in sides:  # warm: statements prepared, pages cached
+        call_path(tenant, caller, CALL_BLOCK)
+    turns("load", 1, lambda t, c: [os.getloadavg()[0]])
+    turns("call", max(1, calls // CALL_BLOCK), lambda t, c: call_path(t, c, CALL_BLOCK))
+    turns("recovery", 7, lambda t, c: timed(lambda: recovery_reads(t), 1))
+    turns("runs", 70, lambda t, c: timed(lambda: runs_query(t, c), 1))
+    turns("attention", 70, lambda t, c: timed(lambda: attention_query(t), 1))
+    return taken
 
 
 def _p50_p99(name: str, took: list[float]) -> dict[str, float]:
     return {f"{name}_p50": percentile(took, 50), f"{name}_p99": percentile(took, 99)}
 
 
+def figures(rounds: list[dict[str, list[float]]]) -> dict[str, float]:
+    """The pooled samples of the rounds as the report's figures."""
+    pooled: dict[str, list[float]] = {}
+    for one in rounds:
+        for key, values in one.items():
+            pooled.setdefault(key, []).extend(values)
+    return {
+        "load": sum(pooled["load"]) / len(pooled["load"]),
+        "call_p50": percentile(pooled["call"], 50),
+        "recovery": percentile(pooled["recovery"], 50),
+        **_p50_p99("runs", pooled["runs"]),
+        **_p50_p99("attention", pooled["attention"]),
+    }
+
+
+class Turns:
+    """Lets a prune run only while the calls' turn says so: it finishes the batch (and the
+    pause after it) it is in before the calls go on without it."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._allowed = False
+        self._busy = False
+
+    def batch(self, step: Callable[[], bool]) -> bool:
+        with self._cond:
+            self._cond.wait_for(lambda: self._allowed)
+            self._busy = True
+        try:
+            return step()
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def allow(self, allowed: bool) -> None:
+        with self._cond:
+            self._allowed = allowed
+            self._cond.notify_all()
+            if not allowed:
+                self._cond.wait_for(lambda: not self._busy)
+
+
 def prune_while_calling(ledger: Ledger, live_run: str, most: int | None) -> dict[str, float]:
-    """Prune what was seeded (the oldest ``most`` runs of it, if given) in a thread while
-    calls go on here, the batches paced as a running bridge paces them."""
+    """Prune what was seeded (the oldest ``most`` runs of it, if given) in a thread, the
+    batches paced as a running bridge paces them, while calls go on here in turns: a block of
+    calls with the prune running, then one with the prune held between its batches."""
     tenant = ledger.for_principal(PRINCIPAL)
     policy = RetentionPolicy(max_age_days=1, min_age_days=1)
     job = Prune(ledger, PRINCIPAL, policy)
     done = threading.Event()
-    timing: dict[str, float] = {}
+    turns = Turns()
+
+    def one_batch() -> bool:
+        more = job.step() and (most is None or job.report.runs < most)
+        if more:
+            time.sleep(job.pause_s)
+        return more
 
     def pruner() -> None:
-        started = time.monotonic()
-        while job.step() and (most is None or job.report.runs < most):
-            time.sleep(job.pause_s)
-        timing["prune_s"] = time.monotonic() - started
+        while turns.batch(one_batch):
+            pass
         done.set()
 
     thread = threading.Thread(target=pruner)
     thread.start()
     during: list[float] = []
+    without: list[float] = []
+    running_s = 0.0
     while not done.is_set():
-        during.extend(call_path(tenant, live_run, 50))
+        started = time.monotonic()
+        turns.allow(True)
+        during.extend(call_path(tenant, live_run, CALL_BLOCK))
+        turns.allow(False)  # waits for the batch in progress
+        running_s += time.monotonic() - started
+        if not done.is_set():
+            without.extend(call_path(tenant, live_run, CALL_BLOCK))
+    turns.allow(True)
     thread.join()
     pages = return_space(ledger.engine)
     return {
         "runs": job.report.runs,
-        "rate": job.report.runs / timing["prune_s"],
-        "during_p50": percentile(during[: max(1, len(during))], 50),
+        "rate": job.report.runs / running_s,
+        "during_p50": percentile(during, 50),
+        "without_p50": percentile(without, 50),
         "calls": len(during),
         "pages": pages,
     }
 
 
 @contextmanager
-def ledger_at(backend: str, workdir: Path) -> Iterator[tuple[Ledger, Path | None]]:
+def ledgers_at(backend: str, workdir: Path) -> Iterator[tuple[Ledger, Ledger, Path | None]]:
+    """Two ledgers on one server (or one disk): (live runs only, with the history, the
+    history's SQLite file)."""
     if backend == "sqlite":
         path = workdir / "history.db"
-        ledger = Ledger.open(path)
+        empty, full = Ledger.open(workdir / "live-only.db"), Ledger.open(path)
         try:
-            yield ledger, path
+            yield empty, full, path
         finally:
-            ledger.close()
+            empty.close()
+            full.close()
         return
-    from bench.scale_out import postgres_database
+    from bench.scale_out import postgres_server
+    from tests.support.postgres import fresh_database
 
-    with postgres_database() as url:
-        ledger = Ledger.open(url)
+    with postgres_server() as (url, server), fresh_database(server.url()) as other:
+        empty, full = Ledger.open(other), Ledger.open(url)
         try:
-            yield ledger, None
+            yield empty, full, None
         finally:
-            ledger.close()
+            empty.close()
+            full.close()
+
+
+def live_ledger(ledger: Ledger) -> str:
+    """The live runs, and the benchmark's own caller run (returned)."""
+    tenant = ledger.for_principal(PRINCIPAL)
+    seed_live(tenant)
+    return tenant.runs.open_run(
+        "local:bench",
+        response_id="resp_caller",
+        session_id="hsess_c",
+        harness_id="chrn_b",
+        status=OuterStatus.IN_PROGRESS,
+    ).ref
 
 
 def bench_history(
@@ -220,23 +316,16 @@ def bench_history(
 ) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="bench-history-") as tmp,
-        ledger_at(backend, Path(tmp)) as (ledger, path),
+        ledgers_at(backend, Path(tmp)) as (other, ledger, path),
     ):
-        tenant = ledger.for_principal(PRINCIPAL)
-        seed_live(tenant)
-        caller = tenant.runs.open_run(
-            "local:bench",
-            response_id="resp_caller",
-            session_id="hsess_c",
-            harness_id="chrn_b",
-            status=OuterStatus.IN_PROGRESS,
-        ).ref
+        callers = {id(other): live_ledger(other), id(ledger): live_ledger(ledger)}
+        caller = callers[id(ledger)]
         empty_bytes = size_bytes(ledger, path)
-        empty = measure(ledger, caller, calls)
         seeded_s = seed_finished(ledger, finished, ledger.clock() - 30 * DAY_MS)
         full_bytes = size_bytes(ledger, path)
-        full = measure(ledger, caller, calls)
-        baseline = percentile(call_path(tenant, caller, calls), 50)
+        sides = [(one.for_principal(PRINCIPAL), callers[id(one)]) for one in (other, ledger)]
+        rounds = [measure_round(sides, calls) for _ in range(ROUNDS)]
+        empty, full = figures([r[0] for r in rounds]), figures([r[1] for r in rounds])
         load = os.getloadavg()[0]
         pruned = prune_while_calling(ledger, caller, prune_most)
         after_bytes = size_bytes(ledger, path)
@@ -245,18 +334,20 @@ def bench_history(
     report.add(f"### {name}: {finished:,} finished runs beside {LIVE:,} live ones")
     report.add()
     report.add(
-        f"Seeded in {seeded_s:.0f} s ({finished / seeded_s:,.0f} runs/s). Call path: {calls} "
-        f"calls per figure. Load average before the prune: {load:.2f}."
+        f"Seeded in {seeded_s:.0f} s ({finished / seeded_s:,.0f} runs/s). {ROUNDS} rounds, each "
+        f"sample taken on the two ledgers in turns; per round and ledger {calls} calls, 7 "
+        f"recoveries, 70 `runs` and 70 attention queries. Load average before the prune: "
+        f"{load:.2f}."
     )
     report.add()
     report.add(
-        f"| figure | live runs only (load {empty['load']:.1f}) | with the history "
-        f"(load {full['load']:.1f}) | ratio |"
+        f"| figure | live runs only (mean load {empty['load']:.1f}) | with the history "
+        f"(mean load {full['load']:.1f}) | ratio |"
     )
     report.add("|---|---|---|---|")
     for key, label, unit in (
         ("call_p50", "call path (2 write-ahead commits) p50", "ms"),
-        ("recovery", "recovery reads, median of 7", "ms"),
+        ("recovery", "recovery reads, median", "ms"),
         ("runs_p50", "`runs` query p50", "ms"),
         ("runs_p99", "`runs` query p99", "ms"),
         ("attention_p50", "attention query p50", "ms"),
@@ -270,12 +361,13 @@ def bench_history(
     per_run = (full_bytes - empty_bytes) / finished if finished else 0.0
     report.add(f"| bytes per finished run | | {per_run:,.0f} B | |")
     report.add(
-        f"| prune rate while calls go on | | {pruned['rate']:,.0f} runs/s "
+        f"| prune rate while calls go on (over the time it ran) | | {pruned['rate']:,.0f} runs/s "
         f"({pruned['runs']:,} runs) | |"
     )
+    baseline = pruned["without_p50"]
     ratio = pruned["during_p50"] / baseline if baseline else float("nan")
     report.add(
-        f"| call path p50 during the prune vs without | {baseline * 1000:.2f} ms | "
+        f"| call path p50 during the prune vs without, in turns | {baseline * 1000:.2f} ms | "
         f"{pruned['during_p50'] * 1000:.2f} ms ({pruned['calls']:,} calls) | "
         f"**{ratio:.2f}** |"
     )
@@ -309,7 +401,8 @@ def bench_section(quick: bool, report: Report) -> None:
         "then after the finished runs were seeded in bulk (each: one call, one completed task, "
         "five events); the call path is the ledger's two write-ahead commits of a bridged call. "
         "The prune runs the default policy's batches (50 runs, each followed by a pause three "
-        "times its own time) in a thread while calls go on back to back in another."
+        "times its own time) in a thread while calls go on back to back in another, in turns: "
+        "a block of calls with the prune running, one with it held between its batches."
     )
     report.add()
     bench_history("sqlite", sqlite, calls, report)

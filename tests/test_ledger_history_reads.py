@@ -4,7 +4,9 @@ Measured as work, not time: SQLite's virtual-machine instructions (a progress ha
 them) for the same reads on the same live runs, before and after a history of finished runs
 is added beside them. A read that walked the history (a scan of every task or input of the
 principal) would grow with it; one that reads through the partial indexes of the open, lost
-and waiting rows does not.
+and waiting rows does not. The same holds for a history of *resolved* items, kept until a
+prune removes their runs: calls of unknown outcome given a final verdict, lost tasks
+acknowledged.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from sqlalchemy import event
 
 from bridge._ledger.reads.attention import AttentionWindow
 from bridge._ledger.reads.views import TaskObservation
+from bridge._ledger.retention.selection import unresolved_runs
 from bridge._ledger.store import Ledger, TenantLedger
-from bridge._lifecycle import CallState, LostReason, OuterStatus, TaskStatus
+from bridge._lifecycle import Admission, CallState, LostReason, OuterStatus, TaskStatus
 from tests.conftest import FakeClock
 from tests.support.builders import ENDPOINT, new_run, new_task
 
@@ -72,6 +75,27 @@ def _finished(tenant: TenantLedger) -> None:
     )
     tenant.calls.record_immediate_result(op.ref, {"content": []}, intent=op)
     tenant.runs.observe_outer(run.ref, OuterStatus.COMPLETED)
+
+
+def _resolved(tenant: TenantLedger) -> str:
+    """A finished run whose items once waited for a person and were acted on: a call of
+    unknown outcome resolved as never run, a lost task acknowledged."""
+    run = new_run(tenant)
+    op = tenant.calls.begin_dispatch(
+        run.ref,
+        server_endpoint=ENDPOINT,
+        server_name="reports",
+        tool_name="t",
+        arguments={"n": secrets.token_hex(4)},
+    )
+    tenant.calls.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_unknown(op.ref, "no reply")
+    tenant.calls.record_admission(op.ref, Admission.NOT_ADMITTED, "host")
+    lost = new_task(tenant, run.ref)
+    tenant.tasks.mark_task_lost(lost.ref, LostReason.NOT_FOUND, "gone")
+    tenant.operator.acknowledge(lost.ref, by="ops")
+    tenant.runs.observe_outer(run.ref, OuterStatus.COMPLETED)
+    return run.ref
 
 
 @contextmanager
@@ -129,3 +153,25 @@ def test_attention_and_recovery_reads_do_not_grow_with_the_history(
     for name in reads:
         # A read walking the history would do about HISTORY times more per row it skips.
         assert after[name] <= before[name] * 1.2 + 5, (name, before[name], after[name])
+
+
+def test_attention_does_not_read_resolved_items_of_the_history(
+    sqlite_ledger: Ledger, clock: FakeClock
+) -> None:
+    tenant = sqlite_ledger.for_principal("acme")
+    _live(tenant)
+    window = AttentionWindow(now_ms=clock.now_ms)
+
+    def attention() -> object:
+        items = tenant.attention.attention(window)
+        assert {i.kind for i in items} == {"input_waiting", "lost_task"}
+        return items
+
+    before = _work(sqlite_ledger, attention)
+    resolved = [_resolved(tenant) for _ in range(HISTORY)]
+    after = _work(sqlite_ledger, attention)
+    # Reading every resolved call and lost task (and their verdicts and acknowledgements from
+    # the events) would do several times the work; open work alone stays the same.
+    assert after <= before * 1.2 + 5, (before, after)
+    with sqlite_ledger.engine.connect() as conn:  # what a prune asks of a batch of runs
+        assert unresolved_runs(conn, "acme", resolved[:50]) == set()

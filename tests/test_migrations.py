@@ -9,10 +9,13 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlmodel import SQLModel
 
+from bridge._ledger.reads.attention import AttentionWindow
 from bridge._ledger.schema import migrate
 from bridge._ledger.schema.engine import create_ledger_engine
 from bridge._ledger.schema.models import ALL_TABLES
 from bridge._ledger.store import Ledger
+from bridge._lifecycle import Admission, LostReason
+from tests.support.builders import ENDPOINT, new_run, new_task
 from tests.support.imports import packages_loaded_by
 
 TABLES = {model.__tablename__ for model in ALL_TABLES}  # type: ignore[attr-defined]
@@ -73,3 +76,48 @@ def test_a_ledger_behind_head_is_still_migrated(db_url: str) -> None:
         assert migrate.current_revision(engine) == migrate.HEAD_REVISION
     finally:
         engine.dispose()
+
+
+def test_resolved_work_is_set_from_the_events_already_recorded(db_url: str) -> None:
+    """0015 puts the verdicts and acknowledgements a ledger already holds (as events) on their
+    rows: a resolved call and an acknowledged lost task leave the attention list after the
+    upgrade as they did before it; an unresolved call and an unacknowledged task stay."""
+    ledger = Ledger.open(db_url)
+    try:
+        tenant = ledger.for_principal("acme")
+        run = new_run(tenant)
+        calls = []
+        for _ in range(2):
+            op = tenant.calls.begin_dispatch(
+                run.ref, server_endpoint=ENDPOINT, server_name="s", tool_name="t", arguments={}
+            )
+            tenant.calls.mark_dispatch_sent(op.ref)
+            tenant.calls.mark_dispatch_unknown(op.ref, "no reply")
+            calls.append(op.ref)
+        tenant.calls.record_admission(calls[0], Admission.ADMITTED, "host")
+        tenant.calls.record_admission(calls[1], Admission.UNKNOWN, "hook")
+        tasks = [new_task(tenant, run.ref).ref for _ in range(2)]
+        for ref in tasks:
+            tenant.tasks.mark_task_lost(ref, LostReason.NOT_FOUND, "gone")
+        tenant.operator.acknowledge(tasks[0], by="ops")
+        migrate.downgrade(ledger.engine, "0014_attention_indexes")
+        assert "resolved_at_ms" not in {
+            c["name"] for c in inspect(ledger.engine).get_columns("bridge_dispatch_intents")
+        }
+        migrate.upgrade(ledger.engine)
+        with ledger.engine.connect() as conn:
+            resolved = dict(
+                conn.exec_driver_sql(
+                    "SELECT ref, resolved_at_ms FROM bridge_dispatch_intents"
+                ).all()
+            )
+            acknowledged = dict(
+                conn.exec_driver_sql("SELECT ref, acknowledged_at_ms FROM bridge_inner_tasks").all()
+            )
+        assert resolved[calls[0]] is not None and resolved[calls[1]] is None
+        assert acknowledged[tasks[0]] is not None and acknowledged[tasks[1]] is None
+        window = AttentionWindow(now_ms=ledger.clock())
+        waiting = {item.ref for item in tenant.attention.attention(window)}
+        assert waiting == {calls[1], tasks[1]}
+    finally:
+        ledger.close()

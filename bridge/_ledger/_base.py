@@ -28,6 +28,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     Select,
+    String,
     Table,
     Update,
     bindparam,
@@ -87,6 +88,12 @@ OPEN_RUN = or_(RUNS.c.status.is_(None), RUNS.c.status == OuterStatus.IN_PROGRESS
 # The statements every run, task and event goes through, built once: building a Core statement
 # and computing its cache key costs more than running it (~0.2 ms per statement). Their
 # parameters are named ``w_*``, apart from any column a statement writes.
+def guard_only(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    """``column`` as a check on rows another index found, never one to search by (``col || ''``
+    has no index): where a planner would rate that column's index as good as the key."""
+    return column.concat(literal_column("''", String))
+
+
 def _row_by_ref(table: Table) -> Select[Any]:
     return select(table).where(
         table.c.principal == bindparam("w_principal"), table.c.ref == bindparam("w_ref")

@@ -39,6 +39,7 @@ from bridge._ledger._base import (
     RUNS,
     TASKS,
     bind_columns,
+    guard_only,
     written_columns,
 )
 from bridge._ledger.commit.commit_signals import CHANNEL
@@ -116,6 +117,7 @@ def intent_row(
         "dispatcher_incarnation": dispatcher.incarnation if dispatcher is not None else None,
         "created_at_ms": now,
         "updated_at_ms": now,
+        "resolved_at_ms": None,
     }
 
 
@@ -155,10 +157,13 @@ class CallPathStatements:
         )
         self.advance_dispatch = compile_(move.where(*guard).returning(*DISPATCHES.c))
         # The same move when the caller holds the dispatch it began (no row to return): also
-        # guarded on the run, so the event it appends cannot go to another run's log.
-        self.advance_known_dispatch = compile_(
-            move.where(*guard, DISPATCHES.c.run_ref == bindparam("in_run"))
-        )
+        # guarded on the run, so the event it appends cannot go to another run's log. The run
+        # is checked on the row the primary key found, never used to find it: PostgreSQL's
+        # generic plan (a prepared statement, statistics of a long history where most runs
+        # hold one call) rates the run's index as good as the key, and then walks every call
+        # of a busy run on each commit.
+        in_run = guard_only(DISPATCHES.c.run_ref) == bindparam("in_run")
+        self.advance_known_dispatch = compile_(move.where(*guard, in_run))
         # The run's next event number, and the outer ids a new task is linked to.
         self.next_seq = compile_(
             update(RUNS)
@@ -203,7 +208,7 @@ class CallPathStatements:
         self.result_in_one: CompiledStatement | None = None
         self.result_in_one_announced: CompiledStatement | None = None
         if session.dialect.name == "postgresql":
-            known_move = move.where(*guard, DISPATCHES.c.run_ref == bindparam("in_run"))
+            known_move = move.where(*guard, in_run)
             self.result_in_one = compile_(result_in_one(known_move, event_columns, None))
             self.result_in_one_announced = compile_(
                 result_in_one(known_move, event_columns, CHANNEL)

@@ -408,6 +408,7 @@ class DispatchWrites(WriteScope):
                     "created_at_ms": now,
                     "updated_at_ms": now,
                     "task_generation": task_generation,
+                    "acknowledged_at_ms": None,
                 }
             )
             cursor.run(hot.insert_task, values)
@@ -523,6 +524,8 @@ class DispatchWrites(WriteScope):
                 by=by or decided_by,
             )
             appended = self._append(tx, row.run_ref, event)
+            if admission.is_final:  # it leaves the open work the attention query reads
+                self._update_row(tx, DISPATCHES, op_ref, resolved_at_ms=self.now)
         assert isinstance(appended, ev.CallAdmissionChecked)
         return appended
 

@@ -58,6 +58,8 @@ class OperatorWrites(WriteScope):
                 event = ev.OperatorAcknowledged(
                     subject="lost_task", task_ref=ref, by=by, note=note[:_REASON_CHARS]
                 )
+                # it leaves the open work the attention query and a prune read
+                self._update_row(tx, TASKS, ref, acknowledged_at_ms=self.now)
             appended = self._append(tx, run_ref, event)
         assert isinstance(appended, ev.OperatorAcknowledged)
         return appended

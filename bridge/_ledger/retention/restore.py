@@ -93,4 +93,10 @@ def import_archive(ledger: Ledger, principal: str, path: Path) -> ImportReport:
     for member in read_members(path):
         with ledger.engine.begin() as conn:
             _restore_member(conn, principal, member, report)
+    if report.runs and ledger.dialect.name == "postgresql":
+        # Statistics of the rows just loaded, before autovacuum gets to them: a planner
+        # without them plans the next reads for the tables as they were.
+        with ledger.engine.connect() as conn:
+            auto = conn.execution_options(isolation_level="AUTOCOMMIT")
+            auto.exec_driver_sql("ANALYZE " + ", ".join(table.name for table in ARCHIVED))
     return report

@@ -11,31 +11,27 @@ A run is *finished* when all of these hold, and only then may it go:
 * every call of unknown outcome has a final admission verdict (``admitted`` or
   ``not_admitted``): an unresolved one stays for the host to resolve.
 
-The first three are SQL (:func:`finished`); the verdicts and acknowledgements live in the run's
-events, so :func:`unresolved_runs` reads them for the few candidates that have an unknown call
-or a lost task.
+The first three are SQL (:func:`finished`); the last two too (:func:`unresolved_runs`): a
+final verdict and an acknowledgement are events, and their time is also set on the call's or the
+task's row (``resolved_at_ms``, ``acknowledged_at_ms``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, exists, or_, select
+from sqlalchemy import Connection, Select, and_, exists, or_, select, union
 from sqlalchemy.sql.elements import ColumnElement
 
-from bridge import events as ev
 from bridge._ledger._base import DISPATCHES, EVENTS, RUNS, TASKS
 from bridge._ledger.retention.policy import RetentionPolicy
-from bridge._ledger.retention.removal import owned_by
-from bridge._lifecycle import Admission, CallState, OuterStatus
+from bridge._ledger.retention.removal import among_values, owned_by
+from bridge._lifecycle import CallState, OuterStatus
 
 TERMINAL_RUN = tuple(s.value for s in OuterStatus if s.is_terminal)
 SETTLED_CALL = tuple(s.value for s in CallState if s.is_settled)
-_CHECKED: str = ev.CallAdmissionChecked.model_fields["type"].default
-_ACKNOWLEDGED: str = ev.OperatorAcknowledged.model_fields["type"].default
 
 
 def quiet_since(ms: int) -> ColumnElement[bool]:
@@ -130,62 +126,17 @@ def candidates(
 
 def unresolved_runs(conn: Connection, principal: str, run_refs: Sequence[str]) -> set[str]:
     """Those of ``run_refs`` holding a call of unknown outcome without a final verdict, or a
-    lost task nobody acknowledged."""
-    return _unknown_without_verdict(conn, principal, run_refs) | _lost_unacknowledged(
-        conn, principal, run_refs
+    lost task nobody acknowledged (found by the runs, not by walking the principal's rows)."""
+    lost = select(TASKS.c.run_ref).where(
+        owned_by(TASKS, principal),
+        among_values(conn, TASKS.c.run_ref, run_refs),
+        TASKS.c.lost_reason.is_not(None),
+        TASKS.c.acknowledged_at_ms.is_(None),
     )
-
-
-def _lost_unacknowledged(conn: Connection, principal: str, run_refs: Sequence[str]) -> set[str]:
-    lost = conn.execute(
-        select(TASKS.c.ref, TASKS.c.run_ref).where(
-            owned_by(TASKS, principal),  # found by the runs, not by walking the principal's
-            TASKS.c.run_ref.in_(run_refs),
-            TASKS.c.lost_reason.is_not(None),
-        )
-    ).all()
-    if not lost:
-        return set()
-    acknowledged: set[str] = set()
-    for (payload,) in conn.execute(
-        select(EVENTS.c.payload_json).where(
-            EVENTS.c.principal == principal,
-            EVENTS.c.run_ref.in_({str(r.run_ref) for r in lost}),
-            EVENTS.c.type == _ACKNOWLEDGED,
-        )
-    ):
-        data = json.loads(payload)
-        if data.get("subject") == "lost_task" and data.get("task_ref"):
-            acknowledged.add(str(data["task_ref"]))
-    return {str(r.run_ref) for r in lost if str(r.ref) not in acknowledged}
-
-
-def _unknown_without_verdict(conn: Connection, principal: str, run_refs: Sequence[str]) -> set[str]:
-    unknown = conn.execute(
-        select(DISPATCHES.c.ref, DISPATCHES.c.run_ref).where(
-            owned_by(DISPATCHES, principal),
-            DISPATCHES.c.run_ref.in_(run_refs),
-            DISPATCHES.c.state == CallState.UNKNOWN.value,
-        )
-    ).all()
-    if not unknown:
-        return set()
-    runs = {str(r.run_ref) for r in unknown}
-    verdicts: dict[str, Admission] = {}
-    checked = conn.execute(
-        select(EVENTS.c.payload_json)
-        .where(
-            EVENTS.c.principal == principal,
-            EVENTS.c.run_ref.in_(runs),
-            EVENTS.c.type == _CHECKED,
-        )
-        .order_by(EVENTS.c.run_ref, EVENTS.c.seq)
+    unknown = select(DISPATCHES.c.run_ref).where(
+        owned_by(DISPATCHES, principal),
+        among_values(conn, DISPATCHES.c.run_ref, run_refs),
+        DISPATCHES.c.state == CallState.UNKNOWN.value,
+        DISPATCHES.c.resolved_at_ms.is_(None),
     )
-    for (payload,) in checked:
-        data = json.loads(payload)
-        verdicts[str(data.get("op_ref"))] = Admission(data["admission"])  # the latest wins
-    return {
-        str(r.run_ref)
-        for r in unknown
-        if (verdict := verdicts.get(str(r.ref))) is None or not verdict.is_final
-    }
+    return {str(ref) for (ref,) in conn.execute(union(lost, unknown))}

@@ -14,9 +14,11 @@ from sqlmodel import Field, SQLModel
 # OPEN_RUN and OPEN_TASK): a planner uses a partial index only for a query that implies them.
 OPEN_RUN_SQL = "status IS NULL OR status = 'in_progress'"
 OPEN_TASK_SQL = "terminal_at_ms IS NULL AND lost_reason IS NULL AND detached_at_ms IS NULL"
-# What the attention query and recovery read: lost tasks with no outcome, inputs not answered
-# (waiting, or declined with no answer). A history of finished runs holds few of either.
-LOST_TASK_SQL = "lost_reason IS NOT NULL AND terminal_at_ms IS NULL"
+# What the attention query and recovery read: lost tasks with no outcome nobody acknowledged,
+# calls of unknown outcome with no final verdict, inputs not answered (waiting, or declined with
+# no answer). Resolved items leave these indexes: a long history holds few rows of any of them.
+LOST_TASK_SQL = "lost_reason IS NOT NULL AND terminal_at_ms IS NULL AND acknowledged_at_ms IS NULL"
+UNRESOLVED_CALL_SQL = "state = 'unknown' AND resolved_at_ms IS NULL"
 UNANSWERED_INPUT_SQL = "answered_at_ms IS NULL"
 
 
@@ -76,6 +78,17 @@ class DispatchIntent(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("principal", "operation_id", name="uq_dispatch_operation"),
         Index("ix_dispatch_principal_state", "principal", "state"),
+        # Keyed on all three terms the attention query compares: SQLite's planner, without
+        # statistics, would otherwise take the (principal, state) index, which holds every
+        # unknown outcome ever recorded, resolved or not.
+        Index(
+            "ix_dispatch_unresolved",
+            "principal",
+            "state",
+            "resolved_at_ms",
+            sqlite_where=text(UNRESOLVED_CALL_SQL),
+            postgresql_where=text(UNRESOLVED_CALL_SQL),
+        ),
     )
 
     ref: str = Field(primary_key=True, max_length=64)
@@ -102,6 +115,8 @@ class DispatchIntent(SQLModel, table=True):
     )
     created_at_ms: int = Field(sa_column=_ms())
     updated_at_ms: int = Field(sa_column=_ms())
+    # When an unknown outcome got its final admission verdict (the verdict is its event).
+    resolved_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
 
 
 class InnerTask(SQLModel, table=True):
@@ -171,6 +186,8 @@ class InnerTask(SQLModel, table=True):
     # Which task protocol the handle belongs to: NULL for the Tasks extension (2026-07-28),
     # "2025-11-25" for the core experimental tasks, polled with that generation's methods.
     task_generation: str | None = Field(default=None, max_length=32)
+    # When an operator acknowledged the task lost (the acknowledgement is its event).
+    acknowledged_at_ms: int | None = Field(default=None, sa_column=_ms(nullable=True))
 
 
 class InputRequestRow(SQLModel, table=True):

@@ -3,7 +3,7 @@ resuming the handle (a restart, another replica, a durable engine's recovery) do
 acknowledged cancel a second time
 
 Revision ID: 0016_cancel_acknowledged
-Revises: 0014_attention_indexes
+Revises: 0015_resolved_work
 Create Date: 2026-12-05
 
 """
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016_cancel_acknowledged"
-down_revision: str | Sequence[str] | None = "0014_attention_indexes"
+down_revision: str | Sequence[str] | None = "0015_resolved_work"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
