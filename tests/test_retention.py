@@ -4,6 +4,7 @@ archive it writes restores the runs' reads in an empty ledger (both backends).""
 from __future__ import annotations
 
 import gzip
+import json
 import time
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from sqlalchemy import func, select
 
 from bridge._errors import NotFound
 from bridge._ledger._base import EVENTS, RUNS
+from bridge._ledger.reads.attention import AttentionWindow
 from bridge._ledger.reads.views import TaskObservation
 from bridge._ledger.retention.policy import DAY_MS, RetentionPolicy, policy_for
 from bridge._ledger.retention.prune import Prune, PruneReport
@@ -311,3 +313,47 @@ def test_a_runs_webhook_outbox_rows_go_with_it(ledger: Ledger, clock: FakeClock)
     assert sorted(report.sample) == sorted(refs) and report.rows["bridge_webhook_outbox"] == 2
     with ledger._read() as conn:
         assert conn.execute(select(func.count()).select_from(OUTBOX)).scalar() == 0
+
+
+def test_an_archive_from_before_resolved_columns_imports_resolved(
+    ledger: Ledger, clock: FakeClock, tmp_path: Path
+) -> None:
+    """An archive written before calls and tasks carried their verdict's and acknowledgement's
+    time (migration 0015) restores them from its events: nothing resolved waits again."""
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    op = tenant.calls.begin_dispatch(
+        run.ref,
+        server_endpoint="http://127.0.0.1:9/mcp",
+        server_name="r",
+        tool_name="pay",
+        arguments={},
+    )
+    tenant.calls.mark_dispatch_sent(op.ref)
+    tenant.calls.mark_dispatch_unknown(op.ref, "connection dropped")
+    tenant.calls.record_admission(op.ref, Admission.ADMITTED, "host")
+    lost_task = new_task(tenant, run.ref)
+    tenant.tasks.mark_task_lost(lost_task.ref, LostReason.NOT_FOUND, "gone")
+    tenant.operator.acknowledge(lost_task.ref, by="oncall")
+    tenant.runs.observe_outer(run.ref, OuterStatus.FAILED)
+    clock.advance(40 * DAY_MS)
+    archive = tmp_path / "acme.jsonl.gz"
+    policy = RetentionPolicy(max_age_days=0, keep_runs=0, min_age_days=0)
+    assert prune(ledger, "acme", policy, archive=archive).runs == 1
+    older = tmp_path / "older.jsonl.gz"
+    lines = gzip.decompress(archive.read_bytes()).decode().splitlines()
+    records = [json.loads(line) for line in lines]
+    for record in records:  # as written before 0015: neither column in any row
+        for column in ("resolved_at_ms", "acknowledged_at_ms"):
+            record.get("row", {}).pop(column, None)
+    older.write_bytes(gzip.compress("\n".join(map(json.dumps, records)).encode()))
+
+    target = Ledger.open(tmp_path / "restored.db", clock=clock)
+    try:
+        assert import_archive(target, "acme", older).runs == 1
+        back = target.for_principal("acme")
+        assert back.attention.attention(AttentionWindow(clock.now_ms)) == []
+        (call,) = [c for c in back.reads.list_dispatches(run_ref=run.ref) if c.ref == op.ref]
+        assert call.state.value == "unknown"  # still what it was; only its verdict is final
+    finally:
+        target.close()

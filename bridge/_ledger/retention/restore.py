@@ -8,6 +8,7 @@ the import is scoped to; one that does not refuses the whole member it is in.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from bridge._ledger.retention.removal import AGENT_STATES, ARCHIVED, ROUNDS
 from bridge._ledger.store import Ledger
 
 _LEASED = ("lease_owner", "lease_incarnation")
+_FINAL_VERDICTS = ("admitted", "not_admitted")
 
 
 @dataclass(slots=True)
@@ -53,6 +55,22 @@ def _kept(table: Table, rows: list[dict[str, Any]], taken: dict[str, set[str]]) 
     return []
 
 
+def _settled_by_events(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """When each call got its final verdict and each lost task its acknowledgement, by the
+    events: an archive written before the rows carried them (migration 0015) lacks them, and
+    without them the restored calls and tasks would wait for a person again."""
+    settled: dict[str, dict[str, Any]] = {"resolved_at_ms": {}, "acknowledged_at_ms": {}}
+    for event in events:
+        if event.get("type") not in ("call.admission_checked", "operator.acknowledged"):
+            continue
+        data = json.loads(event["payload_json"])
+        if data.get("admission") in _FINAL_VERDICTS and data.get("op_ref"):
+            settled["resolved_at_ms"][data["op_ref"]] = event["at_ms"]
+        elif data.get("subject") == "lost_task" and data.get("task_ref"):
+            settled["acknowledged_at_ms"][data["task_ref"]] = event["at_ms"]
+    return settled
+
+
 def _restore_member(conn: Connection, principal: str, member: Member, report: ImportReport) -> None:
     if member.principal != principal:
         raise ArchiveError(f"the archive holds runs of another principal ({member.principal!r})")
@@ -67,6 +85,7 @@ def _restore_member(conn: Connection, principal: str, member: Member, report: Im
     )
     taken: dict[str, set[str]] = {"runs": refs - present, "tasks": set(), "ops": set()}
     report.skipped += len(present)
+    settled = _settled_by_events(member.rows.get(EVENTS.name, []))
     for table in ARCHIVED:
         rows = _kept(table, member.rows.get(table.name, []), taken)
         unique: dict[Any, dict[str, Any]] = {}
@@ -74,6 +93,9 @@ def _restore_member(conn: Connection, principal: str, member: Member, report: Im
             values = {k: v for k, v in row.items() if k in table.c and k != "id"}
             values.update(dict.fromkeys(_LEASED) if "lease_owner" in table.c else {})
             key = row.get("ref") or row.get("id")
+            for column, at_ms in settled.items():
+                if column in table.c and values.get(column) is None:
+                    values[column] = at_ms.get(key)  # every row binds the same columns
             unique[key] = values
         if table is TASKS:
             taken["tasks"] = {str(r["ref"]) for r in unique.values()}
