@@ -156,23 +156,28 @@ async def _start(call: ToolCall, opts: CallOptions) -> dict[str, Any]:
     return started
 
 
+async def _watched(activity: str, argument: dict[str, Any], opts: CallOptions) -> dict[str, Any]:
+    """What a heartbeating watch (of a task, or of a call before any task) saw."""
+    seen: dict[str, Any] = await workflow.execute_activity(
+        activity,
+        argument,
+        result_type=dict,
+        start_to_close_timeout=timedelta(seconds=opts.watch_timeout_s),
+        heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_s),
+        retry_policy=_RETRY,
+        task_queue=opts.task_queue,
+    )
+    return seen
+
+
 async def _watch(
     state: _CallsState, call: ToolCall, handle: TaskRefs, opts: CallOptions
 ) -> ToolOutcome:
     waiting: list[str] = []
     seen: list[str] = []
     while True:
-        seen_now = wire.observation_of(
-            await workflow.execute_activity(
-                WATCH_TASK,
-                wire.watch_json(WatchRequest(call, handle, list(waiting), list(seen))),
-                result_type=dict,
-                start_to_close_timeout=timedelta(seconds=opts.watch_timeout_s),
-                heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_s),
-                retry_policy=_RETRY,
-                task_queue=opts.task_queue,
-            )
-        )
+        request = WatchRequest(call, handle, list(waiting), list(seen))
+        seen_now = wire.observation_of(await _watched(WATCH_TASK, wire.watch_json(request), opts))
         if seen_now.settled is not None:
             for ref in waiting:
                 state.waiting.pop(ref, None)
@@ -199,15 +204,7 @@ async def _await_round(
         while True:
             request = CallWatchRequest(call, op_ref, [p.input_ref for p in asked], list(waiting))
             seen = wire.call_observation_of(
-                await workflow.execute_activity(
-                    WATCH_CALL,
-                    wire.call_watch_json(request),
-                    result_type=dict,
-                    start_to_close_timeout=timedelta(seconds=opts.watch_timeout_s),
-                    heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_s),
-                    retry_policy=_RETRY,
-                    task_queue=opts.task_queue,
-                )
+                await _watched(WATCH_CALL, wire.call_watch_json(request), opts)
             )
             if seen.started is not None:
                 return seen.started
