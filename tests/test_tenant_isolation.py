@@ -204,6 +204,7 @@ def _writes(foreign: TenantLedger, acme: dict[str, Any]) -> dict[str, Callable[[
             task.ref, ["k"], polls=1, waited_ms=0, cancel=False
         ),
         "record_cancel_requested": lambda: foreign.tasks.record_cancel_requested(task.ref, "x"),
+        "record_cancel_acknowledged": lambda: foreign.tasks.record_cancel_acknowledged(task.ref),
         "mark_answer_delivered": lambda: foreign.inputs.mark_answer_delivered(task.ref, "k"),
         "record_answer_refused": lambda: foreign.inputs.record_answer_refused(
             task.ref, "in_x", "x"
