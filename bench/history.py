@@ -153,10 +153,13 @@ def page_size(ledger: Ledger) -> int:
 #: Rounds of measurement, each taking every figure's samples from the two ledgers in turns.
 ROUNDS = 3
 CALL_BLOCK = 50
+#: Samples of each query per ledger per round: a p99 of over a thousand pooled samples is not
+#: one garbage-collector pause among a few hundred.
+QUERY_SAMPLES = 350
 
 
 def measure_round(
-    sides: list[tuple[TenantLedger, str]], calls: int
+    sides: list[tuple[TenantLedger, str]], calls: int, queries: int = QUERY_SAMPLES
 ) -> list[dict[str, list[float]]]:
     """One round of samples of every figure on each (tenant, caller run), one sample (a block
     of calls) on one, then one on the other, so a burst of load falls on both alike."""
@@ -174,8 +177,8 @@ def measure_round(
     turns("load", 1, lambda t, c: [os.getloadavg()[0]])
     turns("call", max(1, calls // CALL_BLOCK), lambda t, c: call_path(t, c, CALL_BLOCK))
     turns("recovery", 7, lambda t, c: timed(lambda: recovery_reads(t), 1))
-    turns("runs", 70, lambda t, c: timed(lambda: runs_query(t, c), 1))
-    turns("attention", 70, lambda t, c: timed(lambda: attention_query(t), 1))
+    turns("runs", queries, lambda t, c: timed(lambda: runs_query(t, c), 1))
+    turns("attention", queries, lambda t, c: timed(lambda: attention_query(t), 1))
     return taken
 
 
@@ -312,7 +315,12 @@ def live_ledger(ledger: Ledger) -> str:
 
 
 def bench_history(
-    backend: str, finished: int, calls: int, report: Report, prune_most: int | None = None
+    backend: str,
+    finished: int,
+    calls: int,
+    report: Report,
+    prune_most: int | None = None,
+    queries: int = QUERY_SAMPLES,
 ) -> None:
     with (
         tempfile.TemporaryDirectory(prefix="bench-history-") as tmp,
@@ -324,7 +332,7 @@ def bench_history(
         seeded_s = seed_finished(ledger, finished, ledger.clock() - 30 * DAY_MS)
         full_bytes = size_bytes(ledger, path)
         sides = [(one.for_principal(PRINCIPAL), callers[id(one)]) for one in (other, ledger)]
-        rounds = [measure_round(sides, calls) for _ in range(ROUNDS)]
+        rounds = [measure_round(sides, calls, queries) for _ in range(ROUNDS)]
         empty, full = figures([r[0] for r in rounds]), figures([r[1] for r in rounds])
         load = os.getloadavg()[0]
         pruned = prune_while_calling(ledger, caller, prune_most)
@@ -336,8 +344,8 @@ def bench_history(
     report.add(
         f"Seeded in {seeded_s:.0f} s ({finished / seeded_s:,.0f} runs/s). {ROUNDS} rounds, each "
         f"sample taken on the two ledgers in turns; per round and ledger {calls} calls, 7 "
-        f"recoveries, 70 `runs` and 70 attention queries. Load average before the prune: "
-        f"{load:.2f}."
+        f"recoveries, {queries} `runs` and {queries} attention queries. Load "
+        f"average before the prune: {load:.2f}."
     )
     report.add()
     report.add(
@@ -405,8 +413,9 @@ def bench_section(quick: bool, report: Report) -> None:
         "a block of calls with the prune running, one with it held between its batches."
     )
     report.add()
-    bench_history("sqlite", sqlite, calls, report)
-    bench_history("postgresql", pg, calls, report)
+    queries = 70 if quick else QUERY_SAMPLES  # a quick run shows the shape, not a p99
+    bench_history("sqlite", sqlite, calls, report, queries=queries)
+    bench_history("postgresql", pg, calls, report, queries=queries)
 
 
 def main(argv: list[str] | None = None) -> int:
