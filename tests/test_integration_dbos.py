@@ -457,6 +457,40 @@ def test_a_cancelled_workflow_sends_tasks_cancel_only_if_its_policy_says_so(
         client.destroy()
 
 
+@pytest.mark.parametrize("acknowledged", [False, True], ids=["intent", "acknowledged"])
+def test_a_cancelled_workflows_cancel_is_resent_by_the_next_workers_attach_once(
+    acknowledged: bool, backend: Backend, server: ServerProcess, tmp_path: Path
+) -> None:
+    """The workflow is cancelled, its policy (``CANCEL_TASK``) records the intent to cancel,
+    and the worker dies before ``tasks/cancel`` leaves (or once its acknowledgement is
+    recorded). DBOS never resumes a cancelled workflow: the next worker's ``attach`` takes the
+    handle back, sends the cancel never acknowledged (an acknowledged one, never again) and
+    watches the task to its end."""
+    w = worker(backend, server, tmp_path)
+    args = '{"key": "k-wf-dies", "seconds": 60}'
+    crash = "workflow_cancel_acked" if acknowledged else "workflow_cancel"
+    cancelling = ("--cancel-workflow", "cancel_task", "--poll-window-s", "1")
+    assert w.run("--start", "record_effect", args, *cancelling, "--crash", crash) == -9, w.logs()
+    with backend.ledger_open() as ledger:
+        (task_before,) = ledger.for_principal(P).reads.list_tasks()
+    assert task_before.is_open and task_before.cancel_requested_at_ms is not None
+    assert (task_before.cancel_acknowledged_at_ms is not None) is acknowledged
+    assert methods(server).count("tasks/cancel") == (1 if acknowledged else 0)
+    started = time.monotonic()
+    assert w.run("--executor-id", "worker-b", "--take-back") == 0, w.logs()
+    assert time.monotonic() - started < 45  # cancelled, not run to its 60 s end
+    result = w.result()
+    assert result["task_ref"] == task_before.ref and result["status"] == "cancelled"
+    assert result["cancel_acknowledged"]
+    assert methods(server).count("tasks/cancel") == 1  # one on the wire, either way
+    with backend.ledger_open() as ledger:
+        events = ledger.for_principal(P).reads.events(task_before.run_ref)
+    requested = [e.requested_by for e in events if e.type == "task.cancel_requested"]
+    assert requested == ["policy:workflow_cancelled"]
+    assert not [e for e in events if e.type == "anomaly"]
+    assert "effect k-wf-dies" not in effects(server)
+
+
 def test_input_asked_before_any_task_is_an_explicit_wait_answered_once(
     backend: Backend, tmp_path: Path
 ) -> None:
