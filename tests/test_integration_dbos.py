@@ -204,12 +204,14 @@ def test_outcome_is_the_ledgers_and_steps_hold_only_what_it_recorded(
     # Sleeps between polls are DBOS's own durable sleeps, one per poll, each the rest of the
     # server's pollIntervalMs after the poll before it was sent (the step says how long ago
     # that was): the test server asks for 50 ms (the worker's floor is 20 ms, its default
-    # 1,000 ms); DBOS counts its own checkpoint before the sleep in the length.
+    # 1,000 ms); DBOS counts its own checkpoint before the sleep in the length. A step that
+    # returned 50 ms or more after its poll was sent (a loaded machine) leaves nothing to
+    # sleep: DBOS records no sleep of 0 s.
     sleeps = [s for s in backend.steps(w.workflow_id) if s["function_name"] == "DBOS.sleep"]
-    assert len(sleeps) == len(observed) - 1
+    since = [o["since_poll_ms"] for o in observed[:-1] if o["since_poll_ms"] < 50]
+    assert len(sleeps) == len(since) and len(observed) >= 2
     assert all(o["poll_interval_ms"] == 50 for o in observed)
     slept = [s["completed_at_epoch_ms"] - s["started_at_epoch_ms"] for s in sleeps]
-    since = [o["since_poll_ms"] for o in observed[:-1]]
     assert all(ms + ago >= 49 and ms < 500 for ms, ago in zip(slept, since, strict=True)), (
         slept,
         since,
