@@ -43,8 +43,6 @@ class BridgedCallWorkflow:
         )
 
 
-
-
 @workflow.defn
 class TwoCallsWorkflow:
     """Two bridged calls in a row (the replay test changes nothing else)."""
