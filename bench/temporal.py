@@ -174,10 +174,10 @@ async def _call_vs_plain(
                     turn = i % len(KINDS)
                     for kind in KINDS[turn:] + KINDS[:turn]:  # each kind first in turn
                         key = f"{kind}-{i}"
-                        # A full collection of the worker's heap (a tenth of a second) falls on
-                        # whichever workflow allocates past the threshold, whatever garbage it
-                        # collects: one moved a kind's mean by 2 ms. Collected here, outside the
-                        # timed window, no workflow is charged one (young ones still count).
+                        # A full collection of the worker's heap falls on whichever workflow
+                        # allocates past the threshold, whatever garbage it collects, and moves
+                        # that kind's mean. Collected here, outside the timed window, no workflow
+                        # is charged one (young collections still count where they happen).
                         gc.collect()
                         cpu0, wall0 = time.process_time(), time.perf_counter()
                         text = await _one_workflow(client, kind, key, queue)
@@ -223,8 +223,9 @@ def _report_call(
         "and the workflow task after the local one cost Temporal's worker by themselves: its "
         "ratio to plain is what putting a result (the handle) into history before the activity "
         "costs, whatever that result is. Every "
-        "workflow returns the tool's text. CPU is this process's (worker, Temporal client, "
-        "bridge), not the Temporal server's."
+        "workflow returns the tool's text, all take the same input. CPU is this process's "
+        "(worker, Temporal client, bridge), not the Temporal server's; a full garbage "
+        "collection runs between workflows, outside the timed window."
     )
     report.add()
     report.add(

@@ -206,7 +206,7 @@ async def _heartbeat() -> None:
         # Sleep first: the server counts the heartbeat timeout from the activity's start, so a
         # first beat at a third of it is in time, and a watch of a short task ends before any
         # (a round trip to the Temporal server fewer). A cancellation is heard in a beat's
-        # reply: a beat at the start, before anything was cancelled, heard none.
+        # reply, and a beat at the very start would have had none to hear.
         await anyio.sleep(every)
         activity.heartbeat()
 
