@@ -63,6 +63,9 @@ if TYPE_CHECKING:
     import mcp_types
 
 LOCAL_SERVER_PREFIX = "local:"
+# The harness names of the served runs a durable engine's workflow owns (the Temporal and DBOS
+# integrations register one per workflow): they end with the workflow, not through this bridge.
+ENGINE_HARNESSES = frozenset({"temporal", "dbos"})
 T = TypeVar("T")
 
 
@@ -264,8 +267,30 @@ class Bridge:
         """Record a response this harness serves itself (it already knows its ids); its
         handle, through which every step of it goes."""
         self._scope(principal)
+        run = await self._open_served(principal, response_id, session_id, harness_id, harness)
+        await self._spans.start(principal, run, served=True)
+        return Run(self._services, principal, run.ref)
+
+    async def _open_engine_run(self, principal: str, *, response_id: str, harness: str) -> Run:
+        """The run of one durable engine's workflow (``harness``: one of ENGINE_HARNESSES),
+        registered on its first step and the same one after: as a served run, except that
+        its end is the engine's, so no span of it is kept open here."""
+        assert harness in ENGINE_HARNESSES
+        self._scope(principal)
+        run = await self._open_served(principal, response_id, None, None, harness)
+        await self._spans.start_hosted(principal, run)
+        return Run(self._services, principal, run.ref)
+
+    async def _open_served(
+        self,
+        principal: str,
+        response_id: str,
+        session_id: str | None,
+        harness_id: str | None,
+        harness: str,
+    ) -> RunView:
         tenant = self._ledger.for_principal(principal)
-        run = await self._db(
+        run: RunView = await self._db(
             tenant.runs.open_run,
             LOCAL_SERVER_PREFIX + harness,
             response_id=response_id,
@@ -273,8 +298,7 @@ class Bridge:
             harness_id=harness_id,
             status=OuterStatus.IN_PROGRESS,
         )
-        await self._spans.start(principal, run, served=True)
-        return Run(self._services, principal, run.ref)
+        return run
 
     async def start_remote_run(
         self, principal: str, uhp_server: str, input: Any, **request: Any
@@ -417,7 +441,8 @@ class Bridge:
                     report.served_runs_open.append(run.ref)
                 elif self._replica is not None:
                     continue  # followed by whichever replica claims it
-                if run.trace_id is not None:  # continue the run's trace in this process
+                engine = run.uhp_server.removeprefix(LOCAL_SERVER_PREFIX) in ENGINE_HARNESSES
+                if run.trace_id is not None and not engine:  # continue its trace here
                     await self._spans.start(principal, run, served=served)
                 resumable = not served and run.response_id is not None
                 if resumable and await self._outer.resume(principal, run):

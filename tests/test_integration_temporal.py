@@ -24,6 +24,7 @@ from temporalio.worker import Replayer, Worker
 from typer.testing import CliRunner
 
 from bridge import Bridge, BridgeSettings, McpServerConfig, ReplicaConfig
+from bridge._telemetry import outer_spans
 from bridge.cli._app import app
 from bridge.integrations.temporal import (
     ANSWER_UPDATE,
@@ -443,3 +444,39 @@ def _payloads(history_json: str) -> str:
 
     walk(json.loads(history_json))
     return "\n".join(found)
+
+
+async def test_workflows_through_one_worker_keep_no_span_and_each_trace_holds_its_calls(
+    temporal: TemporalDevServer,
+    tasks_server: ServerProcess,
+    tmp_path: Path,
+    span_exporter: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker lives for many workflows: none of their runs may stay in its memory for good.
+    monkeypatch.setattr(outer_spans, "HOSTED_CONTEXTS", 2)
+    span_exporter.clear()
+    q = queue()
+    spec = CallSpec("tasks", "slow_report", {"quarter": "Q1", "seconds": 0.05})
+    async with worker(temporal, tmp_path / "ledger.db", tasks_server.url, q) as (client, bridge):
+        for n in range(3):
+            handle = await client.start_workflow(
+                TwoCallsWorkflow.run, spec, id=f"spans-{n}-{uuid.uuid4().hex}", task_queue=q
+            )
+            assert all(o.succeeded for o in await handle.result())
+        kept = bridge._spans
+        assert kept._spans == {} and len(kept._hosted) == 2  # the newest, as the bound says
+    ours = [
+        s
+        for s in span_exporter.get_finished_spans()
+        if s.instrumentation_scope.name == "uhp-mcp-bridge"
+    ]
+    outer = [s for s in ours if s.name == "uhp.response"]
+    assert len(outer) == 3 and all(s.attributes["bridge.engine_hosted"] for s in outer)
+    for span in outer:
+        trace_id = span.context.trace_id
+        calls = [
+            s for s in ours if s.name.startswith("tools/call") and s.context.trace_id == trace_id
+        ]
+        assert len(calls) == 2
+        assert all(c.parent is not None and c.parent.span_id == span.context.span_id for c in calls)

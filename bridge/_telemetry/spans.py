@@ -41,6 +41,7 @@ TRACER_NAME = "uhp-mcp-bridge"
 # bridge.* attribute names (no OpenTelemetry convention covers tasks yet)
 RUN_REF = "bridge.run.ref"
 RESUMED = "bridge.resumed"
+HOSTED = "bridge.engine_hosted"  # a run whose lifetime a durable engine's workflow owns
 TASK_REF = "bridge.mcp_task.ref"
 TASK_STATUS = "bridge.mcp_task.status"
 TASK_LOST_REASON = "bridge.mcp_task.lost_reason"

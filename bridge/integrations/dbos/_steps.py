@@ -64,12 +64,8 @@ def _context() -> tuple[str, int]:
 
 async def _register(workflow_id: str) -> str:
     here = attached()
-    run = await here.bridge.register_served_run(
-        here.principal,
-        response_id=response_id(workflow_id),
-        session_id=None,
-        harness_id=None,
-        harness=HARNESS,
+    run = await here.bridge._open_engine_run(
+        here.principal, response_id=response_id(workflow_id), harness=HARNESS
     )
     return run.ref
 

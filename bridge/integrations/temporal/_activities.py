@@ -80,12 +80,8 @@ class BridgeActivities:
         """The bridge run a workflow's calls are recorded under (``bridge runs`` lists it with
         response id ``temporal:<workflow id>``); registered on first use, the same one after."""
         # Registering the same response id again returns the run already recorded.
-        return await self._bridge.register_served_run(
-            self.principal,
-            response_id=f"temporal:{workflow_id}",
-            session_id=None,
-            harness_id=None,
-            harness=HARNESS,
+        return await self._bridge._open_engine_run(
+            self.principal, response_id=f"temporal:{workflow_id}", harness=HARNESS
         )
 
     @activity.defn(name=START_CALL)
