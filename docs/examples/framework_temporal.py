@@ -7,6 +7,7 @@ dev server with it, on 127.0.0.1, offline.
 """
 
 # --8<-- [start:imports]
+import gc
 import os
 import secrets
 import shutil
@@ -16,6 +17,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -70,10 +72,15 @@ async def main() -> None:
         "payee": "ACME",
         "payment_key": secrets.token_hex(4),
     }
+    # --8<-- [start:runtime]
+    # Its own Temporal runtime, not the SDK's process-wide default (kept until exit): its
+    # threads stop when the last client and worker holding it are gone, before Python exits.
+    runtime = Runtime(telemetry=TelemetryConfig())
     # A local dev server from the CLI already installed: nothing is downloaded.
     env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli(), ui=False, ip="127.0.0.1"
+        dev_server_existing_path=temporal_cli(), ui=False, ip="127.0.0.1", runtime=runtime
     )
+    # --8<-- [end:runtime]
     async with env:
         settings = BridgeSettings(
             ledger_url=DB, principals=["acme"], mcp_servers=servers, credentials=tokens.get
@@ -116,4 +123,7 @@ async def pay(client: Client, payment: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
+    # --8<-- [start:exit]
     anyio.run(main)
+    gc.collect()  # what still holds the runtime in a cycle goes now, not during finalization
+    # --8<-- [end:exit]
