@@ -84,7 +84,7 @@ async def worker(
     replica: ReplicaConfig | None = None,
 ) -> AsyncIterator[tuple[Client, Bridge]]:
     """A worker in this process, on a bridge over ``db`` (the Tasks server as ``tasks``)."""
-    client = await Client.connect(temporal.target)
+    client = await Client.connect(temporal.target, runtime=temporal.runtime)
     async with Bridge.open(settings_of(db, url, replica)) as bridge:
         acts = BridgeActivities(bridge, PRINCIPAL)
         async with Worker(
@@ -141,11 +141,11 @@ async def test_two_calls_complete_and_their_history_replays(
     assert first.task_ref in recorded
     assert len(raw_ids) == 2 and not any(raw in recorded for raw in raw_ids)
     # Replay-safe: the recorded history replays on the same code (no worker, no MCP server)…
-    await Replayer(workflows=[TwoCallsWorkflow]).replay_workflow(history)
+    await Replayer(workflows=[TwoCallsWorkflow], runtime=temporal.runtime).replay_workflow(history)
     # …and the replayer does catch a change that is not (a timer added between the calls).
-    replayed = await Replayer(workflows=[TwoCallsChangedWorkflow]).replay_workflow(
-        history, raise_on_replay_failure=False
-    )
+    replayed = await Replayer(
+        workflows=[TwoCallsChangedWorkflow], runtime=temporal.runtime
+    ).replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is not None
 
 
@@ -155,7 +155,7 @@ async def test_the_activities_may_run_on_another_task_queue(
     """With ``CallOptions.task_queue``, a worker without the bridge runs the workflow and the
     bridge's worker its activities: the start is then a regular activity on that queue."""
     workflows_q, activities_q = queue(), queue()
-    client = await Client.connect(temporal.target)
+    client = await Client.connect(temporal.target, runtime=temporal.runtime)
     async with Bridge.open(settings_of(tmp_path / "ledger.db", tasks_server.url)) as bridge:
         acts = BridgeActivities(bridge, PRINCIPAL)
         async with (
@@ -328,7 +328,9 @@ async def test_an_input_asked_before_any_task_waits_for_the_update_then_the_call
     assert effects.count(f"export {rows}") == 1
     # The task handle is in history; the history replays on the same code.
     assert outcome.task_ref in _payloads(history.to_json())
-    await Replayer(workflows=[BridgedCallWorkflow]).replay_workflow(history)
+    await Replayer(workflows=[BridgedCallWorkflow], runtime=temporal.runtime).replay_workflow(
+        history
+    )
 
 
 async def test_an_input_asked_before_any_task_may_be_answered_through_the_cli(
@@ -416,7 +418,9 @@ async def test_a_round_of_two_inputs_completes_only_once_both_are_answered_each_
         if "workflowExecutionUpdateAccepted" in json.dumps(e)
     ]
     assert len(updates) == 1  # the refused second answer never reached history
-    await Replayer(workflows=[BridgedCallWorkflow]).replay_workflow(history)
+    await Replayer(workflows=[BridgedCallWorkflow], runtime=temporal.runtime).replay_workflow(
+        history
+    )
 
 
 async def _two(asked: Callable[[], Awaitable[list[PendingInput]]]) -> list[PendingInput]:

@@ -156,7 +156,7 @@ async def test_a_worker_killed_mid_task_is_resumed_by_another_on_the_same_handle
     first.start(*replica(db, "w1"))
     workers.append(first)
     first.wait_ready()
-    client = await Client.connect(temporal.target)
+    client = await Client.connect(temporal.target, runtime=temporal.runtime)
     spec = CallSpec("tasks", "record_effect", {"key": key, "seconds": 3}, heartbeat_timeout_s=2)
     handle = await client.start_workflow(
         BridgedCallWorkflow.run, spec, id=f"kill-{uuid.uuid4().hex}", task_queue=queue
@@ -183,7 +183,7 @@ async def test_an_mcp_server_restart_surfaces_as_lost_never_success(
     worker = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path).start()
     workers.append(worker)
     worker.wait_ready()
-    client = await Client.connect(temporal.target)
+    client = await Client.connect(temporal.target, runtime=temporal.runtime)
     spec = CallSpec("tasks", "wait_forever", {"seconds": 60})
     handle = await client.start_workflow(
         BridgedCallWorkflow.run, spec, id=f"lost-{uuid.uuid4().hex}", task_queue=queue
@@ -209,7 +209,7 @@ async def test_an_in_flight_crash_is_an_unknown_outcome_and_never_resent(
     )
     workers.append(first)
     first.wait_ready()
-    client = await Client.connect(temporal.target)
+    client = await Client.connect(temporal.target, runtime=temporal.runtime)
     spec = CallSpec("tasks", "record_effect", {"key": key}, start_timeout_s=5)
     handle = await client.start_workflow(
         BridgedCallWorkflow.run, spec, id=f"unknown-{uuid.uuid4().hex}", task_queue=queue
@@ -234,7 +234,7 @@ async def test_an_answer_from_the_bridge_cli_reaches_the_waiting_workflow(
     worker = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path).start()
     workers.append(worker)
     worker.wait_ready()
-    client = await Client.connect(temporal.target)
+    client = await Client.connect(temporal.target, runtime=temporal.runtime)
     spec = CallSpec("tasks", "approve_payment", {"amount": 7, "payment_key": key})
     handle = await client.start_workflow(
         BridgedCallWorkflow.run, spec, id=f"cli-{uuid.uuid4().hex}", task_queue=queue
@@ -273,7 +273,7 @@ async def test_an_answer_from_the_console_reaches_the_waiting_workflow_once(
     worker = WorkerProcess(temporal, db, tasks_server.url, queue, tmp_path).start()
     workers.append(worker)
     worker.wait_ready()
-    client = await Client.connect(temporal.target)
+    client = await Client.connect(temporal.target, runtime=temporal.runtime)
     spec = CallSpec("tasks", "approve_payment", {"amount": 9, "payment_key": key})
     handle = await client.start_workflow(
         BridgedCallWorkflow.run, spec, id=f"web-{uuid.uuid4().hex}", task_queue=queue
@@ -346,7 +346,7 @@ async def test_a_worker_killed_while_an_mrtr_input_waits_is_resumed_and_answered
     first = WorkerProcess(temporal, db, mrtr_server.url, queue, tmp_path).start()
     workers.append(first)
     first.wait_ready()
-    client = await Client.connect(temporal.target)
+    client = await Client.connect(temporal.target, runtime=temporal.runtime)
     spec = CallSpec("tasks", "approved_export", {"rows": rows}, heartbeat_timeout_s=2)
     handle = await client.start_workflow(
         BridgedCallWorkflow.run, spec, id=f"mrtr-kill-{uuid.uuid4().hex}", task_queue=queue

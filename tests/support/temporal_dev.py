@@ -4,6 +4,7 @@ headless, with a SQLite file of its own. It runs offline; nothing is downloaded.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import signal
@@ -12,6 +13,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from temporalio.runtime import Runtime, TelemetryConfig
 
 HOST = "127.0.0.1"
 NAMESPACE = "default"
@@ -44,6 +47,16 @@ class TemporalDevServer:
         self.port = free_port()
         self.log_path = folder / "temporal-dev.log"
         self._proc: subprocess.Popen[bytes] | None = None
+        self._runtime: Runtime | None = None
+
+    @property
+    def runtime(self) -> Runtime:
+        """The Temporal runtime of this server's clients, workers and replayers: not the SDK's
+        process-wide default, which outlives the tests and whose native threads can still run
+        while Python exits (a SIGABRT of the whole test process)."""
+        if self._runtime is None:
+            self._runtime = Runtime(telemetry=TelemetryConfig())
+        return self._runtime
 
     @property
     def target(self) -> str:
@@ -120,3 +133,6 @@ class TemporalDevServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+        # Its threads are joined once the last client holding it is collected: now.
+        self._runtime = None
+        gc.collect()
