@@ -253,13 +253,15 @@ async def _watch(
     while True:
         due_ms = None
         if wait_ms is not None:
-            # Start to start: the interval runs from when the last poll was sent, not from
-            # when its recording returned (which queues with every other handle's).
+            # Start to start: the interval runs from when the last poll's request left, not
+            # from when its recording returned (which queues with every other handle's).
             wait_s = max(0.0, started + wait_ms / 1000 - time.monotonic())
             due_ms = wall_clock_ms() + round(wait_s * 1000)
             await anyio.sleep(wait_s)
         started = time.monotonic()
         task, polled = await here.poll(task_ref, carried, due_ms=due_ms, known=known)
+        if polled.sent_ago_ms is not None:  # when it left, after any wait for a free slot
+            started = time.monotonic() - polled.sent_ago_ms / 1000
         known = task
         wait_ms = here.next_delay_ms(task.poll_interval_ms, polled.backoff_ms)
         if _changed(status, task, carried, polled) or started + wait_ms / 1000 > deadline:
