@@ -286,7 +286,8 @@ async def many_open(
     )
     report.add(
         f"| polls (`tasks/get` sent) in the window | {sent} ({sent / measured:.1f}/s) "
-        f"| window edges: see below |"
+        "| every handle's polls fall due within the same few seconds (they started "
+        "together): this count is where the window's edges fall, not the rate |"
     )
     report.add(
         f"| interval between two polls of one handle, start to start, min / p50 / p90 "
