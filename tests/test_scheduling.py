@@ -1,7 +1,7 @@
 """How the test workers share the tests (tests/support/scheduling.py): a split file's tests
 each run alone only when no fixture of theirs is shared by a module or class (split, such a
-fixture would start again on each worker, and its tests could not count on one instance);
-the order names only tests that exist."""
+fixture would start again on each worker, and its tests could not count on one instance) and
+none is a ``@compat`` row; the order names only tests that exist."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from tests.support.scheduling import LONGEST, SPLIT_FILES, SplitFileScheduling, 
 TESTS = Path(__file__).resolve().parent
 
 # Collects the given files in a pytest of its own and prints, per test, its file, its
-# function's name and the scopes of the fixtures it uses.
+# function's name and the scopes of the fixtures it uses ("compat" for a @compat test: its
+# parameters' outcomes are kept under one cache key, read and written by one worker at a time).
 PROBE = """
 import json, sys
 import pytest
@@ -27,6 +28,8 @@ class Probe:
         for item in session.items:
             defs = item._fixtureinfo.name2fixturedefs.values()
             scopes = sorted({d[-1].scope for d in defs if d})
+            if item.get_closest_marker("compat") is not None:
+                scopes.append("compat")
             rows.append([item.path.name, getattr(item, "originalname", item.name), scopes])
         print("PROBE" + json.dumps(rows))
 
