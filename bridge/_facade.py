@@ -50,6 +50,7 @@ from bridge._outcomes import AnswerReceipt, InputRequest
 from bridge._run import Run
 from bridge._runtime import reads
 from bridge._runtime.compose import BridgeLeaseHolder, ledger_runner
+from bridge._runtime.host_polls import HostPolls
 from bridge._runtime.outer_runs import OuterRuns
 from bridge._runtime.pruner import ScheduledPruner, prune_principal
 from bridge._runtime.reads import BridgeServices
@@ -473,3 +474,11 @@ class GatewayRecords:
         """The newest run on ``server`` under ``identity`` (or ``identity<separator><n>``)."""
         reads = self._ledger.for_principal(principal).reads
         return await self._db(reads.latest_run_of, server, identity, separator)
+
+
+def host_polls(bridge: Bridge, principal: str) -> HostPolls:
+    """The handles of ``principal`` as a host whose own durable engine schedules their polls
+    reaches them. Package-internal, for :mod:`bridge.integrations.dbos`: a host polls through
+    :meth:`Run.poll`."""
+    bridge._scope(principal)
+    return HostPolls(bridge._requester, principal, lambda: bridge._tg)

@@ -115,7 +115,7 @@ class ServerProcess:
             *self.args,
         ]
 
-    def start(self, timeout: float = 20.0) -> ServerProcess:
+    def start(self, timeout: float = 60.0) -> ServerProcess:
         """Spawn the server and block until it reports the port it serves on."""
         if self.running:
             raise RuntimeError(f"{self.module} is already running (pid {self.pid})")
@@ -179,7 +179,7 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
 
-    def restart(self, timeout: float = 20.0) -> ServerProcess:
+    def restart(self, timeout: float = 60.0) -> ServerProcess:
         """Crash and come back on the same port (in-memory server state is lost)."""
         self.kill()
         return self.start(timeout=timeout)

@@ -21,6 +21,7 @@ import pytest
 
 from bridge import Bridge, BridgeSettings
 from bridge._config import McpServerConfig
+from bridge._facade import host_polls
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import TaskStatus
 from tests.support.bridging import FAST, wait_closed
@@ -90,5 +91,38 @@ async def test_recovery_resends_a_cancel_only_if_no_acknowledgement_was_recorded
     done = tenant.reads.get_task(task.ref)
     assert done.status is TaskStatus.CANCELLED
     assert done.cancel_acknowledged_at_ms is not None  # the recovery's own, when it sent it
+    assert _cancels(logged_server) == 1  # one tasks/cancel on the wire, either way
+    ledger.close()
+
+
+@pytest.mark.parametrize("crash", ["after_cancel_intent", "after_cancel_acknowledged"])
+async def test_a_host_engine_takes_back_only_what_its_requester_asked_to_cancel(
+    crash: str, tmp_path: Path, logged_server: ServerProcess
+) -> None:
+    """What ``bridge.integrations.dbos.attach`` does on start, without DBOS: the open handles
+    whose last cancel one requester asked for (here the host, as the crash driver asks) are
+    watched again, the cancel sent first only if it was never acknowledged; another
+    requester's are left alone, and a handle watched already is not taken twice."""
+    db = tmp_path / "ledger.db"
+    ledger = Ledger.open(db)
+    tenant = ledger.for_principal("acme")
+    run = new_run(tenant)
+    _call_cancel_and_die(db, logged_server, run.ref, crash)
+    (task,) = tenant.reads.list_tasks(run_ref=run.ref)
+    acknowledged = task.cancel_acknowledged_at_ms is not None
+    assert acknowledged is (crash == "after_cancel_acknowledged")
+    servers = [McpServerConfig(name="tasks", url=logged_server.url)]
+    quiet = BridgeSettings(
+        principals=["acme"], mcp_servers=servers, scheduler=FAST, recover_on_start=False
+    )
+    async with Bridge(ledger, quiet) as bridge:
+        polls = host_polls(bridge, "acme")
+        others = await polls.take_back_cancelled("policy:workflow_cancelled")
+        assert others.tasks_watched == 0 and not bridge.is_watching(task.ref)
+        taken = await polls.take_back_cancelled("host")
+        assert (taken.tasks_watched, taken.cancels_to_resend) == (1, 0 if acknowledged else 1)
+        assert (await polls.take_back_cancelled("host")).tasks_watched == 0  # watched, or ended
+        await wait_closed(tenant, task.ref, timeout=45)
+    assert tenant.reads.get_task(task.ref).status is TaskStatus.CANCELLED
     assert _cancels(logged_server) == 1  # one tasks/cancel on the wire, either way
     ledger.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -357,6 +357,74 @@ async def test_an_input_asked_before_any_task_may_be_answered_through_the_cli(
     assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"exported {rows} rows"
     effects = mrtr_tasks_server.effects_path.read_text().splitlines()  # type: ignore[attr-defined]
     assert effects.count(f"export {rows}") == 1
+
+
+async def test_a_round_of_two_inputs_completes_only_once_both_are_answered_each_once(
+    temporal: TemporalDevServer, mrtr_tasks_server: ServerProcess, tmp_path: Path
+) -> None:
+    """The server asks two inputs in one round (MRTR): both listed; one answered (by the
+    update) leaves the other pending and sends nothing; the second (through the bridge, as the
+    CLI or console would) sends the call again once; each answered exactly once."""
+    q, amount, db = queue(), 71, tmp_path / "ledger.db"
+    lines = mrtr_tasks_server.effects_path  # type: ignore[attr-defined]
+    async with worker(temporal, db, mrtr_tasks_server.url, q) as (client, bridge):
+        spec = CallSpec("tasks", "approved_transfer", {"amount": amount})
+        handle = await client.start_workflow(
+            BridgedCallWorkflow.run, spec, id=f"mrtr-two-{uuid.uuid4().hex}", task_queue=q
+        )
+
+        async def asked() -> list[PendingInput]:
+            return await handle.query(PENDING_INPUTS_QUERY, result_type=list[PendingInput])
+
+        both = await wait_until(lambda: _two(asked), timeout=30, what="the two inputs asked")
+        assert {p.message for p in both} == {
+            f"Approve the transfer of {amount}?",
+            f"Confirm the transfer of {amount}?",
+        }
+        assert len({p.op_ref for p in both}) == 1 and all(p.task_ref is None for p in both)
+        first, second = both
+        delivery = await handle.execute_update(
+            ANSWER_UPDATE, InputAnswer(first.input_ref, content={}), result_type=str
+        )
+        assert delivery == "awaiting_inputs"
+        # The other stays pending, in the workflow and in the bridge; nothing was sent.
+        assert await wait_until(
+            lambda: _only(asked, second.input_ref), timeout=30, what="one input left"
+        )
+        (left,) = await bridge.pending_inputs(PRINCIPAL)
+        assert left.input_ref == second.input_ref
+        with pytest.raises(WorkflowUpdateFailedError) as again:
+            await handle.execute_update(  # answered already: not waiting any more
+                ANSWER_UPDATE, InputAnswer(first.input_ref, content={})
+            )
+        assert "is waiting for an answer" in str(again.value.cause)
+        assert lines.read_text().splitlines().count(f"asked transfer {amount}") == 1
+        assert f"transfer {amount}" not in lines.read_text().splitlines()
+        receipt = await left.accept({})  # through the bridge: the watch sees it answered
+        assert receipt.delivery.value == "retried"
+        outcome = await handle.result()
+        assert await asked() == [] and await bridge.pending_inputs(PRINCIPAL) == []
+        history = await handle.fetch_history()
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"transferred {amount}"
+    effects = lines.read_text().splitlines()
+    assert effects.count(f"asked transfer {amount}") == 1  # one round, asked once
+    assert effects.count(f"transfer {amount}") == 1  # the call sent again once, run once
+    updates = [
+        e
+        for e in json.loads(history.to_json())["events"]
+        if "workflowExecutionUpdateAccepted" in json.dumps(e)
+    ]
+    assert len(updates) == 1  # the refused second answer never reached history
+    await Replayer(workflows=[BridgedCallWorkflow]).replay_workflow(history)
+
+
+async def _two(asked: Callable[[], Awaitable[list[PendingInput]]]) -> list[PendingInput]:
+    pending = await asked()
+    return pending if len(pending) == 2 else []
+
+
+async def _only(asked: Callable[[], Awaitable[list[PendingInput]]], ref: str) -> bool:
+    return [p.input_ref for p in await asked()] == [ref]
 
 
 def _payloads(history_json: str) -> str:

@@ -2,7 +2,8 @@
 Tasks server: a worker SIGKILLed mid-task resumed on another worker (one execution), an MCP
 server restart surfaced as lost, an in-flight crash surfaced as an unknown outcome and never
 resent, and an answer given from the bridge's CLI or its console reaching the waiting workflow
-once."""
+once; and a worker SIGKILLed while a call waits for an input asked before any task (MRTR),
+the workflow resumed on another worker with the input listed and answered once."""
 
 from __future__ import annotations
 
@@ -14,13 +15,21 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from temporalio.client import Client
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client, WorkflowHandle
 
 from bridge._ledger.store import Ledger
-from bridge.integrations.temporal import PENDING_INPUTS_QUERY, OutcomeKind, PendingInput
+from bridge.integrations.temporal import (
+    ANSWER_UPDATE,
+    PENDING_INPUTS_QUERY,
+    InputAnswer,
+    OutcomeKind,
+    PendingInput,
+)
 from tests.support.bridging import wait_until
 from tests.support.console import base_url, console_process
 from tests.support.postgres import fresh_database
@@ -299,3 +308,105 @@ async def test_an_answer_from_the_console_reaches_the_waiting_workflow_once(
     history = json.loads((await handle.fetch_history()).to_json())
     answers = [e for e in history["events"] if "bridge.answer_input" in json.dumps(e)]
     assert answers == []  # answered through the bridge: no update, no answer activity
+
+
+@pytest.fixture
+def mrtr_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """The real Tasks server that asks (MRTR) before it creates the task, counting runs."""
+    path = tmp_path / "mrtr-effects.log"
+    server = ServerProcess("tests.servers.mrtr_tasks_server", args=["--effects-file", str(path)])
+    server.effects_path = path  # type: ignore[attr-defined]
+    server.start(timeout=120)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def _watch_started(handle: WorkflowHandle[Any, Any]) -> bool:
+    """The workflow's one pending activity (the MRTR watch) is running on a worker."""
+    described = await handle.describe()
+    pending = described.raw_description.pending_activities
+    return any(
+        a.activity_type.name == "bridge.watch_call"
+        and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        for a in pending
+    )
+
+
+@pytest.mark.parametrize("answer_by", ["update", "cli"])
+async def test_a_worker_killed_while_an_mrtr_input_waits_is_resumed_and_answered_once(
+    answer_by: str,
+    temporal: TemporalDevServer,
+    mrtr_server: ServerProcess,
+    tmp_path: Path,
+    workers: list[WorkerProcess],
+) -> None:
+    db, queue, rows = tmp_path / "ledger.db", f"{TASK_QUEUE}-{uuid.uuid4().hex[:8]}", 61
+    first = WorkerProcess(temporal, db, mrtr_server.url, queue, tmp_path).start()
+    workers.append(first)
+    first.wait_ready()
+    client = await Client.connect(temporal.target)
+    spec = CallSpec("tasks", "approved_export", {"rows": rows}, heartbeat_timeout_s=2)
+    handle = await client.start_workflow(
+        BridgedCallWorkflow.run, spec, id=f"mrtr-kill-{uuid.uuid4().hex}", task_queue=queue
+    )
+
+    async def asked() -> list[PendingInput]:
+        return await handle.query(PENDING_INPUTS_QUERY, result_type=list[PendingInput])
+
+    (before,) = await wait_until(asked, timeout=60, what="the input asked before any task")
+    await wait_until(lambda: _watch_started(handle), timeout=60, what="the watch running")
+    first.kill()  # SIGKILL while its watch waits for the answer
+    second = WorkerProcess(temporal, db, mrtr_server.url, queue, tmp_path).start()
+    workers.append(second)
+    second.wait_ready()
+    # The workflow, replayed on the second worker, lists the same input once.
+    assert await wait_until(asked, timeout=60, what="the query answered") == [before]
+    assert before.op_ref is not None and before.task_ref is None
+    assert [r.ref for r in _pending_in_ledger(db)] == [before.input_ref]  # and in the bridge
+    if answer_by == "update":
+        delivery = await handle.execute_update(
+            ANSWER_UPDATE, InputAnswer(before.input_ref, content={}), result_type=str
+        )
+        assert delivery == "retried"
+    else:
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "bridge.cli", "--db", str(db), "--principal", PRINCIPAL,
+                "answer", before.op_ref, before.input_ref, "--content", "{}",
+                "--mcp-config", str(_mcp_config(tmp_path, mrtr_server)), "--json",
+            ],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["delivery"] == "retried"
+    outcome = await handle.result(rpc_timeout=None)
+    assert outcome.kind is OutcomeKind.COMPLETED and outcome.text == f"exported {rows} rows"
+    assert outcome.op_ref == before.op_ref
+    assert await asked() == []
+    assert effects(mrtr_server, f"export {rows}") == 1  # one execution on the server
+    ledger = Ledger.open(db)
+    try:
+        reads = ledger.for_principal(PRINCIPAL).reads
+        (dispatch,) = reads.list_dispatches()
+        (task,) = reads.list_tasks()
+        answers = [e for e in reads.events(task.run_ref) if e.type == "call.input_answered"]
+    finally:
+        ledger.close()
+    assert dispatch.task_ref == task.ref == outcome.task_ref
+    assert len(answers) == 1  # answered once
+
+
+def _mcp_config(tmp_path: Path, server: ServerProcess) -> Path:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": [{"name": "tasks", "url": server.url}]}))
+    return config
+
+
+def _pending_in_ledger(db: Path) -> list[Any]:
+    ledger = Ledger.open(db)
+    try:
+        return list(ledger.for_principal(PRINCIPAL).rounds.pending_call_inputs())
+    finally:
+        ledger.close()

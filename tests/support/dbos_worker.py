@@ -18,7 +18,14 @@ an operator or a recovery service does). It writes the workflow's result (JSON) 
   (``on_outer_cancel=cancel_inner``) asks for ``tasks/cancel``: the process dies once the
   intent is recorded, before the request leaves (never acknowledged);
 * ``cancel_acked``: the same, but the process dies once the server's acknowledgement of
-  ``tasks/cancel`` is recorded in the ledger (before any step's checkpoint says so).
+  ``tasks/cancel`` is recorded in the ledger (before any step's checkpoint says so);
+* ``workflow_cancel`` / ``workflow_cancel_acked`` (with ``--cancel-workflow cancel_task``):
+  the workflow is cancelled and its policy asks for ``tasks/cancel``; the process dies once
+  the intent is recorded (before the request leaves), or once the acknowledgement is.
+
+``--take-back`` starts no workflow and waits for none: the worker attaches its bridge,
+launches DBOS and waits until every task of the ledger is closed (what a dead worker's
+cancelled workflows left is taken back at attach), writing the task as the ledger ends it.
 """
 
 from __future__ import annotations
@@ -167,8 +174,28 @@ def _die_at_cancel(*, acknowledged: bool) -> None:
     answers_and_cancels.send_cancel = dying  # type: ignore[attr-defined]
 
 
+async def _all_closed(ledger_url: str) -> dict[str, Any]:
+    """Until the ledger's one task is closed: the task as the ledger ends it."""
+    ledger = Ledger.open(ledger_url)
+    try:
+        tenant = ledger.for_principal(PRINCIPAL)
+        with anyio.fail_after(60):
+            while (task := tenant.reads.list_tasks()[0]).is_open:
+                await anyio.sleep(0.05)
+    finally:
+        ledger.close()
+    return {
+        "task_ref": task.ref,
+        "status": task.status.value,
+        "cancel_acknowledged": task.cancel_acknowledged_at_ms is not None,
+    }
+
+
 async def main(args: argparse.Namespace) -> None:
-    _inject(args.crash)
+    if args.crash in ("workflow_cancel", "workflow_cancel_acked"):
+        _die_at_cancel(acknowledged=args.crash == "workflow_cancel_acked")
+    else:
+        _inject(args.crash)
     settings = BridgeSettings(
         ledger_url=args.ledger,
         principals=[PRINCIPAL],
@@ -189,6 +216,9 @@ async def main(args: argparse.Namespace) -> None:
         DBOS(config=config)
         DBOS.launch()  # inside the loop: recovered async workflows run on it
         try:
+            if args.take_back:
+                Path(args.out).write_text(json.dumps(await _all_closed(args.ledger)))
+                return
             if args.recover_from is not None:
                 # Another executor's workflow: DBOS recovers only its own on launch.
                 handle = await DBOS.resume_workflow_async(args.workflow_id)
@@ -227,7 +257,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--server-url", required=True)
     parser.add_argument("--workflow-id", required=True)
     parser.add_argument("--start", nargs=2, metavar=("TOOL", "ARGS_JSON"))
-    parser.add_argument("--crash", choices=["reply_lost", "polling", "cancel", "cancel_acked"])
+    parser.add_argument(
+        "--crash",
+        choices=[
+            "reply_lost",
+            "polling",
+            "cancel",
+            "cancel_acked",
+            "workflow_cancel",
+            "workflow_cancel_acked",
+        ],
+    )
+    parser.add_argument("--take-back", action="store_true")
     parser.add_argument("--executor-id", default=None, help="DBOS executor id (default: local)")
     parser.add_argument("--recover-from", default=None, metavar="DEAD_EXECUTOR_ID")
     parser.add_argument("--poll-window-s", type=float, default=30.0)

@@ -395,6 +395,16 @@ class TaskRequester:
             principal, task_ref, carried, due_ms=due_ms, known=known
         )
 
+    async def watch_again(self, principal: str, task: TaskView) -> None:
+        """Watch a recorded handle here again (a host hands it back; see
+        :meth:`HandleResumption.watch_again`)."""
+        await self._resumption.watch_again(principal, task)
+
+    async def take_back_cancelled(self, principal: str, requested_by: str) -> ResumeReport:
+        """Watch the open handles a host's policy asked to cancel, resending a cancel never
+        acknowledged (see :meth:`HandleResumption.take_back_cancelled`)."""
+        return await self._resumption.take_back_cancelled(principal, requested_by)
+
     def emit_task_span(self, principal: str, task_ref: str) -> None:
         """Emit the lifetime span of a task that just closed (when tracing is configured)."""
         if not telemetry.enabled():

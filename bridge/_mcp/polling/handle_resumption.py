@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, replace
 
+from bridge import events as ev
 from bridge._errors import InvalidTransition
 from bridge._ledger.coordination.leases import TenantLeases
 from bridge._ledger.coordination.replica import ReplicaLeases
@@ -137,6 +138,36 @@ class HandleResumption:
             if lease is None:
                 return  # another replica claimed it in between: it polls it
         self._scheduler().watch(principal, task, due_ms=None, lease=lease)
+
+    async def take_back_cancelled(self, principal: str, requested_by: str) -> ResumeReport:
+        """Watch again every open handle not watched here whose last cancel was asked by
+        ``requested_by`` (a host's policy for handles its host will never poll again), as a
+        restart's resume does: a cancel never acknowledged is sent before the next poll."""
+        tenant = self._ledger.for_principal(principal)
+        scheduler = self._scheduler()
+        tasks = await self._db(tenant.reads.list_tasks, open_only=True)
+        asked = [
+            t
+            for t in tasks
+            if t.cancel_requested_at_ms is not None and not scheduler.is_watching(t.ref)
+        ]
+        asked_by: dict[str, str] = {}
+        for run_ref in sorted({t.run_ref for t in asked}):
+            for event in await self._db(tenant.reads.events, run_ref):
+                if isinstance(event, ev.TaskCancelRequested):
+                    asked_by[event.task_ref] = event.requested_by  # the last one counts
+        watched = cancels = 0
+        for task in asked:
+            if asked_by.get(task.ref) != requested_by:
+                continue
+            await self.watch_again(principal, task)
+            if not scheduler.is_watching(task.ref):
+                continue  # another replica holds it
+            watched += 1
+            if _cancel_unacknowledged(task):
+                scheduler.mark_cancel_pending(task.ref)
+                cancels += 1
+        return ResumeReport(watched, 0, 0, cancels)
 
     async def poll_now(
         self,

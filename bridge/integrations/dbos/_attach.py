@@ -7,14 +7,15 @@ attaches its own, once, before ``DBOS.launch()``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bridge._config import SchedulerConfig
 from bridge._errors import BridgeError
-from bridge._facade import Bridge
+from bridge._facade import Bridge, host_polls
 from bridge._ledger.reads.views import TaskView
 from bridge._mcp.polling.handle_resumption import HostPoll
 from bridge._run import Run
+from bridge._runtime.host_polls import HostPolls
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,11 @@ class Attached:
     bridge: Bridge
     principal: str
     poll_window_s: float = 30.0
+    _polls: HostPolls = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The package-internal door to the bridge's polls of this principal's handles.
+        object.__setattr__(self, "_polls", host_polls(self.bridge, self.principal))
 
     def run(self, run_ref: str) -> Run:
         return self.bridge.run(self.principal, run_ref)
@@ -40,24 +46,20 @@ class Attached:
         """One ``tasks/get`` of a handle the workflow holds (:meth:`Run.poll`, with what the
         workflow's previous poll carried: failures for the backoff, a cancel sent; ``known``:
         the task as the previous poll in the same step returned it, not read again)."""
-        requester = self.bridge._services.requester
-        return await requester.poll_now(
-            self.principal, task_ref, carried, due_ms=due_ms, known=known
-        )
+        return await self._polls.poll(task_ref, carried, due_ms=due_ms, known=known)
 
     def take(self, task_ref: str) -> None:
         """The handle leaves this process's poll scheduler: the workflow polls it."""
-        self.bridge._services.requester.scheduler.forget(task_ref)
+        self._polls.take(task_ref)
 
     async def cancel(self, task_ref: str, requested_by: str) -> bool:
         """``tasks/cancel`` (the intent recorded first; an acknowledgement recorded after, and
         never sent again); whether the server acknowledged it."""
-        requester = self.bridge._services.requester
-        return await requester.cancel_task(self.principal, task_ref, requested_by)
+        return await self._polls.cancel(task_ref, requested_by)
 
     async def give_back(self, task: TaskView) -> None:
         """The handle returns to this process's poll scheduler: no workflow polls it now."""
-        await self.bridge._services.requester._resumption.watch_again(self.principal, task)
+        await self._polls.give_back(task)
 
     @property
     def pacing(self) -> SchedulerConfig:
@@ -79,6 +81,10 @@ class Attached:
 
 _current: Attached | None = None
 
+# How a cancel the workflow-cancel policy asked for is recorded (``task.cancel_requested``
+# ``requested_by``): DBOS resumes no cancelled workflow, so no workflow polls such a handle again.
+WORKFLOW_CANCELLED = "policy:workflow_cancelled"
+
 
 def attach(bridge: Bridge, principal: str, *, poll_window_s: float = 30.0) -> None:
     """Make ``bridge`` the one this process's workflows call through, for ``principal``.
@@ -89,13 +95,19 @@ def attach(bridge: Bridge, principal: str, *, poll_window_s: float = 30.0) -> No
 
     ``poll_window_s``: how long one poll step goes on polling, at the server's interval, a
     task whose state does not change before it returns (a checkpoint, then a durable sleep);
-    0 checkpoints every poll."""
+    0 checkpoints every poll.
+
+    Attaching an open bridge also takes back, in the background, the open handles whose
+    workflow's cancel policy asked for ``tasks/cancel`` in a worker that died before the task
+    ended: they are watched here, and a cancel the server never acknowledged is sent once
+    (one it acknowledged, never again)."""
     global _current
     if principal not in bridge.principals:
         raise BridgeError(f"principal {principal!r} is not in this bridge's scope")
     if poll_window_s < 0:
         raise BridgeError("poll_window_s is at least 0")
     _current = Attached(bridge, principal, poll_window_s)
+    _current._polls.take_back_cancelled_soon(WORKFLOW_CANCELLED)
 
 
 def attached() -> Attached:

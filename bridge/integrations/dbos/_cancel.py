@@ -17,10 +17,11 @@ import anyio
 from dbos import DBOS
 
 from bridge._policies import OnWorkflowCancel
-from bridge.integrations.dbos._attach import attached
+from bridge.integrations.dbos._attach import WORKFLOW_CANCELLED, attached
 
-# How a cancel this policy asked for is recorded (``task.cancel_requested`` ``requested_by``).
-REQUESTED_BY = "policy:workflow_cancelled"
+# How a cancel this policy asked for is recorded (``task.cancel_requested`` ``requested_by``):
+# the next worker's attach takes such a handle back (see ``attach``).
+REQUESTED_BY = WORKFLOW_CANCELLED
 
 
 async def is_cancelled(workflow_id: str) -> bool:
