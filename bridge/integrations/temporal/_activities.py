@@ -203,8 +203,12 @@ async def _heartbeat() -> None:
     timeout = activity.info().heartbeat_timeout
     every = timeout.total_seconds() / 3 if timeout else 5.0
     while True:
-        activity.heartbeat()
+        # Sleep first: the server counts the heartbeat timeout from the activity's start, so a
+        # first beat at a third of it is in time, and a watch of a short task ends before any
+        # (a round trip to the Temporal server fewer). A cancellation is heard in a beat's
+        # reply, and a beat at the very start would have had none to hear.
         await anyio.sleep(every)
+        activity.heartbeat()
 
 
 async def _observe(run: Run, request: WatchRequest) -> Observation:

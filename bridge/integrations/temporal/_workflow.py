@@ -7,8 +7,9 @@ the operation id is made from the workflow id and the call's name, so a retried 
 replays the recorded dispatch instead of sending again.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: every workflow run registers the update and query
+# handlers below, and Temporal reads their type hints each time; as strings they would be
+# evaluated (compiled) again inside the sandbox on every run.
 import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
