@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -484,3 +486,52 @@ async def test_workflows_through_one_worker_keep_no_span_and_each_trace_holds_it
         ]
         assert len(calls) == 2
         assert all(c.parent is not None and c.parent.span_id == span.context.span_id for c in calls)
+
+
+# A worker process as the guide sets it up: its client on a runtime of its own (``own``) or on
+# the SDK's default; it counts the process's native threads once nothing more can run Python.
+_WORKER_EXIT = """
+import atexit, gc, os, sys
+import anyio
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.runtime import Runtime, TelemetryConfig
+from temporalio.worker import Worker
+
+atexit.register(lambda: print("threads", len(os.listdir("/proc/self/task")), flush=True))
+
+@activity.defn
+async def noop() -> None:
+    pass
+
+async def main(target, own):
+    runtime = Runtime(telemetry=TelemetryConfig()) if own else None
+    client = await Client.connect(target, runtime=runtime)
+    async with Worker(client, task_queue="exit-check", activities=[noop]):
+        pass
+
+anyio.run(main, sys.argv[1], sys.argv[2] == "own")
+gc.collect()
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_a_worker_on_its_own_runtime_leaves_no_native_thread_at_exit(
+    temporal: TemporalDevServer,
+) -> None:
+    # Native threads still running while Python finalizes can abort the process (SIGABRT).
+    counts = {}
+    for runtime in ("own", "default"):
+        done = subprocess.run(
+            [sys.executable, "-c", _WORKER_EXIT, temporal.target, runtime],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.stdout.startswith("threads"), done.stderr
+        # The default runtime's process may abort after counting: the fault this guards.
+        assert runtime == "default" or done.returncode == 0, done.stderr
+        counts[runtime] = int(done.stdout.split()[1])
+    assert counts["own"] == 1  # the main thread alone
+    assert counts["default"] > 1  # the SDK's default runtime keeps its threads to the end
