@@ -8,8 +8,9 @@ STAMP := $(VENV)/.installed
 # tests/test_mcp_legacy_tasks.py starts. Built once, reused while its pin is unchanged.
 LEGACY_MCP_VENV := .venv-legacy-mcp
 # Test files run in this many worker processes (a file stays on one worker, so its module
-# fixtures start once). Most tests wait on real servers and processes, not on the CPU. Files
-# are handed out in collection order, the longest first (tests/conftest.py).
+# fixtures start once; the tests of a file with none run side by side). Most tests wait on real
+# servers and processes, not on the CPU. Work is handed out in collection order, the longest
+# first (tests/support/scheduling.py).
 TEST_WORKERS ?= 3
 
 .PHONY: demo test bench lint typecheck clean legacy-mcp-venv bytecode

