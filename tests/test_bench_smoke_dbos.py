@@ -19,5 +19,7 @@ def test_quick_bench_reports_the_dbos_sections(tmp_path: Path) -> None:
     assert "## 14. DBOS: 20 open handles in concurrent workflows" in text
     ratios = re.findall(r"\| \*\*(\d+\.\d\d)\*\* \|", text)
     assert len(ratios) == 2, text  # wall and CPU, bridged / plain
-    polls = re.search(r"\| polls \(`tasks/get` sent\) \| (\d+) ", text)
+    polls = re.search(r"\| polls \(`tasks/get` sent\) in the window \| (\d+) ", text)
     assert polls is not None and int(polls.group(1)) > 0, text
+    sustained = re.search(r"\| polls/s sustained [^|]* \| (\d+\.\d) \| demand ", text)
+    assert sustained is not None and float(sustained.group(1)) > 0, text

@@ -720,3 +720,7 @@ def test_the_wait_before_a_poll_is_the_servers_interval_or_the_backoff_never_sho
     assert (here.delay_ms(10, None), here.delay_ms(60_000, None)) == (100, 5000)  # floor, ceiling
     assert here.delay_ms(250, 800) == 800  # after a failed poll: the backoff
     assert here.delay_ms(2000, 800) == 2000  # never sooner than the server asked
+    # The scheduler's jitter (up to 10 %) only lengthens it; the backoff is never shortened.
+    assert here.delay_ms(250, None, jitter=0.999) == 274
+    assert all(250 <= here.next_delay_ms(250, None) < 275 for _ in range(200))
+    assert here.delay_ms(250, 800, jitter=0.999) == 800

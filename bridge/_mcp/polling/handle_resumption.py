@@ -11,6 +11,7 @@ takes the handle one poll at a time, with the same knowledge.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, replace
 
@@ -198,7 +199,7 @@ class HandleResumption:
         else:
             task = await self._db(tenant.reads.get_task, task_ref)
         if not task.is_open:
-            return task, replace(carried, backoff_ms=None)
+            return task, replace(carried, backoff_ms=None, sent_ago_ms=None)
         watch = Watch(
             principal,
             task,
@@ -213,7 +214,7 @@ class HandleResumption:
             undelivered = await self._db(tenant.inputs.undelivered_answers)
             watch.undelivered_answers = any(a.task_ref == task_ref for a in undelivered)
         polled = await scheduler.poll_once(principal, task, watch, due_ms)
-        failed = watch.failures > 0
+        failed, sent = watch.failures > 0, watch.sent_at_s
         return polled, HostPoll(
             failures=watch.failures,
             failing_since_ms=watch.failing_since_ms,
@@ -221,6 +222,7 @@ class HandleResumption:
             cancel_sent=carried.cancel_sent
             or (task.cancel_requested_at_ms is not None and not watch.cancel_pending),
             backoff_ms=watch.backoff_ms if failed else None,
+            sent_ago_ms=None if sent is None else round((time.monotonic() - sent) * 1000),
         )
 
 
@@ -242,3 +244,7 @@ class HostPoll:
     unreachable_reported: bool = False
     cancel_sent: bool = False
     backoff_ms: int | None = None
+    # How long before poll_now returned this poll's requests left (None: none left): the
+    # host's next interval runs from then, so that no two polls are closer than it, whatever
+    # the poll waited for before leaving.
+    sent_ago_ms: int | None = None

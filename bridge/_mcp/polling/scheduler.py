@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Iterable
 
 import anyio
@@ -384,6 +385,7 @@ class PollScheduler:
                 self._queue.schedule(task.ref, self._clock() + self.config.lease_wait_ms)
                 return
             self.stats.polls += 1
+            watch.sent_at_s = time.monotonic()
             record_poll(None if due_ms is None else self._clock() - due_ms)
             if self.stats.keep_lateness and due_ms is not None:
                 # Measured when the request is about to leave, after any queueing here.

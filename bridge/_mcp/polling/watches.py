@@ -77,6 +77,9 @@ class Watch:
     listen_pending: bool = False
     held: bool = False
     asked: bool = False
+    # When (time.monotonic) the last poll's requests left: a host that paces its own polls
+    # (HandleResumption.poll_now) runs the next interval from it.
+    sent_at_s: float | None = None
     # The delay the last failed poll backed off by (a host scheduling its own polls waits it).
     backoff_ms: int | None = None
 

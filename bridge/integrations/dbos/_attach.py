@@ -7,6 +7,7 @@ attaches its own, once, before ``DBOS.launch()``.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 from bridge._config import SchedulerConfig
@@ -66,17 +67,26 @@ class Attached:
         """The poll floor, default interval and optional ceiling the bridge was opened with."""
         return self.bridge.settings.scheduler or SchedulerConfig()
 
-    def delay_ms(self, server_ms: int | None, backoff_ms: int | None) -> int:
+    def delay_ms(
+        self, server_ms: int | None, backoff_ms: int | None, *, jitter: float = 0.0
+    ) -> int:
         """How long to wait before the next poll: the server's interval, within the floor
-        (and opt-in ceiling) the bridge was opened with, the pacing of the bridge's own
-        scheduler without its jitter (workflows started at different times are spread
-        already); after a failed poll, the scheduler's backoff, never shorter than that."""
+        (and opt-in ceiling) the bridge was opened with, stretched by ``jitter`` (a draw in
+        [0, 1) of the bridge's ``SchedulerConfig.jitter``: never shorter); after a failed
+        poll, the scheduler's backoff, never shorter than that."""
         pacing = self.pacing
         wanted = pacing.default_interval_ms if server_ms is None else server_ms
         delay = max(wanted, pacing.floor_ms)
         if pacing.ceiling_ms is not None:
             delay = min(delay, pacing.ceiling_ms)
+        delay += int(delay * jitter * pacing.jitter)
         return delay if backoff_ms is None else max(delay, backoff_ms)
+
+    def next_delay_ms(self, server_ms: int | None, backoff_ms: int | None) -> int:
+        """:meth:`delay_ms` with the jitter the bridge's own scheduler draws for each
+        interval: workflows started together (their polls due in the same second) drift apart,
+        as the scheduler's watches do, instead of polling in bursts for ever."""
+        return self.delay_ms(server_ms, backoff_ms, jitter=random.random())
 
 
 _current: Attached | None = None

@@ -9,6 +9,7 @@ call) and a poll asks the server again.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -43,6 +44,44 @@ _sent: dict[str, dict[str, Any]] = {}
 def take_sent(workflow_id: str) -> dict[str, Any] | None:
     """The output of the workflow's last send step in this process, once (``None``: none)."""
     return _sent.pop(workflow_id, None)
+
+
+# The task as the last poll step in this process read it from the ledger after its last poll,
+# with the token of the observation (the step's output) it was read for. The next poll step of
+# the workflow holding that observation starts from it, as a step's later polls start from the
+# read after the poll before: a step's first poll does not wait for a ledger read among every
+# other handle's (they fall due in bursts). Anything else reads the ledger: another process ran
+# the last step, this one restarted, or the observation is not the one kept.
+_known: dict[str, tuple[str, TaskView]] = {}
+
+
+def _remember(task: TaskView, observed: dict[str, Any]) -> None:
+    """Keep the task read for ``observed`` (a closed task or a wait for input is not kept:
+    an input's answers and digests are read from the ledger at every poll)."""
+    if not task.is_open or task.status is TaskStatus.INPUT_REQUIRED:
+        _known.pop(task.ref, None)
+        return
+    token = secrets.token_hex(8)
+    observed["read"] = token
+    _known[task.ref] = (token, task)
+
+
+def _recall(last: dict[str, Any]) -> TaskView | str:
+    """What a poll step starts from: the task kept for ``last`` (taken: used once), else its
+    reference (the ledger is read)."""
+    kept = _known.pop(last["task_ref"], None)
+    if kept is None:
+        return str(last["task_ref"])
+    token, task = kept
+    if token != last.get("read") or task.status.value != last["status"]:
+        return str(last["task_ref"])
+    return task
+
+
+def forget(observed: dict[str, Any] | None) -> None:
+    """The workflow stopped holding this observation (cancelled, or gone elsewhere)."""
+    if observed is not None:
+        _known.pop(observed["task_ref"], None)
 
 
 def operation_id(workflow_id: str, step_id: int) -> str:
@@ -105,15 +144,16 @@ async def send(
     if isinstance(outcome, TaskPending | TaskSettled | TaskHandle):
         made = outcome.task
         here.take(made.ref)  # out of the scheduler: the workflow polls it from here on
-        interval_ms = here.delay_ms(made.poll_interval_ms, None)
+        interval_ms = here.next_delay_ms(made.poll_interval_ms, None)
         wait_ms: int | None = interval_ms
         asking = made.status is TaskStatus.INPUT_REQUIRED
         if asking or not made.is_open or interval_ms > here.poll_window_s * 1000:
             wait_ms = None  # polled at once: the workflow hears of it in this checkpoint
-        task, carried, polled_at = await _watch(here, made, HostPoll(), wait_ms)
+        task, carried, paced = await _watch(here, made, HostPoll(), wait_ms)
         asking = task.status is TaskStatus.INPUT_REQUIRED
         sent["task"] = await _observed(run, task, carried, after_seq=0, asking=asking)
-        sent["task"]["since_poll_ms"] = _since(polled_at)
+        _pace(sent["task"], paced)
+        _remember(task, sent["task"])
     elif isinstance(outcome, InputPending):  # MRTR: input asked for before any task
         sent["asking"] = [request.input_ref for request in outcome.inputs]
     _sent[workflow_id] = sent
@@ -135,10 +175,11 @@ async def call_input(run_ref: str, operation_id: str) -> dict[str, Any]:
     if record.task is not None:
         made = record.task
         here.take(made.ref)
-        task, carried, polled_at = await _watch(here, made, HostPoll(), None)
+        task, carried, paced = await _watch(here, made, HostPoll(), None)
         asking = task.status is TaskStatus.INPUT_REQUIRED
         observed = await _observed(run, task, carried, after_seq=0, asking=asking)
-        observed["since_poll_ms"] = _since(polled_at)
+        _pace(observed, paced)
+        _remember(task, observed)
         return {"moved_on": True, "waiting": [], "task": observed}
     if record.state in (CallState.INPUT_REQUIRED, CallState.SENT):  # SENT: the retry in flight
         waiting = [r.input_ref for r in await run.pending_inputs() if r.op_ref == record.ref]
@@ -158,22 +199,27 @@ async def poll(run_ref: str, last: dict[str, Any]) -> dict[str, Any]:
     here = attached()
     run = here.run(run_ref)
     carried = HostPoll(**last["carried"])
-    task, polled, polled_at = await _watch(
-        here, last["task_ref"], carried, None, status=last["status"]
-    )
+    handle = _recall(last)
+    task, polled, paced = await _watch(here, handle, carried, None, status=last["status"])
     # Answers are read only around input_required: the last step saw it, or this one does.
     asking = last["status"] == TaskStatus.INPUT_REQUIRED.value
     asking = asking or task.status is TaskStatus.INPUT_REQUIRED
     observed = await _observed(run, task, polled, after_seq=last["after_seq"], asking=asking)
-    observed["since_poll_ms"] = _since(polled_at)
+    _pace(observed, paced)
+    _remember(task, observed)
     return observed
 
 
-def _since(polled_at: float) -> int:
-    """How long ago (ms) the step's last poll was sent: the workflow's durable sleep is the
-    rest of the interval, so that polls are an interval apart start to start, not an
-    interval plus the recording and the checkpoint."""
-    return round((time.monotonic() - polled_at) * 1000)
+def _pace(observed: dict[str, Any], paced: tuple[float, int]) -> None:
+    """When the workflow polls next: ``since_poll_ms``, how long ago the step's last poll was
+    sent, and ``wait_ms``, its durable sleep: the rest of the next (jittered) interval, so
+    that polls are an interval apart start to start, not an interval plus the recording and
+    the checkpoint; after a failed poll the backoff is slept whole."""
+    polled_at, next_ms = paced
+    since = round((time.monotonic() - polled_at) * 1000)
+    observed["since_poll_ms"] = since
+    backoff = observed["carried"]["backoff_ms"]
+    observed["wait_ms"] = next_ms if backoff is not None else max(0, next_ms - since)
 
 
 async def _watch(
@@ -183,18 +229,20 @@ async def _watch(
     wait_ms: int | None,
     *,
     status: str | None = None,
-) -> tuple[TaskView, HostPoll, float]:
+) -> tuple[TaskView, HostPoll, tuple[float, int]]:
     """``tasks/get`` of the task, recorded, until what the workflow holds would change (see
     :func:`_changed`) or the attached ``poll_window_s`` is spent: a task that stays
     ``working`` costs one checkpoint per window, not one per poll. The waits between these
     polls (and ``wait_ms`` before the first) are the server's interval, in process: a step
     re-run after a crash polls again, which is what a poll is for.
 
-    ``handle``: the task as the send step's call just recorded it, or its reference (a poll
-    step: the ledger is read afresh, with ``status`` the one the workflow holds). Each poll
+    ``handle``: the task as the send step's call just recorded it, or as this process read
+    it after the workflow's last poll (:func:`_recall`), or its reference (the ledger is read
+    afresh, with ``status`` the one the workflow holds). Each poll
     after the first starts from the task as the previous one returned it (read from the
     ledger after that poll): a poll of a task that does not change costs one ledger read.
-    Returns the task, what the next poll carries, and when (monotonic) the last poll started."""
+    Returns the task, what the next poll carries, and when (monotonic) the last poll started
+    with the wait before the next (the server's interval jittered, or the backoff)."""
     deadline = time.monotonic() + here.poll_window_s
     known = handle if isinstance(handle, TaskView) else None
     task_ref = handle.ref if isinstance(handle, TaskView) else handle
@@ -205,17 +253,19 @@ async def _watch(
     while True:
         due_ms = None
         if wait_ms is not None:
-            # Start to start: the interval runs from when the last poll was sent, not from
-            # when its recording returned (which queues with every other handle's).
+            # Start to start: the interval runs from when the last poll's request left, not
+            # from when its recording returned (which queues with every other handle's).
             wait_s = max(0.0, started + wait_ms / 1000 - time.monotonic())
             due_ms = wall_clock_ms() + round(wait_s * 1000)
             await anyio.sleep(wait_s)
         started = time.monotonic()
         task, polled = await here.poll(task_ref, carried, due_ms=due_ms, known=known)
+        if polled.sent_ago_ms is not None:  # when it left, after any wait for a free slot
+            started = time.monotonic() - polled.sent_ago_ms / 1000
         known = task
-        wait_ms = here.delay_ms(task.poll_interval_ms, polled.backoff_ms)
+        wait_ms = here.next_delay_ms(task.poll_interval_ms, polled.backoff_ms)
         if _changed(status, task, carried, polled) or started + wait_ms / 1000 > deadline:
-            return task, polled, started
+            return task, polled, (started, wait_ms)
         carried = polled
 
 

@@ -76,16 +76,24 @@ async def call_tool(
         if "asking" in sent:
             observed = await _answered(sent)
         while observed is not None and observed["open"]:
-            carried = observed["carried"]
-            delay_ms = attached().delay_ms(observed["poll_interval_ms"], carried["backoff_ms"])
-            if carried["backoff_ms"] is None:  # the interval runs from the last poll's start
-                delay_ms = max(0, delay_ms - observed.get("since_poll_ms", 0))
-            await DBOS.sleep_async(delay_ms / 1000)
+            await DBOS.sleep_async(_wait_ms(observed) / 1000)
             observed = await _steps.poll(sent["run_ref"], observed)
     except _STOPPED:
+        _steps.forget(observed)
         await _stopped(workflow_id, sent, on_cancel)
         raise
     return await _settled(sent["run_ref"], sent["operation_id"])
+
+
+def _wait_ms(observed: dict[str, Any]) -> int:
+    """The durable sleep before the next poll step, as the last step set it (the rest of the
+    jittered interval since its last poll, or the backoff); a checkpoint taken before steps
+    set it: the interval since that poll, without jitter."""
+    if "wait_ms" in observed:
+        return int(observed["wait_ms"])
+    backoff = observed["carried"]["backoff_ms"]
+    delay_ms = attached().delay_ms(observed["poll_interval_ms"], backoff)
+    return delay_ms if backoff is not None else max(0, delay_ms - observed["since_poll_ms"])
 
 
 async def _answered(sent: dict[str, Any]) -> dict[str, Any] | None:
