@@ -169,6 +169,42 @@ async def test_a_commit_by_another_process_wakes_a_waiter_within_a_bound(
         assert latency < bound
 
 
+@pytest.mark.parametrize("any_ledger", BACKENDS[:1], indirect=True)
+async def test_this_process_commits_cost_the_sqlite_probe_no_read_and_others_still_wake(
+    any_ledger: Ledger,
+) -> None:
+    """The probe asks the connection this process writes through: its own commits (announced to
+    the waiters already) are no change there, so a waiter on a task this process works on costs
+    no read of the watched runs per tick; another process's commit still wakes it."""
+    tenant = any_ledger.for_principal(P)
+    run = new_run(tenant)
+    task = new_task(tenant, run.ref)
+    async with bridge_on(any_ledger) as bridge:
+        notifier = _notifier(bridge)
+        done = anyio.Event()
+
+        async def waiter() -> None:
+            await bridge.run(P, run.ref).wait_for([task.ref], timeout=60)
+            done.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(waiter)
+            await _wait_until(lambda: notifier.waiting == 1)
+            await _wait_until(lambda: notifier.probes >= 1, timeout=20)
+            probes, checks = notifier.probes, notifier.checks
+            while notifier.probes < probes + 3:  # this process commits between every tick
+                new_run(tenant)  # on the event loop, as the bridge's own commits are
+                await anyio.sleep(0.05)
+            assert notifier.checks == checks
+            assert not done.is_set()
+            process = _spawn_completion(_url(any_ledger), task.ref)
+            await anyio.to_thread.run_sync(process.join, 60)
+            assert process.exitcode == 0
+            with anyio.fail_after(PROBE_MAX_S + 1.0):  # the next tick at the latest
+                await done.wait()
+        assert notifier.checks > checks
+
+
 @pytest.mark.parametrize("any_ledger", BACKENDS, indirect=True)
 async def test_a_subscriber_sees_every_event_once_while_others_write_concurrently(
     any_ledger: Ledger,

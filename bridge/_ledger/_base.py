@@ -339,6 +339,14 @@ class LedgerCore:
         """Whether this ledger announces its commits to other processes (PostgreSQL)."""
         return any(isinstance(listener, CommitPublisher) for listener in self._listeners)
 
+    def others_committed(self) -> bool | None:
+        """SQLite: whether a connection other than this thread's writing one committed since
+        this thread last asked (another process, mostly: this process's commits announce
+        themselves to the listeners). None where the ledger cannot tell that way."""
+        if isinstance(self._driver, SqliteDriverSession):
+            return self._driver.others_committed()
+        return None
+
     @contextmanager
     def _write(self) -> Iterator[Tx]:
         tx = Tx(through=self._driver.cursor_on)

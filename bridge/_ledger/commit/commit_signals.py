@@ -11,7 +11,9 @@ processes the database has to tell:
 * SQLite has no notifications between processes: :class:`SqliteChangeProbe` answers "has any
   connection committed since I last asked?" with ``PRAGMA data_version`` on a connection of its
   own, one query per process per tick whatever the number of waiters (the caller backs the tick
-  off while nothing changes).
+  off while nothing changes). Where the ledger's calls run on the event loop the waiters ask the
+  writing connection instead (``SqliteDriverSession.others_committed``), which this process's
+  own commits leave alone.
 """
 
 from __future__ import annotations

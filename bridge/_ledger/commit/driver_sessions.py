@@ -306,6 +306,19 @@ class SqliteDriverSession(DriverSession):
         if self.watched is not None:
             self.watched.check()
 
+    def others_committed(self) -> bool:
+        """Did another connection commit to the file since this thread last asked? The
+        ``data_version`` of this thread's own connection, which its own commits leave alone:
+        the waiters' probe on the thread that writes (SQLite's calls run on the event loop)
+        tells this process's commits, already announced, from everyone else's. A connection
+        new since the last question counts as a change."""
+        cursor = self._sqlite_cursor()
+        version = cursor._cursor.execute("PRAGMA data_version").fetchone()[0]
+        last: tuple[Cursor, int] | None = getattr(self._local, "data_version", None)
+        # The cursor itself is kept (not its id): a replaced connection is never taken for it.
+        self._local.data_version = (cursor, version)
+        return last is None or last[0] is not cursor or last[1] != version
+
     def held_cursor(self) -> Cursor | None:
         """This thread's call-path cursor if it already has one (never opens a connection)."""
         held: Cursor | None = getattr(self._local, "cursor", None)

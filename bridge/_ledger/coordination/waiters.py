@@ -222,11 +222,25 @@ class CommitNotifier:
             if watched is not None and watched.lost is not None:
                 raise LedgerUnavailable(watched.lost)
             self.probes += 1
-            if await anyio.to_thread.run_sync(probe.changed):
+            if await self._changed(probe):
                 interval = PROBE_MIN_S
                 await self._check_watched_runs()
             else:
                 interval = min(interval * 2, PROBE_MAX_S)
+
+    async def _changed(self, probe: SqliteChangeProbe) -> bool:
+        """Did another process commit since the last tick (maybe: True may be this one)?"""
+        if self._db.inline:
+            # The ledger's calls run on the loop, so its writing connection is this thread's:
+            # asked there, this process's own commits (already announced to the waiters by
+            # the commit listener) do not count, and a watch of a task this process polls
+            # costs no read of the watched runs on every tick. The question is as short as a
+            # ledger read (the write-ahead log lets it read while another connection writes);
+            # a hop to a worker thread would cost more.
+            others = self._ledger.others_committed()
+            if others is not None:
+                return others
+        return await anyio.to_thread.run_sync(probe.changed)
 
     async def _check_watched_runs(self) -> None:
         """Someone committed: one read per principal of the watched runs' last ``seq``; the
