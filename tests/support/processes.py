@@ -1,5 +1,6 @@
 """Test-side name of :mod:`harness_examples.launch` (servers as real subprocesses)."""
 
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -55,13 +56,21 @@ def quick_bench(tmp_path: Path, *sections: str) -> str:
     subprocess. The benchmark smoke tests split the sections over three test files, so the
     test workers run them side by side."""
     out = tmp_path / "benchmarks.md"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--quick", "--only", *sections, "--out", str(out)],
+    command = [sys.executable, "-X", "faulthandler", "-m", "bench.run", "--quick", "--only"]
+    with subprocess.Popen(
+        [*command, *sections, "--out", str(out)],
         cwd=REPO_ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=480,
-    )
+    ) as bench:
+        try:
+            _, stderr = bench.communicate(timeout=480)
+        except subprocess.TimeoutExpired:
+            # A hung benchmark says where it hangs: faulthandler prints every thread on SIGABRT.
+            bench.send_signal(signal.SIGABRT)
+            _, stderr = bench.communicate(timeout=60)
+            raise AssertionError(f"bench.run hung; its threads:\n{stderr[-8000:]}") from None
     # A failure shows what the benchmark said, not only its exit status.
-    assert done.returncode == 0, f"bench.run exited {done.returncode}:\n{done.stderr[-4000:]}"
+    assert bench.returncode == 0, f"bench.run exited {bench.returncode}:\n{stderr[-4000:]}"
     return out.read_text()
