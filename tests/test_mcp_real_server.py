@@ -8,11 +8,13 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
+import anyio.abc
 import pytest
 
 from bridge import events as ev
 from bridge._config import McpServerConfig
-from bridge._errors import InputAlreadyAnswered, ServerConnectFailed
+from bridge._errors import InputAlreadyAnswered, ServerConnectFailed, ServerNotReachable
 from bridge._ledger.store import Ledger
 from bridge._lifecycle import CallState, LostReason, TaskStatus
 from bridge._mcp.calls.requester import TaskRequester
@@ -169,6 +171,46 @@ async def test_unreachable_server_refuses_before_recording(wall_ledger: Ledger) 
             with pytest.raises(ServerConnectFailed):
                 await requester.call_tool(PRINCIPAL, run.ref, "dead", "echo", {"text": "x"})
     assert tenant.reads.list_dispatches(run_ref=run.ref) == []  # nothing sent, nothing ambiguous
+
+
+async def test_a_handshake_never_answered_is_given_up_and_leaves_nothing_running(
+    wall_ledger: Ledger,
+) -> None:
+    """A fake, named so: a port that reads and never answers (no real MCP server does this
+    on purpose; a hung process does). The connect gives up after its timeout and the abandoned
+    handshake is stopped then, its connection closed, not left waiting for an answer."""
+    tenant = wall_ledger.for_principal(PRINCIPAL)
+    run = new_run(tenant)
+    held: list[anyio.abc.SocketStream] = []
+    dropped = anyio.Event()
+
+    async def hold(stream: anyio.abc.SocketStream) -> None:
+        held.append(stream)
+        try:
+            while True:
+                await stream.receive()  # read everything, answer nothing
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            dropped.set()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    silent = McpServerConfig(
+        name="silent",
+        url=f"http://127.0.0.1:{port}/mcp",
+        connect_timeout_s=1,
+        request_timeout_s=60,
+    )
+    async with anyio.create_task_group() as serving:
+        serving.start_soon(listener.serve, hold)
+        with anyio.fail_after(30):
+            async with TaskRequester(wall_ledger, [silent], scheduler=FAST) as requester:
+                with pytest.raises(ServerNotReachable):
+                    await requester.call_tool(PRINCIPAL, run.ref, "silent", "echo", {"text": "x"})
+                with anyio.fail_after(5):  # without the cancel: when its own handshake times out
+                    await dropped.wait()
+        assert held  # the handshake did reach the port
+        serving.cancel_scope.cancel()
+    assert tenant.reads.list_dispatches(run_ref=run.ref) == []
 
 
 @pytest.mark.e2e

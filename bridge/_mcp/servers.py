@@ -124,6 +124,7 @@ class ServerConnection:
         self._tg = task_group
         self._live: _Live | None = None
         self._lock = anyio.Lock()
+        self._connecting: anyio.CancelScope | None = None
         self.info = ServerInfo()
         self._annotations: dict[str, mcp_types.ToolAnnotations | None] | None = None
         self.lean_get_stats = LeanGetStats()
@@ -149,28 +150,34 @@ class ServerConnection:
     async def _connect(self) -> None:
         ready = anyio.Event()
         failure: list[BaseException] = []
+        # A connect can hang (a handshake whose reply never comes): once given up on, or on
+        # close, it is cancelled, so no supervisor outlives it and holds the task group open.
+        attempt = self._connecting = anyio.CancelScope()
 
         async def supervise() -> None:
             live: _Live | None = None
-            try:
-                async with self._new_client() as client:
-                    live = _Live(client)
-                    self._live = live
-                    self._remember_info(client)
+            with attempt:
+                try:
+                    async with self._new_client() as client:
+                        live = _Live(client)
+                        self._live = live
+                        self._remember_info(client)
+                        ready.set()
+                        await live.stop.wait()
+                except Exception as exc:  # transport gone: the next request reconnects
+                    failure.append(exc)
+                    log.debug("connection to %s ended: %r", self.config.name, exc)
+                finally:
+                    if self._live is live:
+                        self._live = None
                     ready.set()
-                    await live.stop.wait()
-            except Exception as exc:  # transport gone: the next request reconnects
-                failure.append(exc)
-                log.debug("connection to %s ended: %r", self.config.name, exc)
-            finally:
-                if self._live is live:
-                    self._live = None
-                ready.set()
 
         self._tg.start_soon(supervise)
         with anyio.move_on_after(self.config.connect_timeout_s) as scope:
             await ready.wait()
+        self._connecting = None
         if self._live is None:
+            attempt.cancel()
             if scope.cancelled_caught:
                 raise ServerNotReachable(self.config.name, "connect timeout")
             sent = self._http is not None and "authorization" in self._http.headers
@@ -259,6 +266,9 @@ class ServerConnection:
         return self._annotations.get(tool)
 
     async def close(self) -> None:
+        connecting = self._connecting
+        if connecting is not None:
+            connecting.cancel()
         self.reset()
 
 
