@@ -525,16 +525,20 @@ def test_input_asked_before_any_task_is_an_explicit_wait_answered_once(
     assert waits[-1]["task"]["task_ref"] == task.ref
 
 
-async def _accept_the_call_input(backend: Backend, server: ServerProcess) -> str:
-    """The operator's side: the call's input as ``Bridge.pending_inputs`` lists it, accepted
-    (the bridge that takes the answer sends the call again)."""
-    settings = BridgeSettings(
+def _operator_settings(backend: Backend, server: ServerProcess) -> BridgeSettings:
+    """The operator's own bridge on the workflow's ledger (it answers; it recovers nothing)."""
+    return BridgeSettings(
         ledger_url=backend.ledger,
         principals=[P],
         mcp_servers=[McpServerConfig(name="tasks", url=server.url)],
         recover_on_start=False,
     )
-    async with Bridge.open(settings) as bridge:
+
+
+async def _accept_the_call_input(backend: Backend, server: ServerProcess) -> str:
+    """The operator's side: the call's input as ``Bridge.pending_inputs`` lists it, accepted
+    (the bridge that takes the answer sends the call again)."""
+    async with Bridge.open(_operator_settings(backend, server)) as bridge:
         with anyio.fail_after(60):
             while not (waiting := await bridge.pending_inputs(P)):
                 await anyio.sleep(0.05)
@@ -592,13 +596,7 @@ async def _answer_two_inputs_one_by_one(
 ) -> tuple[str, str]:
     """The operator answers one input of the round, sees the workflow wait on the other
     alone (and the server asked nothing new), then answers it: both references."""
-    settings = BridgeSettings(
-        ledger_url=backend.ledger,
-        principals=[P],
-        mcp_servers=[McpServerConfig(name="tasks", url=server.url)],
-        recover_on_start=False,
-    )
-    async with Bridge.open(settings) as bridge:
+    async with Bridge.open(_operator_settings(backend, server)) as bridge:
         with anyio.fail_after(60):
             while len(waiting := await bridge.pending_inputs(P)) < 2:
                 await anyio.sleep(0.05)
